@@ -1,0 +1,95 @@
+# dtrain — one Makefile for the library, the program, the tests and the fuzz targets.
+#
+#   make                      build build/dtrain and build/libdtrain.a
+#   make test                 build and run every test suite (the README's test command)
+#   make test SANITIZE=address,undefined   the same under ASan+UBSan, in build-san/
+#   make fuzz                 build the libFuzzer targets with clang and run each briefly
+#   make WERROR=1             warnings are errors (CI sets this)
+#
+# Missing Debian packages are installed by scripts/install-deps.sh on first use.
+
+CC      ?= cc
+SANITIZE ?=
+WERROR  ?=
+BUILD   ?= $(if $(SANITIZE),build-san,build)
+
+WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla \
+            -Wformat=2 -Wpointer-arith -Wcast-qual -Wundef -Wwrite-strings \
+            -Wold-style-definition -Wnull-dereference -Wdouble-promotion \
+            -Wimplicit-fallthrough -Wno-unused-parameter
+ifneq ($(WERROR),)
+WARNINGS += -Werror
+endif
+
+OPT      := $(if $(SANITIZE),-O1 -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-recover=all,-O2 -march=native)
+CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE -MMD -MP
+CFLAGS   := -std=c11 -g $(OPT) $(WARNINGS) -pthread
+LDFLAGS  := $(if $(SANITIZE),-fsanitize=$(SANITIZE)) -pthread
+LDLIBS   := -ldl -lz -ljansson -lyaml -lm
+
+LIB_SRC  := $(sort $(wildcard src/*/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+MAIN_OBJ := $(BUILD)/src/main.o
+TEST_SRC := $(sort $(wildcard tests/harness/*.c tests/unit/*.c tests/cli/*.c))
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/*.c))
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
+
+DEPS_STAMP := build/.deps-installed
+
+.PHONY: all test fuzz bench clean deps
+all: $(BUILD)/dtrain $(BUILD)/libdtrain.a
+
+deps: $(DEPS_STAMP)
+$(DEPS_STAMP): scripts/install-deps.sh
+	@scripts/install-deps.sh
+	@mkdir -p build && touch $@
+
+$(BUILD)/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# Tests see the harness header and may pass string literals as argv.
+$(TEST_OBJ): CPPFLAGS += -Itests/harness
+$(TEST_OBJ): CFLAGS += -Wno-write-strings
+
+$(BUILD)/libdtrain.a: $(LIB_OBJ)
+	@rm -f $@
+	@echo "  AR      $@"
+	@ar rcs $@ $^
+
+$(BUILD)/dtrain: $(MAIN_OBJ) $(BUILD)/libdtrain.a
+	@echo "  LINK    $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/dtrain-tests: $(TEST_OBJ) $(BUILD)/libdtrain.a
+	@echo "  LINK    $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The test runner finds the dtrain binary through DTRAIN_BIN for the CLI tests.
+test: $(BUILD)/dtrain $(BUILD)/dtrain-tests
+	DTRAIN_BIN=$(CURDIR)/$(BUILD)/dtrain $(BUILD)/dtrain-tests $(TESTFLAGS)
+
+# libFuzzer targets: each links the library sources directly, built with clang.
+FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc -D_GNU_SOURCE -pthread
+build-fuzz/%: tests/fuzz/%.c $(LIB_SRC) | $(DEPS_STAMP)
+	@mkdir -p build-fuzz
+	clang $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
+
+FUZZ_RUNS ?= 20000
+fuzz: $(FUZZ_BIN)
+	@set -e; for f in $(FUZZ_BIN); do \
+	  name=$$(basename $$f); mkdir -p build-fuzz/corpus-$$name; \
+	  echo "fuzz: $$name ($(FUZZ_RUNS) runs, seed 1)"; \
+	  $$f -seed=1 -runs=$(FUZZ_RUNS) -max_total_time=60 build-fuzz/corpus-$$name tests/fuzz/corpus/$$name 2>build-fuzz/$$name.log \
+	    || { tail -40 build-fuzz/$$name.log; exit 1; }; \
+	done
+
+bench: $(BUILD)/dtrain
+	bench/train_vs_pytorch
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

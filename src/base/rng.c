@@ -1,0 +1,81 @@
+#include "base/rng.h"
+
+#include <math.h>
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+void dt_rng_seed(struct dt_rng *rng, uint64_t seed)
+{
+	uint64_t x = seed;
+	for (int i = 0; i < 4; i++)
+		rng->s[i] = splitmix64(&x);
+}
+
+void dt_rng_derive(struct dt_rng *rng, uint64_t seed, const char *purpose, uint64_t counter)
+{
+	/* FNV-1a over the label, then mixed with seed and counter. */
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (const char *p = purpose; *p; p++)
+		h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
+	uint64_t x = seed ^ h;
+	uint64_t mixed = splitmix64(&x) ^ (counter * 0xd1342543de82ef95ULL);
+	dt_rng_seed(rng, mixed);
+}
+
+uint64_t dt_rng_next(struct dt_rng *rng)
+{
+	uint64_t *s = rng->s;
+	uint64_t result = rotl(s[1] * 5, 7) * 9;
+	uint64_t t = s[1] << 17;
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return result;
+}
+
+uint64_t dt_rng_below(struct dt_rng *rng, uint64_t n)
+{
+	/* Rejection sampling: discard the top partial range. */
+	uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+	uint64_t r;
+	do {
+		r = dt_rng_next(rng);
+	} while (r >= limit);
+	return r % n;
+}
+
+float dt_rng_uniform(struct dt_rng *rng)
+{
+	return (float)(dt_rng_next(rng) >> 40) * (1.0f / 16777216.0f);
+}
+
+float dt_rng_normal(struct dt_rng *rng)
+{
+	double u1 = ((double)(dt_rng_next(rng) >> 11) + 1.0) * (1.0 / 9007199254740993.0);
+	double u2 = (double)(dt_rng_next(rng) >> 11) * (1.0 / 9007199254740992.0);
+	return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+void dt_rng_shuffle_u32(struct dt_rng *rng, uint32_t *items, uint64_t n)
+{
+	for (uint64_t i = n; i > 1; i--) {
+		uint64_t j = dt_rng_below(rng, i);
+		uint32_t tmp = items[i - 1];
+		items[i - 1] = items[j];
+		items[j] = tmp;
+	}
+}

@@ -1,0 +1,38 @@
+/*
+ * rng.h — the seeded random number generator (xoshiro256**).
+ *
+ * dtrain never calls rand(): every random choice (initializers, dropout
+ * masks, data shuffles, synthetic data) draws from a `struct dt_rng` that
+ * was seeded explicitly, so the same --seed gives the same run. Streams are
+ * derived, not shared: dt_rng_derive(seed, "shuffle", epoch) gives an
+ * independent generator per purpose, so adding a draw in one place does not
+ * shift the numbers everywhere else.
+ *
+ * The state is four 64-bit words and is transparent so checkpoints can save
+ * and restore it byte for byte.
+ */
+#ifndef DT_BASE_RNG_H
+#define DT_BASE_RNG_H
+
+#include <stdint.h>
+
+struct dt_rng {
+	uint64_t s[4];
+};
+
+/* Seeds through splitmix64, as the xoshiro authors recommend. */
+void dt_rng_seed(struct dt_rng *rng, uint64_t seed);
+/* A generator for one purpose: mixes seed, a label and a counter. */
+void dt_rng_derive(struct dt_rng *rng, uint64_t seed, const char *purpose, uint64_t counter);
+
+uint64_t dt_rng_next(struct dt_rng *rng);
+/* Uniform in [0, n) without modulo bias; n > 0. */
+uint64_t dt_rng_below(struct dt_rng *rng, uint64_t n);
+/* Uniform float in [0, 1) with 24 random bits. */
+float dt_rng_uniform(struct dt_rng *rng);
+/* Standard normal (Box–Muller; one value per call, no cached spare). */
+float dt_rng_normal(struct dt_rng *rng);
+/* Fisher–Yates shuffle of `n` uint32 indices. */
+void dt_rng_shuffle_u32(struct dt_rng *rng, uint32_t *items, uint64_t n);
+
+#endif

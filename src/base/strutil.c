@@ -1,0 +1,123 @@
+#include "base/strutil.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/alloc.h"
+
+size_t dt_edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	size_t *row = dt_xmallocarray(lb + 1, sizeof(*row));
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+			size_t best = diag + cost;
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	size_t d = row[lb];
+	free(row);
+	return d;
+}
+
+const char *dt_nearest(const char *word, const char *const *candidates, size_t count)
+{
+	size_t limit = strlen(word) / 3;
+	if (limit < 2)
+		limit = 2;
+	const char *best = NULL;
+	size_t best_d = limit + 1;
+	for (size_t i = 0; i < count; i++) {
+		size_t d = dt_edit_distance(word, candidates[i]);
+		if (d < best_d) {
+			best_d = d;
+			best = candidates[i];
+		}
+	}
+	return best;
+}
+
+enum dt_status dt_parse_i64(const char *text, int64_t min, int64_t max, int64_t *out,
+			    const char *what, struct dt_err *err)
+{
+	if (!text || !*text)
+		return dt_err_set(err, DT_USAGE, "%s: expected an integer, got an empty value", what);
+	errno = 0;
+	char *end = NULL;
+	long long v = strtoll(text, &end, 10);
+	if (*end != '\0' || end == text || text[0] == ' ')
+		return dt_err_set(err, DT_USAGE, "%s: '%s' is not an integer", what, text);
+	if (errno == ERANGE || v < min || v > max)
+		return dt_err_set(err, DT_USAGE, "%s: %s is out of range [%lld, %lld]", what, text,
+				  (long long)min, (long long)max);
+	*out = v;
+	return DT_OK;
+}
+
+enum dt_status dt_parse_double(const char *text, double *out, const char *what, struct dt_err *err)
+{
+	if (!text || !*text)
+		return dt_err_set(err, DT_USAGE, "%s: expected a number, got an empty value", what);
+	errno = 0;
+	char *end = NULL;
+	double v = strtod(text, &end);
+	if (*end != '\0' || end == text || text[0] == ' ')
+		return dt_err_set(err, DT_USAGE, "%s: '%s' is not a number", what, text);
+	if (errno == ERANGE || !isfinite(v))
+		return dt_err_set(err, DT_USAGE, "%s: '%s' is out of range", what, text);
+	*out = v;
+	return DT_OK;
+}
+
+enum dt_status dt_parse_bool(const char *text, int *out, const char *what, struct dt_err *err)
+{
+	static const char *const yes[] = { "true", "1", "yes", "on" };
+	static const char *const no[] = { "false", "0", "no", "off" };
+	for (size_t i = 0; i < DT_ARRAY_LEN(yes); i++) {
+		if (strcasecmp(text, yes[i]) == 0) {
+			*out = 1;
+			return DT_OK;
+		}
+		if (strcasecmp(text, no[i]) == 0) {
+			*out = 0;
+			return DT_OK;
+		}
+	}
+	return dt_err_set(err, DT_USAGE, "%s: '%s' is not a boolean (use true or false)", what, text);
+}
+
+void dt_join(char *buf, size_t cap, const char *const *items, size_t count, const char *sep)
+{
+	if (cap == 0)
+		return;
+	buf[0] = '\0';
+	size_t used = 0;
+	for (size_t i = 0; i < count; i++) {
+		size_t need = strlen(items[i]) + (i ? strlen(sep) : 0);
+		if (used + need + 4 >= cap) {
+			if (used + 4 < cap)
+				strcpy(buf + used, "...");
+			return;
+		}
+		if (i) {
+			strcpy(buf + used, sep);
+			used += strlen(sep);
+		}
+		strcpy(buf + used, items[i]);
+		used += strlen(items[i]);
+	}
+}

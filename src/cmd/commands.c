@@ -1,0 +1,50 @@
+#include "cmd/cmd.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/strutil.h"
+
+const struct dt_command dt_commands[] = {
+	{ "train", dt_cmd_train, "train a model (one process, or one task of a cluster)" },
+	{ "version", dt_cmd_version, "print the version and the libraries in use" },
+	{ "help", dt_cmd_help, "show help for dtrain or one command" },
+	{ NULL, NULL, NULL },
+};
+
+const struct dt_command *dt_command_find(const char *name)
+{
+	for (const struct dt_command *c = dt_commands; c->name; c++)
+		if (strcmp(c->name, name) == 0)
+			return c;
+	return NULL;
+}
+
+int dt_cmd_report(const struct dt_err *err)
+{
+	fflush(stdout);
+	fprintf(stderr, "error: %s\n", err->msg[0] ? err->msg : dt_status_message(err->status));
+	return dt_status_exit_code(err->status);
+}
+
+int dt_cmd_parse(struct dt_option *opts, int argc, char **argv, const char *usage,
+		 struct dt_args *args, int *exit_code)
+{
+	struct dt_err err = DT_ERR_INIT;
+	if (dt_opts_parse(opts, argc, argv, 1, args, &err) != DT_OK) {
+		fprintf(stderr, "error: %s\n", err.msg);
+		fprintf(stderr, "usage: %s\n(see 'dtrain %s --help')\n", usage, argv[0]);
+		dt_args_release(args);
+		*exit_code = 2;
+		return 0;
+	}
+	if (args->help) {
+		printf("usage: %s\n", usage);
+		dt_opts_print_help(stdout, opts);
+		dt_args_release(args);
+		*exit_code = 0;
+		return 0;
+	}
+	return 1;
+}
