@@ -1,0 +1,55 @@
+/*
+ * pipeline.h — the input pipeline: shard, shuffle per epoch, batch, prefetch.
+ *
+ * Training mode (single_pass = 0): the pipeline cycles through epochs
+ * forever. This worker's shard is every example i with
+ * i % shard_count == shard_index; each epoch the shard is shuffled with a
+ * generator derived from (seed, epoch), so a run with the same seed sees the
+ * same order, and a run can resume at (epoch, offset) later. Incomplete final
+ * batches of an epoch are dropped (every step has batch_size examples).
+ *
+ * Evaluation mode (single_pass = 1): the shard is read once, in order, no
+ * shuffle, the last batch may be short, then dt_pipeline_next returns NULL.
+ *
+ * With prefetch on, a background thread prepares the next batch (converting
+ * uint8 pixels to normalized floats) while the caller trains on the current
+ * one; the results are identical with and without it.
+ */
+#ifndef DT_DATA_PIPELINE_H
+#define DT_DATA_PIPELINE_H
+
+#include <stdint.h>
+#include "base/err.h"
+#include "data/problem.h"
+
+struct dt_pipeline_config {
+	const struct dt_dataset *data; /* borrowed; must outlive the pipeline */
+	int batch_size;
+	uint64_t seed;
+	int shard_index, shard_count;  /* 0, 1 for a single worker */
+	int single_pass;               /* evaluation mode */
+	int prefetch;                  /* use a background thread */
+	int64_t start_epoch;           /* resume position (0, 0 at the start) */
+	int64_t start_offset;          /* examples into start_epoch's shard order */
+};
+
+struct dt_batch {
+	int size;          /* examples in this batch */
+	const float *x;    /* (size, H, W, C), normalized */
+	const uint8_t *y;  /* (size) */
+	int64_t epoch;     /* epoch the batch came from */
+};
+
+struct dt_pipeline;
+
+enum dt_status dt_pipeline_new(const struct dt_pipeline_config *cfg, struct dt_pipeline **out,
+			       struct dt_err *err) DT_MUST_CHECK;
+/* The next batch, valid until the next call; NULL at the end of a single pass. */
+const struct dt_batch *dt_pipeline_next(struct dt_pipeline *p);
+/* Position of the next batch to be returned: (epoch, offset into the epoch). */
+void dt_pipeline_position(const struct dt_pipeline *p, int64_t *epoch, int64_t *offset);
+/* Examples per epoch in this shard (after sharding). */
+int64_t dt_pipeline_shard_size(const struct dt_pipeline *p);
+void dt_pipeline_free(struct dt_pipeline *p);
+
+#endif

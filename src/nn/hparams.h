@@ -1,0 +1,50 @@
+/*
+ * hparams.h — hyper-parameters, their named sets, and --hparams overrides.
+ *
+ * As in tensor2tensor: a run starts from a named set (--hparams_set=mlp_base)
+ * and applies comma-separated overrides (--hparams='learning_rate=0.05,batch_size=128').
+ * Every field is listed once in a table (hparams.c) that drives parsing,
+ * printing (hparams.json) and the list of valid names in errors, so an
+ * unknown name is an error that lists the valid ones.
+ */
+#ifndef DT_NN_HPARAMS_H
+#define DT_NN_HPARAMS_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include "base/err.h"
+
+#define DT_HP_NAME_MAX 32
+
+struct dt_hparams {
+	char model[DT_HP_NAME_MAX];       /* "mlp", "lenet", "cnn" */
+	int batch_size;                   /* per worker (per replica group) */
+	double learning_rate;             /* base rate before the schedule */
+	char optimizer[DT_HP_NAME_MAX];   /* "sgd", "momentum", "adam", "adagrad" */
+	double momentum;                  /* momentum optimizer */
+	double beta1, beta2, epsilon;     /* adam (epsilon also adagrad) */
+	double initial_accumulator_value; /* adagrad */
+	char lr_schedule[DT_HP_NAME_MAX]; /* "constant", "linear_warmup_decay" */
+	int warmup_steps;                 /* linear warm-up from 0 to learning_rate */
+	double lr_decay_end;              /* final lr as a fraction of learning_rate, at train_steps */
+	double dropout;                   /* drop probability in dropout layers; 0 disables */
+	double weight_decay;              /* L2 added to gradients of kernels; 0 disables */
+	int sync;                         /* synchronous distributed training (later issues) */
+	int scale_lr_by_workers;          /* async: lr /= sqrt(workers), as t2t does */
+};
+
+/* Names of the registered sets ("mlp_base", "lenet_base", "cnn_base", ...). */
+const char *const *dt_hparams_set_names(size_t *count);
+/* The set a model uses when --hparams_set is not given. */
+const char *dt_hparams_default_set(const char *model);
+/* Fills `out` from a named set; unknown set → DT_USAGE listing the valid ones. */
+enum dt_status dt_hparams_from_set(const char *set, struct dt_hparams *out, struct dt_err *err) DT_MUST_CHECK;
+/* Applies "name=value,name=value"; unknown name, bad value or malformed
+ * text → DT_USAGE naming the item and (for names) listing the valid ones. */
+enum dt_status dt_hparams_parse(struct dt_hparams *hp, const char *overrides, struct dt_err *err) DT_MUST_CHECK;
+/* Checks ranges and names (batch_size > 0, known optimizer/model/schedule, ...). */
+enum dt_status dt_hparams_validate(const struct dt_hparams *hp, struct dt_err *err) DT_MUST_CHECK;
+/* Writes the hparams as one JSON object (t2t's hparams.json). */
+void dt_hparams_write_json(const struct dt_hparams *hp, FILE *out);
+
+#endif

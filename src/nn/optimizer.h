@@ -1,0 +1,51 @@
+/*
+ * optimizer.h — SGD, momentum, Adam and Adagrad over flat buffers, and
+ * learning-rate schedules.
+ *
+ * An optimizer owns its slots (momentum, Adam's m and v, Adagrad's
+ * accumulator) as one flat allocation laid out slot-major:
+ * slot k of parameter element i is slots[k * count + i]. That lets a
+ * parameter server apply updates to any byte range of the flat parameter
+ * buffer (dt_optimizer_apply with offset/count) and lets checkpoints save
+ * slots per variable.
+ *
+ * Update rules follow TensorFlow's (tf.keras.optimizers / tf.train):
+ *   sgd:      p -= lr * g
+ *   momentum: a = m*a + g;           p -= lr * a
+ *   adam:     m = b1*m + (1-b1)*g;   v = b2*v + (1-b2)*g²;
+ *             lr_t = lr * sqrt(1-b2^t)/(1-b1^t);  p -= lr_t * m / (sqrt(v) + eps)
+ *   adagrad:  acc += g²;             p -= lr * g / (sqrt(acc) + eps)
+ */
+#ifndef DT_NN_OPTIMIZER_H
+#define DT_NN_OPTIMIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/err.h"
+#include "nn/hparams.h"
+
+enum dt_optimizer_kind { DT_OPTIM_SGD, DT_OPTIM_MOMENTUM, DT_OPTIM_ADAM, DT_OPTIM_ADAGRAD };
+
+struct dt_optimizer {
+	enum dt_optimizer_kind kind;
+	double momentum, beta1, beta2, epsilon, initial_accumulator_value;
+	size_t count;   /* parameters covered */
+	int num_slots;  /* 0 sgd, 1 momentum/adagrad, 2 adam */
+	float *slots;   /* (num_slots, count), owned */
+};
+
+/* Sets up an optimizer for `count` parameters from the hparams. */
+enum dt_status dt_optimizer_init(struct dt_optimizer *opt, const struct dt_hparams *hp, size_t count,
+				 struct dt_err *err) DT_MUST_CHECK;
+void dt_optimizer_release(struct dt_optimizer *opt);
+
+/* Applies one update to params[offset .. offset+n) using grads[0 .. n)
+ * (grads is indexed from the start of the range). `step` is the 1-based
+ * number of this update, used by Adam's bias correction. */
+void dt_optimizer_apply(struct dt_optimizer *opt, float *params, const float *grads, size_t offset, size_t n,
+			float lr, int64_t step);
+
+/* The learning rate at `step` (0-based) of `total_steps` under hp's schedule. */
+float dt_lr_at(const struct dt_hparams *hp, int64_t step, int64_t total_steps);
+
+#endif
