@@ -37,7 +37,7 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 
 DEPS_STAMP := build/.deps-installed
 
-.PHONY: all test fuzz bench clean deps
+.PHONY: all test check run fuzz bench clean deps
 all: $(BUILD)/dtrain $(BUILD)/libdtrain.a
 
 deps: $(DEPS_STAMP)
@@ -70,6 +70,15 @@ $(BUILD)/dtrain-tests: $(TEST_OBJ) $(BUILD)/libdtrain.a
 # The test runner finds the dtrain binary through DTRAIN_BIN for the CLI tests.
 test: $(BUILD)/dtrain $(BUILD)/dtrain-tests
 	DTRAIN_BIN=$(CURDIR)/$(BUILD)/dtrain $(BUILD)/dtrain-tests $(TESTFLAGS)
+
+# Everything: tests, sanitizer tests, fuzz runs; one summary line at the end.
+check:
+	@scripts/check.sh
+
+# The main job: train the demo cnn on Fashion-MNIST.
+RUN_FLAGS ?= --model=cnn --problem=fashion_mnist --train_steps=6000
+run: $(BUILD)/dtrain
+	$(BUILD)/dtrain train $(RUN_FLAGS)
 
 # libFuzzer targets: each links the library sources directly, built with clang.
 FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc -D_GNU_SOURCE -pthread

@@ -28,4 +28,10 @@ int dt_deadline_passed(int64_t deadline);
 /* Sleeps `seconds`, resuming after signals. */
 void dt_sleep(double seconds);
 
+
+
+/* Seconds since this process started (from /proc/self/stat, 10 ms
+ * resolution); -1 if it cannot be read. Used to report start-up latency. */
+double dt_process_age_seconds(void);
+
 #endif

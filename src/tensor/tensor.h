@@ -1,0 +1,34 @@
+/*
+ * tensor.h — a float array with a shape, as the kernels and layers see it.
+ *
+ * A `struct dt_tensor` never owns its data: it is a view into a buffer that
+ * someone else allocated (a model's flat parameter buffer, an activation
+ * buffer, a test's array). Data is dense and row-major; the last dimension
+ * is contiguous. Images are NHWC, (B, H, W, C).
+ *
+ * The struct is transparent because kernels walk the data directly.
+ */
+#ifndef DT_TENSOR_TENSOR_H
+#define DT_TENSOR_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DT_TENSOR_MAX_DIMS 4
+
+struct dt_tensor {
+	float *data;                        /* borrowed, (shape[0], ..., shape[ndim-1]) */
+	int ndim;                           /* 0 (a scalar) .. DT_TENSOR_MAX_DIMS */
+	int64_t shape[DT_TENSOR_MAX_DIMS];  /* each >= 0 */
+};
+
+/* A view of `data` with the given shape (ndim <= DT_TENSOR_MAX_DIMS). */
+struct dt_tensor dt_tensor_view(float *data, int ndim, const int64_t *shape);
+/* Number of elements: the product of the dimensions (1 for a scalar). */
+size_t dt_tensor_count(const struct dt_tensor *t);
+/* Number of elements of a shape given as an array. */
+size_t dt_shape_count(int ndim, const int64_t *shape);
+/* Writes the shape as "(64, 28, 28, 1)" into buf (truncated to cap). */
+void dt_shape_format(char *buf, size_t cap, int ndim, const int64_t *shape);
+
+#endif

@@ -1,0 +1,58 @@
+/*
+ * local.h — training in one process: the loop every other mode builds on.
+ *
+ * dt_train_local() loads the problem, builds the model from the hparams,
+ * initializes it from the seed, and runs `train_steps` steps of
+ * pipeline → forward/backward → optimizer, logging progress (step, loss,
+ * batch accuracy, learning rate, examples/s, ETA). It evaluates on the test
+ * split every `eval_every` steps (if > 0) and once at the end, and returns
+ * the figures in a `struct dt_train_result`.
+ *
+ * Determinism: the same config (seed, threads, hparams) gives bit-identical
+ * losses and accuracy; every random draw comes from a generator derived
+ * from the seed (init per variable, dropout, shuffle).
+ */
+#ifndef DT_TRAIN_LOCAL_H
+#define DT_TRAIN_LOCAL_H
+
+#include <stdint.h>
+#include "base/err.h"
+#include "nn/hparams.h"
+
+struct dt_train_config {
+	const char *problem;      /* "fashion_mnist", "mnist", "synthetic" */
+	const char *data_dir;     /* NULL or "": the problem's default */
+	struct dt_hparams hp;     /* model, batch size, optimizer, schedule */
+	int64_t train_steps;      /* > 0 */
+	int64_t eval_every;       /* evaluate every N steps; 0: only at the end */
+	int eval_at_end;          /* evaluate on the test split after training */
+	int64_t log_every;        /* progress line every N steps; 0: none */
+	uint64_t seed;
+	int threads;              /* OpenBLAS threads (the process's one pool) */
+	int prefetch;             /* prepare the next batch on a background thread */
+};
+
+struct dt_eval_result {
+	double accuracy;          /* fraction correct on the split */
+	double loss;              /* mean softmax cross-entropy */
+	int64_t examples;
+};
+
+struct dt_train_result {
+	int64_t steps;
+	double final_loss;        /* mean training loss over the last log window */
+	double train_seconds;     /* training steps only, evaluation excluded */
+	double examples_per_sec;  /* after the first (warm-up) step */
+	double first_step_seconds;/* process start to the end of the first step */
+	double load_seconds;      /* loading the data */
+	struct dt_eval_result eval; /* the final evaluation (if eval_at_end) */
+	int64_t num_params;
+};
+
+/* Sensible defaults (cnn on fashion_mnist, 2000 steps, seed 1, 1 thread). */
+void dt_train_config_defaults(struct dt_train_config *cfg);
+
+enum dt_status dt_train_local(const struct dt_train_config *cfg, struct dt_train_result *res,
+			      struct dt_err *err) DT_MUST_CHECK;
+
+#endif

@@ -1,0 +1,207 @@
+/* The dtrain program end to end: help, version, `dtrain train` on small
+ * runs, and every kind of bad input with its message and exit code. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "dt_test.h"
+
+static void run(struct dt_run *r, const char *const *argv)
+{
+	dt_test_run(r, argv, NULL, 120);
+	DT_CHECK(!r->timed_out);
+}
+
+DT_TEST(cli, help_goes_to_stdout_and_exits_0)
+{
+	struct dt_run r;
+	run(&r, (const char *[]){ "dtrain", "--help", NULL });
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "usage: dtrain <command>");
+	DT_CHECK_CONTAINS(r.out, "train");
+	dt_run_release(&r);
+
+	run(&r, (const char *[]){ "dtrain", "train", "--help", NULL });
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "--train_steps=N");
+	DT_CHECK_CONTAINS(r.out, "--hparams=K=V,...");
+	DT_CHECK_STR_EQ(r.err, "");
+	dt_run_release(&r);
+
+	run(&r, (const char *[]){ "dtrain", "help", "train", NULL });
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "--model=NAME");
+	dt_run_release(&r);
+}
+
+DT_TEST(cli, version_names_the_blas_core)
+{
+	struct dt_run r;
+	run(&r, (const char *[]){ "dtrain", "version", NULL });
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "dtrain ");
+	DT_CHECK_CONTAINS(r.out, "core ");
+	dt_run_release(&r);
+}
+
+DT_TEST(cli, usage_errors_exit_2_on_stderr)
+{
+	struct dt_run r;
+	run(&r, (const char *[]){ "dtrain", NULL });
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	dt_run_release(&r);
+
+	run(&r, (const char *[]){ "dtrain", "trian", NULL });
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "unknown command 'trian' (did you mean 'train'?)");
+	dt_run_release(&r);
+
+	run(&r, (const char *[]){ "dtrain", "train", "--train_step=5", NULL });
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "did you mean '--train_steps'");
+	DT_CHECK_STR_EQ(r.out, "");
+	dt_run_release(&r);
+}
+
+/* Runs `dtrain train ARGS...` expecting failure with `code` and `needle` in stderr. */
+static void expect_train_error(const char *const *extra, int code, const char *needle)
+{
+	const char *argv[16] = { "dtrain", "train", "--problem=synthetic", "--train_steps=2" };
+	int n = 4;
+	for (const char *const *e = extra; *e && n < 15; e++)
+		argv[n++] = *e;
+	argv[n] = NULL;
+	struct dt_run r;
+	run(&r, argv);
+	if (r.exit_code != code || !strstr(r.err, needle))
+		fprintf(stderr, "stderr was:\n%s\n", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, code);
+	DT_CHECK_CONTAINS(r.err, needle);
+	DT_CHECK_CONTAINS(r.err, "error: ");
+	/* One clear error line, not a crash dump. */
+	DT_CHECK(!strstr(r.err, "AddressSanitizer") && !strstr(r.err, "BUG:"));
+	dt_run_release(&r);
+}
+
+DT_TEST(cli, bad_model_problem_and_hparams_are_usage_errors)
+{
+	expect_train_error((const char *[]){ "--model=resnet", NULL }, 2, "unknown model 'resnet'");
+	expect_train_error((const char *[]){ "--model=mpl", NULL }, 2, "did you mean 'mlp'");
+	expect_train_error((const char *[]){ "--problem=cifar10", NULL }, 2, "unknown problem 'cifar10'");
+	expect_train_error((const char *[]){ "--hparams_set=nope_base", NULL }, 2, "nope_base");
+	expect_train_error((const char *[]){ "--hparams=lerning_rate=0.1", NULL }, 2, "learning_rate");
+	expect_train_error((const char *[]){ "--hparams=batch_size", NULL }, 2, "batch_size");
+	expect_train_error((const char *[]){ "--hparams=batch_size=abc", NULL }, 2, "abc");
+	expect_train_error((const char *[]){ "--hparams=batch_size=-4", NULL }, 2, "batch_size");
+	expect_train_error((const char *[]){ "--hparams=optimizer=rmsprop", NULL }, 2, "rmsprop");
+}
+
+DT_TEST(cli, bad_step_counts_and_threads_are_usage_errors)
+{
+	expect_train_error((const char *[]){ "--train_steps=-5", NULL }, 2, "--train_steps must be a positive");
+	expect_train_error((const char *[]){ "--train_steps=0", NULL }, 2, "--train_steps must be a positive");
+	expect_train_error((const char *[]){ "--train_steps=ten", NULL }, 2, "'ten' is not an integer");
+	expect_train_error((const char *[]){ "--threads=0", NULL }, 2, "--threads");
+	expect_train_error((const char *[]){ "--eval_every=-1", NULL }, 2, "--eval_every");
+	expect_train_error((const char *[]){ "stray", NULL }, 2, "unexpected argument 'stray'");
+}
+
+DT_TEST(cli, missing_data_files_exit_4_naming_the_file)
+{
+	char arg[700];
+	snprintf(arg, sizeof(arg), "--data_dir=%s", dt_test_tmpdir());
+	expect_train_error((const char *[]){ "--problem=mnist", arg, NULL }, 4, "train-images-idx3-ubyte");
+}
+
+DT_TEST(cli, corrupt_data_file_exits_4_naming_the_file)
+{
+	/* A gzipped IDX image file whose header promises more than it holds. */
+	char path[700];
+	gzFile f = gzopen(dt_test_path(path, sizeof(path), "train-images-idx3-ubyte.gz"), "wb");
+	const unsigned char header[16] = { 0, 0, 8, 3, 0, 0, 0, 100, 0, 0, 0, 28, 0, 0, 0, 28 };
+	unsigned char some[500] = { 0 };
+	DT_CHECK(f != NULL);
+	gzwrite(f, header, sizeof(header));
+	gzwrite(f, some, sizeof(some));
+	gzclose(f);
+	char arg[700];
+	snprintf(arg, sizeof(arg), "--data_dir=%s", dt_test_tmpdir());
+	expect_train_error((const char *[]){ "--problem=mnist", arg, NULL }, 4, "train-images-idx3-ubyte.gz");
+}
+
+static const char *field(const char *text, const char *key, char *buf, size_t cap)
+{
+	const char *p = strstr(text, key);
+	if (!p)
+		return "";
+	snprintf(buf, cap, "%s", p);
+	char *nl = strchr(buf, '\n');
+	if (nl)
+		*nl = '\0';
+	return buf;
+}
+
+DT_TEST_TIMEOUT(cli, synthetic_training_learns_and_is_deterministic, 180)
+{
+	char metrics[700];
+	dt_test_path(metrics, sizeof(metrics), "metrics.json");
+	char marg[720];
+	snprintf(marg, sizeof(marg), "--metrics_file=%s", metrics);
+	const char *argv[] = { "dtrain", "train", "--model=mlp", "--problem=synthetic", "--train_steps=150",
+			       "--seed=7", "--log_every=50", marg, NULL };
+	struct dt_run a, b;
+	run(&a, argv);
+	if (a.exit_code != 0)
+		fprintf(stderr, "%s", a.err);
+	DT_CHECK_INT_EQ(a.exit_code, 0);
+	DT_CHECK_CONTAINS(a.out, "accuracy = ");
+	DT_CHECK_CONTAINS(a.err, "[chief:0] I step 50/150 loss ");
+	DT_CHECK_CONTAINS(a.err, "examples/s eta ");
+	DT_CHECK_CONTAINS(a.err, "blas: OpenBLAS core ");
+	run(&b, argv);
+	DT_CHECK_INT_EQ(b.exit_code, 0);
+	/* Same seed and threads: the same numbers, bit for bit in the printout. */
+	DT_CHECK_STR_EQ(a.out, b.out);
+	char l1[256], l2[256];
+	DT_CHECK_STR_EQ(field(a.err, "step 150/150 loss", l1, sizeof(l1)) + 0,
+			field(b.err, "step 150/150 loss", l2, sizeof(l2)) + 0);
+
+	json_error_t jerr;
+	json_t *m = json_load_file(metrics, 0, &jerr);
+	DT_CHECK(m != NULL);
+	double acc = json_real_value(json_object_get(m, "accuracy"));
+	DT_CHECK(acc > 0.9);
+	DT_CHECK(json_real_value(json_object_get(m, "examples_per_sec")) > 0);
+	DT_CHECK_INT_EQ(json_integer_value(json_object_get(m, "steps")), 150);
+	json_decref(m);
+	dt_run_release(&a);
+	dt_run_release(&b);
+
+	/* A different seed gives different numbers. */
+	const char *argv2[] = { "dtrain", "train", "--model=mlp", "--problem=synthetic", "--train_steps=150",
+				"--seed=8", "--log_every=50", NULL };
+	struct dt_run c;
+	run(&c, argv2);
+	DT_CHECK_INT_EQ(c.exit_code, 0);
+	DT_CHECK(strcmp(field(c.err, "step 150/150 loss", l2, sizeof(l2)), l1) != 0);
+	dt_run_release(&c);
+}
+
+DT_TEST_TIMEOUT(cli, fashion_mnist_mlp_trains_past_chance, 240)
+{
+	const char *argv[] = { "dtrain", "train", "--model=mlp", "--problem=fashion_mnist", "--train_steps=300",
+			       "--log_every=100", NULL };
+	struct dt_run r;
+	dt_test_run(&r, argv, NULL, 230);
+	if (strstr(r.err, "dataset-fashion-mnist"))
+		DT_SKIP("dataset-fashion-mnist is not installed");
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	const char *p = strstr(r.out, "accuracy = ");
+	DT_CHECK(p != NULL);
+	double acc = atof(p + strlen("accuracy = "));
+	/* 300 steps of 64 examples: well past chance (10%), near 80%. */
+	DT_CHECK(acc > 0.75);
+	dt_run_release(&r);
+}
