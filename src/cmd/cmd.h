@@ -12,6 +12,8 @@
 #ifndef DT_CMD_CMD_H
 #define DT_CMD_CMD_H
 
+#include <stdio.h>
+
 #include "base/err.h"
 #include "base/options.h"
 
@@ -35,8 +37,13 @@ int dt_cmd_report(const struct dt_err *err);
 int dt_cmd_parse(struct dt_option *opts, int argc, char **argv, const char *usage,
 		 struct dt_args *args, int *exit_code);
 
+/* The top-level usage: commands with summaries and the exit codes. */
+void dt_cmd_print_usage(FILE *out);
+
 int dt_cmd_train(int argc, char **argv);
 int dt_cmd_version(int argc, char **argv);
+int dt_cmd_config(int argc, char **argv);
+int dt_cmd_make_configs(int argc, char **argv);
 int dt_cmd_help(int argc, char **argv);
 
 #endif

@@ -8,6 +8,8 @@
 
 const struct dt_command dt_commands[] = {
 	{ "train", dt_cmd_train, "train a model (one process, or one task of a cluster)" },
+	{ "config", dt_cmd_config, "print and check the cluster this process would join (starts nothing)" },
+	{ "make-configs", dt_cmd_make_configs, "print TF_CONFIG and flags for every task, as t2t-make-tf-configs" },
 	{ "version", dt_cmd_version, "print the version and the libraries in use" },
 	{ "help", dt_cmd_help, "show help for dtrain or one command" },
 	{ NULL, NULL, NULL },

@@ -13,6 +13,8 @@
 #define TRAILING_COUNT_CAP ((size_t)1 << 20)
 /* zlib's input buffer; bigger than the 8 KiB default for fewer read calls. */
 #define GZ_BUFFER_BYTES (1u << 17)
+/* The data buffer starts this big and doubles while bytes keep coming. */
+#define DATA_FIRST_ALLOC ((size_t)1 << 20)
 
 const char *dt_idx_type_name(int type)
 {
@@ -194,6 +196,40 @@ static const char *short_read_reason(gzFile f)
 	return NULL;
 }
 
+/*
+ * Reads the data into out->data, growing the buffer as bytes arrive rather
+ * than trusting the header: a 20-byte file that claims a gigabyte costs a
+ * small buffer, not a gigabyte. glibc grows large blocks with mremap, so
+ * the doubling rarely copies. *got may end short of data_bytes.
+ */
+static enum dt_status read_data(gzFile f, struct dt_idx *out, size_t *got, struct dt_err *err)
+{
+	size_t want = out->data_bytes, have = 0;
+	size_t alloc = want < DATA_FIRST_ALLOC ? want : DATA_FIRST_ALLOC;
+	void *data;
+	enum dt_status st = dt_try_malloc(&data, alloc, err);
+	if (st)
+		return st;
+	out->data = data;
+	for (;;) {
+		size_t n;
+		st = read_upto(f, out->data + have, alloc - have, &n, err);
+		if (st)
+			return st;
+		have += n;
+		if (have < alloc || alloc == want)
+			break;
+		size_t next = alloc > want / 2 ? want : 2 * alloc;
+		void *bigger = realloc(out->data, next);
+		if (!bigger)
+			return dt_err_set(err, DT_NOMEM, "out of memory growing the data buffer to %zu bytes", next);
+		out->data = bigger;
+		alloc = next;
+	}
+	*got = have;
+	return DT_OK;
+}
+
 static enum dt_status load_open(gzFile f, size_t max_bytes, struct dt_idx *out, struct dt_err *err)
 {
 	uint8_t head[DT_IDX_MAX_HEADER];
@@ -212,12 +248,7 @@ static enum dt_status load_open(gzFile f, size_t max_bytes, struct dt_idx *out, 
 	if (st)
 		return st;
 
-	void *data;
-	st = dt_try_malloc(&data, out->data_bytes, err);
-	if (st)
-		return st;
-	out->data = data;
-	st = read_upto(f, out->data, out->data_bytes, &got, err);
+	st = read_data(f, out, &got, err);
 	if (st)
 		return st;
 	char what[160];
@@ -245,6 +276,10 @@ static enum dt_status load_open(gzFile f, size_t max_bytes, struct dt_idx *out, 
 				  describe(out, what, sizeof(what)), out->data_bytes, hlen,
 				  extra >= TRAILING_COUNT_CAP ? "at least " : "", out->data_bytes + extra,
 				  extra >= TRAILING_COUNT_CAP ? "at least " : "", extra);
+	/* All data arrived, but a gzip stream without its trailer has no checksum. */
+	const char *why = short_read_reason(f);
+	if (why)
+		return dt_err_set(err, DT_DATA, "gzip stream cut short after the data: %s", why);
 	return DT_OK;
 }
 
@@ -252,7 +287,7 @@ enum dt_status dt_idx_load(const char *path, size_t max_bytes, struct dt_idx *ou
 {
 	memset(out, 0, sizeof(*out));
 	errno = 0;
-	gzFile f = gzopen(path, "rb");
+	gzFile f = gzopen(path, "rbe"); /* e: close on exec, for the launcher's children */
 	if (!f)
 		return dt_err_set(err, DT_IO, "cannot open IDX file '%s': %s", path,
 				  errno ? strerror(errno) : "out of memory");

@@ -60,6 +60,10 @@ int dt_model_variable_is_kernel(const struct dt_model *m, int i);
 int dt_model_max_batch(const struct dt_model *m);
 /* A one-line description: "cnn: 5 layers, 421642 parameters (1.6 MiB)". */
 void dt_model_describe(const struct dt_model *m, char *buf, size_t cap);
+/* The layers in order (nn/layers.h), for summaries and tests; owned by m. */
+struct dt_layer;
+int dt_model_num_layers(const struct dt_model *m);
+const struct dt_layer *dt_model_layer(const struct dt_model *m, int i);
 
 /*
  * One training step's computation: forward on x (B, H, W, C), softmax
@@ -74,5 +78,9 @@ float dt_model_train_batch(struct dt_model *m, const float *x, const uint8_t *la
 /* Inference: forward only, dropout off. Returns the mean loss and counts
  * correct predictions. Leaves the gradient buffer alone. */
 float dt_model_eval_batch(struct dt_model *m, const float *x, const uint8_t *labels, int batch, int *correct);
+
+/* The logits (batch, num_classes) of the last train or eval batch; owned by
+ * m, valid until the next call. */
+const float *dt_model_logits(const struct dt_model *m);
 
 #endif

@@ -34,6 +34,11 @@ struct dt_optimizer {
 	float *slots;   /* (num_slots, count), owned */
 };
 
+/* Names of the optimizers ("sgd", "momentum", "adam", "adagrad") and of the
+ * learning-rate schedules ("constant", "linear_warmup_decay"). */
+const char *const *dt_optimizer_names(size_t *count);
+const char *const *dt_lr_schedule_names(size_t *count);
+
 /* Sets up an optimizer for `count` parameters from the hparams. */
 enum dt_status dt_optimizer_init(struct dt_optimizer *opt, const struct dt_hparams *hp, size_t count,
 				 struct dt_err *err) DT_MUST_CHECK;

@@ -113,8 +113,8 @@ static enum dt_status setup(const struct dt_train_config *cfg, struct run *r, st
 		if ((st = dt_problem_load(cfg->problem, cfg->data_dir, DT_SPLIT_TEST, cfg->seed, &r->test, err)))
 			return st;
 	res->load_seconds = (double)(dt_now_ns() - t0) / 1e9;
-	dt_info("data: %s: %u train, %u test examples from %s (%.2f s)", cfg->problem, r->train.count,
-		r->test.count, r->train.source, res->load_seconds);
+	dt_info("data: %u train, %u test examples: %s (%.2f s)", r->train.count, r->test.count, r->train.source,
+		res->load_seconds);
 
 	const struct dt_dataset *d = &r->train;
 	if ((st = dt_model_new(hp, d->height, d->width, d->channels, d->num_classes, hp->batch_size, &r->model, err)))

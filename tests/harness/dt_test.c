@@ -27,6 +27,11 @@ struct test_case {
 	int timeout_s;
 };
 
+/* LeakSanitizer's entry point, present only in sanitizer builds. Tests end
+ * with _exit (which skips LSan's atexit check), so the runner asks for the
+ * leak check itself after a test body returns. */
+extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
+
 static struct test_case tests[MAX_TESTS];
 static int test_count;
 static char current_tmpdir[512];
@@ -233,6 +238,10 @@ static void start_test(struct running *slot, int index)
 			_exit(2);
 		t->fn();
 		fflush(NULL);
+		if (__lsan_do_recoverable_leak_check && __lsan_do_recoverable_leak_check()) {
+			fprintf(stderr, "LeakSanitizer found leaks in this test (report above)\n");
+			_exit(1);
+		}
 		_exit(0);
 	}
 	setpgid(pid, pid);

@@ -1,0 +1,113 @@
+/*
+ * layers.h — the layers models are built from, with forward and backward.
+ *
+ * A `struct dt_layer` describes one layer: its kind, its per-example input
+ * and output shapes, and views of its parameters and their gradients in
+ * buffers someone else owns (a model's flat buffers, or a test's arrays;
+ * see dt_layer_bind). It owns only the state its backward pass needs and
+ * that is not an activation: dropout's mask and max pooling's arg-max, both
+ * sized for `max_batch` examples (dt_layer_alloc_state).
+ *
+ * Kinds (shapes per example; the batch B is always the leading dimension):
+ *   dense    (IN) -> (OUT)         y = x kernel + bias [, ReLU]; kernel (IN, OUT),
+ *                                  bias (OUT); any input shape is read as flat
+ *   conv2d   (H, W, C) -> (OH, OW, OC)   im2col + one matmul per chunk of
+ *                                  images [, ReLU]; kernel (KH, KW, C, OC), bias (OC)
+ *   maxpool2 (H, W, C) -> (H/2, W/2, C)  2x2 windows, stride 2, floor
+ *   relu     any -> same
+ *   dropout  any -> same           inverted: kept values scaled by 1/(1-rate)
+ *   flatten  (H, W, C) -> (H*W*C)  a view: output memory is the input's
+ *
+ * ReLU after a dense or conv layer is fused into it (`relu` flag): the bias
+ * add and the clamp are one pass forward, and the mask and bias gradient
+ * one pass backward. The stand-alone relu layer exists for other uses.
+ *
+ * Forward and backward never allocate. Backward overwrites the layer's
+ * parameter gradients (dkernel, dbias), may modify dy in place (the fused
+ * ReLU mask), and writes dx unless dx is NULL (the first layer of a model
+ * needs no input gradient).
+ */
+#ifndef DT_NN_LAYERS_H
+#define DT_NN_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/rng.h"
+#include "tensor/kernels.h"
+
+enum dt_layer_kind { DT_LAYER_DENSE, DT_LAYER_CONV2D, DT_LAYER_MAXPOOL2, DT_LAYER_RELU, DT_LAYER_DROPOUT,
+		     DT_LAYER_FLATTEN };
+
+/* The shape of one example: (H, W, C); a flat vector of N is (1, 1, N). */
+struct dt_shape {
+	int h, w, c;
+};
+
+static inline size_t dt_shape_elems(struct dt_shape s)
+{
+	return (size_t)s.h * (size_t)s.w * (size_t)s.c;
+}
+
+#define DT_LAYER_NAME_MAX 32
+
+struct dt_layer {
+	enum dt_layer_kind kind;
+	char name[DT_LAYER_NAME_MAX]; /* "conv_1", "pool_2", "dense_3", ... */
+	struct dt_shape in, out;      /* per example */
+	int relu;                     /* dense, conv2d: ReLU fused after the bias */
+	struct dt_conv_geom geom;     /* conv2d */
+	int chunk;                    /* conv2d: images per im2col chunk */
+	float rate;                   /* dropout: drop probability, [0, 1) */
+	size_t kernel_count;          /* dense IN*OUT, conv KH*KW*C*OC, else 0 */
+	size_t bias_count;            /* OUT or OC, else 0 */
+	float *kernel, *bias;         /* parameters, views: (IN, OUT) or (KH, KW, C, OC); (OUT) */
+	float *dkernel, *dbias;       /* their gradients, same shapes */
+	int max_batch;                /* examples the state below holds */
+	float *mask;                  /* dropout: (max_batch, IN), owned */
+	int32_t *argmax;              /* maxpool2: (max_batch, OH, OW, C), owned */
+};
+
+/* Constructors: fill *l (no allocation). `name` is copied. A shape that does
+ * not work (a window larger than the padded input, units < 1, ...) →
+ * DT_CONFIG naming the layer and the shapes. */
+enum dt_status dt_layer_dense(struct dt_layer *l, const char *name, struct dt_shape in, int units, int relu,
+			      struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_layer_conv2d(struct dt_layer *l, const char *name, struct dt_shape in, int kh, int kw,
+			       int filters, int stride, int pad, int relu, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_layer_maxpool2(struct dt_layer *l, const char *name, struct dt_shape in,
+				 struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_layer_relu(struct dt_layer *l, const char *name, struct dt_shape in,
+			     struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_layer_dropout(struct dt_layer *l, const char *name, struct dt_shape in, float rate,
+				struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_layer_flatten(struct dt_layer *l, const char *name, struct dt_shape in,
+				struct dt_err *err) DT_MUST_CHECK;
+
+/* Parameters of the layer: kernel_count + bias_count. */
+size_t dt_layer_num_params(const struct dt_layer *l);
+/* Points kernel/bias at params[0 .. kernel_count) and [kernel_count ..
+ * num_params), and dkernel/dbias at the same places in grads. */
+void dt_layer_bind(struct dt_layer *l, float *params, float *grads);
+/* Allocates the backward state for up to max_batch examples. */
+void dt_layer_alloc_state(struct dt_layer *l, int max_batch);
+/* Frees the state; accepts NULL. Leaves the parameter views alone. */
+void dt_layer_release(struct dt_layer *l);
+/* Floats of scratch memory forward and backward need for `batch` examples. */
+size_t dt_layer_scratch_floats(const struct dt_layer *l, int batch);
+/* True for layers whose output is their input's memory (flatten). */
+int dt_layer_is_view(const struct dt_layer *l);
+
+/* y (B, out) = layer(x (B, in)). `training` turns dropout on (drawing from
+ * rng); otherwise dropout is the identity and rng may be NULL. For a view
+ * layer, y may equal x (then nothing happens) or be a copy target. */
+void dt_layer_forward(struct dt_layer *l, const float *x, float *y, int B, int training, struct dt_rng *rng,
+		      float *scratch);
+/* Given x (B, in) and y (B, out) of the last training forward and
+ * dy = dL/dy (B, out): writes dL/dkernel, dL/dbias and, unless dx is NULL,
+ * dx = dL/dx (B, in). dy may be changed. */
+void dt_layer_backward(struct dt_layer *l, const float *x, const float *y, float *dy, float *dx, int B,
+		       float *scratch);
+
+#endif

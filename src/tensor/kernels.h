@@ -1,0 +1,117 @@
+/*
+ * kernels.h — the compute kernels under dtrain's layers, each with its naive twin.
+ *
+ * Every optimized kernel here has a `_naive` twin written for obviousness,
+ * not speed; the unit tests (tests/unit/test_tensor*.c) run both on odd shapes
+ * and compare. The layers (nn/layers.h) call only the fast versions.
+ *
+ * Conventions:
+ *   - Row-major float32, images NHWC: x is (B, H, W, C), channels innermost.
+ *   - A conv kernel is (KH, KW, C, OC), i.e. a (KH*KW*C, OC) matrix whose
+ *     rows match the columns of im2col's output.
+ *   - Letters in shape comments: B batch, H/W input height/width, C input
+ *     channels, OH/OW output height/width, OC output channels, K = KH*KW*C,
+ *     R rows, N columns (classes or units).
+ *   - Kernels never allocate, never fail (shapes are checked with DT_ASSERT),
+ *     and are deterministic: the same inputs give bit-identical outputs.
+ *   - Pointers marked restrict must not overlap.
+ */
+#ifndef DT_TENSOR_KERNELS_H
+#define DT_TENSOR_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/rng.h"
+
+/* ---- matrix multiply ---------------------------------------------------- */
+
+/* C (M, N) = alpha * op(A) (M, K) * op(B) (K, N) + beta * C; row-major with
+ * row strides lda/ldb/ldc; op(X) is X or X^T. Backed by OpenBLAS (dt_sgemm).
+ * beta == 0 overwrites C without reading it. */
+void dt_matmul(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+	       const float *B, int ldb, float beta, float *C, int ldc);
+/* The naive twin: triple loop, sums in double. */
+void dt_matmul_naive(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+		     const float *B, int ldb, float beta, float *C, int ldc);
+
+/* ---- bias and ReLU ------------------------------------------------------ */
+
+/* y (R, N) += bias (N), then y = max(y, 0) if relu; one pass. */
+void dt_bias_act_forward(float *y, const float *bias, int R, int N, int relu);
+/* Backward of dt_bias_act_forward, one pass: if relu, dy (R, N) *= (y > 0)
+ * in place (y is the forward output); then dbias (N) += column sums of dy
+ * (accumulates, so chunks of rows can be summed; dbias may be NULL). */
+void dt_bias_act_backward(float *dy, const float *y, float *dbias, int R, int N, int relu);
+/* y (n) = max(x, 0); x and y may be the same array. */
+void dt_relu_forward(const float *x, float *y, size_t n);
+/* dx (n) = dy * (y > 0) with y the forward output; dx may alias dy. */
+void dt_relu_backward(const float *y, const float *dy, float *dx, size_t n);
+
+/* ---- im2col / col2im (convolution as one matrix multiply) -------------- */
+
+/* Geometry of a 2-D convolution over NHWC images. */
+struct dt_conv_geom {
+	int H, W, C;      /* input image (H, W, C) */
+	int KH, KW;       /* window */
+	int stride, pad;  /* same in both directions; pad is zeros on every side */
+	int OH, OW;       /* output: (H + 2*pad - KH) / stride + 1, same for W */
+};
+
+/* Fills g; returns 0, or -1 if the window does not fit (OH or OW < 1) or an
+ * argument is out of range. */
+int dt_conv_geom_init(struct dt_conv_geom *g, int H, int W, int C, int KH, int KW, int stride, int pad);
+/* K = KH*KW*C, the length of one im2col row. */
+static inline int dt_conv_k(const struct dt_conv_geom *g)
+{
+	return g->KH * g->KW * g->C;
+}
+
+/* cols (n*OH*OW, K): row (b, oh, ow) holds the window of x (n, H, W, C)
+ * under output pixel (oh, ow), ordered (kh, kw, c); padding reads as 0. */
+void dt_im2col(const struct dt_conv_geom *g, const float *x, int n, float *cols);
+void dt_im2col_naive(const struct dt_conv_geom *g, const float *x, int n, float *cols);
+/* The same matrix transposed: cols_t (K, ld), column r = row r of
+ * dt_im2col's output for r < n*OH*OW (ld >= n*OH*OW). Fast for C == 1 and
+ * stride 1, where each piece is a contiguous run of an input row; conv
+ * layers use it for one-channel inputs. */
+void dt_im2col_t(const struct dt_conv_geom *g, const float *x, int n, float *cols_t, int ld);
+void dt_im2col_t_naive(const struct dt_conv_geom *g, const float *x, int n, float *cols_t, int ld);
+/* The adjoint of im2col: dx (n, H, W, C) = sum of each cols (n*OH*OW, K)
+ * entry into the input pixel it was read from. Overwrites dx. */
+void dt_col2im(const struct dt_conv_geom *g, const float *cols, int n, float *dx);
+void dt_col2im_naive(const struct dt_conv_geom *g, const float *cols, int n, float *dx);
+
+/* ---- 2x2 max pooling, stride 2 ------------------------------------------ */
+
+/* y (B, H/2, W/2, C) = max over each 2x2 window of x (B, H, W, C); odd H or
+ * W drop the last row/column (TensorFlow's "valid" padding). argmax
+ * (B, H/2, W/2, C) gets the winner's position in its window, 0..3 as
+ * (dh*2 + dw); ties go to the first. */
+void dt_maxpool2_forward(const float *x, float *y, int32_t *argmax, int B, int H, int W, int C);
+void dt_maxpool2_forward_naive(const float *x, float *y, int32_t *argmax, int B, int H, int W, int C);
+/* dx (B, H, W, C) = dy (B, H/2, W/2, C) routed to each window's winner,
+ * 0 elsewhere (including the dropped row/column). Overwrites dx. */
+void dt_maxpool2_backward(const float *dy, const int32_t *argmax, float *dx, int B, int H, int W, int C);
+void dt_maxpool2_backward_naive(const float *dy, const int32_t *argmax, float *dx, int B, int H, int W, int C);
+
+/* ---- softmax cross-entropy ---------------------------------------------- */
+
+/* Mean over the batch of -log softmax(logits)[label], logits (B, N),
+ * labels (B) each < N. If dlogits (B, N) is not NULL it gets the gradient of
+ * the mean loss, (softmax - onehot) / B, in the same pass. *correct (may be
+ * NULL) gets the number of rows whose arg-max (first on ties) is the label. */
+float dt_softmax_xent(const float *logits, const uint8_t *labels, int B, int N, float *dlogits, int *correct);
+/* The naive twin: softmax in double, then the loss and gradient. */
+float dt_softmax_xent_naive(const float *logits, const uint8_t *labels, int B, int N, float *dlogits,
+			    int *correct);
+
+/* ---- dropout (inverted) ------------------------------------------------- */
+
+/* mask (n) = 1/(1-rate) with probability 1-rate, else 0, drawn from rng in
+ * order (one dt_rng_uniform per element); y (n) = x * mask. 0 <= rate < 1. */
+void dt_dropout_forward(const float *x, float *y, float *mask, size_t n, float rate, struct dt_rng *rng);
+/* dx (n) = dy * mask; dx may alias dy. */
+void dt_dropout_backward(const float *mask, const float *dy, float *dx, size_t n);
+
+#endif
