@@ -87,9 +87,21 @@ static enum dt_status store_value(struct dt_option *o, const char *value, struct
 	return st;
 }
 
+/* Two options with one name would make the second unreachable: our bug. */
+static void assert_unique_names(const struct dt_option *opts)
+{
+	for (const struct dt_option *a = opts; a->type != DT_OPT_T_END; a++) {
+		if (a->type == DT_OPT_T_GROUP)
+			continue;
+		for (const struct dt_option *b = a + 1; b->type != DT_OPT_T_END; b++)
+			DT_ASSERT(b->type == DT_OPT_T_GROUP || !name_matches(a->name, b->name, strlen(b->name)));
+	}
+}
+
 enum dt_status dt_opts_parse(struct dt_option *opts, int argc, char **argv, int first,
 			     struct dt_args *args, struct dt_err *err)
 {
+	assert_unique_names(opts);
 	args->count = 0;
 	args->help = 0;
 	args->items = dt_xcalloc((size_t)(argc > 0 ? argc : 1), sizeof(*args->items));

@@ -112,10 +112,13 @@ static int host_char(char c)
 	       c == '.' || c == '-' || c == '_';
 }
 
-static int ipv6_char(char c)
+/* Hex digits, ':' and '.' (an embedded IPv4 tail); after a '%', a zone id
+ * such as "eth0". */
+static int ipv6_char(char c, int in_zone)
 {
-	return (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || (c >= '0' && c <= '9') ||
-	       c == ':' || c == '.' || c == '%' || (c >= 'g' && c <= 'z'); /* zone ids: %eth0 */
+	if (in_zone)
+		return host_char(c);
+	return (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || (c >= '0' && c <= '9') || c == ':' || c == '.';
 }
 
 #define ADDR_MAX 1024
@@ -146,10 +149,16 @@ enum dt_status dt_hostport_check(const char *addr, const char *who, struct dt_er
 		}
 		if (close == addr + 1)
 			return dt_err_set(err, DT_CONFIG, "address '%.200s' of %s has no host", addr, who);
-		for (const char *p = addr + 1; p < close; p++)
-			if (!ipv6_char(*p))
+		int in_zone = 0;
+		for (const char *p = addr + 1; p < close; p++) {
+			if (*p == '%' && !in_zone && p > addr + 1 && p + 1 < close) {
+				in_zone = 1;
+				continue;
+			}
+			if (!ipv6_char(*p, in_zone))
 				return dt_err_set(err, DT_CONFIG, "address '%.200s' of %s is not a valid IPv6 address ('%c' is not allowed)",
 						  addr, who, *p);
+		}
 		if (close[1] != ':') {
 			st = dt_err_set(err, DT_CONFIG, "address '%.200s' of %s has no port", addr, who);
 			dt_err_hint(err, "write it as host:port, e.g. '%.*s:2222'", (int)(close - addr + 1), addr);

@@ -97,7 +97,7 @@ struct dt_cluster {
 	char *session_master;      /* overrides the derived master */
 	char *eval_session_master; /* the evaluator's master */
 	char *environment;         /* "cloud" (t2t, Kubeflow) is accepted and ignored */
-	char *model_dir;           /* must equal --output_dir when both are given */
+	char *model_dir;           /* RunConfig: must equal the command line's model dir (train checks) */
 
 	/* Derived by dt_cluster_validate(). */
 	struct dt_task_ref chief; /* master:0, chief:0 or worker:0 */
@@ -111,7 +111,7 @@ struct dt_cluster {
 
 	/* Provenance, filled by the resolver. */
 	enum dt_cluster_source source;
-	char source_detail[160];  /* "Slurm job 12 step 0, rank 2 of 3" */
+	char source_detail[160];  /* "Slurm rank 2 of 3, job 12 step 0"; "" when the name says it all */
 	unsigned shadowed;        /* bit (1u << source) for each lower-precedence source also present */
 };
 

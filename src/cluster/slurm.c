@@ -254,6 +254,10 @@ enum dt_status dt_slurm_expand_tasks_per_node(const char *list, int **counts, in
 				why = "expected a count like 3 or 3(x2)";
 				break;
 			}
+			if (reps == 0) {
+				why = "a repeat count is at least 1";
+				break;
+			}
 			p++;
 		}
 		if (*p && *p != ',') {
@@ -427,7 +431,7 @@ enum dt_status dt__slurm_read(const char *const *envp, int ps_tasks, int port_ba
 	const char *step = dt__env_get(envp, "SLURM_STEP_ID");
 	int n = snprintf(out->source_detail, sizeof(out->source_detail), "Slurm rank %d of %d", rank, ntasks);
 	if (job && n > 0 && (size_t)n < sizeof(out->source_detail))
-		snprintf(out->source_detail + n, sizeof(out->source_detail) - (size_t)n, " (job %.20s, step %.20s)", job,
+		snprintf(out->source_detail + n, sizeof(out->source_detail) - (size_t)n, ", job %.20s step %.20s", job,
 			 step ? step : "?");
 out:
 	for (int i = 0; i < naddrs; i++)

@@ -36,11 +36,14 @@ static void print_cluster(const struct dt_cluster *cl)
 		printf(" (%s)", cl->source_detail);
 	printf("\n");
 	if (cl->shadowed) {
+		/* What users set, named as they know it. */
+		static const char *const set[DT_SOURCE_COUNT] = { "--ps_hosts/--worker_hosts", "TF_CONFIG", "SLURM_*",
+								  "OMPI_*", "" };
 		printf("ignored:   ");
 		for (int s = 0; s < DT_SOURCE_COUNT; s++)
 			if (cl->shadowed & (1u << s))
-				printf(" %s", dt_cluster_source_name((enum dt_cluster_source)s));
-		printf(" (also present; %s comes first)\n", dt_cluster_source_name(cl->source));
+				printf(" %s", set[s]);
+		printf(" (also set; %s comes first)\n", set[cl->source]);
 	}
 	printf("cluster:\n");
 	if (dt_cluster_is_local(cl))

@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "cmd/cmd.h"
 #include "base/strutil.h"
+#include "cluster/resolve.h"
 #include "nn/hparams.h"
 #include "nn/model.h"
 #include "tensor/blas.h"
@@ -80,6 +81,44 @@ static enum dt_status write_metrics(const char *path, const struct dt_train_conf
 	return st ? dt_err_prefix(err, "--metrics_file") : DT_OK;
 }
 
+/* Resolves the cluster and this task's role. Only the single-process role is
+ * built so far: a cluster of several tasks is refused with a clear message
+ * rather than trained wrongly. t2t's schedules: `train` skips the final
+ * evaluation; `train_and_evaluate` and `continuous_train_and_eval` keep it. */
+static enum dt_status resolve_role(const struct dt_cluster_flags *cf, const struct dt_option *opts, int *eval,
+				   struct dt_err *err)
+{
+	struct dt_cluster cl;
+	enum dt_status st = dt_cluster_resolve(cf, opts, &cl, err);
+	if (st) {
+		dt_cluster_release(&cl);
+		return st;
+	}
+	if (!dt_cluster_is_local(&cl)) {
+		dt_err_set(err, DT_CONFIG,
+			   "this %s cluster has several tasks, but distributed training is not built yet: "
+			   "dtrain train runs as a single process for now",
+			   dt_cluster_source_name(cl.source));
+		dt_err_hint(err, "run 'dtrain config' to see the cluster; unset TF_CONFIG (and the cluster flags) "
+				 "to train in one process");
+		dt_cluster_release(&cl);
+		return DT_CONFIG;
+	}
+	dt_cluster_release(&cl);
+	const char *schedule = cf->schedule;
+	if (strcmp(schedule, "train") == 0) {
+		const struct dt_option *o = dt_opts_find(opts, "eval");
+		if (!o->was_set)
+			*eval = 0;
+	} else if (strcmp(schedule, "train_and_evaluate") != 0 && strcmp(schedule, "continuous_train_and_eval") != 0) {
+		dt_err_set(err, DT_USAGE, "--schedule=%s is not built yet", schedule);
+		dt_err_hint(err, "use --schedule=train or --schedule=train_and_evaluate");
+		return DT_USAGE;
+	}
+	dt_log_set_identity("chief", 0);
+	return DT_OK;
+}
+
 int dt_cmd_train(int argc, char **argv)
 {
 	struct dt_train_config cfg;
@@ -89,6 +128,8 @@ int dt_cmd_train(int argc, char **argv)
 	int64_t steps = cfg.train_steps, eval_every = 0, log_every = cfg.log_every;
 	int eval = 1, threads = 1, prefetch = 1;
 	const char *data_dir = "";
+	struct dt_cluster_flags cf;
+	dt_cluster_flags_init(&cf);
 	struct dt_option opts[] = {
 		DT_OPT_GROUP("Model"),
 		DT_OPT_STRING("model", &a.model, "NAME", "model to train: mlp, lenet, cnn"),
@@ -108,6 +149,7 @@ int dt_cmd_train(int argc, char **argv)
 		DT_OPT_INT64("log_every", &log_every, "N", "progress line every N steps (0: none)"),
 		DT_OPT_STRING("log_level", &a.log_level, "LEVEL", "debug, info, warn or error"),
 		DT_OPT_STRING("metrics_file", &a.metrics_file, "PATH", "write the run's figures as JSON here"),
+		DT_CLUSTER_OPTIONS(&cf),
 		DT_OPT_END,
 	};
 	struct dt_args args;
@@ -126,7 +168,8 @@ int dt_cmd_train(int argc, char **argv)
 	if (dt_log_parse_level(a.log_level, &level, &err))
 		return dt_cmd_report(&err);
 	dt_log_set_level(level);
-	dt_log_set_identity("chief", 0);
+	if (resolve_role(&cf, opts, &eval, &err))
+		return dt_cmd_report(&err);
 
 	if (steps <= 0) {
 		dt_err_set(&err, DT_USAGE, "--train_steps must be a positive number of steps, got %lld", (long long)steps);

@@ -33,7 +33,11 @@
  * calls dt_conn_free (for conns accepted by a dt_server, the server frees them
  * after on_close). dt_conn_free may be called from the conn's own callbacks.
  *
- * Threading: one loop thread, like loop.h.
+ * Threading: one loop thread, like loop.h. Heartbeats, deadlines and replies
+ * happen only while the loop runs: a task that computes for longer than its
+ * peers' silence_s without turning its loop looks dead to them. Run the loop
+ * on its own thread (hand it work with dt_loop_wake), or turn it between
+ * steps, or raise silence_s above the longest step.
  */
 #ifndef DT_NET_CONN_H
 #define DT_NET_CONN_H
@@ -59,7 +63,8 @@ struct dt_conn;
 #define DT_CONN_MAX_PARTS 8
 
 struct dt_conn_handler {
-	/* The handshake was accepted (server side); remote identity: dt_conn_remote(). Optional. */
+	/* The handshake finished, on either side (for dt_conn_connect, before it
+	 * returns); the peer's identity: dt_conn_remote(). Optional. */
 	void (*on_open)(struct dt_conn *c, void *arg);
 	/* A frame that is not connection control (HELLO..ECHO) and not a reply to
 	 * one of our requests. `payload` is the destination on_dest gave, or the
@@ -93,11 +98,24 @@ enum dt_status dt_conn_open(struct dt_loop *loop, int fd, const char *peer, cons
 			    const struct dt_conn_config *cfg, struct dt_conn **out, struct dt_err *err) DT_MUST_CHECK;
 
 /* Connects to host:port with backoff until `deadline`, performs the client
- * handshake (expect_role may be NULL), and wraps the socket. Errors name the
- * peer as "<expect_role>:<expect_index> at host:port". */
+ * handshake (expect_role may be NULL), and returns the open conn. Errors name
+ * the peer as "<expect_role>:<expect_index> at host:port"; a refusal is
+ * DT_CONFIG with the server's reason. While it waits (backoff pauses, the
+ * answer to HELLO) it runs `loop`, so the other conns and servers on it stay
+ * served: two tasks may connect to each other at the same time. Not from
+ * inside a loop callback; on_close is not called for a failed attempt. */
 enum dt_status dt_conn_connect(struct dt_loop *loop, const char *host, int port, const struct dt_hello *local,
 			       const char *expect_role, uint32_t expect_index, const struct dt_conn_config *cfg,
 			       int64_t deadline, struct dt_conn **out, struct dt_err *err) DT_MUST_CHECK;
+
+/* The client handshake without waiting, over a connected descriptor (taken
+ * over, closed on failure): sends HELLO and returns. on_open runs once the
+ * peer accepts; on_close runs with the reason if it refuses, fails, or does
+ * not answer by min(deadline, handshake_s). `local` must stay valid until
+ * then. For tasks that connect to several peers at once (a ring). */
+enum dt_status dt_conn_start_client(struct dt_loop *loop, int fd, const char *peer, const struct dt_hello *local,
+				    const char *expect_role, uint32_t expect_index, const struct dt_conn_config *cfg,
+				    int64_t deadline, struct dt_conn **out, struct dt_err *err) DT_MUST_CHECK;
 
 /* Closes at once if still open (on_close is not called; pending requests and
  * unsent payloads complete with DT_PEER) and frees. NULL is a no-op. */

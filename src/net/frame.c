@@ -160,7 +160,7 @@ static enum dt_frame_event header_done(struct dt_frame_decoder *d)
 	h->request_id = dt_get_u64le(b + 12);
 	h->length = dt_get_u64le(b + 20);
 	if (h->flags & ~DT_FRAME_F_KNOWN)
-		return fail(d, DT_FRAME_BAD_FLAGS, "reserved flag bits 0x%08x are set in a %s frame",
+		return fail(d, DT_FRAME_BAD_FLAGS, "reserved flag bits 0x%08x are set (type %s)",
 			    h->flags & ~DT_FRAME_F_KNOWN, dt_msg_name(h->type));
 	const struct dt_msg_info *info = dt_msg_info(h->type);
 	if (!info)
@@ -317,7 +317,7 @@ enum dt_frame_error dt_frame_decoder_finish(struct dt_frame_decoder *d)
 		return d->error;
 	}
 	if (d->state_ == ST_PAYLOAD) {
-		fail(d, DT_FRAME_TRUNCATED, "the stream ended after %llu of %llu payload bytes of a %s frame",
+		fail(d, DT_FRAME_TRUNCATED, "the stream ended after %llu of %llu payload bytes (type %s)",
 		     (unsigned long long)d->have_, (unsigned long long)d->header.length, dt_msg_name(d->header.type));
 		return d->error;
 	}

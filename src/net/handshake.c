@@ -235,9 +235,8 @@ enum dt_status dt_frame_recv_fd(int fd, struct dt_frame_decoder *d, int64_t dead
 static enum dt_status send_hello(int fd, uint16_t type, uint32_t flags, const struct dt_hello *h, int64_t deadline,
 				 const char *peer, struct dt_err *err)
 {
-	size_t len = dt_hello_encode(h, NULL, 0);
-	uint8_t *buf = dt_xmalloc(len);
-	DT_ASSERT(dt_hello_encode(h, buf, len) == len);
+	size_t len;
+	uint8_t *buf = dt_hello_encode_alloc(h, &len);
 	enum dt_status st = dt_frame_send_fd(fd, type, flags, 0, buf, len, deadline, peer, err);
 	free(buf);
 	return st;
@@ -302,7 +301,7 @@ enum dt_status dt_handshake_client(int fd, const struct dt_hello *local, const c
 		break;
 	}
 	default:
-		st = dt_err_set(err, DT_PROTOCOL, "handshake with %s: expected hello_ok or refuse, got a %s frame", peer,
+		st = dt_err_set(err, DT_PROTOCOL, "handshake with %s: expected hello_ok or refuse, got %s", peer,
 				dt_msg_name(d.header.type));
 	}
 	dt_frame_decoder_release(&d);
@@ -334,7 +333,7 @@ enum dt_status dt_handshake_server(int fd, const struct dt_hello *local, const c
 		return dt_err_prefix(err, "handshake");
 	}
 	if (d.header.type != DT_MSG_HELLO) {
-		snprintf(reason, sizeof(reason), "expected a hello, got a %s frame", dt_msg_name(d.header.type));
+		snprintf(reason, sizeof(reason), "expected a hello, got %s", dt_msg_name(d.header.type));
 		send_reason(fd, DT_MSG_ERROR, DT_WIRE_ERR_PROTOCOL, reason, deadline, peer);
 		dt_frame_decoder_release(&d);
 		return dt_err_set(err, DT_PROTOCOL, "handshake with %s: %s", peer, reason);

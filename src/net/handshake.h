@@ -21,11 +21,12 @@
  * Refusals are DT_CONFIG (the two tasks were started differently: retrying
  * will not help); failures to talk at all are DT_PEER/DT_TIMEOUT/DT_PROTOCOL.
  *
- * The accepting side of a server with many peers runs inside conn.c on the
- * event loop (dt_handshake_judge); the blocking forms below are for a client
- * and for one-peer servers (a ring neighbour). They read exactly the bytes of
- * the handshake frames, never more, so the descriptor can be handed to a
- * dt_conn afterwards with nothing lost.
+ * Usually both sides run on the event loop, inside conn (dt_server accepts,
+ * dt_conn_connect / dt_conn_start_client dial), using dt_handshake_judge and
+ * dt_handshake_check from here. The blocking forms below are for tools, tests
+ * and one-peer exchanges; they read exactly the bytes of the handshake
+ * frames, never more, so the descriptor can be handed to dt_conn_open
+ * afterwards with nothing lost.
  */
 #ifndef DT_NET_HANDSHAKE_H
 #define DT_NET_HANDSHAKE_H

@@ -153,6 +153,15 @@ size_t dt_hello_encode(const struct dt_hello *h, uint8_t *buf, size_t cap)
 	return w.pos;
 }
 
+uint8_t *dt_hello_encode_alloc(const struct dt_hello *h, size_t *len)
+{
+	*len = dt_hello_encode(h, NULL, 0);
+	uint8_t *buf = dt_xmalloc(*len);
+	size_t got = dt_hello_encode(h, buf, *len);
+	DT_ASSERT(got == *len);
+	return buf;
+}
+
 #define HELLO_FIXED 29 /* bytes before the role name */
 #define VAR_MIN 5      /* u16 name length + 1 name byte + dtype + rank */
 

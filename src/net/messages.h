@@ -152,6 +152,8 @@ void dt_hello_release(struct dt_hello *h);
 /* Encodes into buf; returns the payload size. If that is larger than cap the
  * buffer holds nothing useful: call again with a buffer that large. */
 size_t dt_hello_encode(const struct dt_hello *h, uint8_t *buf, size_t cap);
+/* The same into a new buffer (caller frees); *len gets its size. */
+uint8_t *dt_hello_encode_alloc(const struct dt_hello *h, size_t *len);
 /* Decodes a HELLO/HELLO_OK payload into an uninitialized `out` (release it
  * afterwards even on failure). DT_PROTOCOL with what was wrong and where. */
 enum dt_status dt_hello_decode(struct dt_hello *out, const uint8_t *p, size_t len, struct dt_err *err) DT_MUST_CHECK;

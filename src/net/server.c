@@ -160,6 +160,8 @@ enum dt_status dt_server_new(struct dt_loop *loop, const struct dt_server_config
 	s->cfg.conn.arg = s;
 	dt_timer_init(&s->resume, resume_accept, s);
 	enum dt_status st = dt_sock_listen(s->cfg.host, cfg->port, cfg->backlog, &s->listen_fd, &s->port, err);
+	if (!st) /* accepted sockets inherit the listener's buffer sizes */
+		st = dt_sock_set_bufsizes(s->listen_fd, cfg->sndbuf, cfg->rcvbuf, err);
 	if (!st)
 		st = dt_loop_add(loop, s->listen_fd, DT_LOOP_READ, on_accept, s, err);
 	if (st) {

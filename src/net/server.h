@@ -37,6 +37,7 @@ struct dt_server_config {
 	const struct dt_hello *local; /* this task and its model; borrowed, must outlive the server */
 	struct dt_conn_config conn;   /* per-connection deadlines, caps and the handler */
 	size_t max_conns;             /* connections beyond this are closed at accept; default 4096 */
+	int sndbuf, rcvbuf;           /* SO_SNDBUF/SO_RCVBUF of accepted sockets; 0 keeps autotuning */
 	/* Optional admission after the version, fingerprint and signature checks
 	 * pass: 0 accepts, a dt_refuse_code refuses with the reason written to why. */
 	uint32_t (*admit)(void *arg, struct dt_conn *c, const struct dt_hello *remote, char *why, size_t cap);

@@ -263,7 +263,7 @@ static int connect_once(const struct addrinfo *ai, int64_t until, const struct d
 enum dt_status dt_sock_connect(const char *host, int port, const char *task, int64_t deadline,
 			       struct dt_connect_opts *opts, int *fd_out, struct dt_err *err)
 {
-	struct dt_connect_opts defaults = { 0.01, 1.0, 5.0, 0, 0, 0 };
+	struct dt_connect_opts defaults = { 0.01, 1.0, 5.0, 0, 0, 0, NULL, NULL };
 	struct dt_connect_opts *o = opts ? opts : &defaults;
 	double backoff = o->initial_backoff_s > 0 ? o->initial_backoff_s : 0.01;
 	double max_backoff = o->max_backoff_s > 0 ? o->max_backoff_s : 1.0;
@@ -317,7 +317,10 @@ enum dt_status dt_sock_connect(const char *host, int port, const char *task, int
 		 * workers do not all knock at the same instant. */
 		double pause = backoff * (0.5 + 0.5 * (double)dt_rng_uniform(&rng));
 		double left = (double)dt_deadline_ms_left(deadline) / 1e3;
-		dt_sleep(pause < left ? pause : left);
+		if (o->pause)
+			o->pause(o->pause_arg, pause < left ? pause : left);
+		else
+			dt_sleep(pause < left ? pause : left);
 		backoff = backoff * 2 < max_backoff ? backoff * 2 : max_backoff;
 		if (dt_deadline_passed(deadline))
 			break;

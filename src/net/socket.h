@@ -56,6 +56,10 @@ struct dt_connect_opts {
 	double attempt_timeout_s; /* one attempt waits at most this for the handshake; default 5.0 */
 	int sndbuf, rcvbuf;       /* SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning */
 	int attempts;             /* out: attempts made */
+	/* Optional: how to wait between attempts (default: sleep). dt_conn_connect
+	 * runs its event loop here so other connections keep being served. */
+	void (*pause)(void *arg, double seconds);
+	void *pause_arg;
 };
 
 /* Connects to host:port, retrying refused, reset, unreachable and

@@ -108,6 +108,35 @@ DT_TEST(cli, bad_step_counts_and_threads_are_usage_errors)
 	expect_train_error((const char *[]){ "stray", NULL }, 2, "unexpected argument 'stray'");
 }
 
+DT_TEST(cli, a_cluster_of_several_tasks_is_refused_until_distributed_modes_exist)
+{
+	const char *env[] = { "TF_CONFIG={\"cluster\": {\"chief\": [\"localhost:2000\"], \"ps\": [\"localhost:2002\"]}, "
+			      "\"task\": {\"type\": \"chief\", \"index\": 0}}", NULL };
+	const char *argv[] = { "dtrain", "train", "--problem=synthetic", "--train_steps=2", NULL };
+	struct dt_run r;
+	dt_test_run(&r, argv, env, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "distributed training is not built yet");
+	dt_run_release(&r);
+	/* An invalid TF_CONFIG is a configuration error before anything trains. */
+	const char *bad[] = { "TF_CONFIG={\"cluster\": {\"chief\": [\"localhost:2000\"]}, \"task\": {\"type\": \"chief\", \"index\": 3}}", NULL };
+	dt_test_run(&r, argv, bad, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "not a valid task_id");
+	dt_run_release(&r);
+}
+
+DT_TEST(cli, schedule_train_skips_the_final_evaluation)
+{
+	const char *argv[] = { "dtrain", "train", "--problem=synthetic", "--model=mlp", "--train_steps=3",
+			       "--schedule=train", NULL };
+	struct dt_run r;
+	run(&r, argv);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK(strstr(r.out, "accuracy") == NULL);
+	dt_run_release(&r);
+}
+
 DT_TEST(cli, missing_data_files_exit_4_naming_the_file)
 {
 	char arg[700];

@@ -332,6 +332,8 @@ DT_TEST(cluster_address, host_port_rules)
 		{ "[::1:2222", "has no closing ']'" },
 		{ "[::1]", "has no port" },
 		{ "[]:1", "has no host" },
+		{ "[hello]:1", "is not a valid IPv6 address ('h' is not allowed)" },
+		{ "[::1%]:1", "is not a valid IPv6 address" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		DT_CHECK_INT_EQ(dt_hostport_check(bad[i].addr, "worker:0", &err), DT_CONFIG);

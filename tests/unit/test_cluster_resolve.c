@@ -309,7 +309,7 @@ DT_TEST(cluster_slurm, tasks_per_node_expand)
 	DT_CHECK_OK(dt_slurm_expand_tasks_per_node("2", &c, &n, &err), &err);
 	DT_CHECK(n == 1 && c[0] == 2);
 	free(c);
-	const char *bad[] = { "", "x", "3(x)", "3(2)", "3,", "3(x2", "1(x99999999)", "-1" };
+	const char *bad[] = { "", "x", "3(x)", "3(2)", "3,", "3(x2", "1(x99999999)", "-1", "3(x0)" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		DT_CHECK_INT_EQ(dt_slurm_expand_tasks_per_node(bad[i], &c, &n, &err), DT_CONFIG);
 		DT_CHECK_CONTAINS(err.msg, "Invalid tasks-per-node list format");
@@ -340,7 +340,7 @@ DT_TEST(cluster_slurm, ranks_get_jobs_in_name_order_on_sorted_hosts)
 		DT_CHECK_INT_EQ(cl.is_chief, rank == 1);
 		DT_CHECK_INT_EQ(cl.global_id, rank == 0 ? 2 : rank - 1);
 		DT_CHECK_CONTAINS(cl.source_detail, "Slurm rank ");
-		DT_CHECK_CONTAINS(cl.source_detail, " of 3 (job 7, step 0)");
+		DT_CHECK_CONTAINS(cl.source_detail, " of 3, job 7 step 0");
 		dt_cluster_release(&cl);
 	}
 	/* Several nodes, listed out of order: hosts sort, ports count per host. */

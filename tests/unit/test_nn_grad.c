@@ -1,0 +1,438 @@
+/*
+ * Finite-difference gradient checks for every layer, the loss and whole
+ * models.
+ *
+ * Layers: the scalar L = sum_i y_i * r_i for a fixed random r, so dL/dy = r;
+ * backward's dx, dkernel and dbias are compared with central differences of
+ * L, computed in double from the layer's float outputs. Outputs that a
+ * perturbation does not touch are recomputed bit for bit (the kernels are
+ * deterministic), so they cancel exactly and the difference carries only
+ * the rounding of the outputs that changed.
+ *
+ * Piecewise-linear layers (ReLU, max pooling) have kinks where a
+ * perturbation of eps could change which branch is taken; their inputs are
+ * built to stay clear of them (|x| >= 0.05 for ReLU, window values at least
+ * 0.01 apart for pooling, and a margin on pre-activations for fused ReLU).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dt_test.h"
+#include "base/alloc.h"
+#include "base/rng.h"
+#include "nn/hparams.h"
+#include "nn/layers.h"
+#include "nn/model.h"
+#include "tensor/kernels.h"
+
+#define EPS 1e-3f
+#define MAX_CHECKS 400
+
+static float *random_floats(size_t n, uint64_t seed, float scale)
+{
+	struct dt_rng rng;
+	dt_rng_seed(&rng, seed);
+	float *p = dt_xalloc_aligned(n ? n : 1, sizeof(float));
+	for (size_t i = 0; i < n; i++)
+		p[i] = scale * dt_rng_normal(&rng);
+	return p;
+}
+
+/* A layer under test with its own parameters, input and buffers. */
+struct rig {
+	struct dt_layer layer;
+	int B;
+	size_t in_n, out_n, np;
+	float *x, *y, *r, *params, *grads, *scratch, *dy, *dx;
+	uint64_t dropout_seed;
+};
+
+static void rig_init(struct rig *g, int B, uint64_t seed)
+{
+	struct dt_layer *l = &g->layer;
+	g->B = B;
+	g->in_n = (size_t)B * dt_shape_elems(l->in);
+	g->out_n = (size_t)B * dt_shape_elems(l->out);
+	g->np = dt_layer_num_params(l);
+	g->x = random_floats(g->in_n, seed, 1.0f);
+	g->y = dt_xalloc_aligned(g->out_n, sizeof(float));
+	g->r = random_floats(g->out_n, seed + 1, 1.0f);
+	g->params = random_floats(g->np, seed + 2, 0.5f);
+	g->grads = dt_xalloc_aligned(g->np ? g->np : 1, sizeof(float));
+	g->scratch = dt_xalloc_aligned(dt_layer_scratch_floats(l, B) + 1, sizeof(float));
+	g->dy = dt_xalloc_aligned(g->out_n, sizeof(float));
+	g->dx = dt_xalloc_aligned(g->in_n, sizeof(float));
+	g->dropout_seed = seed + 3;
+	dt_layer_bind(l, g->params, g->grads);
+	dt_layer_alloc_state(l, B);
+}
+
+static void rig_release(struct rig *g)
+{
+	dt_layer_release(&g->layer);
+	free(g->x);
+	free(g->y);
+	free(g->r);
+	free(g->params);
+	free(g->grads);
+	free(g->scratch);
+	free(g->dy);
+	free(g->dx);
+}
+
+/* Forward with the same dropout mask every time; returns sum(y * r). */
+static double rig_loss(struct rig *g)
+{
+	struct dt_rng rng;
+	dt_rng_seed(&rng, g->dropout_seed);
+	dt_layer_forward(&g->layer, g->x, g->y, g->B, 1, &rng, g->scratch);
+	double s = 0;
+	for (size_t i = 0; i < g->out_n; i++)
+		s += (double)g->y[i] * (double)g->r[i];
+	return s;
+}
+
+/* Analytic gradients: dx into g->dx, parameter gradients into g->grads. */
+static void rig_backward(struct rig *g)
+{
+	rig_loss(g);
+	memcpy(g->dy, g->r, g->out_n * sizeof(float));
+	memset(g->dx, 0, g->in_n * sizeof(float));
+	dt_layer_backward(&g->layer, g->x, g->y, g->dy, g->dx, g->B, g->scratch);
+}
+
+/* Compares analytic[i] with central differences of `loss` over v[i], for
+ * all i (or MAX_CHECKS spread over v): each must be within
+ * rtol * max(|num|, |ana|) + atol. Returns the aggregate relative error,
+ * sum |num - ana| / sum |ana|.
+ *
+ * With skip_kinks, an entry whose forward and backward one-sided differences
+ * disagree (the perturbation crossed a ReLU or pooling kink somewhere in a
+ * whole model) is skipped; at most 5% of the entries may be. */
+static double check_array(const char *what, float *v, size_t n, const float *analytic, double (*loss)(void *),
+			  void *ctx, double rtol, double atol, int skip_kinks)
+{
+	double err_sum = 0, ana_sum = 0;
+	size_t step = n > MAX_CHECKS ? n / MAX_CHECKS : 1, checked = 0, skipped = 0;
+	const double l0 = skip_kinks ? loss(ctx) : 0;
+	for (size_t i = 0; i < n; i += step) {
+		const float orig = v[i];
+		const float up = orig + EPS, down = orig - EPS;
+		v[i] = up;
+		double lp = loss(ctx);
+		v[i] = down;
+		double lm = loss(ctx);
+		v[i] = orig;
+		checked++;
+		if (skip_kinks) {
+			double fwd = (lp - l0) / ((double)up - (double)orig), bwd = (l0 - lm) / ((double)orig - (double)down);
+			if (fabs(fwd - bwd) > rtol * fmax(fabs(fwd), fabs(bwd)) + atol) {
+				skipped++;
+				continue;
+			}
+		}
+		double num = (lp - lm) / ((double)up - (double)down);
+		double ana = (double)analytic[i];
+		double err = fabs(num - ana);
+		if (!(err <= rtol * fmax(fabs(num), fabs(ana)) + atol))
+			dt_test_fail(__FILE__, __LINE__, "%s[%zu]: analytic %.8g, numerical %.8g (error %.3g)", what, i, ana,
+				     num, err);
+		err_sum += err;
+		ana_sum += fabs(ana);
+	}
+	if (skipped * 20 > checked)
+		dt_test_fail(__FILE__, __LINE__, "%s: %zu of %zu entries sit on kinks", what, skipped, checked);
+	return ana_sum > 0 ? err_sum / ana_sum : err_sum;
+}
+
+static double rig_loss_cb(void *ctx)
+{
+	return rig_loss(ctx);
+}
+
+/* Checks dx, dkernel and dbias of the rig's layer. */
+static void check_rig(struct rig *g, double rtol, double atol)
+{
+	rig_backward(g);
+	float *dx = dt_xmalloc(g->in_n * sizeof(float)), *dp = dt_xmalloc((g->np ? g->np : 1) * sizeof(float));
+	memcpy(dx, g->dx, g->in_n * sizeof(float));
+	memcpy(dp, g->grads, g->np * sizeof(float));
+	char what[64];
+	snprintf(what, sizeof(what), "%s dx", g->layer.name);
+	check_array(what, g->x, g->in_n, dx, rig_loss_cb, g, rtol, atol, 0);
+	if (g->np) {
+		snprintf(what, sizeof(what), "%s dkernel", g->layer.name);
+		check_array(what, g->params, g->layer.kernel_count, dp, rig_loss_cb, g, rtol, atol, 0);
+		snprintf(what, sizeof(what), "%s dbias", g->layer.name);
+		check_array(what, g->params + g->layer.kernel_count, g->layer.bias_count, dp + g->layer.kernel_count,
+			    rig_loss_cb, g, rtol, atol, 0);
+	}
+	free(dx);
+	free(dp);
+}
+
+/* For fused ReLU: the smallest |pre-activation| of the rig's layer. */
+static double min_preactivation(struct rig *g)
+{
+	int relu = g->layer.relu;
+	g->layer.relu = 0;
+	rig_loss(g);
+	g->layer.relu = relu;
+	double m = HUGE_VAL;
+	for (size_t i = 0; i < g->out_n; i++)
+		if (fabs((double)g->y[i]) < m)
+			m = fabs((double)g->y[i]);
+	return m;
+}
+
+#define RTOL 5e-3
+#define ATOL 2e-3
+
+DT_TEST(nn_grad, dense)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct rig g = { 0 };
+	DT_CHECK_OK(dt_layer_dense(&g.layer, "dense_1", (struct dt_shape){ 2, 3, 2 }, 5, 0, &err), &err);
+	rig_init(&g, 3, 100);
+	check_rig(&g, RTOL, ATOL);
+	rig_release(&g);
+}
+
+DT_TEST(nn_grad, dense_with_fused_relu)
+{
+	struct dt_err err = DT_ERR_INIT;
+	/* Try seeds until no pre-activation is within 0.02 of the kink. */
+	for (uint64_t seed = 200; seed < 300; seed++) {
+		struct rig g = { 0 };
+		DT_CHECK_OK(dt_layer_dense(&g.layer, "dense_2", (struct dt_shape){ 1, 1, 7 }, 6, 1, &err), &err);
+		rig_init(&g, 3, seed);
+		if (min_preactivation(&g) < 0.02) {
+			rig_release(&g);
+			continue;
+		}
+		check_rig(&g, RTOL, ATOL);
+		rig_release(&g);
+		return;
+	}
+	DT_CHECK(!"no seed gave pre-activations clear of the ReLU kink");
+}
+
+DT_TEST(nn_grad, conv2d_stride_2_padding_1_odd_input)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct rig g = { 0 };
+	DT_CHECK_OK(dt_layer_conv2d(&g.layer, "conv_1", (struct dt_shape){ 9, 7, 3 }, 3, 3, 4, 2, 1, 0, &err), &err);
+	rig_init(&g, 2, 300);
+	check_rig(&g, RTOL, ATOL);
+	rig_release(&g);
+}
+
+DT_TEST(nn_grad, conv2d_one_channel_transposed_path_in_chunks)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct rig g = { 0 };
+	DT_CHECK_OK(dt_layer_conv2d(&g.layer, "conv_1", (struct dt_shape){ 8, 6, 1 }, 5, 5, 3, 1, 2, 0, &err), &err);
+	g.layer.chunk = 2; /* three chunks for B = 5: dkernel accumulates across them */
+	rig_init(&g, 5, 400);
+	check_rig(&g, RTOL, ATOL);
+	rig_release(&g);
+}
+
+DT_TEST(nn_grad, conv2d_valid_with_fused_relu_in_chunks)
+{
+	struct dt_err err = DT_ERR_INIT;
+	for (uint64_t seed = 500; seed < 700; seed++) {
+		struct rig g = { 0 };
+		DT_CHECK_OK(dt_layer_conv2d(&g.layer, "conv_2", (struct dt_shape){ 5, 4, 2 }, 3, 2, 2, 1, 0, 1, &err), &err);
+		g.layer.chunk = 1;
+		rig_init(&g, 2, seed);
+		if (min_preactivation(&g) < 0.02) {
+			rig_release(&g);
+			continue;
+		}
+		check_rig(&g, RTOL, ATOL);
+		rig_release(&g);
+		return;
+	}
+	DT_CHECK(!"no seed gave pre-activations clear of the ReLU kink");
+}
+
+DT_TEST(nn_grad, maxpool_odd_input)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct rig g = { 0 };
+	DT_CHECK_OK(dt_layer_maxpool2(&g.layer, "pool_1", (struct dt_shape){ 5, 7, 3 }, &err), &err);
+	rig_init(&g, 2, 700);
+	/* Distinct values 0.01 apart in a shuffled order: no ties within eps. */
+	uint32_t *perm = dt_xmalloc(g.in_n * sizeof(uint32_t));
+	for (uint32_t i = 0; i < g.in_n; i++)
+		perm[i] = i;
+	struct dt_rng rng;
+	dt_rng_seed(&rng, 701);
+	dt_rng_shuffle_u32(&rng, perm, g.in_n);
+	for (size_t i = 0; i < g.in_n; i++)
+		g.x[i] = 0.01f * (float)perm[i] - 1.0f;
+	free(perm);
+	check_rig(&g, RTOL, ATOL);
+	/* The dropped last row and column get no gradient. */
+	for (int b = 0; b < 2; b++)
+		for (int w = 0; w < 7; w++)
+			for (int c = 0; c < 3; c++)
+				DT_CHECK(g.dx[(((size_t)b * 5 + 4) * 7 + (size_t)w) * 3 + (size_t)c] == 0.0f);
+	rig_release(&g);
+}
+
+DT_TEST(nn_grad, relu)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct rig g = { 0 };
+	DT_CHECK_OK(dt_layer_relu(&g.layer, "relu_1", (struct dt_shape){ 3, 3, 2 }, &err), &err);
+	rig_init(&g, 2, 800);
+	for (size_t i = 0; i < g.in_n; i++)
+		if (fabsf(g.x[i]) < 0.05f)
+			g.x[i] = g.x[i] < 0 ? -0.05f : 0.05f;
+	check_rig(&g, RTOL, ATOL);
+	rig_release(&g);
+}
+
+DT_TEST(nn_grad, dropout_with_a_fixed_mask)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct rig g = { 0 };
+	DT_CHECK_OK(dt_layer_dropout(&g.layer, "dropout_1", (struct dt_shape){ 1, 1, 40 }, 0.4f, &err), &err);
+	rig_init(&g, 3, 900);
+	check_rig(&g, RTOL, ATOL);
+	size_t dropped = 0;
+	for (size_t i = 0; i < g.in_n; i++)
+		dropped += g.dx[i] == 0.0f;
+	DT_CHECK(dropped > 10 && dropped < 90); /* the mask really drops some */
+	rig_release(&g);
+}
+
+DT_TEST(nn_grad, flatten)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct rig g = { 0 };
+	DT_CHECK_OK(dt_layer_flatten(&g.layer, "flatten_1", (struct dt_shape){ 2, 3, 4 }, &err), &err);
+	DT_CHECK_INT_EQ(g.layer.out.c, 24);
+	DT_CHECK(dt_layer_is_view(&g.layer));
+	rig_init(&g, 2, 1000);
+	check_rig(&g, RTOL, ATOL);
+	rig_release(&g);
+}
+
+/* ---- the loss ---------------------------------------------------------------- */
+
+struct xent_ctx {
+	float *logits;
+	const uint8_t *labels;
+	int B, N;
+};
+
+static double xent_loss(void *p)
+{
+	struct xent_ctx *c = p;
+	return (double)dt_softmax_xent(c->logits, c->labels, c->B, c->N, NULL, NULL);
+}
+
+DT_TEST(nn_grad, softmax_cross_entropy)
+{
+	const int B = 4, N = 10;
+	float *z = random_floats((size_t)B * N, 1100, 2.0f);
+	const uint8_t labels[4] = { 0, 9, 4, 4 };
+	float d[40];
+	dt_softmax_xent(z, labels, B, N, d, NULL);
+	struct xent_ctx c = { z, labels, B, N };
+	check_array("dlogits", z, (size_t)B * N, d, xent_loss, &c, 1e-2, 2e-4, 0);
+	free(z);
+}
+
+/* ---- whole models ------------------------------------------------------------- */
+
+struct model_ctx {
+	struct dt_model *m;
+	const float *x;
+	const uint8_t *labels;
+	int B, N;
+};
+
+/* Mean cross-entropy in double from the model's float logits. */
+static double model_loss(void *p)
+{
+	struct model_ctx *c = p;
+	dt_model_eval_batch(c->m, c->x, c->labels, c->B, NULL);
+	const float *z = dt_model_logits(c->m);
+	double total = 0;
+	for (int b = 0; b < c->B; b++) {
+		const float *row = z + (size_t)b * (size_t)c->N;
+		double mx = row[0], s = 0;
+		for (int n = 1; n < c->N; n++)
+			mx = fmax(mx, (double)row[n]);
+		for (int n = 0; n < c->N; n++)
+			s += exp((double)row[n] - mx);
+		total += log(s) + mx - (double)row[c->labels[b]];
+	}
+	return total / c->B;
+}
+
+static void check_model(const char *name, int H, int W, int C, int B, uint64_t seed)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_hparams hp;
+	DT_CHECK_OK(dt_hparams_from_set(dt_hparams_default_set(name), &hp, &err), &err);
+	hp.dropout = 0;
+	const int N = 4;
+	struct dt_model *m;
+	DT_CHECK_OK(dt_model_new(&hp, H, W, C, N, B, &m, &err), &err);
+	dt_model_init_params(m, seed);
+	/* Non-zero biases, so ReLUs and pools see varied values. */
+	float *p = dt_model_params(m);
+	struct dt_rng rng;
+	dt_rng_seed(&rng, seed + 1);
+	for (int v = 0; v < dt_model_num_variables(m); v++) {
+		const struct dt_variable *var = dt_model_variable(m, v);
+		if (!dt_model_variable_is_kernel(m, v))
+			for (size_t j = 0; j < var->count; j++)
+				p[var->offset + j] = 0.1f * dt_rng_normal(&rng);
+	}
+	float *x = random_floats((size_t)B * (size_t)(H * W * C), seed + 2, 1.0f);
+	uint8_t labels[8];
+	for (int b = 0; b < B; b++)
+		labels[b] = (uint8_t)(b % N);
+	float loss = dt_model_train_batch(m, x, labels, B, &rng, NULL);
+	const size_t np = dt_model_num_params(m);
+	float *g = dt_xmalloc(np * sizeof(float));
+	memcpy(g, dt_model_grads(m), np * sizeof(float));
+	struct model_ctx c = { m, x, labels, B, N };
+	DT_CHECK_NEAR(loss, model_loss(&c), 1e-5);
+	for (int v = 0; v < dt_model_num_variables(m); v++) {
+		const struct dt_variable *var = dt_model_variable(m, v);
+		char what[128];
+		snprintf(what, sizeof(what), "%s %s", name, var->name);
+		double agg = check_array(what, p + var->offset, var->count, g + var->offset, model_loss, &c, 0.1, 2e-3, 1);
+		if (getenv("GRAD_VERBOSE"))
+			fprintf(stderr, "%s: aggregate relative error %.3g\n", what, agg);
+		if (!(agg <= 1e-2))
+			dt_test_fail(__FILE__, __LINE__, "%s: aggregate relative error %.3g > 1e-2", what, agg);
+	}
+	free(g);
+	free(x);
+	dt_model_free(m);
+}
+
+DT_TEST_TIMEOUT(nn_grad, mlp_parameters_via_train_batch, 120)
+{
+	check_model("mlp", 4, 4, 1, 3, 1200);
+}
+
+DT_TEST_TIMEOUT(nn_grad, lenet_parameters_via_train_batch, 120)
+{
+	check_model("lenet", 12, 12, 1, 2, 1300);
+}
+
+DT_TEST_TIMEOUT(nn_grad, cnn_parameters_via_train_batch, 120)
+{
+	check_model("cnn", 6, 6, 2, 2, 1400);
+}
