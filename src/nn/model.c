@@ -9,6 +9,7 @@
 #include "base/strutil.h"
 #include "nn/layers.h"
 #include "tensor/kernels.h"
+#include "tensor/tensor.h"
 
 #define MAX_LAYERS 32
 #define MAX_VARS (2 * MAX_LAYERS)
@@ -434,6 +435,7 @@ static void forward(struct dt_model *m, const float *x, int B, int training, str
 float dt_model_train_batch(struct dt_model *m, const float *x, const uint8_t *labels, int batch,
 			   struct dt_rng *rng, int *correct)
 {
+	struct dt_fp_mode fp = dt_fp_flush_denormals();
 	forward(m, x, batch, 1, rng);
 	float *dy = m->dbuf[0], *dx = m->dbuf[1];
 	float loss = dt_softmax_xent(m->act[m->num_layers], labels, batch, m->num_classes, dy, correct);
@@ -446,13 +448,17 @@ float dt_model_train_batch(struct dt_model *m, const float *x, const uint8_t *la
 		dy = dx;
 		dx = t;
 	}
+	dt_fp_restore(fp);
 	return loss;
 }
 
 float dt_model_eval_batch(struct dt_model *m, const float *x, const uint8_t *labels, int batch, int *correct)
 {
+	struct dt_fp_mode fp = dt_fp_flush_denormals();
 	forward(m, x, batch, 0, NULL);
-	return dt_softmax_xent(m->act[m->num_layers], labels, batch, m->num_classes, NULL, correct);
+	float loss = dt_softmax_xent(m->act[m->num_layers], labels, batch, m->num_classes, NULL, correct);
+	dt_fp_restore(fp);
+	return loss;
 }
 
 const float *dt_model_logits(const struct dt_model *m)

@@ -12,6 +12,7 @@
 
 #include "base/alloc.h"
 #include "base/strutil.h"
+#include "tensor/tensor.h"
 
 #if defined(__AVX__)
 #include <immintrin.h>
@@ -154,6 +155,7 @@ void dt_optimizer_apply(struct dt_optimizer *opt, float *params, const float *gr
 	DT_ASSERT(offset <= opt->count && n <= opt->count - offset);
 	float *restrict p = params + offset;
 	const float *restrict g = grads;
+	struct dt_fp_mode fp = dt_fp_flush_denormals();
 	switch (opt->kind) {
 	case DT_OPTIM_SGD:
 		for (size_t i = 0; i < n; i++)
@@ -201,6 +203,7 @@ void dt_optimizer_apply(struct dt_optimizer *opt, float *params, const float *gr
 		break;
 	}
 	}
+	dt_fp_restore(fp);
 }
 
 float dt_lr_at(const struct dt_hparams *hp, int64_t step, int64_t total_steps)

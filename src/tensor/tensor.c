@@ -5,6 +5,10 @@
 
 #include "base/alloc.h"
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 struct dt_tensor dt_tensor_view(float *data, int ndim, const int64_t *shape)
 {
 	DT_ASSERT(ndim >= 0 && ndim <= DT_TENSOR_MAX_DIMS);
@@ -52,4 +56,23 @@ void dt_shape_format(char *buf, size_t cap, int ndim, const int64_t *shape)
 			return;
 		used += (size_t)n;
 	}
+}
+
+struct dt_fp_mode dt_fp_flush_denormals(void)
+{
+	struct dt_fp_mode mode = { 0 };
+#if defined(__SSE__)
+	mode.saved = _mm_getcsr();
+	_mm_setcsr(mode.saved | 0x8040u); /* FTZ (bit 15) | DAZ (bit 6) */
+#endif
+	return mode;
+}
+
+void dt_fp_restore(struct dt_fp_mode mode)
+{
+#if defined(__SSE__)
+	_mm_setcsr(mode.saved);
+#else
+	(void)mode;
+#endif
 }

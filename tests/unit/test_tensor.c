@@ -391,3 +391,20 @@ DT_TEST(tensor, softmax_xent_matches_naive_and_known_values)
 	DT_CHECK_INT_EQ(correct, 0); /* ties go to class 0 */
 	free(z);
 }
+
+DT_TEST(tensor, denormals_flush_inside_and_restore_after)
+{
+#if defined(__SSE__)
+	volatile float tiny = 1e-30f, scale = 1e-10f;
+	float before = tiny * scale; /* 1e-40 is a denormal */
+	DT_CHECK(before != 0.0f && fpclassify(before) == FP_SUBNORMAL);
+	struct dt_fp_mode mode = dt_fp_flush_denormals();
+	float inside = tiny * scale;
+	DT_CHECK(inside == 0.0f);
+	dt_fp_restore(mode);
+	float after = tiny * scale;
+	DT_CHECK(after == before);
+#else
+	DT_SKIP("denormal flushing is x86 (SSE) only");
+#endif
+}
