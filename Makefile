@@ -21,7 +21,7 @@ ifneq ($(WERROR),)
 WARNINGS += -Werror
 endif
 
-OPT      := $(if $(SANITIZE),-O1 -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-recover=all,-O2 -march=native)
+OPT      := $(if $(SANITIZE),-O1 -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-recover=all,-O2 -march=native) -fno-math-errno
 CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE -MMD -MP
 CFLAGS   := -std=c11 -g $(OPT) $(WARNINGS) -pthread
 LDFLAGS  := $(if $(SANITIZE),-fsanitize=$(SANITIZE)) -pthread
@@ -76,7 +76,7 @@ check:
 	@scripts/check.sh
 
 # The main job: train the demo cnn on Fashion-MNIST.
-RUN_FLAGS ?= --model=cnn --problem=fashion_mnist --train_steps=6000
+RUN_FLAGS ?= --model=cnn --problem=fashion_mnist --train_steps=4700
 run: $(BUILD)/dtrain
 	$(BUILD)/dtrain train $(RUN_FLAGS)
 

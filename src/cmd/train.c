@@ -19,6 +19,7 @@
 #include "nn/model.h"
 #include "tensor/blas.h"
 #include "train/local.h"
+#include "train/ps_roles.h"
 
 static const char usage[] =
 	"dtrain train [--model=NAME] [--problem=NAME] [--train_steps=N] [--hparams='k=v,...'] [options]";
@@ -81,42 +82,122 @@ static enum dt_status write_metrics(const char *path, const struct dt_train_conf
 	return st ? dt_err_prefix(err, "--metrics_file") : DT_OK;
 }
 
-/* Resolves the cluster and this task's role. Only the single-process role is
- * built so far: a cluster of several tasks is refused with a clear message
- * rather than trained wrongly. t2t's schedules: `train` skips the final
- * evaluation; `train_and_evaluate` and `continuous_train_and_eval` keep it. */
+/* What this process does in its cluster. */
+enum train_mode {
+	MODE_LOCAL,     /* no cluster: one process */
+	MODE_PS,        /* a parameter server (--schedule=run_std_server, or the ps job) */
+	MODE_TRAINER,   /* chief/master/worker of asynchronous training through the ps */
+};
+
+/* Resolves the cluster and this task's role. Built: one process, and
+ * asynchronous between-graph training through parameter servers; the other
+ * distributed layouts are refused with a clear message rather than trained
+ * wrongly. t2t's schedules: `train` skips the final evaluation;
+ * `train_and_evaluate` and `continuous_train_and_eval` keep it;
+ * `run_std_server` is the ps. */
 static enum dt_status resolve_role(const struct dt_cluster_flags *cf, const struct dt_option *opts, int *eval,
-				   struct dt_err *err)
+				   struct dt_cluster *cl, enum train_mode *mode, struct dt_err *err)
 {
-	struct dt_cluster cl;
-	enum dt_status st = dt_cluster_resolve(cf, opts, &cl, err);
-	if (st) {
-		dt_cluster_release(&cl);
+	enum dt_status st = dt_cluster_resolve(cf, opts, cl, err);
+	if (st)
 		return st;
-	}
-	if (!dt_cluster_is_local(&cl)) {
-		dt_err_set(err, DT_CONFIG,
-			   "this %s cluster has several tasks, but distributed training is not built yet: "
-			   "dtrain train runs as a single process for now",
-			   dt_cluster_source_name(cl.source));
-		dt_err_hint(err, "run 'dtrain config' to see the cluster; unset TF_CONFIG (and the cluster flags) "
-				 "to train in one process");
-		dt_cluster_release(&cl);
-		return DT_CONFIG;
-	}
-	dt_cluster_release(&cl);
 	const char *schedule = cf->schedule;
+	int std_server = strcmp(schedule, "run_std_server") == 0;
+	*mode = MODE_LOCAL;
+	if (!dt_cluster_is_local(cl)) {
+		const char *src = dt_cluster_source_name(cl->source);
+		if (cl->task.job == DT_JOB_EVALUATOR) {
+			dt_err_set(err, DT_CONFIG, "this %s cluster makes this task the evaluator, which is not built yet", src);
+			dt_err_hint(err, "start only the ps, chief/master and worker tasks");
+			return DT_CONFIG;
+		}
+		if (cl->num_ps_replicas == 0) {
+			dt_err_set(err, DT_CONFIG, "this %s cluster has no ps job: that is all-reduce training, which is "
+						   "not built yet; asynchronous training through parameter servers is", src);
+			dt_err_hint(err, "add a ps job (TF_CONFIG's cluster or --ps_hosts)");
+			return DT_CONFIG;
+		}
+		if (cf->sync) {
+			dt_err_set(err, DT_CONFIG, "synchronous training (--sync) is not built yet; "
+						   "asynchronous training through parameter servers is");
+			dt_err_hint(err, "drop --sync to train asynchronously");
+			return DT_CONFIG;
+		}
+		if (cl->task.job == DT_JOB_PS) {
+			*mode = MODE_PS;
+		} else if (std_server) {
+			dt_err_set(err, DT_CONFIG, "--schedule=run_std_server on %s:%d is t2t's synchronous layout "
+						   "(the master drives the servers), which is not built yet",
+				   dt_job_name(cl->task.job), cl->task.index);
+			dt_err_hint(err, "run_std_server is for the ps job; give the trainers --schedule=train");
+			return DT_CONFIG;
+		} else {
+			*mode = MODE_TRAINER;
+		}
+		dt_log_set_identity(dt_job_name(cl->task.job), cl->task.index);
+	} else {
+		dt_log_set_identity("chief", 0);
+	}
+	if (*mode == MODE_PS)
+		return DT_OK;
 	if (strcmp(schedule, "train") == 0) {
 		const struct dt_option *o = dt_opts_find(opts, "eval");
 		if (!o->was_set)
 			*eval = 0;
 	} else if (strcmp(schedule, "train_and_evaluate") != 0 && strcmp(schedule, "continuous_train_and_eval") != 0) {
-		dt_err_set(err, DT_USAGE, "--schedule=%s is not built yet", schedule);
+		dt_err_set(err, DT_USAGE, "--schedule=%s is not built yet%s", schedule,
+			   std_server ? " for a single process (it serves a ps task of a cluster)" : "");
 		dt_err_hint(err, "use --schedule=train or --schedule=train_and_evaluate");
 		return DT_USAGE;
 	}
-	dt_log_set_identity("chief", 0);
 	return DT_OK;
+}
+
+/* Runs this task's role and prints its outcome; returns the exit code. */
+static int run_mode(enum train_mode mode, const struct dt_cluster *cl, const struct dt_train_config *cfg,
+		    const struct train_args *a)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_train_result res;
+	struct dt_ps_run_config pc = { .train = cfg, .cluster = cl };
+	if (mode != MODE_LOCAL && cfg->hp.sync) {
+		dt_err_set(&err, DT_CONFIG, "synchronous training (hparam sync=1) is not built yet; "
+					    "asynchronous training through parameter servers is");
+		return dt_cmd_report(&err);
+	}
+	if (mode == MODE_PS) {
+		dt_info("parameter server for %s on %s (%d ps, %d trainers)", cfg->hp.model, cfg->problem,
+			cl->num_ps_replicas, cl->num_worker_replicas);
+		if (dt_train_std_server(&pc, &err))
+			return dt_cmd_report(&err);
+		return 0;
+	}
+	dt_info("training %s on %s for %lld %ssteps, batch %d, %s lr %g (%s), seed %lld", cfg->hp.model, cfg->problem,
+		(long long)cfg->train_steps, mode == MODE_LOCAL ? "" : "global ", cfg->hp.batch_size, cfg->hp.optimizer,
+		cfg->hp.learning_rate, cfg->hp.lr_schedule, (long long)a->seed);
+	int evaluated = cfg->eval_at_end;
+	if (mode == MODE_TRAINER) {
+		if (dt_train_ps_trainer(&pc, &res, &err))
+			return dt_cmd_report(&err);
+		evaluated = evaluated && cl->is_chief;
+		dt_info("trained %.1f s: %.0f examples/s from this task", res.train_seconds, res.examples_per_sec);
+	} else {
+		if (dt_train_local(cfg, &res, &err))
+			return dt_cmd_report(&err);
+		dt_info("trained %lld steps in %.1f s: %.0f examples/s, first step %.3f s after start",
+			(long long)res.steps, res.train_seconds, res.examples_per_sec, res.first_step_seconds);
+	}
+	if (evaluated)
+		printf("eval (test split, %lld examples) at global step %lld: accuracy = %.4f, loss = %.4f\n",
+		       (long long)res.eval.examples, (long long)res.steps, res.eval.accuracy, res.eval.loss);
+	fflush(stdout);
+	if (*a->metrics_file) {
+		struct dt_train_config mc = *cfg;
+		mc.eval_at_end = evaluated;
+		if (write_metrics(a->metrics_file, &mc, &res, &err))
+			return dt_cmd_report(&err);
+	}
+	return 0;
 }
 
 int dt_cmd_train(int argc, char **argv)
@@ -168,9 +249,6 @@ int dt_cmd_train(int argc, char **argv)
 	if (dt_log_parse_level(a.log_level, &level, &err))
 		return dt_cmd_report(&err);
 	dt_log_set_level(level);
-	if (resolve_role(&cf, opts, &eval, &err))
-		return dt_cmd_report(&err);
-
 	if (steps <= 0) {
 		dt_err_set(&err, DT_USAGE, "--train_steps must be a positive number of steps, got %lld", (long long)steps);
 		return dt_cmd_report(&err);
@@ -183,8 +261,12 @@ int dt_cmd_train(int argc, char **argv)
 		dt_err_set(&err, DT_USAGE, "--threads must be between 1 and 256, got %d", threads);
 		return dt_cmd_report(&err);
 	}
-	if (resolve_hparams(&a, &cfg.hp, &err))
+	struct dt_cluster cl;
+	enum train_mode mode;
+	if (resolve_role(&cf, opts, &eval, &cl, &mode, &err) || resolve_hparams(&a, &cfg.hp, &err)) {
+		dt_cluster_release(&cl);
 		return dt_cmd_report(&err);
+	}
 	cfg.data_dir = data_dir;
 	cfg.train_steps = steps;
 	cfg.eval_every = eval_every;
@@ -193,20 +275,7 @@ int dt_cmd_train(int argc, char **argv)
 	cfg.seed = (uint64_t)a.seed;
 	cfg.threads = threads;
 	cfg.prefetch = prefetch;
-
-	dt_info("training %s on %s for %lld steps, batch %d, %s lr %g (%s), seed %lld", cfg.hp.model, cfg.problem,
-		(long long)steps, cfg.hp.batch_size, cfg.hp.optimizer, cfg.hp.learning_rate, cfg.hp.lr_schedule,
-		(long long)a.seed);
-	struct dt_train_result res;
-	if (dt_train_local(&cfg, &res, &err))
-		return dt_cmd_report(&err);
-	dt_info("trained %lld steps in %.1f s: %.0f examples/s, first step %.3f s after start", (long long)res.steps,
-		res.train_seconds, res.examples_per_sec, res.first_step_seconds);
-	if (cfg.eval_at_end)
-		printf("eval (test split, %lld examples) at global step %lld: accuracy = %.4f, loss = %.4f\n",
-		       (long long)res.eval.examples, (long long)res.steps, res.eval.accuracy, res.eval.loss);
-	fflush(stdout);
-	if (*a.metrics_file && write_metrics(a.metrics_file, &cfg, &res, &err))
-		return dt_cmd_report(&err);
-	return 0;
+	int rc = run_mode(mode, &cl, &cfg, &a);
+	dt_cluster_release(&cl);
+	return rc;
 }

@@ -45,7 +45,13 @@
 	X(HEARTBEAT,  4, "heartbeat", 0)                                \
 	X(ERROR,      5, "error",     DT_MSG_CAP_SMALL)                 \
 	X(SHUTDOWN,   6, "shutdown",  DT_MSG_CAP_SMALL)                 \
-	X(ECHO,       7, "echo",      DT_MSG_CAP_CONN)
+	X(ECHO,       7, "echo",      DT_MSG_CAP_CONN)                  \
+	X(PS_STATUS, 16, "ps_status", DT_MSG_CAP_SMALL)                 \
+	X(PS_INIT,   17, "ps_init",   DT_MSG_CAP_CONN)                  \
+	X(PS_PULL,   18, "ps_pull",   DT_MSG_CAP_CONN)                  \
+	X(PS_PUSH,   19, "ps_push",   DT_MSG_CAP_CONN)                  \
+	X(PS_STEP,   20, "ps_step",   DT_MSG_CAP_SMALL)                 \
+	X(PS_END,    21, "ps_end",    DT_MSG_CAP_SMALL)
 
 enum dt_msg_type {
 #define DT__MSG_ENUM(name, num, str, cap) DT_MSG_##name = num,
@@ -61,6 +67,13 @@ _Static_assert(DT_MSG_HEARTBEAT == 4, "HEARTBEAT is wire type 4");
 _Static_assert(DT_MSG_ERROR == 5, "ERROR is wire type 5");
 _Static_assert(DT_MSG_SHUTDOWN == 6, "SHUTDOWN is wire type 6");
 _Static_assert(DT_MSG_ECHO == 7, "ECHO is wire type 7");
+/* Parameter-server messages (src/dist/ps_wire.h has their payloads). */
+_Static_assert(DT_MSG_PS_STATUS == 16, "PS_STATUS is wire type 16");
+_Static_assert(DT_MSG_PS_INIT == 17, "PS_INIT is wire type 17");
+_Static_assert(DT_MSG_PS_PULL == 18, "PS_PULL is wire type 18");
+_Static_assert(DT_MSG_PS_PUSH == 19, "PS_PUSH is wire type 19");
+_Static_assert(DT_MSG_PS_STEP == 20, "PS_STEP is wire type 20");
+_Static_assert(DT_MSG_PS_END == 21, "PS_END is wire type 21");
 
 /* Ranges reserved for the layers above; numbers are assigned in this header. */
 #define DT_MSG_CONTROL_FIRST 1
@@ -72,6 +85,7 @@ _Static_assert(DT_MSG_ECHO == 7, "ECHO is wire type 7");
 #define DT_MSG_COORD_FIRST 96
 #define DT_MSG_COORD_LAST 127
 _Static_assert(DT_MSG_ECHO <= DT_MSG_CONTROL_LAST, "control messages stay in 1..15");
+_Static_assert(DT_MSG_PS_STATUS >= DT_MSG_PS_FIRST && DT_MSG_PS_END <= DT_MSG_PS_LAST, "ps messages stay in 16..63");
 
 struct dt_msg_info {
 	uint16_t type;

@@ -83,6 +83,17 @@ enum dt_status dt_layer_conv2d(struct dt_layer *l, const char *name, struct dt_s
 	return DT_OK;
 }
 
+enum dt_status dt_layer_fuse_pool(struct dt_layer *l, struct dt_err *err)
+{
+	DT_ASSERT(l->kind == DT_LAYER_CONV2D && !l->pool);
+	if (l->out.h < 2 || l->out.w < 2)
+		return dt_err_set(err, DT_CONFIG, "layer '%s': 2x2 max pooling needs an input of at least 2x2, got (%d, %d, %d)",
+				  l->name, l->out.h, l->out.w, l->out.c);
+	l->pool = 1;
+	l->out = (struct dt_shape){ l->geom.OH / 2, l->geom.OW / 2, l->out.c };
+	return DT_OK;
+}
+
 enum dt_status dt_layer_maxpool2(struct dt_layer *l, const char *name, struct dt_shape in, struct dt_err *err)
 {
 	enum dt_status st = check_input(name, in, err);
@@ -150,7 +161,7 @@ void dt_layer_alloc_state(struct dt_layer *l, int max_batch)
 	l->max_batch = max_batch;
 	if (l->kind == DT_LAYER_DROPOUT)
 		l->mask = dt_xalloc_aligned((size_t)max_batch * dt_shape_elems(l->in), sizeof(float));
-	else if (l->kind == DT_LAYER_MAXPOOL2)
+	else if (l->kind == DT_LAYER_MAXPOOL2 || (l->kind == DT_LAYER_CONV2D && l->pool))
 		l->argmax = dt_xalloc_aligned((size_t)max_batch * dt_shape_elems(l->out), sizeof(int32_t));
 }
 
@@ -169,8 +180,10 @@ size_t dt_layer_scratch_floats(const struct dt_layer *l, int batch)
 {
 	if (l->kind != DT_LAYER_CONV2D)
 		return 0;
-	int images = batch < l->chunk ? batch : l->chunk;
-	return (size_t)images * (size_t)l->geom.OH * (size_t)l->geom.OW * (size_t)dt_conv_k(&l->geom);
+	const size_t images = (size_t)(batch < l->chunk ? batch : l->chunk);
+	const size_t rows = images * (size_t)l->geom.OH * (size_t)l->geom.OW;
+	/* im2col rows (rows, K), then for a pooled layer the conv output (rows, OC) */
+	return rows * (size_t)dt_conv_k(&l->geom) + (l->pool ? rows * (size_t)l->out.c : 0);
 }
 
 int dt_layer_is_view(const struct dt_layer *l)
@@ -202,53 +215,72 @@ static void dense_backward(const struct dt_layer *l, const float *x, const float
 
 /* ---- conv2d --------------------------------------------------------------- */
 
-static void conv_forward(const struct dt_layer *l, const float *x, float *y, int B, float *cols)
+/* Layer output per image: (OH, OW, OC), or (OH/2, OW/2, OC) when pooled. */
+static void conv_forward(const struct dt_layer *l, const float *x, float *y, int B, float *scratch)
 {
 	const struct dt_conv_geom *g = &l->geom;
 	const int K = dt_conv_k(g), OC = l->out.c;
 	const size_t in_elems = dt_shape_elems(l->in), out_elems = dt_shape_elems(l->out);
+	/* Scratch as dt_layer_scratch_floats lays it out for B examples. */
+	const size_t chunk_rows = (size_t)(B < l->chunk ? B : l->chunk) * (size_t)g->OH * (size_t)g->OW;
+	float *cols = scratch;                          /* (rows, K) or (K, rows) */
+	float *conv = scratch + chunk_rows * (size_t)K; /* pooled: (rows, OC) */
 	for (int b0 = 0; b0 < B; b0 += l->chunk) {
 		const int nb = B - b0 < l->chunk ? B - b0 : l->chunk;
 		const int rows = nb * g->OH * g->OW;
-		float *yc = y + (size_t)b0 * out_elems; /* (nb*OH*OW, OC) = (nb, OH, OW, OC) */
+		/* zc (rows, OC) = (nb, OH, OW, OC): the output itself, or scratch when pooled */
+		float *zc = l->pool ? conv : y + (size_t)b0 * out_elems;
 		if (g->C == 1) {
 			dt_im2col_t(g, x + (size_t)b0 * in_elems, nb, cols, rows); /* (K, rows) */
-			/* yc (rows, OC) = cols^T (rows, K) kernel (K, OC) */
-			dt_matmul(1, 0, rows, OC, K, 1.0f, cols, rows, l->kernel, OC, 0.0f, yc, OC);
+			/* zc (rows, OC) = cols^T (rows, K) kernel (K, OC) */
+			dt_matmul(1, 0, rows, OC, K, 1.0f, cols, rows, l->kernel, OC, 0.0f, zc, OC);
 		} else {
 			dt_im2col(g, x + (size_t)b0 * in_elems, nb, cols); /* (rows, K) */
-			/* yc (rows, OC) = cols (rows, K) kernel (K, OC) */
-			dt_matmul(0, 0, rows, OC, K, 1.0f, cols, K, l->kernel, OC, 0.0f, yc, OC);
+			/* zc (rows, OC) = cols (rows, K) kernel (K, OC) */
+			dt_matmul(0, 0, rows, OC, K, 1.0f, cols, K, l->kernel, OC, 0.0f, zc, OC);
 		}
-		dt_bias_act_forward(yc, l->bias, rows, OC, l->relu);
+		dt_bias_act_forward(zc, l->bias, rows, OC, l->relu);
+		if (l->pool)
+			dt_maxpool2_forward(zc, y + (size_t)b0 * out_elems, l->argmax + (size_t)b0 * out_elems, nb, g->OH,
+					    g->OW, OC);
 	}
 }
 
 static void conv_backward(const struct dt_layer *l, const float *x, const float *y, float *dy, float *dx, int B,
-			  float *cols)
+			  float *scratch)
 {
 	const struct dt_conv_geom *g = &l->geom;
 	const int K = dt_conv_k(g), OC = l->out.c;
 	const size_t in_elems = dt_shape_elems(l->in), out_elems = dt_shape_elems(l->out);
+	const size_t chunk_rows = (size_t)(B < l->chunk ? B : l->chunk) * (size_t)g->OH * (size_t)g->OW;
+	float *cols = scratch;
+	float *conv = scratch + chunk_rows * (size_t)K;
 	memset(l->dbias, 0, (size_t)OC * sizeof(float));
 	for (int b0 = 0; b0 < B; b0 += l->chunk) {
 		const int nb = B - b0 < l->chunk ? B - b0 : l->chunk;
 		const int rows = nb * g->OH * g->OW;
-		float *dyc = dy + (size_t)b0 * out_elems; /* (rows, OC) */
-		dt_bias_act_backward(dyc, y + (size_t)b0 * out_elems, l->dbias, rows, OC, l->relu);
+		const int out_rows = nb * l->out.h * l->out.w;
+		float *dyc = dy + (size_t)b0 * out_elems; /* (out_rows, OC) */
+		/* The ReLU mask and the bias gradient, on the (pooled) output. */
+		dt_bias_act_backward(dyc, y + (size_t)b0 * out_elems, l->dbias, out_rows, OC, l->relu);
+		float *dz = dyc; /* (rows, OC): dL/d(conv output before bias) */
+		if (l->pool) {
+			dz = conv;
+			dt_maxpool2_backward(dyc, l->argmax + (size_t)b0 * out_elems, dz, nb, g->OH, g->OW, OC);
+		}
 		const float beta = b0 == 0 ? 0.0f : 1.0f;
 		if (g->C == 1) {
 			dt_im2col_t(g, x + (size_t)b0 * in_elems, nb, cols, rows); /* (K, rows) */
-			/* dkernel (K, OC) (+)= cols_t (K, rows) dyc (rows, OC) */
-			dt_matmul(0, 0, K, OC, rows, 1.0f, cols, rows, dyc, OC, beta, l->dkernel, OC);
+			/* dkernel (K, OC) (+)= cols_t (K, rows) dz (rows, OC) */
+			dt_matmul(0, 0, K, OC, rows, 1.0f, cols, rows, dz, OC, beta, l->dkernel, OC);
 		} else {
 			dt_im2col(g, x + (size_t)b0 * in_elems, nb, cols); /* (rows, K) */
-			/* dkernel (K, OC) (+)= cols^T (K, rows) dyc (rows, OC) */
-			dt_matmul(1, 0, K, OC, rows, 1.0f, cols, K, dyc, OC, beta, l->dkernel, OC);
+			/* dkernel (K, OC) (+)= cols^T (K, rows) dz (rows, OC) */
+			dt_matmul(1, 0, K, OC, rows, 1.0f, cols, K, dz, OC, beta, l->dkernel, OC);
 		}
 		if (dx) {
-			/* dcols (rows, K) = dyc (rows, OC) kernel^T (OC, K), then scattered back */
-			dt_matmul(0, 1, rows, K, OC, 1.0f, dyc, OC, l->kernel, OC, 0.0f, cols, K);
+			/* dcols (rows, K) = dz (rows, OC) kernel^T (OC, K), then scattered back */
+			dt_matmul(0, 1, rows, K, OC, 1.0f, dz, OC, l->kernel, OC, 0.0f, cols, K);
 			dt_col2im(g, cols, nb, dx + (size_t)b0 * in_elems);
 		}
 	}
@@ -277,7 +309,7 @@ void dt_layer_forward(struct dt_layer *l, const float *x, float *y, int B, int t
 		break;
 	case DT_LAYER_DROPOUT:
 		if (training && l->rate > 0.0f) {
-			DT_ASSERT(B <= l->max_batch);
+			DT_ASSERT(B <= l->max_batch && rng != NULL);
 			dt_dropout_forward(x, y, l->mask, n, l->rate, rng);
 		} else {
 			if (training) {

@@ -12,7 +12,8 @@
  *   dense    (IN) -> (OUT)         y = x kernel + bias [, ReLU]; kernel (IN, OUT),
  *                                  bias (OUT); any input shape is read as flat
  *   conv2d   (H, W, C) -> (OH, OW, OC)   im2col + one matmul per chunk of
- *                                  images [, ReLU]; kernel (KH, KW, C, OC), bias (OC)
+ *                                  images [, ReLU] [, 2x2 max pool: (OH/2, OW/2, OC)];
+ *                                  kernel (KH, KW, C, OC), bias (OC)
  *   maxpool2 (H, W, C) -> (H/2, W/2, C)  2x2 windows, stride 2, floor
  *   relu     any -> same
  *   dropout  any -> same           inverted: kept values scaled by 1/(1-rate)
@@ -21,6 +22,14 @@
  * ReLU after a dense or conv layer is fused into it (`relu` flag): the bias
  * add and the clamp are one pass forward, and the mask and bias gradient
  * one pass backward. The stand-alone relu layer exists for other uses.
+ *
+ * A 2x2 max pooling after a conv layer can be fused into it too
+ * (dt_layer_fuse_pool, `pool` flag): the conv output of each chunk of
+ * images then lives only in scratch memory, in cache, and is pooled
+ * straight into the layer's output; backward applies the ReLU mask and sums
+ * the bias gradient on the pooled gradient (4x smaller; routing it back to
+ * the window maxima keeps every sum) and scatters it into scratch. Models
+ * fuse every pool that follows a conv; results are those of conv then pool.
  *
  * Forward and backward never allocate. Backward overwrites the layer's
  * parameter gradients (dkernel, dbias), may modify dy in place (the fused
@@ -59,6 +68,7 @@ struct dt_layer {
 	int relu;                     /* dense, conv2d: ReLU fused after the bias */
 	struct dt_conv_geom geom;     /* conv2d */
 	int chunk;                    /* conv2d: images per im2col chunk */
+	int pool;                     /* conv2d: 2x2 max pooling fused after the ReLU */
 	float rate;                   /* dropout: drop probability, [0, 1) */
 	size_t kernel_count;          /* dense IN*OUT, conv KH*KW*C*OC, else 0 */
 	size_t bias_count;            /* OUT or OC, else 0 */
@@ -66,7 +76,7 @@ struct dt_layer {
 	float *dkernel, *dbias;       /* their gradients, same shapes */
 	int max_batch;                /* examples the state below holds */
 	float *mask;                  /* dropout: (max_batch, IN), owned */
-	int32_t *argmax;              /* maxpool2: (max_batch, OH, OW, C), owned */
+	int32_t *argmax;              /* maxpool2, pooled conv2d: (max_batch, out), owned */
 };
 
 /* Constructors: fill *l (no allocation). `name` is copied. A shape that does
@@ -84,6 +94,10 @@ enum dt_status dt_layer_dropout(struct dt_layer *l, const char *name, struct dt_
 				struct dt_err *err) DT_MUST_CHECK;
 enum dt_status dt_layer_flatten(struct dt_layer *l, const char *name, struct dt_shape in,
 				struct dt_err *err) DT_MUST_CHECK;
+
+/* Fuses a following 2x2 max pooling into conv layer l (see above): its
+ * output becomes (OH/2, OW/2, OC). Needs OH, OW >= 2 (else DT_CONFIG). */
+enum dt_status dt_layer_fuse_pool(struct dt_layer *l, struct dt_err *err) DT_MUST_CHECK;
 
 /* Parameters of the layer: kernel_count + bias_count. */
 size_t dt_layer_num_params(const struct dt_layer *l);

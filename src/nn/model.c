@@ -115,8 +115,20 @@ static void add_dense(struct builder *b, int units, int relu)
 		commit(b, dt_layer_dense(l, name, b->cur, units, relu, b->err));
 }
 
+/* A pool right after a conv layer is fused into it (nn/layers.h). */
 static void add_pool(struct builder *b)
 {
+	if (b->st)
+		return;
+	struct dt_model *m = b->m;
+	if (m->num_layers > 0) {
+		struct dt_layer *prev = &m->layers[m->num_layers - 1];
+		if (prev->kind == DT_LAYER_CONV2D && !prev->pool) {
+			b->st = dt_layer_fuse_pool(prev, b->err);
+			b->cur = prev->out;
+			return;
+		}
+	}
 	char name[DT_LAYER_NAME_MAX];
 	struct dt_layer *l = next_layer(b, name, sizeof(name), "pool", &b->n_pool);
 	if (l)

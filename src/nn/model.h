@@ -58,7 +58,8 @@ const struct dt_variable *dt_model_variable(const struct dt_model *m, int i);
 /* True for kernels (weight decay applies), false for biases. */
 int dt_model_variable_is_kernel(const struct dt_model *m, int i);
 int dt_model_max_batch(const struct dt_model *m);
-/* A one-line description: "cnn: 5 layers, 421642 parameters (1.6 MiB)". */
+/* A one-line description: "cnn: 6 layers, 421642 parameters (1.6 MiB)"
+ * (pooling is fused into conv layers and not counted). */
 void dt_model_describe(const struct dt_model *m, char *buf, size_t cap);
 /* The layers in order (nn/layers.h), for summaries and tests; owned by m. */
 struct dt_layer;
@@ -71,6 +72,7 @@ const struct dt_layer *dt_model_layer(const struct dt_model *m, int i);
  * buffer with d(mean loss)/d(params). Dropout (if any) draws from `rng`.
  * Returns the mean loss; *correct (may be NULL) gets the number of
  * examples whose arg-max prediction equals the label. B <= max_batch.
+ * Denormal floats are flushed to zero during the call (tensor/tensor.h).
  */
 float dt_model_train_batch(struct dt_model *m, const float *x, const uint8_t *labels, int batch,
 			   struct dt_rng *rng, int *correct);

@@ -1,12 +1,15 @@
-/* Fast kernels: matmul, bias/ReLU, softmax cross-entropy, dropout.
+/*
+ * Fast kernels: matmul, bias/ReLU, softmax cross-entropy, dropout.
  * Convolution and pooling kernels are in kernels_conv.c; the naive twins of
- * everything in kernels_naive.c. */
-/* gcc 12 at -O2 vectorizes only loops that need no runtime checks and no
+ * everything in kernels_naive.c.
+ *
+ * gcc 12 at -O2 vectorizes only loops that need no runtime checks and no
  * scalar epilogue (the "very cheap" cost model), and will not turn float
- * compare-and-select (ReLU masks, max pooling) into vector blends while it
- * must preserve floating-point traps. These hot loops get the full cost
- * model and no traps (dtrain never enables FP exceptions; values are the
- * same either way). */
+ * compare-and-select (ReLU masks) into vector blends while it must preserve
+ * floating-point traps. These hot loops get the full cost model and no
+ * traps (dtrain never enables FP exceptions; values are the same either
+ * way).
+ */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
 #endif

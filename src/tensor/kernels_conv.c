@@ -1,13 +1,16 @@
-/* Fast convolution and pooling kernels: im2col (both layouts), col2im, 2x2
- * max pooling. Short copy and zero loops here must stay inline loops, not
- * memcpy/memset calls (a call costs more than copying 5 floats), hence
- * no-tree-loop-distribute-patterns below. */
-/* gcc 12 at -O2 vectorizes only loops that need no runtime checks and no
+/*
+ * Fast convolution and pooling kernels: im2col (both layouts), col2im, 2x2
+ * max pooling.
+ *
+ * gcc 12 at -O2 vectorizes only loops that need no runtime checks and no
  * scalar epilogue (the "very cheap" cost model), and will not turn float
  * compare-and-select (ReLU masks, max pooling) into vector blends while it
  * must preserve floating-point traps. These hot loops get the full cost
  * model and no traps (dtrain never enables FP exceptions; values are the
- * same either way). */
+ * same either way). Short copy and zero loops must stay inline, not become
+ * memcpy/memset calls (a call costs more than copying 5 floats), hence
+ * no-tree-loop-distribute-patterns.
+ */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math", "no-tree-loop-distribute-patterns")
 #endif

@@ -1,4 +1,5 @@
 #include "train/local.h"
+#include "train/common.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -41,59 +42,6 @@ static void run_release(struct run *r)
 	dt_model_free(r->model);
 	dt_dataset_release(&r->test);
 	dt_dataset_release(&r->train);
-}
-
-static void format_eta(double seconds, char *buf, size_t cap)
-{
-	if (!(seconds >= 0) || seconds > 1e7) {
-		snprintf(buf, cap, "?");
-		return;
-	}
-	long s = lround(seconds);
-	if (s >= 3600)
-		snprintf(buf, cap, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
-	else
-		snprintf(buf, cap, "%ld:%02ld", s / 60, s % 60);
-}
-
-/* Adds weight_decay * p to the gradient of every kernel (L2 regularization). */
-static void add_weight_decay(struct dt_model *m, float wd)
-{
-	float *p = dt_model_params(m), *g = dt_model_grads(m);
-	for (int i = 0; i < dt_model_num_variables(m); i++) {
-		if (!dt_model_variable_is_kernel(m, i))
-			continue;
-		const struct dt_variable *v = dt_model_variable(m, i);
-		for (size_t j = v->offset; j < v->offset + v->count; j++)
-			g[j] += wd * p[j];
-	}
-}
-
-static enum dt_status evaluate(struct dt_model *model, const struct dt_dataset *ds,
-			       struct dt_eval_result *out, struct dt_err *err)
-{
-	struct dt_pipeline_config pc = {
-		.data = ds, .batch_size = dt_model_max_batch(model), .shard_count = 1, .single_pass = 1,
-	};
-	struct dt_pipeline *p;
-	enum dt_status st = dt_pipeline_new(&pc, &p, err);
-	if (st)
-		return dt_err_prefix(err, "cannot evaluate");
-	double loss_sum = 0;
-	int64_t correct = 0, n = 0;
-	const struct dt_batch *b;
-	while ((b = dt_pipeline_next(p))) {
-		int c = 0;
-		float loss = dt_model_eval_batch(model, b->x, b->y, b->size, &c);
-		loss_sum += (double)loss * b->size;
-		correct += c;
-		n += b->size;
-	}
-	dt_pipeline_free(p);
-	out->examples = n;
-	out->accuracy = n ? (double)correct / (double)n : 0;
-	out->loss = n ? loss_sum / (double)n : 0;
-	return DT_OK;
 }
 
 static enum dt_status setup(const struct dt_train_config *cfg, struct run *r, struct dt_train_result *res,
@@ -150,7 +98,7 @@ static void log_progress(const struct dt_train_config *cfg, int64_t step, float 
 	double elapsed = (double)(now - train_start_ns) / 1e9;
 	double eta_s = elapsed / (double)step * (double)(cfg->train_steps - step);
 	char eta[32];
-	format_eta(eta_s, eta, sizeof(eta));
+	dt_train_format_eta(eta_s, eta, sizeof(eta));
 	dt_info("step %lld/%lld loss %.4f acc %.3f lr %.3g %.0f examples/s eta %s", (long long)step,
 		(long long)cfg->train_steps, w->loss_sum / (double)w->steps,
 		(double)w->correct / (double)w->examples, (double)lr, eps, eta);
@@ -194,7 +142,7 @@ enum dt_status dt_train_local(const struct dt_train_config *cfg, struct dt_train
 					  (long long)step, (double)loss);
 		}
 		if (wd > 0)
-			add_weight_decay(r.model, wd);
+			dt_train_add_weight_decay(r.model, wd);
 		dt_optimizer_apply(&r.opt, params, grads, 0, nparams, lr, step);
 
 		if (step == 1) {
@@ -215,7 +163,7 @@ enum dt_status dt_train_local(const struct dt_train_config *cfg, struct dt_train
 		if (cfg->eval_every > 0 && step % cfg->eval_every == 0 && step != cfg->train_steps) {
 			int64_t e0 = dt_now_ns();
 			struct dt_eval_result ev;
-			if ((st = evaluate(r.model, &r.test, &ev, err))) {
+			if ((st = dt_train_evaluate(r.model, &r.test, &ev, err))) {
 				run_release(&r);
 				return st;
 			}
@@ -236,7 +184,7 @@ enum dt_status dt_train_local(const struct dt_train_config *cfg, struct dt_train
 		res->examples_per_sec = (double)batch / res->train_seconds;
 
 	if (cfg->eval_at_end) {
-		if ((st = evaluate(r.model, &r.test, &res->eval, err))) {
+		if ((st = dt_train_evaluate(r.model, &r.test, &res->eval, err))) {
 			run_release(&r);
 			return st;
 		}

@@ -1,0 +1,264 @@
+#include "dist/ps_client.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "dist/ps_wire.h"
+#include "net/bytes.h"
+#include "net/conn.h"
+#include "net/socket.h"
+
+struct dt_ps_client {
+	struct dt_loop *loop;
+	struct dt_ps_client_config cfg;
+	int num_ps;
+	struct dt_conn **conns;           /* (num_ps) */
+	const struct dt_placement *pl;
+	struct dt_request *push_reqs, *pull_reqs, *init_reqs, *end_reqs; /* (num_shards) x3, (num_ps) */
+	uint8_t (*push_hdr)[DT_PS_PUSH_HEADER];  /* (num_shards) */
+	uint8_t (*range_hdr)[DT_PS_RANGE_BYTES]; /* (num_shards) */
+	struct dt_request step_req, status_req;
+	uint8_t step_payload[8], step_reply[8], status_reply[DT_PS_STATUS_BYTES];
+	struct dt_request **inflight;     /* requests of the current call */
+	int ninflight, inflight_cap;
+};
+
+static void inflight_add(struct dt_ps_client *c, struct dt_request *r)
+{
+	DT_ASSERT(c->ninflight < c->inflight_cap);
+	c->inflight[c->ninflight++] = r;
+}
+
+/* Registers r on ps `ps` with a deadline; on failure to send it is not in flight. */
+static enum dt_status issue(struct dt_ps_client *c, int ps, struct dt_request *r, uint16_t type,
+			    const struct iovec *parts, int nparts, void *reply_buf, size_t reply_cap, int64_t deadline,
+			    struct dt_err *err)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = type;
+	r->deadline = deadline;
+	r->reply_buf = reply_buf;
+	r->reply_cap = reply_cap;
+	enum dt_status st = dt_conn_request(c->conns[ps], r, parts, nparts, 0, err);
+	if (st)
+		return st;
+	inflight_add(c, r);
+	return DT_OK;
+}
+
+static int all_done(void *arg)
+{
+	struct dt_ps_client *c = arg;
+	for (int i = 0; i < c->ninflight; i++)
+		if (!c->inflight[i]->done)
+			return 0;
+	return 1;
+}
+
+/* Waits for every request in flight (each times out by its own deadline);
+ * returns the first failure. `first` is an error from issuing, if any. */
+static enum dt_status wait_all(struct dt_ps_client *c, enum dt_status first, int64_t deadline, struct dt_err *err)
+{
+	struct dt_err loop_err = DT_ERR_INIT;
+	enum dt_status st = DT_OK;
+	if (first) {
+		for (int i = 0; i < c->ninflight; i++)
+			if (!c->inflight[i]->done)
+				dt_request_cancel(c->inflight[i]);
+	}
+	/* The requests' own deadlines end the wait; the extra second is a backstop. */
+	st = dt_loop_run_until(c->loop, all_done, c, deadline + 1000000000LL, "replies from the parameter servers",
+			       &loop_err);
+	if (st) {
+		for (int i = 0; i < c->ninflight; i++)
+			if (!c->inflight[i]->done)
+				dt_request_cancel(c->inflight[i]);
+	}
+	if (first) {
+		c->ninflight = 0;
+		return first;
+	}
+	for (int i = 0; i < c->ninflight; i++) {
+		struct dt_request *r = c->inflight[i];
+		if (r->done && r->status) {
+			c->ninflight = 0;
+			if (err) {
+				*err = r->err;
+			}
+			return r->status;
+		}
+	}
+	c->ninflight = 0;
+	if (st && err)
+		*err = loop_err;
+	return st;
+}
+
+enum dt_status dt_ps_client_new(struct dt_loop *loop, const struct dt_ps_client_config *cfg, int64_t deadline,
+				struct dt_ps_client **out, struct dt_err *err)
+{
+	*out = NULL;
+	struct dt_ps_client *c = dt_xcalloc(1, sizeof(*c));
+	c->loop = loop;
+	c->cfg = *cfg;
+	c->pl = cfg->placement;
+	c->num_ps = cfg->placement->num_ps;
+	size_t ns = (size_t)c->pl->num_shards;
+	c->conns = dt_xcalloc((size_t)c->num_ps, sizeof(*c->conns));
+	c->push_reqs = dt_xcalloc(ns, sizeof(*c->push_reqs));
+	c->pull_reqs = dt_xcalloc(ns, sizeof(*c->pull_reqs));
+	c->init_reqs = dt_xcalloc(ns, sizeof(*c->init_reqs));
+	c->end_reqs = dt_xcalloc((size_t)c->num_ps, sizeof(*c->end_reqs));
+	c->push_hdr = dt_xcalloc(ns, sizeof(*c->push_hdr));
+	c->range_hdr = dt_xcalloc(ns, sizeof(*c->range_hdr));
+	c->inflight_cap = (int)(2 * ns + (size_t)c->num_ps + 2);
+	c->inflight = dt_xcalloc((size_t)c->inflight_cap, sizeof(*c->inflight));
+	for (size_t i = 0; i < ns; i++) {
+		dt_put_u64le(c->range_hdr[i], c->pl->shards[i].offset);
+		dt_put_u64le(c->range_hdr[i] + 8, c->pl->shards[i].count);
+	}
+	struct dt_conn_config cc = { .silence_s = cfg->silence_s };
+	for (int i = 0; i < c->num_ps; i++) {
+		char host[DT_HOST_MAX];
+		int port;
+		enum dt_status st = dt_sock_split_hostport(cfg->ps_addrs[i], host, sizeof(host), &port, err);
+		if (!st)
+			st = dt_conn_connect(loop, host, port, cfg->local, "ps", (uint32_t)i, &cc, deadline, &c->conns[i], err);
+		if (st) {
+			dt_ps_client_free(c);
+			return st;
+		}
+	}
+	*out = c;
+	return DT_OK;
+}
+
+static int all_closed(void *arg)
+{
+	struct dt_ps_client *c = arg;
+	for (int i = 0; i < c->num_ps; i++)
+		if (c->conns[i] && dt_conn_is_open(c->conns[i]))
+			return 0;
+	return 1;
+}
+
+void dt_ps_client_free(struct dt_ps_client *c)
+{
+	if (!c)
+		return;
+	for (int i = 0; i < c->num_ps; i++)
+		if (c->conns[i] && dt_conn_is_open(c->conns[i]))
+			dt_conn_shutdown(c->conns[i], "this task is done");
+	/* Best effort: a peer that does not read its SHUTDOWN is closed anyway below. */
+	enum dt_status lingered = dt_loop_run_until(c->loop, all_closed, c, dt_deadline_in(2.0), "connections to close", NULL);
+	(void)lingered;
+	for (int i = 0; i < c->num_ps; i++)
+		dt_conn_free(c->conns[i]);
+	free(c->conns);
+	free(c->push_reqs);
+	free(c->pull_reqs);
+	free(c->init_reqs);
+	free(c->end_reqs);
+	free(c->push_hdr);
+	free(c->range_hdr);
+	free(c->inflight);
+	free(c);
+}
+
+enum dt_status dt_ps_client_status(struct dt_ps_client *c, int ps, struct dt_ps_status *out, int64_t deadline,
+				   struct dt_err *err)
+{
+	enum dt_status st = issue(c, ps, &c->status_req, DT_MSG_PS_STATUS, NULL, 0, c->status_reply,
+				  sizeof(c->status_reply), deadline, err);
+	if ((st = wait_all(c, st, deadline, err)))
+		return st;
+	if (c->status_req.reply.length != DT_PS_STATUS_BYTES)
+		return dt_err_set(err, DT_PROTOCOL, "%s answered ps_status with %llu bytes, expected %u",
+				  dt_conn_peer(c->conns[ps]), (unsigned long long)c->status_req.reply.length,
+				  DT_PS_STATUS_BYTES);
+	uint32_t flags = dt_get_u32le(c->status_reply);
+	out->initialized = !!(flags & DT_PS_STATUS_INITIALIZED);
+	out->ended = !!(flags & DT_PS_STATUS_ENDED);
+	out->global_step = (int64_t)dt_get_u64le(c->status_reply + 8);
+	return DT_OK;
+}
+
+enum dt_status dt_ps_client_init(struct dt_ps_client *c, int ps, int64_t deadline, struct dt_err *err)
+{
+	enum dt_status st = DT_OK;
+	for (int i = 0; i < c->pl->num_shards && !st; i++) {
+		const struct dt_shard *sh = &c->pl->shards[i];
+		if (sh->ps != ps)
+			continue;
+		struct iovec parts[2] = { { c->range_hdr[i], DT_PS_RANGE_BYTES },
+					  { c->cfg.params + sh->offset, sh->count * sizeof(float) } };
+		st = issue(c, ps, &c->init_reqs[i], DT_MSG_PS_INIT, parts, 2, NULL, 0, deadline, err);
+	}
+	return wait_all(c, st, deadline, err);
+}
+
+enum dt_status dt_ps_client_round(struct dt_ps_client *c, int push, float lr, int64_t step_inc, int pull,
+				  int64_t *global_step, int64_t deadline, struct dt_err *err)
+{
+	enum dt_status st = DT_OK;
+	uint32_t lr_bits;
+	memcpy(&lr_bits, &lr, sizeof(lr_bits));
+	for (int i = 0; push && i < c->pl->num_shards && !st; i++) {
+		const struct dt_shard *sh = &c->pl->shards[i];
+		uint8_t *h = c->push_hdr[i];
+		dt_put_u64le(h, sh->offset);
+		dt_put_u64le(h + 8, sh->count);
+		dt_put_u32le(h + 16, lr_bits);
+		dt_put_u32le(h + 20, 0);
+		struct iovec parts[2] = { { h, DT_PS_PUSH_HEADER }, { c->cfg.grads + sh->offset, sh->count * sizeof(float) } };
+		st = issue(c, sh->ps, &c->push_reqs[i], DT_MSG_PS_PUSH, parts, 2, NULL, 0, deadline, err);
+	}
+	if (step_inc >= 0 && !st) {
+		dt_put_u64le(c->step_payload, (uint64_t)step_inc);
+		struct iovec part = { c->step_payload, 8 };
+		st = issue(c, 0, &c->step_req, DT_MSG_PS_STEP, &part, 1, c->step_reply, sizeof(c->step_reply), deadline,
+			   err);
+	}
+	for (int i = 0; pull && i < c->pl->num_shards && !st; i++) {
+		const struct dt_shard *sh = &c->pl->shards[i];
+		struct iovec part = { c->range_hdr[i], DT_PS_RANGE_BYTES };
+		st = issue(c, sh->ps, &c->pull_reqs[i], DT_MSG_PS_PULL, &part, 1, c->cfg.params + sh->offset,
+			   sh->count * sizeof(float), deadline, err);
+	}
+	if ((st = wait_all(c, st, deadline, err)))
+		return st;
+	for (int i = 0; pull && i < c->pl->num_shards; i++) {
+		const struct dt_shard *sh = &c->pl->shards[i];
+		if (c->pull_reqs[i].reply.length != sh->count * sizeof(float))
+			return dt_err_set(err, DT_PROTOCOL, "%s answered a pull of %zu elements with %llu bytes",
+					  dt_conn_peer(c->conns[sh->ps]), sh->count,
+					  (unsigned long long)c->pull_reqs[i].reply.length);
+	}
+	if (step_inc >= 0) {
+		if (c->step_req.reply.length != 8)
+			return dt_err_set(err, DT_PROTOCOL, "%s answered ps_step with %llu bytes, expected 8",
+					  dt_conn_peer(c->conns[0]), (unsigned long long)c->step_req.reply.length);
+		if (global_step)
+			*global_step = (int64_t)dt_get_u64le(c->step_reply);
+	}
+	return DT_OK;
+}
+
+enum dt_status dt_ps_client_end(struct dt_ps_client *c, int64_t deadline, struct dt_err *err)
+{
+	enum dt_status st = DT_OK;
+	for (int i = 0; i < c->num_ps && !st; i++)
+		st = issue(c, i, &c->end_reqs[i], DT_MSG_PS_END, NULL, 0, NULL, 0, deadline, err);
+	return wait_all(c, st, deadline, err);
+}
+
+int dt_ps_client_ended_by_ps(const struct dt_ps_client *c)
+{
+	for (int i = 0; i < c->num_ps; i++)
+		if (c->conns[i] && !dt_conn_is_open(c->conns[i]) && dt_conn_close_reason(c->conns[i])->status == DT_OK)
+			return 1;
+	return 0;
+}

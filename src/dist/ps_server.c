@@ -1,0 +1,254 @@
+#include "dist/ps_server.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "dist/ps_wire.h"
+#include "net/bytes.h"
+#include "net/conn.h"
+#include "net/server.h"
+#include "nn/optimizer.h"
+
+struct held_shard {
+	size_t offset, count;
+	int initialized;
+	int64_t updates;  /* pushes applied: Adam's bias-correction step */
+};
+
+struct dt_ps_server {
+	struct dt_ps_server_config cfg;
+	struct dt_server *server;
+	float *params;               /* (num_params), only this server's shards are used */
+	struct dt_optimizer opt;     /* slots over (num_params) too */
+	struct held_shard *shards;   /* the shards this server holds */
+	int nshards, ninitialized;
+	int64_t global_step;
+	int ended;
+	struct dt_ps_server_stats stats;
+	char name[16];               /* "ps:1" */
+};
+
+static struct held_shard *find_shard(struct dt_ps_server *s, uint64_t offset, uint64_t count)
+{
+	for (int i = 0; i < s->nshards; i++)
+		if (s->shards[i].offset == offset && s->shards[i].count == count)
+			return &s->shards[i];
+	return NULL;
+}
+
+static void refuse(struct dt_ps_server *s, struct dt_conn *c, const struct dt_frame_header *h, enum dt_status st,
+		   const char *what)
+{
+	s->stats.refused_requests++;
+	dt_warn("refused %s from %s: %s", dt_msg_name(h->type), dt_conn_peer(c), what);
+	(void)dt_conn_reply_error(c, h->request_id, st, "%s: %s", s->name, what);
+}
+
+static void reply_empty(struct dt_conn *c, const struct dt_frame_header *h)
+{
+	/* A failed send closes the conn; the loop reports it through on_close. */
+	(void)dt_conn_send(c, h->type, DT_FRAME_F_REPLY, h->request_id, NULL, 0, NULL);
+}
+
+/* Decodes the (offset, count) that starts INIT/PULL/PUSH payloads and finds
+ * its shard; checks that `len` is exactly header + count floats (0 floats for PULL). */
+static struct held_shard *shard_of(struct dt_ps_server *s, struct dt_conn *c, const struct dt_frame_header *h,
+				   const uint8_t *p, size_t header, int with_values)
+{
+	if (h->length < DT_PS_RANGE_BYTES) {
+		refuse(s, c, h, DT_PROTOCOL, "payload shorter than a range");
+		return NULL;
+	}
+	uint64_t offset = dt_get_u64le(p), count = dt_get_u64le(p + 8);
+	struct held_shard *sh = find_shard(s, offset, count);
+	char what[160];
+	if (!sh) {
+		snprintf(what, sizeof(what), "holds no shard [%llu, %llu)", (unsigned long long)offset,
+			 (unsigned long long)(offset + count));
+		refuse(s, c, h, DT_CONFIG, what);
+		return NULL;
+	}
+	uint64_t want = header + (with_values ? count * sizeof(float) : 0);
+	if (h->length != want) {
+		snprintf(what, sizeof(what), "%s of %llu bytes for a shard of %llu elements (expected %llu)",
+			 dt_msg_name(h->type), (unsigned long long)h->length, (unsigned long long)count,
+			 (unsigned long long)want);
+		refuse(s, c, h, DT_PROTOCOL, what);
+		return NULL;
+	}
+	return sh;
+}
+
+static int from_chief(const struct dt_ps_server *s, struct dt_conn *c)
+{
+	const struct dt_hello *r = dt_conn_remote(c);
+	return r && strcmp(r->role, s->cfg.chief_role) == 0 && r->index == s->cfg.chief_index;
+}
+
+static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t *p, void *arg)
+{
+	struct dt_ps_server *s = arg;
+	if (h->flags & DT_FRAME_F_REPLY)
+		return; /* we send no requests: a stray reply */
+	if (h->request_id == 0) {
+		dt_warn("ignored one-way %s from %s", dt_msg_name(h->type), dt_conn_peer(c));
+		return;
+	}
+	struct held_shard *sh;
+	switch (h->type) {
+	case DT_MSG_PS_STATUS: {
+		uint8_t out[DT_PS_STATUS_BYTES];
+		uint32_t flags = (s->ninitialized == s->nshards ? DT_PS_STATUS_INITIALIZED : 0) |
+				 (s->ended ? DT_PS_STATUS_ENDED : 0);
+		dt_put_u32le(out, flags);
+		dt_put_u32le(out + 4, 0);
+		dt_put_u64le(out + 8, (uint64_t)s->global_step);
+		(void)dt_conn_send(c, h->type, DT_FRAME_F_REPLY, h->request_id, out, sizeof(out), NULL);
+		return;
+	}
+	case DT_MSG_PS_INIT:
+		if (!(sh = shard_of(s, c, h, p, DT_PS_RANGE_BYTES, 1)))
+			return;
+		memcpy(s->params + sh->offset, p + DT_PS_RANGE_BYTES, sh->count * sizeof(float));
+		if (!sh->initialized) {
+			sh->initialized = 1;
+			if (++s->ninitialized == s->nshards)
+				dt_info("initialized by %s: %d shard(s)", dt_conn_peer(c), s->nshards);
+		}
+		s->stats.inits++;
+		reply_empty(c, h);
+		return;
+	case DT_MSG_PS_PULL: {
+		if (!(sh = shard_of(s, c, h, p, DT_PS_RANGE_BYTES, 0)))
+			return;
+		if (!sh->initialized) {
+			refuse(s, c, h, DT_PEER, "not initialized");
+			return;
+		}
+		/* Zero-copy from the live parameters; the buffer outlives every conn. */
+		struct iovec part = { s->params + sh->offset, sh->count * sizeof(float) };
+		s->stats.pulls++;
+		(void)dt_conn_sendv_ref(c, h->type, DT_FRAME_F_REPLY, h->request_id, &part, 1, NULL, NULL, NULL);
+		return;
+	}
+	case DT_MSG_PS_PUSH: {
+		if (!(sh = shard_of(s, c, h, p, DT_PS_PUSH_HEADER, 1)))
+			return;
+		if (!sh->initialized) {
+			refuse(s, c, h, DT_PEER, "not initialized");
+			return;
+		}
+		uint32_t bits = dt_get_u32le(p + 16);
+		float lr;
+		memcpy(&lr, &bits, sizeof(lr));
+		if (!(lr >= 0.0f && lr < 1e6f)) {
+			refuse(s, c, h, DT_PROTOCOL, "learning rate out of range");
+			return;
+		}
+		/* The payload is 8-byte aligned in the conn's buffer and the header is 24 bytes. */
+		const float *g = (const float *)(const void *)(p + DT_PS_PUSH_HEADER);
+		dt_optimizer_apply(&s->opt, s->params, g, sh->offset, sh->count, lr, ++sh->updates);
+		s->stats.pushes++;
+		reply_empty(c, h);
+		return;
+	}
+	case DT_MSG_PS_STEP: {
+		if (s->cfg.index != 0) {
+			refuse(s, c, h, DT_CONFIG, "the global step lives on ps:0");
+			return;
+		}
+		if (h->length != 8) {
+			refuse(s, c, h, DT_PROTOCOL, "step payload is not 8 bytes");
+			return;
+		}
+		uint64_t inc = dt_get_u64le(p);
+		if (inc > 1000000) {
+			refuse(s, c, h, DT_PROTOCOL, "step increment out of range");
+			return;
+		}
+		s->global_step += (int64_t)inc;
+		uint8_t out[8];
+		dt_put_u64le(out, (uint64_t)s->global_step);
+		(void)dt_conn_send(c, h->type, DT_FRAME_F_REPLY, h->request_id, out, sizeof(out), NULL);
+		return;
+	}
+	case DT_MSG_PS_END:
+		if (!from_chief(s, c)) {
+			refuse(s, c, h, DT_CONFIG, "only the chief ends the run");
+			return;
+		}
+		dt_info("the chief (%s) ended the run at global step %lld", dt_conn_peer(c), (long long)s->global_step);
+		s->ended = 1;
+		reply_empty(c, h);
+		return;
+	default:
+		refuse(s, c, h, DT_PROTOCOL, "not a parameter-server request");
+		return;
+	}
+}
+
+static const struct dt_conn_handler handler = { .on_frame = on_frame };
+
+enum dt_status dt_ps_server_new(struct dt_loop *loop, const struct dt_ps_server_config *cfg,
+				struct dt_ps_server **out, struct dt_err *err)
+{
+	*out = NULL;
+	struct dt_ps_server *s = dt_xcalloc(1, sizeof(*s));
+	s->cfg = *cfg;
+	snprintf(s->name, sizeof(s->name), "ps:%d", cfg->index);
+	const struct dt_placement *pl = cfg->placement;
+	for (int i = 0; i < pl->num_shards; i++)
+		if (pl->shards[i].ps == cfg->index)
+			s->nshards++;
+	s->shards = dt_xcalloc((size_t)(s->nshards ? s->nshards : 1), sizeof(*s->shards));
+	for (int i = 0, k = 0; i < pl->num_shards; i++)
+		if (pl->shards[i].ps == cfg->index)
+			s->shards[k++] = (struct held_shard){ .offset = pl->shards[i].offset, .count = pl->shards[i].count };
+	s->params = dt_xcalloc(cfg->num_params ? cfg->num_params : 1, sizeof(float));
+	enum dt_status st = dt_optimizer_init(&s->opt, cfg->hp, cfg->num_params, err);
+	if (st) {
+		dt_ps_server_free(s);
+		return st;
+	}
+	struct dt_server_config sc = {
+		.host = cfg->host, .port = cfg->port, .local = cfg->local,
+		.conn = { .silence_s = cfg->silence_s, .handler = &handler, .arg = s },
+	};
+	if ((st = dt_server_new(loop, &sc, &s->server, err))) {
+		dt_ps_server_free(s);
+		return dt_err_prefix(err, "cannot start %s", s->name);
+	}
+	*out = s;
+	return DT_OK;
+}
+
+void dt_ps_server_free(struct dt_ps_server *s)
+{
+	if (!s)
+		return;
+	dt_server_free(s->server);
+	dt_optimizer_release(&s->opt);
+	free(s->params);
+	free(s->shards);
+	free(s);
+}
+
+int dt_ps_server_port(const struct dt_ps_server *s) { return dt_server_port(s->server); }
+int dt_ps_server_initialized(const struct dt_ps_server *s) { return s->ninitialized == s->nshards; }
+int dt_ps_server_ended(const struct dt_ps_server *s) { return s->ended; }
+size_t dt_ps_server_conn_count(const struct dt_ps_server *s) { return dt_server_conn_count(s->server); }
+
+size_t dt_ps_server_shutdown(struct dt_ps_server *s)
+{
+	dt_server_shutdown_all(s->server, "the run is over");
+	return dt_server_conn_count(s->server);
+}
+
+void dt_ps_server_get_stats(const struct dt_ps_server *s, struct dt_ps_server_stats *out)
+{
+	*out = s->stats;
+	out->global_step = s->global_step;
+}

@@ -1,0 +1,76 @@
+/*
+ * ps_server.h — one parameter server: its shards of the variables, their
+ * optimizer slots, and the global step (on ps 0).
+ *
+ * The server listens with net/server.h, so the handshake refuses a peer whose
+ * cluster fingerprint or model signature differs (the peer prints the reason)
+ * and garbage closes only that connection. On the loop it serves
+ * (ps_wire.h has the payloads):
+ *
+ *   PS_STATUS  initialized? run ended? global step
+ *   PS_INIT    the chief's initial values of one shard; the server is
+ *              "initialized" once every shard it holds has been set
+ *   PS_PULL    a shard's current values (refused until initialized)
+ *   PS_PUSH    gradients of one shard, applied on arrival with the server-side
+ *              optimizer at the learning rate the worker sends (asynchronous:
+ *              no locks, pulls may see another worker's update half-way,
+ *              as TensorFlow's ps with use_locking=False)
+ *   PS_STEP    adds to the global step (ps 0 only)
+ *   PS_END     from the chief only: the run is over; dt_ps_server_ended()
+ *              turns true and the caller shuts the server down
+ *
+ * Memory: parameters and slots are allocated over the whole flat parameter
+ * range (num_params floats each), of which this server uses only its
+ * shards' ranges; that keeps offsets global and costs (num_ps - 1) / num_ps
+ * of the model in untouched (never paged-in) virtual memory.
+ *
+ * Single-threaded: everything runs on the caller's loop.
+ */
+#ifndef DT_DIST_PS_SERVER_H
+#define DT_DIST_PS_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "dist/placement.h"
+#include "net/loop.h"
+#include "net/messages.h"
+#include "nn/hparams.h"
+
+struct dt_ps_server;
+
+struct dt_ps_server_config {
+	const char *host;              /* listen address */
+	int port;                      /* 0: the kernel picks */
+	int index;                     /* this ps's index */
+	const struct dt_hello *local;  /* role "ps", fingerprint, signature; borrowed, outlives the server */
+	const struct dt_placement *placement; /* borrowed */
+	size_t num_params;             /* elements of the flat parameter buffer */
+	const struct dt_hparams *hp;   /* the optimizer to apply pushes with */
+	const char *chief_role;        /* who may end the run: "chief", "master" or "worker" */
+	uint32_t chief_index;
+	double silence_s;              /* 0: the net default */
+};
+
+struct dt_ps_server_stats {
+	uint64_t pushes, pulls, inits, refused_requests;
+	int64_t global_step;
+};
+
+enum dt_status dt_ps_server_new(struct dt_loop *loop, const struct dt_ps_server_config *cfg,
+				struct dt_ps_server **out, struct dt_err *err) DT_MUST_CHECK;
+/* Closes every connection at once and frees. NULL is a no-op. */
+void dt_ps_server_free(struct dt_ps_server *s);
+
+int dt_ps_server_port(const struct dt_ps_server *s);
+int dt_ps_server_initialized(const struct dt_ps_server *s);
+/* True once the chief sent PS_END. */
+int dt_ps_server_ended(const struct dt_ps_server *s);
+/* Sends SHUTDOWN("the run is over") to every peer; returns the number of
+ * connections still open (run the loop until it is 0, or a short deadline). */
+size_t dt_ps_server_shutdown(struct dt_ps_server *s);
+size_t dt_ps_server_conn_count(const struct dt_ps_server *s);
+void dt_ps_server_get_stats(const struct dt_ps_server *s, struct dt_ps_server_stats *out);
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * ps_roles.h — the role loops of asynchronous between-graph training through
+ * parameter servers (docs/DISTRIBUTED.md).
+ *
+ *   std server (job ps, --schedule=run_std_server): builds the model only to
+ *     learn its variables, computes the placement, holds its shards
+ *     (dist/ps_server.h) and serves until the chief ends the run; then it
+ *     closes every connection in order and returns DT_OK.
+ *   trainer (chief/master/worker): connects to every ps, then
+ *     - the chief (cluster.h's chief) initializes the variables on any ps
+ *       that is not initialized yet;
+ *     - the others wait, saying what for ("waiting for model: ps:1 not
+ *       initialized"), at most wait_model_s;
+ *     then each step: forward/backward on this trainer's shard of the data
+ *     (shard = global id, of num_worker_replicas), one round of push →
+ *     global step += 1 → pull; until the global step reaches train_steps.
+ *     The chief then evaluates on the test split (res->eval, at global step
+ *     res->steps) and ends the run on every ps; the other trainers return
+ *     when they see the global step reached or the ps close in order.
+ *
+ * Learning rate: the schedule at the global step, divided by
+ * sqrt(num_worker_replicas) when hp.scale_lr_by_workers is set (t2t's async
+ * rule); the ps applies it with the optimizer of the hparams.
+ */
+#ifndef DT_TRAIN_PS_ROLES_H
+#define DT_TRAIN_PS_ROLES_H
+
+#include "base/err.h"
+#include "cluster/cluster.h"
+#include "train/local.h"
+
+struct dt_ps_run_config {
+	const struct dt_train_config *train;
+	const struct dt_cluster *cluster;
+	double connect_s;     /* how long to retry connecting to the ps tasks; default 120 */
+	double wait_model_s;  /* how long a non-chief waits for the chief's initialization; default 300 */
+	double round_s;       /* deadline of one push/pull round; default 60 */
+};
+
+enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt_err *err) DT_MUST_CHECK;
+
+/* *is_chief says whether this task evaluated (res->eval is valid then). */
+enum dt_status dt_train_ps_trainer(const struct dt_ps_run_config *cfg, struct dt_train_result *res,
+				   struct dt_err *err) DT_MUST_CHECK;
+
+#endif
