@@ -80,11 +80,20 @@ RUN_FLAGS ?= --model=cnn --problem=fashion_mnist --train_steps=4700
 run: $(BUILD)/dtrain
 	$(BUILD)/dtrain train $(RUN_FLAGS)
 
-# libFuzzer targets: each links the library sources directly, built with clang.
-FUZZ_FLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc -D_GNU_SOURCE -pthread
-build-fuzz/%: tests/fuzz/%.c $(LIB_SRC) | $(DEPS_STAMP)
-	@mkdir -p build-fuzz
-	clang $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
+# libFuzzer targets: the library is compiled once with clang's coverage
+# instrumentation into build-fuzz/libdtrain.a; each target links against it.
+FUZZ_CFLAGS := -std=c11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -Iinclude -Isrc -D_GNU_SOURCE -pthread
+FUZZ_OBJ := $(LIB_SRC:%.c=build-fuzz/%.o)
+build-fuzz/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	@echo "  CLANG   $<"
+	@clang $(FUZZ_CFLAGS) -c $< -o $@
+build-fuzz/libdtrain.a: $(FUZZ_OBJ)
+	@rm -f $@
+	@ar rcs $@ $^
+build-fuzz/%: tests/fuzz/%.c build-fuzz/libdtrain.a
+	@echo "  FUZZER  $@"
+	@clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< build-fuzz/libdtrain.a $(LDLIBS)
 
 FUZZ_RUNS ?= 20000
 fuzz: $(FUZZ_BIN)
@@ -95,10 +104,18 @@ fuzz: $(FUZZ_BIN)
 	    || { tail -40 build-fuzz/$$name.log; exit 1; }; \
 	done
 
-bench: $(BUILD)/dtrain
+bench: $(BUILD)/dtrain $(BUILD)/bench-ps
 	bench/train_vs_pytorch
+	bench/ps
+
+# Parameter-server throughput against a raw TCP copy (bench/ps runs it).
+$(BUILD)/bench-ps: $(BUILD)/bench/ps_bench.o $(BUILD)/libdtrain.a
+	@echo "  LINK    $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 clean:
 	rm -rf build build-san build-fuzz
 
 -include $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+
+.SECONDARY: $(FUZZ_OBJ)

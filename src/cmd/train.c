@@ -27,6 +27,7 @@ static const char usage[] =
 struct train_args {
 	const char *model, *hparams_set, *hparams, *log_level, *metrics_file;
 	int64_t seed;
+	double connect_timeout;
 };
 
 /* Resolves model + set + overrides into cfg->hp, t2t's way: the set gives the
@@ -102,7 +103,6 @@ static enum dt_status resolve_role(const struct dt_cluster_flags *cf, const stru
 	if (st)
 		return st;
 	const char *schedule = cf->schedule;
-	int std_server = strcmp(schedule, "run_std_server") == 0;
 	*mode = MODE_LOCAL;
 	if (!dt_cluster_is_local(cl)) {
 		const char *src = dt_cluster_source_name(cl->source);
@@ -125,13 +125,8 @@ static enum dt_status resolve_role(const struct dt_cluster_flags *cf, const stru
 		}
 		if (cl->task.job == DT_JOB_PS) {
 			*mode = MODE_PS;
-		} else if (std_server) {
-			dt_err_set(err, DT_CONFIG, "--schedule=run_std_server on %s:%d is t2t's synchronous layout "
-						   "(the master drives the servers), which is not built yet",
-				   dt_job_name(cl->task.job), cl->task.index);
-			dt_err_hint(err, "run_std_server is for the ps job; give the trainers --schedule=train");
-			return DT_CONFIG;
 		} else {
+			/* (run_std_server on a trainer is refused by the resolver's cross-checks.) */
 			*mode = MODE_TRAINER;
 		}
 		dt_log_set_identity(dt_job_name(cl->task.job), cl->task.index);
@@ -145,8 +140,7 @@ static enum dt_status resolve_role(const struct dt_cluster_flags *cf, const stru
 		if (!o->was_set)
 			*eval = 0;
 	} else if (strcmp(schedule, "train_and_evaluate") != 0 && strcmp(schedule, "continuous_train_and_eval") != 0) {
-		dt_err_set(err, DT_USAGE, "--schedule=%s is not built yet%s", schedule,
-			   std_server ? " for a single process (it serves a ps task of a cluster)" : "");
+		dt_err_set(err, DT_USAGE, "--schedule=%s is not built yet", schedule);
 		dt_err_hint(err, "use --schedule=train or --schedule=train_and_evaluate");
 		return DT_USAGE;
 	}
@@ -159,7 +153,8 @@ static int run_mode(enum train_mode mode, const struct dt_cluster *cl, const str
 {
 	struct dt_err err = DT_ERR_INIT;
 	struct dt_train_result res;
-	struct dt_ps_run_config pc = { .train = cfg, .cluster = cl };
+	struct dt_ps_run_config pc = { .train = cfg, .cluster = cl, .connect_s = a->connect_timeout,
+				       .wait_model_s = a->connect_timeout };
 	if (mode != MODE_LOCAL && cfg->hp.sync) {
 		dt_err_set(&err, DT_CONFIG, "synchronous training (hparam sync=1) is not built yet; "
 					    "asynchronous training through parameter servers is");
@@ -176,6 +171,8 @@ static int run_mode(enum train_mode mode, const struct dt_cluster *cl, const str
 		(long long)cfg->train_steps, mode == MODE_LOCAL ? "" : "global ", cfg->hp.batch_size, cfg->hp.optimizer,
 		cfg->hp.learning_rate, cfg->hp.lr_schedule, (long long)a->seed);
 	int evaluated = cfg->eval_at_end;
+	if (mode == MODE_TRAINER && cfg->eval_every > 0)
+		dt_warn("--eval_every is not built for distributed training yet: the chief evaluates once, at the end");
 	if (mode == MODE_TRAINER) {
 		if (dt_train_ps_trainer(&pc, &res, &err))
 			return dt_cmd_report(&err);
@@ -205,7 +202,8 @@ int dt_cmd_train(int argc, char **argv)
 	struct dt_train_config cfg;
 	dt_train_config_defaults(&cfg);
 	struct train_args a = { .model = "cnn", .hparams = "", .hparams_set = "", .log_level = "info",
-				.metrics_file = "", .seed = 1 };
+				.metrics_file = "", .seed = 1,
+				.connect_timeout = 120 };
 	int64_t steps = cfg.train_steps, eval_every = 0, log_every = cfg.log_every;
 	int eval = 1, threads = 1, prefetch = 1;
 	const char *data_dir = "";
@@ -231,6 +229,9 @@ int dt_cmd_train(int argc, char **argv)
 		DT_OPT_STRING("log_level", &a.log_level, "LEVEL", "debug, info, warn or error"),
 		DT_OPT_STRING("metrics_file", &a.metrics_file, "PATH", "write the run's figures as JSON here"),
 		DT_CLUSTER_OPTIONS(&cf),
+		DT_OPT_GROUP("Parameter servers"),
+		DT_OPT_DOUBLE("connect_timeout", &a.connect_timeout, "SECONDS",
+			      "how long a trainer waits for the ps tasks to accept, and for the chief to initialize them"),
 		DT_OPT_END,
 	};
 	struct dt_args args;
@@ -259,6 +260,10 @@ int dt_cmd_train(int argc, char **argv)
 	}
 	if (threads < 1 || threads > 256) {
 		dt_err_set(&err, DT_USAGE, "--threads must be between 1 and 256, got %d", threads);
+		return dt_cmd_report(&err);
+	}
+	if (!(a.connect_timeout > 0 && a.connect_timeout <= 86400)) {
+		dt_err_set(&err, DT_USAGE, "--connect_timeout must be between 0 and 86400 seconds, got %g", a.connect_timeout);
 		return dt_cmd_report(&err);
 	}
 	struct dt_cluster cl;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/rng.h"
@@ -65,9 +66,7 @@ static enum dt_status role_setup(const struct dt_ps_run_config *cfg, int load_tr
 			       load_train ? tc->hp.batch_size : 1, &r->model, err)))
 		return st;
 	r->nvars = dt_model_num_variables(r->model);
-	r->vars_copy = calloc((size_t)r->nvars, sizeof(*r->vars_copy));
-	if (!r->vars_copy)
-		return dt_err_set(err, DT_NOMEM, "cannot allocate the variable list");
+	r->vars_copy = dt_xcalloc((size_t)r->nvars, sizeof(*r->vars_copy));
 	for (int i = 0; i < r->nvars; i++)
 		r->vars_copy[i] = *dt_model_variable(r->model, i);
 	r->vars = r->vars_copy;
@@ -76,7 +75,8 @@ static enum dt_status role_setup(const struct dt_ps_run_config *cfg, int load_tr
 	char desc[256];
 	dt_model_describe(r->model, desc, sizeof(desc));
 	dt_info("model: %s", desc);
-	dt_placement_print(&r->placement, r->vars, stderr);
+	if (dt_log_get_level() <= DT_LOG_INFO)
+		dt_placement_print(&r->placement, r->vars, stderr);
 
 	dt_hello_init(&r->hello, dt_ps_role_name(cl->task.job), (uint32_t)cl->task.index, dt_ps_cluster_fingerprint(cl));
 	if ((st = dt_ps_signature_add_vars(&r->hello.signature, r->vars, r->nvars, err)))
@@ -272,6 +272,7 @@ enum dt_status dt_train_ps_trainer(const struct dt_ps_run_config *cfg, struct dt
 				ended = 1;
 				break;
 			}
+			dt_err_prefix(err, "training stopped at global step %lld", (long long)gstep);
 			goto out;
 		}
 		local_steps++;
@@ -299,16 +300,20 @@ enum dt_status dt_train_ps_trainer(const struct dt_ps_run_config *cfg, struct dt
 	res->steps = gstep;
 	dt_info("did %lld of %lld global steps", (long long)local_steps, (long long)gstep);
 	if (chief) {
-		/* The latest variables, then the evaluation, then the end of the run. */
+		/* The latest variables, then the end of the run, then the evaluation:
+		 * nobody waits on the chief while it evaluates (and its connections,
+		 * whose heartbeats stop meanwhile, are closed by then). */
 		if ((st = dt_ps_client_round(c, 0, 0, 0, 1, &gstep, dt_deadline_in(round_s), err)))
 			goto out;
 		res->steps = gstep;
-		if (tc->eval_at_end && (st = dt_train_evaluate(r.model, &r.test, &res->eval, err)))
-			goto out;
 		if ((st = dt_ps_client_end(c, dt_deadline_in(round_s), err)))
 			goto out;
 		dt_info("ended the run on %d parameter server(s) at global step %lld", cl->num_ps_replicas,
 			(long long)gstep);
+		dt_ps_client_free(c);
+		c = NULL;
+		if (tc->eval_at_end && (st = dt_train_evaluate(r.model, &r.test, &res->eval, err)))
+			goto out;
 	}
 out:
 	dt_ps_client_free(c);

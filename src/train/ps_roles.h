@@ -14,8 +14,9 @@
  *     then each step: forward/backward on this trainer's shard of the data
  *     (shard = global id, of num_worker_replicas), one round of push →
  *     global step += 1 → pull; until the global step reaches train_steps.
- *     The chief then evaluates on the test split (res->eval, at global step
- *     res->steps) and ends the run on every ps; the other trainers return
+ *     The chief then pulls the final variables, ends the run on every ps, and
+ *     evaluates on the test split (res->eval, at global step res->steps),
+ *     with no connection left open to time out meanwhile; the other trainers return
  *     when they see the global step reached or the ps close in order.
  *
  * Learning rate: the schedule at the global step, divided by
@@ -39,7 +40,7 @@ struct dt_ps_run_config {
 
 enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt_err *err) DT_MUST_CHECK;
 
-/* *is_chief says whether this task evaluated (res->eval is valid then). */
+/* For the chief with train->eval_at_end, res->eval holds the evaluation. */
 enum dt_status dt_train_ps_trainer(const struct dt_ps_run_config *cfg, struct dt_train_result *res,
 				   struct dt_err *err) DT_MUST_CHECK;
 

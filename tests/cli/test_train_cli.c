@@ -108,21 +108,59 @@ DT_TEST(cli, bad_step_counts_and_threads_are_usage_errors)
 	expect_train_error((const char *[]){ "stray", NULL }, 2, "unexpected argument 'stray'");
 }
 
-DT_TEST(cli, a_cluster_of_several_tasks_is_refused_until_distributed_modes_exist)
+/* Asynchronous training through parameter servers is built (tests/cli/test_ps_train.c);
+ * the other distributed layouts are refused with a clear message, before anything connects. */
+DT_TEST(cli, distributed_layouts_not_built_yet_are_refused)
 {
-	const char *env[] = { "TF_CONFIG={\"cluster\": {\"chief\": [\"localhost:2000\"], \"ps\": [\"localhost:2002\"]}, "
-			      "\"task\": {\"type\": \"chief\", \"index\": 0}}", NULL };
-	const char *argv[] = { "dtrain", "train", "--problem=synthetic", "--train_steps=2", NULL };
+	const char *ps_env[] = { "TF_CONFIG={\"cluster\": {\"chief\": [\"localhost:2000\"], \"ps\": [\"localhost:2002\"]}, "
+				 "\"task\": {\"type\": \"chief\", \"index\": 0}}", NULL };
 	struct dt_run r;
-	dt_test_run(&r, argv, env, 60);
+	/* Synchronous training through the ps. */
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--problem=synthetic", "--train_steps=2", "--sync", NULL },
+		    ps_env, 60);
 	DT_CHECK_INT_EQ(r.exit_code, 2);
-	DT_CHECK_CONTAINS(r.err, "distributed training is not built yet");
+	DT_CHECK_CONTAINS(r.err, "synchronous training (--sync) is not built yet");
+	dt_run_release(&r);
+	/* t2t's in-graph layout: a trainer told to run_std_server. */
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--problem=synthetic", "--schedule=run_std_server", NULL },
+		    ps_env, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "--schedule=run_std_server disagrees with TF_CONFIG");
+	dt_run_release(&r);
+	/* No ps job: all-reduce. */
+	const char *ar_env[] = { "TF_CONFIG={\"cluster\": {\"chief\": [\"localhost:2000\"], \"worker\": [\"localhost:2002\"]}, "
+				 "\"task\": {\"type\": \"chief\", \"index\": 0}}", NULL };
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--problem=synthetic", "--train_steps=2", NULL }, ar_env, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "all-reduce training, which is not built yet");
+	dt_run_release(&r);
+	/* run_std_server alone, without a cluster. */
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--problem=synthetic", "--schedule=run_std_server", NULL },
+		    NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "run_std_server is for ps tasks");
 	dt_run_release(&r);
 	/* An invalid TF_CONFIG is a configuration error before anything trains. */
+	const char *argv[] = { "dtrain", "train", "--problem=synthetic", "--train_steps=2", NULL };
 	const char *bad[] = { "TF_CONFIG={\"cluster\": {\"chief\": [\"localhost:2000\"]}, \"task\": {\"type\": \"chief\", \"index\": 3}}", NULL };
 	dt_test_run(&r, argv, bad, 60);
 	DT_CHECK_INT_EQ(r.exit_code, 2);
 	DT_CHECK_CONTAINS(r.err, "not a valid task_id");
+	dt_run_release(&r);
+}
+
+/* A trainer whose ps never comes up fails within its connect deadline with
+ * the retryable exit code 3, naming the ps. Nothing listens on port 1. */
+DT_TEST(cli, a_trainer_whose_ps_never_comes_up_fails_naming_it)
+{
+	const char *env[] = { "TF_CONFIG={\"cluster\": {\"chief\": [\"127.0.0.1:2\"], \"ps\": [\"127.0.0.1:1\"]}, "
+			      "\"task\": {\"type\": \"chief\", \"index\": 0}}", NULL };
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--problem=synthetic", "--model=mlp", "--train_steps=2",
+					 "--connect_timeout=1.5", NULL }, env, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 3);
+	DT_CHECK_CONTAINS(r.err, "ps:0 at 127.0.0.1:1");
+	DT_CHECK(r.seconds < 30);
 	dt_run_release(&r);
 }
 

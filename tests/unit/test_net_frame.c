@@ -526,7 +526,14 @@ DT_TEST(net_messages, catalogue_numbers_are_pinned_and_unique)
 	DT_CHECK_INT_EQ(DT_MSG_ERROR, 5);
 	DT_CHECK_INT_EQ(DT_MSG_SHUTDOWN, 6);
 	DT_CHECK_INT_EQ(DT_MSG_ECHO, 7);
+	DT_CHECK_INT_EQ(DT_MSG_PS_STATUS, 16);
+	DT_CHECK_INT_EQ(DT_MSG_PS_INIT, 17);
+	DT_CHECK_INT_EQ(DT_MSG_PS_PULL, 18);
+	DT_CHECK_INT_EQ(DT_MSG_PS_PUSH, 19);
+	DT_CHECK_INT_EQ(DT_MSG_PS_STEP, 20);
+	DT_CHECK_INT_EQ(DT_MSG_PS_END, 21);
 	DT_CHECK_STR_EQ(dt_msg_name(DT_MSG_HELLO_OK), "hello_ok");
+	DT_CHECK_STR_EQ(dt_msg_name(DT_MSG_PS_PUSH), "ps_push");
 	DT_CHECK_STR_EQ(dt_msg_name(500), "unknown");
 	DT_CHECK(dt_msg_info(0) == NULL);
 	int seen = 0;
@@ -538,7 +545,7 @@ DT_TEST(net_messages, catalogue_numbers_are_pinned_and_unique)
 		DT_CHECK_INT_EQ(info->type, t);
 		DT_CHECK(t >= DT_MSG_CONTROL_FIRST);
 	}
-	DT_CHECK_INT_EQ(seen, 7);
+	DT_CHECK_INT_EQ(seen, 13); /* 7 control + 6 parameter-server messages */
 	DT_CHECK_INT_EQ(dt_msg_info(DT_MSG_HEARTBEAT)->max_payload, 0);
 }
 
