@@ -47,10 +47,17 @@ static void refuse(struct dt_ps_server *s, struct dt_conn *c, const struct dt_fr
 	(void)dt_conn_reply_error(c, h->request_id, st, "%s: %s", s->name, what);
 }
 
+/* A failed reply closes the conn and the loop reports it through on_close;
+ * here it is only worth a debug line. */
+static void replied(struct dt_conn *c, enum dt_status st)
+{
+	if (st)
+		dt_debug("reply to %s not sent (%s); the connection closes", dt_conn_peer(c), dt_status_message(st));
+}
+
 static void reply_empty(struct dt_conn *c, const struct dt_frame_header *h)
 {
-	/* A failed send closes the conn; the loop reports it through on_close. */
-	(void)dt_conn_send(c, h->type, DT_FRAME_F_REPLY, h->request_id, NULL, 0, NULL);
+	replied(c, dt_conn_send(c, h->type, DT_FRAME_F_REPLY, h->request_id, NULL, 0, NULL));
 }
 
 /* Decodes the (offset, count) that starts INIT/PULL/PUSH payloads and finds
@@ -106,7 +113,7 @@ static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t
 		dt_put_u32le(out, flags);
 		dt_put_u32le(out + 4, 0);
 		dt_put_u64le(out + 8, (uint64_t)s->global_step);
-		(void)dt_conn_send(c, h->type, DT_FRAME_F_REPLY, h->request_id, out, sizeof(out), NULL);
+		replied(c, dt_conn_send(c, h->type, DT_FRAME_F_REPLY, h->request_id, out, sizeof(out), NULL));
 		return;
 	}
 	case DT_MSG_PS_INIT:
@@ -131,7 +138,7 @@ static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t
 		/* Zero-copy from the live parameters; the buffer outlives every conn. */
 		struct iovec part = { s->params + sh->offset, sh->count * sizeof(float) };
 		s->stats.pulls++;
-		(void)dt_conn_sendv_ref(c, h->type, DT_FRAME_F_REPLY, h->request_id, &part, 1, NULL, NULL, NULL);
+		replied(c, dt_conn_sendv_ref(c, h->type, DT_FRAME_F_REPLY, h->request_id, &part, 1, NULL, NULL, NULL));
 		return;
 	}
 	case DT_MSG_PS_PUSH: {
@@ -172,7 +179,7 @@ static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t
 		s->global_step += (int64_t)inc;
 		uint8_t out[8];
 		dt_put_u64le(out, (uint64_t)s->global_step);
-		(void)dt_conn_send(c, h->type, DT_FRAME_F_REPLY, h->request_id, out, sizeof(out), NULL);
+		replied(c, dt_conn_send(c, h->type, DT_FRAME_F_REPLY, h->request_id, out, sizeof(out), NULL));
 		return;
 	}
 	case DT_MSG_PS_END:
