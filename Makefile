@@ -37,7 +37,7 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 
 DEPS_STAMP := build/.deps-installed
 
-.PHONY: all test check run fuzz bench clean deps
+.PHONY: all test check run run-cluster fuzz bench clean deps
 all: $(BUILD)/dtrain $(BUILD)/libdtrain.a
 
 deps: $(DEPS_STAMP)
@@ -79,6 +79,10 @@ check:
 RUN_FLAGS ?= --model=cnn --problem=fashion_mnist --train_steps=4700
 run: $(BUILD)/dtrain
 	$(BUILD)/dtrain train $(RUN_FLAGS)
+
+# A small asynchronous cluster on loopback (chief, worker, parameter server).
+run-cluster: $(BUILD)/dtrain
+	DTRAIN_BIN=$(BUILD)/dtrain scripts/run-cluster.sh
 
 # libFuzzer targets: the library is compiled once with clang's coverage
 # instrumentation into build-fuzz/libdtrain.a; each target links against it.

@@ -271,3 +271,23 @@ DT_TEST_TIMEOUT(cli, fashion_mnist_mlp_trains_past_chance, 240)
 	DT_CHECK(acc > 0.75);
 	dt_run_release(&r);
 }
+
+DT_TEST_TIMEOUT(cli, run_cluster_script_trains_a_loopback_cluster_from_make_configs, 240)
+{
+	const char *argv[] = { "scripts/run-cluster.sh", "--model=mlp", "--problem=synthetic", "--train_steps=120",
+			       "--log_every=0", NULL };
+	char env_bin[700];
+	snprintf(env_bin, sizeof(env_bin), "DTRAIN_BIN=%s", dt_test_dtrain_bin());
+	const char *env[] = { env_bin, NULL };
+	struct dt_run r;
+	dt_test_run(&r, argv, env, 230);
+	if (r.exit_code != 0)
+		fprintf(stderr, "stdout:\n%s\nstderr:\n%s\n", r.out, r.err);
+	DT_CHECK(!r.timed_out);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "run-cluster: started 3 tasks");
+	DT_CHECK_CONTAINS(r.out, "chief.0 | eval (test split");
+	DT_CHECK_CONTAINS(r.out, "ps.0 | ");
+	DT_CHECK_CONTAINS(r.out, "worker.0 | ");
+	dt_run_release(&r);
+}
