@@ -15,6 +15,10 @@ void dt__err_append(struct dt_err *err, const char *fmt, ...) __attribute__((for
 /* The value of `name` in an environ-style NULL-terminated "K=V" array, or
  * NULL when absent (envp may be NULL). */
 const char *dt__env_get(const char *const *envp, const char *name);
+/* Parses an environment variable's integer value in [min, max]; a bad value
+ * is DT_CONFIG naming the variable. */
+enum dt_status dt__env_parse_int(const char *var, const char *value, long long min, long long max, int *out,
+				 struct dt_err *err) DT_MUST_CHECK;
 
 /* The task TF_CONFIG gave, before validation; `given.type` points into
  * `type` (or is NULL). */

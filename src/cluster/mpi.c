@@ -26,14 +26,7 @@ static enum dt_status env_int(const char *const *envp, const char *var, int min,
 		dt_err_hint(err, "start the tasks with Open MPI's mpirun, which sets both");
 		return st;
 	}
-	int64_t x;
-	if (dt_parse_i64(v, min, max, &x, var, err) != DT_OK) {
-		if (err)
-			err->status = DT_CONFIG;
-		return DT_CONFIG;
-	}
-	*out = (int)x;
-	return DT_OK;
+	return dt__env_parse_int(var, v, min, max, out, err);
 }
 
 enum dt_status dt__mpi_read(const char *const *envp, int ps_tasks, int port_base, struct dt_cluster *out,

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/strutil.h"
 #include "cluster/internal.h"
 
 const char *dt__env_get(const char *const *envp, const char *name)
@@ -18,6 +19,19 @@ const char *dt__env_get(const char *const *envp, const char *name)
 		if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
 			return *envp + n + 1;
 	return NULL;
+}
+
+enum dt_status dt__env_parse_int(const char *var, const char *value, long long min, long long max, int *out,
+				 struct dt_err *err)
+{
+	int64_t x;
+	if (dt_parse_i64(value, min, max, &x, var, err) != DT_OK) {
+		if (err)
+			err->status = DT_CONFIG;
+		return DT_CONFIG;
+	}
+	*out = (int)x;
+	return DT_OK;
 }
 
 enum dt_status dt__cluster_from_ranks(struct dt_cluster *out, const struct dt__rank_layout *layout,

@@ -315,14 +315,7 @@ static enum dt_status env_int(const char *const *envp, const char *var, long lon
 	const char *v = dt__env_get(envp, var);
 	if (!v)
 		return not_found(var, err);
-	int64_t x;
-	if (dt_parse_i64(v, min, max, &x, var, err) != DT_OK) {
-		if (err)
-			err->status = DT_CONFIG;
-		return DT_CONFIG;
-	}
-	*out = (int)x;
-	return DT_OK;
+	return dt__env_parse_int(var, v, min, max, out, err);
 }
 
 enum dt_status dt__slurm_read(const char *const *envp, int ps_tasks, int port_base, struct dt_cluster *out,
