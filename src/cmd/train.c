@@ -28,6 +28,7 @@ struct train_args {
 	const char *model, *hparams_set, *hparams, *log_level, *metrics_file;
 	int64_t seed;
 	double connect_timeout;
+	double ps_idle_timeout;
 };
 
 /* Resolves model + set + overrides into cfg->hp, t2t's way: the set gives the
@@ -154,7 +155,7 @@ static int run_mode(enum train_mode mode, const struct dt_cluster *cl, const str
 	struct dt_err err = DT_ERR_INIT;
 	struct dt_train_result res;
 	struct dt_ps_run_config pc = { .train = cfg, .cluster = cl, .connect_s = a->connect_timeout,
-				       .wait_model_s = a->connect_timeout };
+				       .wait_model_s = a->connect_timeout, .ps_idle_s = a->ps_idle_timeout };
 	if (mode != MODE_LOCAL && cfg->hp.sync) {
 		dt_err_set(&err, DT_CONFIG, "synchronous training (hparam sync=1) is not built yet; "
 					    "asynchronous training through parameter servers is");
@@ -203,7 +204,7 @@ int dt_cmd_train(int argc, char **argv)
 	dt_train_config_defaults(&cfg);
 	struct train_args a = { .model = "cnn", .hparams = "", .hparams_set = "", .log_level = "info",
 				.metrics_file = "", .seed = 1,
-				.connect_timeout = 120 };
+				.connect_timeout = 120, .ps_idle_timeout = 600 };
 	int64_t steps = cfg.train_steps, eval_every = 0, log_every = cfg.log_every;
 	int eval = 1, threads = 1, prefetch = 1;
 	const char *data_dir = "";
@@ -232,6 +233,8 @@ int dt_cmd_train(int argc, char **argv)
 		DT_OPT_GROUP("Parameter servers"),
 		DT_OPT_DOUBLE("connect_timeout", &a.connect_timeout, "SECONDS",
 			      "how long a trainer waits for the ps tasks to accept, and for the chief to initialize them"),
+		DT_OPT_DOUBLE("ps_idle_timeout", &a.ps_idle_timeout, "SECONDS",
+			      "a ps with no trainer connected this long exits 3 (0: wait forever)"),
 		DT_OPT_END,
 	};
 	struct dt_args args;
@@ -264,6 +267,11 @@ int dt_cmd_train(int argc, char **argv)
 	}
 	if (!(a.connect_timeout > 0 && a.connect_timeout <= 86400)) {
 		dt_err_set(&err, DT_USAGE, "--connect_timeout must be between 0 and 86400 seconds, got %g", a.connect_timeout);
+		return dt_cmd_report(&err);
+	}
+	if (!(a.ps_idle_timeout >= 0 && a.ps_idle_timeout <= 1e7)) {
+		dt_err_set(&err, DT_USAGE, "--ps_idle_timeout must be between 0 and 10000000 seconds, got %g",
+			   a.ps_idle_timeout);
 		return dt_cmd_report(&err);
 	}
 	struct dt_cluster cl;

@@ -99,6 +99,16 @@ static int server_closed(void *arg)
 	return dt_ps_server_conn_count(arg) == 0;
 }
 
+static enum dt_status idle_timeout(const struct dt_ps_run_config *cfg, struct dt_err *err)
+{
+	const struct dt_cluster *cl = cfg->cluster;
+	const char *chief = dt_cluster_address(cl, cl->chief.job, cl->chief.index);
+	dt_err_set(err, DT_TIMEOUT, "no trainer has been connected for %g s and the chief (%s:%d at %s) has not ended the run",
+		   cfg->ps_idle_s, dt_ps_role_name(cl->chief.job), cl->chief.index, chief ? chief : "?");
+	dt_err_hint(err, "start the chief, or raise --ps_idle_timeout (0 waits forever)");
+	return DT_TIMEOUT;
+}
+
 enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt_err *err)
 {
 	const struct dt_cluster *cl = cfg->cluster;
@@ -124,9 +134,17 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 		dt_info("serving %zu shard(s) on %s:%d; waiting for the chief (%s:%d)",
 			r.placement.ps_shards[cl->task.index], bind_host, dt_ps_server_port(ps),
 			dt_ps_role_name(cl->chief.job), cl->chief.index);
-		/* Serves until the chief ends the run, as TensorFlow's server.join() but with an end. */
-		while (!st && !dt_ps_server_ended(ps))
+		/* Serves until the chief ends the run, as TensorFlow's server.join() but with an end,
+		 * and with a deadline: a ps that no trainer has talked to for ps_idle_s gives up
+		 * (TensorFlow's ps waits forever for a chief that is never coming back). */
+		int64_t idle_since = dt_now_ns();
+		while (!st && !dt_ps_server_ended(ps)) {
 			st = dt_loop_run_once(r.loop, dt_deadline_in(1.0), err);
+			if (dt_ps_server_conn_count(ps) > 0)
+				idle_since = dt_now_ns();
+			else if (!st && cfg->ps_idle_s > 0 && (double)(dt_now_ns() - idle_since) / 1e9 > cfg->ps_idle_s)
+				st = idle_timeout(cfg, err);
+		}
 	}
 	if (!st) {
 		struct dt_ps_server_stats s;

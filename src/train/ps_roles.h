@@ -36,6 +36,7 @@ struct dt_ps_run_config {
 	double connect_s;     /* how long to retry connecting to the ps tasks; default 120 */
 	double wait_model_s;  /* how long a non-chief waits for the chief's initialization; default 300 */
 	double round_s;       /* deadline of one push/pull round; default 60 */
+	double ps_idle_s;     /* a ps with no trainer connected this long gives up (exit 3); 0: never */
 };
 
 enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt_err *err) DT_MUST_CHECK;

@@ -378,3 +378,23 @@ DT_TEST_TIMEOUT(ps, make_configs_async_lines_train_together, 240)
 	DT_CHECK_CONTAINS(e, "ended the run on 2 parameter server(s) at global step 30");
 	free(e);
 }
+
+DT_TEST_TIMEOUT(ps, a_ps_whose_chief_never_comes_gives_up_by_its_idle_deadline, 90)
+{
+	int ports[2];
+	ps_free_ports(ports, 2);
+	char tf_config[512];
+	snprintf(tf_config, sizeof(tf_config),
+		 "TF_CONFIG={\"cluster\": {\"chief\": [\"127.0.0.1:%d\"], \"ps\": [\"127.0.0.1:%d\"]}, "
+		 "\"task\": {\"type\": \"ps\", \"index\": 0}}", ports[0], ports[1]);
+	const char *env[] = { tf_config, NULL };
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--schedule=run_std_server", "--problem=synthetic",
+					 "--model=mlp", "--ps_idle_timeout=1.5", NULL }, env, 80);
+	DT_CHECK(!r.timed_out);
+	DT_CHECK_INT_EQ(r.exit_code, 3);
+	DT_CHECK_CONTAINS(r.err, "no trainer has been connected for 1.5 s");
+	DT_CHECK_CONTAINS(r.err, "chief:0 at 127.0.0.1:");
+	DT_CHECK(r.seconds < 30);
+	dt_run_release(&r);
+}
