@@ -1,0 +1,25 @@
+/*
+ * checkpoint_internal.h — what checkpoint.c, checkpoint_st.c and
+ * checkpoint_state.c share; not for other modules.
+ */
+#ifndef DT_TRAIN_CHECKPOINT_INTERNAL_H
+#define DT_TRAIN_CHECKPOINT_INTERNAL_H
+
+#include "train/checkpoint.h"
+
+/* Opens `path` and parses its header (every layout rule); on success *fd_out
+ * is the open file, which the caller closes. */
+enum dt_status dt__st_open_fd(const char *path, struct dt_st_file **out, int *fd_out, struct dt_err *err) DT_MUST_CHECK;
+/* pread of exactly len bytes at `at`; a short file is DT_CKPT. */
+enum dt_status dt__st_read_at(int fd, const char *path, void *buf, size_t len, uint64_t at,
+			      struct dt_err *err) DT_MUST_CHECK;
+
+/* dt_ckpt_load that also says whether a failure was a different model (or
+ * optimizer): restore does not fall back to older checkpoints for that. */
+enum dt_status dt__ckpt_load(const char *path, struct dt_ckpt_contents *into, int *mismatch,
+			     struct dt_err *err) DT_MUST_CHECK;
+
+/* mkdir -p; DT_IO naming the part that could not be made. */
+enum dt_status dt__ckpt_make_dirs(const char *dir, struct dt_err *err) DT_MUST_CHECK;
+
+#endif
