@@ -1,0 +1,175 @@
+#include "train/summary.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/atomic_file.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "train/events.h"
+
+struct dt_summary {
+	struct dt_events *events;
+	int64_t every, last_step;
+	int batch_size;
+	/* The window since the last record. */
+	double loss_sum;
+	int64_t correct, steps;
+	int64_t start_ns;
+	int64_t records;
+	int64_t write_ns;   /* time spent building and writing records */
+};
+
+enum dt_status dt_summary_new(const struct dt_summary_config *cfg, struct dt_summary **out, struct dt_err *err)
+{
+	*out = NULL;
+	DT_ASSERT(cfg->every > 0 && cfg->batch_size > 0);
+	struct dt_events *ev;
+	enum dt_status st = dt_events_open(cfg->dir, &ev, err);
+	if (st)
+		return dt_err_prefix(err, "cannot start training summaries");
+	struct dt_summary *s = dt_xcalloc(1, sizeof(*s));
+	s->events = ev;
+	s->every = cfg->every;
+	s->last_step = cfg->last_step;
+	s->batch_size = cfg->batch_size;
+	s->start_ns = dt_now_ns();
+	dt_debug("summaries: every %lld steps to '%s'", (long long)s->every, dt_events_path(ev));
+	*out = s;
+	return DT_OK;
+}
+
+static void write_window(struct dt_summary *s, int64_t step, float lr)
+{
+	int64_t now = dt_now_ns();
+	double secs = (double)(now - s->start_ns) / 1e9;
+	double steps_per_sec = secs > 0 ? (double)s->steps / secs : 0;
+	const struct dt_scalar v[] = {
+		{ "loss", (float)(s->loss_sum / (double)s->steps) },
+		{ "accuracy", (float)((double)s->correct / ((double)s->steps * s->batch_size)) },
+		{ "learning_rate", lr },
+		{ "global_step/sec", (float)steps_per_sec },
+		{ "examples/sec", (float)(steps_per_sec * s->batch_size) },
+	};
+	struct dt_err err = DT_ERR_INIT;
+	if (dt_events_write_scalars(s->events, step, v, DT_ARRAY_LEN(v), &err))
+		dt_warn("summaries at step %lld lost (training goes on): %s", (long long)step, err.msg);
+	else
+		s->records++;
+	s->write_ns += dt_now_ns() - now;
+	s->loss_sum = 0;
+	s->correct = 0;
+	s->steps = 0;
+	s->start_ns = now;
+}
+
+void dt_summary_step(struct dt_summary *s, int64_t step, float loss, int correct, float lr)
+{
+	if (!s)
+		return;
+	s->loss_sum += (double)loss;
+	s->correct += correct;
+	s->steps++;
+	if (step % s->every == 0 || step == s->last_step)
+		write_window(s, step, lr);
+}
+
+const char *dt_summary_path(const struct dt_summary *s)
+{
+	return dt_events_path(s->events);
+}
+
+int64_t dt_summary_records(const struct dt_summary *s)
+{
+	return s->records;
+}
+
+void dt_summary_free(struct dt_summary *s)
+{
+	if (!s)
+		return;
+	dt_debug("summaries: %lld records in '%s', %.3f ms spent writing them", (long long)s->records,
+		 dt_events_path(s->events), (double)s->write_ns / 1e6);
+	dt_events_free(s->events);
+	free(s);
+}
+
+/* The shortest of %.15g / %.17g that reads back as the same double. */
+static void format_double(double v, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%.15g", v);
+	if (strtod(buf, NULL) != v)
+		snprintf(buf, cap, "%.17g", v);
+}
+
+char *dt_summary_format_flags(const struct dt_option *opts)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	DT_ASSERT(f != NULL);
+	for (const struct dt_option *o = opts; o->type != DT_OPT_T_END; o++) {
+		char num[40];
+		switch (o->type) {
+		case DT_OPT_T_BOOL:
+			fprintf(f, "--%s%s\n", *(const int *)o->dest ? "" : "no", o->name);
+			break;
+		case DT_OPT_T_INT:
+			fprintf(f, "--%s=%d\n", o->name, *(const int *)o->dest);
+			break;
+		case DT_OPT_T_INT64:
+			fprintf(f, "--%s=%lld\n", o->name, (long long)*(const int64_t *)o->dest);
+			break;
+		case DT_OPT_T_DOUBLE:
+			format_double(*(const double *)o->dest, num, sizeof(num));
+			fprintf(f, "--%s=%s\n", o->name, num);
+			break;
+		case DT_OPT_T_STRING: {
+			const char *v = *(const char *const *)o->dest;
+			fprintf(f, "--%s=%s\n", o->name, v ? v : "");
+			break;
+		}
+		case DT_OPT_T_GROUP:
+		case DT_OPT_T_END:
+			break;
+		}
+	}
+	int closed = fclose(f); /* a memory stream: fails only without memory */
+	DT_ASSERT(closed == 0);
+	return text;
+}
+
+static enum dt_status write_text(const char *dir, const char *name, const char *text, struct dt_err *err)
+{
+	size_t cap = strlen(dir) + strlen(name) + 2;
+	char *path = dt_xmalloc(cap);
+	snprintf(path, cap, "%s/%s", dir, name);
+	enum dt_status st = dt_write_file_atomic(path, text, strlen(text), err);
+	free(path);
+	return st;
+}
+
+enum dt_status dt_summary_write_run_files(const char *dir, const struct dt_hparams *hp, const struct dt_option *opts,
+					  struct dt_err *err)
+{
+	enum dt_status st = dt_events_make_dirs(dir, err);
+	if (st)
+		return st;
+	char *json = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&json, &len);
+	DT_ASSERT(f != NULL);
+	dt_hparams_write_json(hp, f);
+	int closed = fclose(f); /* a memory stream: fails only without memory */
+	DT_ASSERT(closed == 0);
+	st = write_text(dir, "hparams.json", json, err);
+	free(json);
+	if (st)
+		return st;
+	char *flags = dt_summary_format_flags(opts);
+	st = write_text(dir, "flags.txt", flags, err);
+	free(flags);
+	return st;
+}

@@ -1,0 +1,70 @@
+/*
+ * summary.h — the chief's TensorBoard scalars and its run files.
+ *
+ * A `struct dt_summary` turns the per-step figures of the training loop into
+ * one events record (train/events.h) every `every` steps and at the last
+ * step, in the output dir (TensorFlow Estimator's layout: training scalars in
+ * the model dir itself, the evaluator's in eval/ beside them). Tags, as
+ * Estimator and t2t name them where they have the scalar:
+ *
+ *   loss             mean training loss over the steps since the last record
+ *   accuracy         training-batch accuracy over the same steps (an eval/
+ *                    run carries the same tag, so TensorBoard overlays them)
+ *   learning_rate    the rate the optimizer used at the recorded step
+ *   global_step/sec  steps per second of wall time since the last record
+ *                    (StepCounterHook's tag; checkpoint saves and in-process
+ *                    evaluation count, as they do in TensorFlow)
+ *   examples/sec     global_step/sec × batch size
+ *
+ * The per-step call is a few additions and a modulo; a record costs one
+ * write(2) of ~240 bytes every `every` steps. A failed write is logged as a
+ * warning and training goes on (the writer keeps the file to whole records;
+ * the next record is tried again), because losing a summary must not cost a
+ * training run.
+ *
+ * Run files (t2t's trainer writes them at start): hparams.json, the
+ * resolved hyper-parameters as one JSON object; flags.txt, every option of
+ * the command with its effective value, one `--name=value` per line (absl's
+ * flags_into_string form). Both are written atomically (base/atomic_file.h).
+ */
+#ifndef DT_TRAIN_SUMMARY_H
+#define DT_TRAIN_SUMMARY_H
+
+#include <stdint.h>
+#include "base/err.h"
+#include "base/options.h"
+#include "nn/hparams.h"
+
+struct dt_summary_config {
+	const char *dir;    /* the output dir; the event file goes here (created if needed) */
+	int64_t every;      /* save_summary_steps, > 0 */
+	int64_t last_step;  /* train_steps: a record is also written at this step */
+	int batch_size;     /* examples per step, for examples/sec */
+};
+
+struct dt_summary;
+
+/* Opens a new event file in cfg->dir. `*out` is owned by the caller (dt_summary_free). */
+enum dt_status dt_summary_new(const struct dt_summary_config *cfg, struct dt_summary **out,
+			      struct dt_err *err) DT_MUST_CHECK;
+/* Accounts one finished step (global step `step`, its training loss, correct
+ * predictions in its batch, its learning rate) and writes the record when
+ * `step` is a multiple of `every` or the last step. `s` may be NULL (no-op). */
+void dt_summary_step(struct dt_summary *s, int64_t step, float loss, int correct, float lr);
+/* Event file path (owned by `s`). */
+const char *dt_summary_path(const struct dt_summary *s);
+/* Records written so far (for tests and logs). */
+int64_t dt_summary_records(const struct dt_summary *s);
+/* Closes the event file; accepts NULL. */
+void dt_summary_free(struct dt_summary *s);
+
+/* Writes <dir>/hparams.json and <dir>/flags.txt (creating dir if needed).
+ * `opts` is the command's option table after parsing. */
+enum dt_status dt_summary_write_run_files(const char *dir, const struct dt_hparams *hp, const struct dt_option *opts,
+					  struct dt_err *err) DT_MUST_CHECK;
+
+/* Writes `opts` as "--name=value\n" lines into a heap string (caller frees);
+ * booleans as --name / --noname, groups skipped. */
+char *dt_summary_format_flags(const struct dt_option *opts);
+
+#endif
