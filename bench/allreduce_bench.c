@@ -1,0 +1,207 @@
+/*
+ * allreduce_bench.c — dtrain's ring all-reduce timed the way the peers are
+ * (bench/allreduce runs it beside Open MPI and gloo; docs/BENCHMARKS.md).
+ *
+ *   build/bench-allreduce --ranks=N [--sizes=4096,65536,...] [--samples=9]
+ *                         [--min_sample_ms=50] [--spin_us=0] [--segment_bytes=0] [--direct_bytes=0]
+ * (0 = the library's defaults; --direct_bytes=1 turns the small-buffer gather off)
+ *
+ * Forks N rank processes on loopback (127.0.0.1, kernel-chosen ports). For
+ * each size (bytes, float32 elements): 3 warm-up calls; rank 0 times a few
+ * calls and picks `inner` so that one sample lasts >= min_sample_ms, and
+ * broadcasts it; then `samples` samples of `inner` back-to-back
+ * dt_allreduce_sum_f32 calls. A sample's time per call is the maximum over
+ * the ranks; the median sample is reported, with bus bandwidth
+ * 2(n-1)/n * bytes / time (nccl-tests' convention). Rank 0 prints one JSON
+ * line per size:
+ *   {"impl": "dtrain", "ranks": 2, "bytes": 4096, "us": 21.3, "busbw_gbs": 0.19, "min_us": .., "max_us": ..}
+ */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "dist/collective.h"
+#include "net/socket.h"
+
+#define MAX_RANKS 64
+#define MAX_SIZES 64
+
+struct opts {
+	int ranks, samples, min_sample_ms;
+	unsigned spin_us;
+	size_t segment_bytes, direct_bytes;
+	size_t sizes[MAX_SIZES];
+	int nsizes;
+};
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static int run_rank(const struct opts *o, const struct dt_comm_peer *peers, int rank, int listen_fd)
+{
+	struct dt_comm_config cfg = { .nranks = o->ranks, .rank = rank, .peers = peers, .listen_fd = listen_fd,
+				      .listen_fd_set = 1, .segment_bytes = o->segment_bytes, .spin_us = o->spin_us,
+				      .direct_bytes = o->direct_bytes };
+	struct dt_comm *comm = NULL;
+	struct dt_err err = DT_ERR_INIT;
+	enum dt_status st = dt_comm_new(&cfg, dt_deadline_in(60), &comm, &err);
+	size_t maxb = 0;
+	for (int k = 0; k < o->nsizes; k++)
+		if (o->sizes[k] > maxb)
+			maxb = o->sizes[k];
+	float *buf = dt_xcalloc(maxb / 4 + 1, sizeof(float));
+	float *times = dt_xcalloc((size_t)o->ranks, sizeof(float));
+	double *samples = dt_xcalloc((size_t)o->samples, sizeof(double));
+	for (int k = 0; k < o->nsizes && !st; k++) {
+		size_t count = o->sizes[k] / 4;
+		double deadline_s = 60;
+		for (int w = 0; w < 3 && !st; w++)
+			st = dt_allreduce_sum_f32(comm, buf, count, "bench/warmup", dt_deadline_in(deadline_s), &err);
+		uint32_t inner = 1;
+		if (!st && rank == 0) {
+			int64_t t0 = dt_now_ns();
+			for (int w = 0; w < 3 && !st; w++)
+				st = dt_allreduce_sum_f32(comm, buf, count, "bench/calibrate", dt_deadline_in(deadline_s), &err);
+			double per = (double)(dt_now_ns() - t0) / 3e9;
+			double want = o->min_sample_ms / 1e3 / (per > 1e-7 ? per : 1e-7);
+			inner = want < 1 ? 1 : want > 100000 ? 100000 : (uint32_t)ceil(want);
+		} else {
+			for (int w = 0; w < 3 && !st; w++)
+				st = dt_allreduce_sum_f32(comm, buf, count, "bench/calibrate", dt_deadline_in(deadline_s), &err);
+		}
+		if (!st)
+			st = dt_broadcast(comm, &inner, sizeof(inner), 0, "bench/inner", dt_deadline_in(deadline_s), &err);
+		for (int s = 0; s < o->samples && !st; s++) {
+			int64_t t0 = dt_now_ns();
+			for (uint32_t i = 0; i < inner && !st; i++)
+				st = dt_allreduce_sum_f32(comm, buf, count, "bench/sample", dt_deadline_in(deadline_s), &err);
+			double per = (double)(dt_now_ns() - t0) / 1e3 / inner;
+			memset(times, 0, (size_t)o->ranks * sizeof(float));
+			times[rank] = (float)per;
+			if (!st)
+				st = dt_allreduce_sum_f32(comm, times, (size_t)o->ranks, "bench/times", dt_deadline_in(deadline_s),
+							  &err);
+			double mx = 0;
+			for (int q = 0; q < o->ranks; q++)
+				mx = (double)times[q] > mx ? (double)times[q] : mx;
+			samples[s] = mx;
+		}
+		if (!st && rank == 0) {
+			qsort(samples, (size_t)o->samples, sizeof(double), cmp_double);
+			double us = samples[o->samples / 2];
+			double bus = 2.0 * (o->ranks - 1) / o->ranks * (double)(count * 4) / (us * 1e-6) / 1e9;
+			printf("{\"impl\": \"dtrain\", \"ranks\": %d, \"bytes\": %zu, \"us\": %.2f, \"busbw_gbs\": %.3f, "
+			       "\"min_us\": %.2f, \"max_us\": %.2f, \"inner\": %u}\n",
+			       o->ranks, count * 4, us, bus, samples[0], samples[o->samples - 1], inner);
+			fflush(stdout);
+		}
+	}
+	if (st)
+		fprintf(stderr, "bench-allreduce: rank %d: error: %s\n", rank, err.msg);
+	free(buf);
+	free(times);
+	free(samples);
+	dt_comm_free(comm);
+	return dt_status_exit_code(st);
+}
+
+static int parse_sizes(const char *s, struct opts *o)
+{
+	o->nsizes = 0;
+	while (*s && o->nsizes < MAX_SIZES) {
+		char *end;
+		unsigned long long v = strtoull(s, &end, 10);
+		if (end == s)
+			return -1;
+		if (*end == 'K' || *end == 'k')
+			v <<= 10, end++;
+		else if (*end == 'M' || *end == 'm')
+			v <<= 20, end++;
+		o->sizes[o->nsizes++] = (size_t)v & ~(size_t)3;
+		s = *end == ',' ? end + 1 : end;
+		if (*end && *end != ',')
+			return -1;
+	}
+	return o->nsizes ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = { .ranks = 2, .samples = 9, .min_sample_ms = 50 };
+	parse_sizes("4K,16K,64K,256K,1M,4M,16M,64M", &o);
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strncmp(a, "--ranks=", 8))
+			o.ranks = atoi(a + 8);
+		else if (!strncmp(a, "--samples=", 10))
+			o.samples = atoi(a + 10);
+		else if (!strncmp(a, "--min_sample_ms=", 16))
+			o.min_sample_ms = atoi(a + 16);
+		else if (!strncmp(a, "--spin_us=", 10))
+			o.spin_us = (unsigned)atoi(a + 10);
+		else if (!strncmp(a, "--segment_bytes=", 16))
+			o.segment_bytes = (size_t)atoll(a + 16);
+		else if (!strncmp(a, "--direct_bytes=", 15))
+			o.direct_bytes = (size_t)atoll(a + 15);
+		else if (!strncmp(a, "--sizes=", 8)) {
+			if (parse_sizes(a + 8, &o)) {
+				fprintf(stderr, "bench-allreduce: bad --sizes '%s' (e.g. 4K,64K,1M)\n", a + 8);
+				return 2;
+			}
+		} else {
+			fprintf(stderr, "usage: bench-allreduce --ranks=N [--sizes=4K,64K,1M] [--samples=9] "
+					"[--min_sample_ms=50] [--spin_us=0] [--segment_bytes=0] [--direct_bytes=0]\n");
+			return 2;
+		}
+	}
+	if (o.ranks < 1 || o.ranks > MAX_RANKS || o.samples < 1) {
+		fprintf(stderr, "bench-allreduce: --ranks must be 1..%d and --samples >= 1\n", MAX_RANKS);
+		return 2;
+	}
+	int fds[MAX_RANKS];
+	char addrs[MAX_RANKS][DT_COMM_ADDR_MAX];
+	struct dt_comm_peer peers[MAX_RANKS];
+	struct dt_err err = DT_ERR_INIT;
+	if (dt_comm_listen_loopback(o.ranks, fds, addrs, &err)) {
+		fprintf(stderr, "bench-allreduce: error: %s\n", err.msg);
+		return 1;
+	}
+	for (int i = 0; i < o.ranks; i++)
+		peers[i] = (struct dt_comm_peer){ addrs[i], "worker", (uint32_t)i };
+	pid_t pids[MAX_RANKS];
+	for (int i = 0; i < o.ranks; i++) {
+		pids[i] = fork();
+		if (pids[i] < 0) {
+			perror("bench-allreduce: fork");
+			return 1;
+		}
+		if (pids[i] == 0) {
+			for (int j = 0; j < o.ranks; j++)
+				if (j != i)
+					dt_sock_close(fds[j]);
+			_exit(run_rank(&o, peers, i, fds[i]));
+		}
+	}
+	for (int i = 0; i < o.ranks; i++)
+		dt_sock_close(fds[i]);
+	int worst = 0;
+	for (int i = 0; i < o.ranks; i++) {
+		int status;
+		while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
+			;
+		int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+		if (code > worst)
+			worst = code;
+	}
+	return worst;
+}

@@ -1,0 +1,140 @@
+/*
+ * collective.h — ring all-reduce, broadcast and barrier between the ranks of
+ * a multi-worker mirrored job, over plain TCP sockets (docs/COLLECTIVES.md).
+ *
+ * The split follows gloo's: comm.c is the rendezvous (every rank listens on
+ * its address, connects to its right neighbour with backoff until a deadline,
+ * accepts its left neighbour, both sides check the HELLO: cluster
+ * fingerprint, role:index, model signature), ring_plan.c the algorithms
+ * (which segment goes where, after what), ring.c the progress engine that
+ * runs them, ring_wire.c the collective frames (docs/PROTOCOL.md §3.7).
+ *
+ * Topology: a ring. Rank r sends to (r + 1) % n over the connection it
+ * opened and receives from (r - 1 + n) % n over the connection it accepted;
+ * with 2 ranks these are two distinct connections between the same pair.
+ *
+ * All-reduce is reduce-scatter then all-gather: the buffer is split into n
+ * chunks (sizes differ by at most one element), each chunk into segments;
+ * a segment is sent as soon as the segment it depends on has arrived, so
+ * several segments are in flight while others are being reduced, and sends
+ * and receives progress in one nonblocking loop (a step can never deadlock on
+ * full socket buffers). Every rank's result is bit-identical: each element is
+ * reduced once, in ring order, then copied. Small buffers (bytes x (n-1) <=
+ * direct_bytes) take n-1 hops instead of 2(n-1): every rank's whole buffer
+ * goes around the ring and each rank adds the n buffers in rank order (the
+ * same bits everywhere again); for two ranks that is one exchange.
+ *
+ * Matching: every collective carries this comm's sequence number (the n-th
+ * call on every rank is #n), its kind, element count, root and name. A rank
+ * whose neighbour issued a different collective fails (DT_CONFIG) with an
+ * error naming both ("collective mismatch: worker:1 at 127.0.0.1:4001 called
+ * allreduce 'grads/0' (#3, 1000 float32) but worker:0 at 127.0.0.1:4000 called
+ * broadcast 'init' (#3, 4000 bytes from rank 0)"), never with wrong numbers.
+ *
+ * Failures: every call has a deadline. A peer that closes or resets is
+ * DT_PEER naming it ("worker:2 at 127.0.0.1:4002 closed the connection during
+ * allreduce 'g' (#7)"); a deadline is DT_TIMEOUT listing the rank found
+ * missing and since when (a rank that waits announces on whom to its right
+ * neighbour, so the blame follows the chain to the rank that is really
+ * missing, Horovod's stall inspector idea). A failing rank tells both
+ * neighbours why (COLL_ABORT) and they fail with that reason, so the error
+ * travels around the ring. After any error the comm is broken: every later
+ * call returns the first error again; free it. Both statuses map to exit code 3.
+ *
+ * Threads: a comm is used by one thread at a time (no locking inside). The
+ * caller may run collectives on a communication thread of its own while it
+ * computes on another; different comms are independent. Waiting blocks in
+ * poll() (no spinning unless spin_us is set): a spinning thread on a 2-core
+ * machine costs everyone a scheduler tick (reference/performance.md).
+ *
+ * Ownership: the comm owns its sockets; buffers passed to a collective are
+ * borrowed for the duration of the call only.
+ */
+#ifndef DT_DIST_COLLECTIVE_H
+#define DT_DIST_COLLECTIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "net/messages.h"
+
+struct dt_comm;
+
+/* Default segment size; the last segment of a chunk may be shorter. */
+#define DT_COMM_SEGMENT_BYTES (256u << 10)
+/* All-reduces with bytes x (n - 1) up to this gather whole buffers instead of
+ * running reduce-scatter + all-gather (fewer hops, more bytes). */
+#define DT_COMM_DIRECT_BYTES (64u << 10)
+/* Longest collective name carried on the wire (longer names are truncated). */
+#define DT_COMM_NAME_MAX 128
+#define DT_COMM_ADDR_MAX 280
+
+/* One rank of the ring as every rank sees it. */
+struct dt_comm_peer {
+	const char *addr;   /* "host:port" it listens on */
+	const char *role;   /* "worker", "chief": checked in the handshake; "worker" when NULL */
+	uint32_t index;     /* its task index within the role */
+};
+
+struct dt_comm_config {
+	int nranks;                       /* >= 1 */
+	int rank;                         /* this rank, 0..nranks-1 */
+	const struct dt_comm_peer *peers; /* nranks entries, the same on every rank */
+	/* This process's hello (role/index must equal peers[rank]; fingerprint and
+	 * model signature are compared with each neighbour's). Borrowed during
+	 * dt_comm_new only. NULL: a hello from peers[rank] with fingerprint 0 and
+	 * an empty signature (tests, bench). */
+	const struct dt_hello *hello;
+	/* Optional: an already listening socket for this rank, used when
+	 * listen_fd_set is nonzero (taken over, closed by dt_comm_new even on
+	 * failure); otherwise peers[rank].addr is bound. Lets tests and
+	 * launchers pick free ports. */
+	int listen_fd;
+	int listen_fd_set;
+	size_t segment_bytes;             /* 0: DT_COMM_SEGMENT_BYTES; rounded down to a multiple of 4, >= 4 */
+	size_t direct_bytes;              /* 0: DT_COMM_DIRECT_BYTES */
+	int no_direct;                    /* nonzero: never gather, always the ring (tests) */
+	unsigned spin_us;                 /* busy-poll this long before sleeping in poll(); 0 = never */
+};
+
+/* Rendezvous: listens, connects to the right neighbour (retrying with backoff)
+ * and accepts the left one until `deadline` (absolute, base/clock.h), checks
+ * both handshakes, then runs a barrier so that it returns only once every rank
+ * is connected. On a timeout the error names the missing neighbour:
+ *   "no connection from worker:2 at 127.0.0.1:4002 within 3.0 s (...)"
+ * A refused handshake is DT_CONFIG with the reason. Ranks may start in any
+ * order. */
+enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, struct dt_comm **out,
+			   struct dt_err *err) DT_MUST_CHECK;
+/* Closes the sockets and frees. NULL is a no-op. */
+void dt_comm_free(struct dt_comm *comm);
+
+int dt_comm_size(const struct dt_comm *comm);
+int dt_comm_rank(const struct dt_comm *comm);
+/* "worker:2 at 127.0.0.1:4002" for any rank of the comm. */
+const char *dt_comm_peer_label(const struct dt_comm *comm, int rank);
+/* The sequence number the next collective will carry (starts at 1 after the
+ * rendezvous barrier, which is #0). */
+uint64_t dt_comm_next_seq(const struct dt_comm *comm);
+
+/* In-place sum of `count` floats across all ranks; every rank passes the same
+ * count and name, in the same order. count 0 is valid (it still matches the
+ * call). Average = the caller scales by 1/n. */
+enum dt_status dt_allreduce_sum_f32(struct dt_comm *comm, float *buf, size_t count, const char *name,
+				    int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
+
+/* Copies `bytes` bytes of root's buf into every other rank's buf (pipelined
+ * along the ring). */
+enum dt_status dt_broadcast(struct dt_comm *comm, void *buf, size_t bytes, int root, const char *name,
+			    int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
+
+/* Returns once every rank has entered the barrier of the same name. */
+enum dt_status dt_barrier(struct dt_comm *comm, const char *name, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
+
+/* For tests and the bench: binds n listening sockets on 127.0.0.1 with
+ * kernel-chosen ports, writing each descriptor into fds[i] and its
+ * "127.0.0.1:port" into addrs[i]. On failure nothing stays open. */
+enum dt_status dt_comm_listen_loopback(int n, int *fds, char (*addrs)[DT_COMM_ADDR_MAX], struct dt_err *err) DT_MUST_CHECK;
+
+#endif

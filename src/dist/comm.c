@@ -1,0 +1,350 @@
+/*
+ * comm.c — the ring's rendezvous and the communicator's lifetime.
+ *
+ * Every rank, in this order (no step waits on a peer that could be waiting
+ * on us, so ranks may start in any order):
+ *   1. listen on its own address (or take the caller's listening socket);
+ *   2. connect to the right neighbour, retrying with backoff until the
+ *      deadline, and send its HELLO there (it fits in the socket buffer);
+ *   3. accept the left neighbour: read its HELLO, check fingerprint, model
+ *      signature and that it is peers[left], answer HELLO_OK or REFUSE;
+ *      connections from anyone else are refused and accepting goes on;
+ *   4. read the right neighbour's answer;
+ *   5. a barrier (#0, "dtrain/rendezvous") over the ring, so dt_comm_new
+ *      returns only once every rank is connected.
+ */
+#include "dist/comm_internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "net/conn.h"
+#include "net/handshake.h"
+
+static const char *peer_role(const struct dt_comm_peer *p)
+{
+	return p->role && p->role[0] ? p->role : "worker";
+}
+
+static void task_name(const struct dt_comm_config *cfg, int rank, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s:%u", peer_role(&cfg->peers[rank]), cfg->peers[rank].index);
+}
+
+int dt_comm_size(const struct dt_comm *comm) { return comm->n; }
+int dt_comm_rank(const struct dt_comm *comm) { return comm->rank; }
+uint64_t dt_comm_next_seq(const struct dt_comm *comm) { return comm->seq; }
+
+const char *dt_comm_peer_label(const struct dt_comm *comm, int rank)
+{
+	if (rank < 0 || rank >= comm->n)
+		return "?";
+	return comm->labels[rank];
+}
+
+void dt_comm_free(struct dt_comm *comm)
+{
+	if (!comm)
+		return;
+	dt_sock_close(comm->left_fd);
+	dt_sock_close(comm->right_fd);
+	free(comm->labels);
+	free(comm->stage);
+	free(comm->scratch);
+	free(comm->send_items);
+	free(comm->recv_items);
+	free(comm);
+}
+
+static enum dt_status send_hello(int fd, uint16_t type, uint32_t flags, const struct dt_hello *h, int64_t deadline,
+				 const char *peer, struct dt_err *err)
+{
+	size_t len;
+	uint8_t *buf = dt_hello_encode_alloc(h, &len);
+	enum dt_status st = dt_frame_send_fd(fd, type, flags, 0, buf, len, deadline, peer, err);
+	free(buf);
+	return st;
+}
+
+static void send_refuse(int fd, uint32_t code, const char *text, int64_t deadline, const char *peer)
+{
+	uint8_t buf[DT_REASON_PAYLOAD_MAX];
+	size_t len = dt_reason_encode(code, text, buf, sizeof(buf));
+	/* Best effort: we close this connection right after. */
+	if (dt_frame_send_fd(fd, DT_MSG_REFUSE, DT_FRAME_F_REPLY, 0, buf, len, deadline, peer, NULL) != DT_OK)
+		return;
+}
+
+/* Step 3 for one accepted connection. DT_OK: it is the left neighbour and
+ * accepted. *stray: it was someone else (refused; keep accepting). */
+static enum dt_status judge_left(const struct dt_comm_config *cfg, const struct dt_hello *local, int fd,
+				 const char *addr, int64_t deadline, int *stray, struct dt_err *err)
+{
+	int left = (cfg->rank - 1 + cfg->nranks) % cfg->nranks;
+	*stray = 0;
+	struct dt_frame_decoder d;
+	dt_frame_decoder_init(&d, DT_MSG_CAP_HANDSHAKE);
+	enum dt_status st = dt_frame_recv_fd(fd, &d, deadline, addr, err);
+	if (st) {
+		dt_frame_decoder_release(&d);
+		*stray = st != DT_TIMEOUT;
+		return st;
+	}
+	if (d.header.type != DT_MSG_HELLO) {
+		dt_frame_decoder_release(&d);
+		*stray = 1;
+		return dt_err_set(err, DT_PROTOCOL, "%s sent %s instead of a hello", addr, dt_msg_name(d.header.type));
+	}
+	struct dt_hello remote;
+	uint32_t code = 0;
+	char reason[DT_REASON_MAX];
+	st = dt_handshake_judge(local, dt_frame_decoder_payload(&d), (size_t)d.header.length, &remote, &code, reason,
+				sizeof(reason), err);
+	dt_frame_decoder_release(&d);
+	if (st) {
+		dt_hello_release(&remote);
+		*stray = 1;
+		return st;
+	}
+	int is_left = strcmp(remote.role, peer_role(&cfg->peers[left])) == 0 && remote.index == cfg->peers[left].index;
+	if (!code && !is_left) {
+		char want[48];
+		task_name(cfg, left, want, sizeof(want));
+		snprintf(reason, sizeof(reason), "%s:%u is not this rank's left neighbour %s in the ring", remote.role,
+			 remote.index, want);
+		code = DT_REFUSE_IDENTITY;
+	}
+	if (code) {
+		send_refuse(fd, code, reason, deadline, addr);
+		*stray = !is_left;
+		st = dt_err_set(err, DT_CONFIG, "refused %s:%u at %s: %s", remote.role, remote.index, addr, reason);
+		dt_hello_release(&remote);
+		return st;
+	}
+	dt_hello_release(&remote);
+	return send_hello(fd, DT_MSG_HELLO_OK, DT_FRAME_F_REPLY, local, deadline, addr, err);
+}
+
+static enum dt_status accept_left(struct dt_comm *comm, const struct dt_comm_config *cfg, const struct dt_hello *local,
+				  int lfd, int64_t start, int64_t deadline, struct dt_err *err)
+{
+	int left = (cfg->rank - 1 + cfg->nranks) % cfg->nranks;
+	char last_refusal[DT_ERR_MSG_MAX] = "";
+	for (;;) {
+		struct pollfd p = { lfd, POLLIN, 0 };
+		int r = poll(&p, 1, dt_deadline_ms_left(deadline));
+		if (r < 0 && errno != EINTR)
+			return dt_err_set(err, DT_IO, "poll on the ring listener failed: %s", strerror(errno));
+		if (r <= 0) {
+			if (!dt_deadline_passed(deadline))
+				continue;
+			enum dt_status st = dt_err_set(err, DT_TIMEOUT,
+						      "no connection from %s within %.1f s (not started, or it cannot reach "
+						      "this rank at %s)",
+						      comm->labels[left], (double)(dt_now_ns() - start) / 1e9,
+						      cfg->peers[cfg->rank].addr);
+			if (last_refusal[0])
+				dt_err_hint(err, "refused meanwhile: %s", last_refusal);
+			return st;
+		}
+		int fd = -1;
+		char addr[DT_PEER_LABEL_MAX];
+		enum dt_status st = dt_sock_accept(lfd, &fd, addr, sizeof(addr), err);
+		if (st)
+			return st;
+		if (fd < 0)
+			continue;
+		int stray = 0;
+		int64_t hs_deadline = dt_deadline_in(DT_NET_HANDSHAKE_S);
+		if (hs_deadline > deadline)
+			hs_deadline = deadline;
+		struct dt_err e = DT_ERR_INIT;
+		st = judge_left(cfg, local, fd, addr, hs_deadline, &stray, &e);
+		if (st == DT_OK) {
+			comm->left_fd = fd;
+			return DT_OK;
+		}
+		dt_sock_close(fd);
+		if (!stray) {
+			if (err)
+				*err = e;
+			return st;
+		}
+		snprintf(last_refusal, sizeof(last_refusal), "%s", e.msg);
+	}
+}
+
+static enum dt_status answer_right(struct dt_comm *comm, const struct dt_comm_config *cfg, const struct dt_hello *local,
+				   int64_t deadline, struct dt_err *err)
+{
+	int right = (cfg->rank + 1) % cfg->nranks;
+	const char *peer = comm->labels[right];
+	struct dt_frame_decoder d;
+	dt_frame_decoder_init(&d, DT_MSG_CAP_HANDSHAKE);
+	enum dt_status st = dt_frame_recv_fd(comm->right_fd, &d, deadline, peer, err);
+	if (st) {
+		dt_frame_decoder_release(&d);
+		return dt_err_prefix(err, "ring handshake");
+	}
+	const uint8_t *payload = dt_frame_decoder_payload(&d);
+	size_t len = (size_t)d.header.length;
+	char reason[DT_REASON_MAX];
+	if (d.header.type == DT_MSG_HELLO_OK) {
+		struct dt_hello remote;
+		st = dt_hello_decode(&remote, payload, len, err);
+		if (st)
+			dt_err_prefix(err, "ring handshake with %s", peer);
+		else if (dt_handshake_check(local, &remote, reason, sizeof(reason)))
+			st = dt_err_set(err, DT_CONFIG, "ring handshake with %s: %s", peer, reason);
+		else if (strcmp(remote.role, peer_role(&cfg->peers[right])) != 0 || remote.index != cfg->peers[right].index)
+			st = dt_err_set(err, DT_CONFIG,
+					"ring handshake with %s: the task there is %s:%u (are the addresses right?)", peer,
+					remote.role, remote.index);
+		dt_hello_release(&remote);
+	} else if (d.header.type == DT_MSG_REFUSE || d.header.type == DT_MSG_ERROR) {
+		struct dt_reason_msg r;
+		st = dt_reason_decode(&r, payload, len, err);
+		if (st)
+			dt_err_prefix(err, "ring handshake with %s: bad %s", peer, dt_msg_name(d.header.type));
+		else
+			st = dt_err_set(err, DT_CONFIG, "%s refused the ring connection: %s", peer, r.text);
+	} else {
+		st = dt_err_set(err, DT_PROTOCOL, "ring handshake with %s: expected hello_ok or refuse, got %s", peer,
+				dt_msg_name(d.header.type));
+	}
+	dt_frame_decoder_release(&d);
+	return st;
+}
+
+static enum dt_status check_config(const struct dt_comm_config *cfg, struct dt_err *err)
+{
+	if (!cfg || cfg->nranks < 1 || cfg->nranks > 65536)
+		return dt_err_set(err, DT_CONFIG, "a ring needs 1 to 65536 ranks, not %d", cfg ? cfg->nranks : 0);
+	if (cfg->rank < 0 || cfg->rank >= cfg->nranks)
+		return dt_err_set(err, DT_CONFIG, "rank %d is outside the ring of %d ranks", cfg->rank, cfg->nranks);
+	if (!cfg->peers)
+		return dt_err_set(err, DT_CONFIG, "the ring of %d ranks has no peer list", cfg->nranks);
+	for (int i = 0; i < cfg->nranks; i++)
+		if (!cfg->peers[i].addr || !cfg->peers[i].addr[0])
+			return dt_err_set(err, DT_CONFIG, "ring rank %d has no address", i);
+	if (cfg->hello && (strcmp(cfg->hello->role, peer_role(&cfg->peers[cfg->rank])) != 0 ||
+			   cfg->hello->index != cfg->peers[cfg->rank].index))
+		return dt_err_set(err, DT_CONFIG, "this task is %s:%u but ring rank %d is %s:%u", cfg->hello->role,
+				  cfg->hello->index, cfg->rank, peer_role(&cfg->peers[cfg->rank]),
+				  cfg->peers[cfg->rank].index);
+	return DT_OK;
+}
+
+static enum dt_status rendezvous(struct dt_comm *comm, const struct dt_comm_config *cfg, const struct dt_hello *local,
+				 int lfd, int64_t deadline, struct dt_err *err)
+{
+	int64_t start = dt_now_ns();
+	int right = (cfg->rank + 1) % cfg->nranks;
+	char host[DT_HOST_MAX], task[48];
+	int port;
+	enum dt_status st = dt_sock_split_hostport(cfg->peers[right].addr, host, sizeof(host), &port, err);
+	if (st)
+		return dt_err_prefix(err, "ring rank %d", right);
+	task_name(cfg, right, task, sizeof(task));
+	st = dt_sock_connect(host, port, task, deadline, NULL, &comm->right_fd, err);
+	if (st)
+		return st;
+	st = send_hello(comm->right_fd, DT_MSG_HELLO, 0, local, deadline, comm->labels[right], err);
+	if (st)
+		return dt_err_prefix(err, "ring handshake");
+	st = accept_left(comm, cfg, local, lfd, start, deadline, err);
+	if (st)
+		return st;
+	return answer_right(comm, cfg, local, deadline, err);
+}
+
+enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, struct dt_comm **out,
+			   struct dt_err *err)
+{
+	*out = NULL;
+	int lfd = cfg && cfg->listen_fd_set ? cfg->listen_fd : -1;
+	enum dt_status st = check_config(cfg, err);
+	if (st) {
+		dt_sock_close(lfd);
+		return st;
+	}
+	struct dt_comm *comm = dt_xcalloc(1, sizeof(*comm));
+	comm->n = cfg->nranks;
+	comm->rank = cfg->rank;
+	comm->left_fd = comm->right_fd = -1;
+	comm->seg_bytes = cfg->segment_bytes ? cfg->segment_bytes & ~(size_t)3 : DT_COMM_SEGMENT_BYTES;
+	if (comm->seg_bytes < 4)
+		comm->seg_bytes = 4;
+	comm->direct_bytes = cfg->direct_bytes ? cfg->direct_bytes : DT_COMM_DIRECT_BYTES;
+	comm->no_direct = cfg->no_direct;
+	comm->spin_us = cfg->spin_us;
+	comm->left_last_seq = UINT64_MAX;
+	comm->labels = dt_xmallocarray((size_t)comm->n, sizeof(*comm->labels));
+	for (int i = 0; i < comm->n; i++)
+		snprintf(comm->labels[i], sizeof(comm->labels[i]), "%s:%u at %s", peer_role(&cfg->peers[i]),
+			 cfg->peers[i].index, cfg->peers[i].addr);
+	size_t stage = comm->seg_bytes > comm->direct_bytes ? comm->seg_bytes : comm->direct_bytes;
+	if (stage < (64u << 10))
+		stage = 64u << 10;
+	comm->stage_cap = stage + 2 * DT_FRAME_HEADER_SIZE + DT_COLL_START_FIXED + DT_COLL_NAME_WIRE_MAX + 4096;
+	comm->stage = dt_xmalloc(comm->stage_cap);
+	if (comm->n == 1) {
+		dt_sock_close(lfd);
+		*out = comm;
+		return DT_OK;
+	}
+
+	struct dt_hello own;
+	const struct dt_hello *local = cfg->hello;
+	if (!local) {
+		dt_hello_init(&own, peer_role(&cfg->peers[cfg->rank]), cfg->peers[cfg->rank].index, 0);
+		local = &own;
+	}
+	if (lfd < 0) {
+		char host[DT_HOST_MAX];
+		int port;
+		st = dt_sock_split_hostport(cfg->peers[cfg->rank].addr, host, sizeof(host), &port, err);
+		if (!st)
+			st = dt_sock_listen(host, port, 64, &lfd, NULL, err);
+		if (st)
+			dt_err_prefix(err, "ring rank %d (%s)", cfg->rank, comm->labels[cfg->rank]);
+	}
+	if (!st)
+		st = rendezvous(comm, cfg, local, lfd, deadline, err);
+	dt_sock_close(lfd);
+	if (!cfg->hello)
+		dt_hello_release(&own);
+	if (!st) {
+		comm->seq = 0;
+		st = dt__comm_barrier(comm, "dtrain/rendezvous", deadline, err);
+	}
+	if (st) {
+		dt_comm_free(comm);
+		return st;
+	}
+	*out = comm;
+	return DT_OK;
+}
+
+enum dt_status dt_comm_listen_loopback(int n, int *fds, char (*addrs)[DT_COMM_ADDR_MAX], struct dt_err *err)
+{
+	for (int i = 0; i < n; i++) {
+		int port = 0;
+		enum dt_status st = dt_sock_listen("127.0.0.1", 0, 64, &fds[i], &port, err);
+		if (st) {
+			for (int j = 0; j < i; j++) {
+				dt_sock_close(fds[j]);
+				fds[j] = -1;
+			}
+			return st;
+		}
+		snprintf(addrs[i], DT_COMM_ADDR_MAX, "127.0.0.1:%d", port);
+	}
+	return DT_OK;
+}

@@ -1,0 +1,73 @@
+/*
+ * comm_internal.h — the communicator's state, shared by comm.c (rendezvous,
+ * lifetime) and ring.c (the progress engine and the collectives). Not for
+ * use outside src/dist/comm*.c and ring*.c.
+ */
+#ifndef DT_DIST_COMM_INTERNAL_H
+#define DT_DIST_COMM_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "dist/collective.h"
+#include "dist/ring_wire.h"
+#include "net/socket.h"
+
+/* One DATA frame of a collective's plan: buf[off, off + len). */
+struct dt__coll_item {
+	size_t off, len;
+	long dep;   /* send item: the recv item that must be applied first, or -1; recv items: -1 */
+	int reduce; /* recv item: add into buf (1) or copy (0) */
+};
+
+struct dt_comm {
+	int n, rank;
+	int left_fd;  /* accepted from (rank - 1) % n: data arrives here */
+	int right_fd; /* connected to (rank + 1) % n: data leaves here */
+	char (*labels)[DT_PEER_LABEL_MAX]; /* n labels: "worker:2 at 127.0.0.1:4002" */
+	uint64_t seq;                      /* the next collective's number */
+	size_t seg_bytes, direct_bytes;
+	int no_direct;
+	unsigned spin_us;
+
+	int broken;            /* a collective failed: every later call returns `failure` */
+	struct dt_err failure;
+
+	/* Bytes received from the left but not yet consumed; may hold the start
+	 * of the next collective when the left neighbour is ahead. */
+	uint8_t *stage;
+	size_t stage_cap, stage_pos, stage_len;
+	/* Bytes received from the right (only COLL_ABORT is legal there). */
+	uint8_t back[DT_FRAME_HEADER_SIZE + DT_REASON_PAYLOAD_MAX];
+	size_t back_len;
+	int right_eof; /* the right neighbour closed after it had all it needed */
+
+	/* Small all-reduces gather every rank's buffer here (n x bytes), grown on demand. */
+	uint8_t *scratch;
+	size_t scratch_cap;
+
+	/* Plan storage, grown on demand and reused. */
+	struct dt__coll_item *send_items, *recv_items;
+	size_t send_cap, recv_cap;
+
+	uint64_t left_last_seq; /* seq of the last COLL_START seen from the left; UINT64_MAX: none yet */
+};
+
+/* A collective's frames on this rank (ring_plan.c); the items live in the comm. */
+struct dt__plan {
+	const struct dt__coll_item *si, *ri;
+	long ns, nr;
+};
+/* Ring all-reduce of count floats, items relative to the caller's buffer. */
+void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, struct dt__plan *p);
+/* Small all-reduce: copies buf into comm->scratch[rank]; items relative to comm->scratch. */
+void dt__plan_gather(struct dt_comm *c, const void *buf, size_t bytes, struct dt__plan *p);
+/* Broadcast of `bytes` bytes from root, items relative to the caller's buffer. */
+void dt__plan_broadcast(struct dt_comm *c, size_t bytes, int root, struct dt__plan *p);
+
+/* The engine (ring.c): runs one collective; used by comm.c for the rendezvous barrier. */
+enum dt_status dt__comm_barrier(struct dt_comm *comm, const char *name, int64_t deadline,
+				struct dt_err *err) DT_MUST_CHECK;
+
+#endif

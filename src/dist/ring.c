@@ -1,0 +1,708 @@
+/*
+ * ring.c — the progress engine and the collectives built on it.
+ *
+ * A collective is described by a plan: the DATA frames this rank sends to its
+ * right neighbour (send items) and receives from its left one (recv items),
+ * each a byte range of a buffer; a send item may go once a given recv item
+ * has been applied (all-reduce: segment j of step s carries what segment j of
+ * step s-1 brought; broadcast: forward segment j once it arrived). Three plans:
+ *   - ring all-reduce: reduce-scatter, then all-gather, in segments;
+ *   - gather all-reduce for small buffers: every rank's whole buffer goes
+ *     around the ring into a scratch area (n-1 hops instead of 2(n-1)), then
+ *     each rank adds the n buffers in rank order, so all get the same bits;
+ *   - broadcast: pipelined from the root.
+ * One loop (run_plan) moves both directions with nonblocking sendmsg/recv and
+ * waits in poll() for whichever side can move, so neither direction can stall
+ * the other (NCCL's ncclSocketSendRecv). Received bytes land in the comm's
+ * stage buffer and are reduced or copied into place as they arrive, whole
+ * floats at a time, so reduction overlaps the transfer of the next bytes.
+ */
+#include "dist/comm_internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "net/bytes.h"
+
+#define IOV_FRAMES 16 /* DATA frames gathered into one sendmsg */
+/* Largest START, STALL or ABORT payload accepted (all fit in the stage whole). */
+#define DT_COLL_CONTROL_MAX 2048u
+
+struct run {
+	struct dt_comm *c;
+	struct dt_coll_start me;
+	char what[DT_COLL_NAME_WIRE_MAX + 96]; /* "allreduce 'g' (#3, 1000 float32)" */
+	uint8_t *buf;
+	int64_t t0, deadline;
+
+	/* send side: frame -1 is COLL_START, then send items 0..ns-1 */
+	uint8_t start_frame[DT_FRAME_HEADER_SIZE + DT_COLL_START_FIXED + DT_COLL_NAME_WIRE_MAX];
+	size_t start_len;
+	const struct dt__coll_item *si;
+	long ns, s_idx;
+	size_t s_done; /* bytes of frame s_idx already sent (header included) */
+	uint8_t ctrl[DT_FRAME_HEADER_SIZE + DT_COLL_STALL_BYTES];
+	size_t ctrl_len, ctrl_sent;
+	int64_t last_out;
+
+	/* receive side */
+	int got_start;
+	const struct dt__coll_item *ri;
+	long nr, r_idx;
+	int in_frame;
+	size_t r_applied;
+	int64_t last_in;
+
+	/* stall inspector */
+	int64_t stall_every, next_stall;
+	int blamed;          /* the rank this one found missing */
+	int64_t blamed_since; /* nothing from it since then */
+};
+
+static int left_of(const struct dt_comm *c) { return (c->rank - 1 + c->n) % c->n; }
+static int right_of(const struct dt_comm *c) { return (c->rank + 1) % c->n; }
+
+/* ---- failure ---- */
+
+/* Best-effort COLL_ABORT to one neighbour, then half-close so it sees the end
+ * after the reason (no RST: our unread bytes are not discarded there). */
+static void send_abort(int fd, uint64_t seq, enum dt_status st, const char *text)
+{
+	uint8_t frame[DT_FRAME_HEADER_SIZE + DT_REASON_PAYLOAD_MAX];
+	size_t len = dt_reason_encode(dt_wire_error_from_status(st), text, frame + DT_FRAME_HEADER_SIZE,
+				      sizeof(frame) - DT_FRAME_HEADER_SIZE);
+	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_ABORT, 0, seq, len);
+	dt_frame_header_pack(&h, frame);
+	ssize_t n = send(fd, frame, DT_FRAME_HEADER_SIZE + len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	(void)n; /* a full or dead socket: the neighbour sees the close instead */
+	shutdown(fd, SHUT_WR);
+}
+
+/* Marks the comm broken, tells both neighbours (`reason`: the root cause to
+ * forward; NULL: this error's own message), returns st. */
+static enum dt_status fail_with(struct run *r, struct dt_err *err, const char *reason)
+{
+	struct dt_comm *c = r->c;
+	c->broken = 1;
+	if (err && err != &c->failure)
+		c->failure = *err;
+	const char *text = reason ? reason : c->failure.msg;
+	/* Mid-frame on the right link a reason cannot be framed: just close it. */
+	if (r->s_done == 0 && r->ctrl_sent == 0)
+		send_abort(c->right_fd, r->me.seq, c->failure.status, text);
+	else
+		shutdown(c->right_fd, SHUT_WR);
+	send_abort(c->left_fd, r->me.seq, c->failure.status, text);
+	return c->failure.status;
+}
+
+__attribute__((format(printf, 4, 5))) static enum dt_status fail(struct run *r, struct dt_err *err,
+								  enum dt_status st, const char *fmt, ...)
+{
+	struct dt_err *e = &r->c->failure;
+	va_list ap;
+	va_start(ap, fmt);
+	char msg[DT_ERR_MSG_MAX];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	dt_err_set(e, st, "%s", msg);
+	if (err)
+		*err = *e;
+	return fail_with(r, NULL, NULL);
+}
+
+/* ---- reduction ---- */
+
+/* dst[i] += src[i] over bytes/4 floats; src may be unaligned (it sits in the
+ * stage after variable-length frames). GCC's vector extension, because -O2's
+ * cheap cost model leaves the plain loop scalar (it would need an alias check):
+ * 8 floats per step, loads and stores through memcpy. */
+typedef float dt__v8sf __attribute__((vector_size(32)));
+
+static void add_f32(uint8_t *restrict dst, const uint8_t *restrict src, size_t bytes)
+{
+	size_t n = bytes / 4, i = 0;
+	for (; i + 8 <= n; i += 8) {
+		dt__v8sf a, b;
+		memcpy(&a, dst + 4 * i, sizeof(a));
+		memcpy(&b, src + 4 * i, sizeof(b));
+		a += b;
+		memcpy(dst + 4 * i, &a, sizeof(a));
+	}
+	for (; i < n; i++) {
+		float a, b;
+		memcpy(&a, dst + 4 * i, 4);
+		memcpy(&b, src + 4 * i, 4);
+		a += b;
+		memcpy(dst + 4 * i, &a, 4);
+	}
+}
+
+/* ---- sending ---- */
+
+static int send_ready(const struct run *r, long k)
+{
+	return k < 0 || r->si[k].dep < 0 || r->si[k].dep < r->r_idx;
+}
+
+static size_t frame_size(const struct run *r, long k)
+{
+	return k < 0 ? r->start_len : DT_FRAME_HEADER_SIZE + r->si[k].len;
+}
+
+/* Sends what can go now. Returns 1 if bytes left, 0 if nothing could move,
+ * -1 on error (err set). *blocked: the socket is full. */
+static int try_send(struct run *r, int *blocked, struct dt_err *err)
+{
+	*blocked = 0;
+	struct iovec iov[2 * IOV_FRAMES + 2];
+	uint8_t hdrs[IOV_FRAMES][DT_FRAME_HEADER_SIZE];
+	int cnt = 0, nh = 0;
+	int ctrl_first = r->ctrl_len && (r->ctrl_sent || r->s_done == 0);
+	if (ctrl_first)
+		iov[cnt++] = (struct iovec){ r->ctrl + r->ctrl_sent, r->ctrl_len - r->ctrl_sent };
+	if (!(ctrl_first && r->ctrl_sent)) {
+		for (long k = r->s_idx; k < r->ns && nh < IOV_FRAMES && send_ready(r, k); k++) {
+			size_t skip = k == r->s_idx ? r->s_done : 0;
+			if (k < 0) {
+				iov[cnt++] = (struct iovec){ r->start_frame + skip, r->start_len - skip };
+				continue;
+			}
+			const struct dt__coll_item *it = &r->si[k];
+			if (skip < DT_FRAME_HEADER_SIZE) {
+				struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_DATA, 0, r->me.seq, it->len);
+				dt_frame_header_pack(&h, hdrs[nh]);
+				iov[cnt++] = (struct iovec){ hdrs[nh] + skip, DT_FRAME_HEADER_SIZE - skip };
+				nh++;
+				skip = 0;
+			} else {
+				skip -= DT_FRAME_HEADER_SIZE;
+			}
+			if (it->len > skip)
+				iov[cnt++] = (struct iovec){ r->buf + it->off + skip, it->len - skip };
+		}
+	}
+	if (cnt == 0)
+		return 0;
+	struct msghdr m = { 0 };
+	m.msg_iov = iov;
+	m.msg_iovlen = (size_t)cnt;
+	ssize_t n = sendmsg(r->c->right_fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+			*blocked = errno != EINTR;
+			return 0;
+		}
+		int e = errno;
+		fail(r, err, DT_PEER, "cannot send to %s during %s: %s", r->c->labels[right_of(r->c)], r->what,
+		     strerror(e));
+		return -1;
+	}
+	r->last_out = dt_now_ns();
+	size_t left = (size_t)n;
+	if (ctrl_first) {
+		size_t take = r->ctrl_len - r->ctrl_sent;
+		if (left < take) {
+			r->ctrl_sent += left;
+			return 1;
+		}
+		left -= take;
+		r->ctrl_len = r->ctrl_sent = 0;
+	}
+	while (left > 0) {
+		size_t rest = frame_size(r, r->s_idx) - r->s_done;
+		if (left < rest) {
+			r->s_done += left;
+			break;
+		}
+		left -= rest;
+		r->s_idx++;
+		r->s_done = 0;
+	}
+	/* Zero-length leftovers: frames of length 0 do not exist (plans skip empty segments). */
+	return 1;
+}
+
+/* ---- receiving ---- */
+
+static enum dt_status check_start(struct run *r, const struct dt_coll_start *got, struct dt_err *err)
+{
+	const struct dt_coll_start *me = &r->me;
+	if (got->seq == me->seq && got->kind == me->kind && got->dtype == me->dtype && got->count == me->count &&
+	    got->root == me->root && got->nranks == me->nranks && strcmp(got->name, me->name) == 0)
+		return DT_OK;
+	char theirs[DT_COLL_NAME_WIRE_MAX + 96];
+	dt_coll_describe(got, theirs, sizeof(theirs));
+	const char *mine = r->c->labels[r->c->rank];
+	enum dt_status st = fail(r, err, DT_CONFIG, "collective mismatch: %s called %s but %s called %s%s", mine,
+				 r->what, r->c->labels[left_of(r->c)], theirs,
+				 got->nranks != me->nranks ? " (the ring sizes differ)" : "");
+	dt_err_hint(&r->c->failure, "every rank must issue the same collectives, with the same names and sizes, in the same order");
+	if (err)
+		*err = r->c->failure;
+	return st;
+}
+
+static enum dt_status on_abort(struct run *r, const char *from, const uint8_t *p, size_t len, struct dt_err *err)
+{
+	struct dt_reason_msg m;
+	struct dt_err e = DT_ERR_INIT;
+	if (dt_reason_decode(&m, p, len, &e))
+		return fail(r, err, DT_PROTOCOL, "bad coll_abort from %s during %s: %s", from, r->what, e.msg);
+	enum dt_status st = dt_wire_error_to_status(m.code);
+	dt_err_set(&r->c->failure, st, "%s gave up %s: %s", from, r->what, m.text);
+	if (err)
+		*err = r->c->failure;
+	return fail_with(r, NULL, m.text);
+}
+
+/* Data from the left: whatever it reported missing has shown up. */
+static void left_moves(struct run *r)
+{
+	r->blamed = left_of(r->c);
+	r->blamed_since = r->last_in;
+}
+
+/* Consumes complete frames and payload bytes from the stage. */
+static enum dt_status parse_stage(struct run *r, struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	const char *from = c->labels[left_of(c)];
+	for (;;) {
+		size_t avail = c->stage_len - c->stage_pos;
+		uint8_t *p = c->stage + c->stage_pos;
+		if (!r->in_frame) {
+			if (r->got_start && r->r_idx >= r->nr)
+				return DT_OK; /* the rest belongs to the next collective */
+			if (avail < DT_FRAME_HEADER_SIZE)
+				return DT_OK;
+			struct dt_frame_header h;
+			struct dt_err e = DT_ERR_INIT;
+			if (dt_coll_header_parse(p, &h, &e))
+				return fail(r, err, DT_PROTOCOL, "bad frame from %s during %s: %s", from, r->what, e.msg);
+			if (h.type == DT_MSG_COLL_DATA) {
+				const struct dt__coll_item *it = r->r_idx < r->nr ? &r->ri[r->r_idx] : NULL;
+				if (!r->got_start || h.request_id != r->me.seq || !it || h.length != it->len)
+					return fail(r, err, DT_PROTOCOL,
+						    "unexpected coll_data from %s during %s: #%llu, %llu bytes (expected %s)",
+						    from, r->what, (unsigned long long)h.request_id,
+						    (unsigned long long)h.length,
+						    !r->got_start ? "coll_start first" : it ? "another size" : "no more data");
+				c->stage_pos += DT_FRAME_HEADER_SIZE;
+				r->in_frame = 1;
+				r->r_applied = 0;
+				continue;
+			}
+			if (h.length > DT_COLL_CONTROL_MAX)
+				return fail(r, err, DT_PROTOCOL, "%s frame of %llu bytes from %s during %s (at most %u)",
+					    dt_msg_name(h.type), (unsigned long long)h.length, from, r->what,
+					    DT_COLL_CONTROL_MAX);
+			if (avail < DT_FRAME_HEADER_SIZE + h.length)
+				return DT_OK; /* small control frames are parsed whole */
+			const uint8_t *pl = p + DT_FRAME_HEADER_SIZE;
+			size_t len = (size_t)h.length;
+			c->stage_pos += DT_FRAME_HEADER_SIZE + len;
+			if (h.type == DT_MSG_COLL_ABORT)
+				return on_abort(r, from, pl, len, err);
+			if (h.type == DT_MSG_COLL_STALL) {
+				struct dt_coll_stall s;
+				if (dt_coll_stall_decode(&s, pl, len, &e))
+					return fail(r, err, DT_PROTOCOL, "bad frame from %s: %s", from, e.msg);
+				/* A notice from an earlier collective still holds: the left
+				 * neighbour has not moved on since (it would have sent START). */
+				if (h.request_id <= r->me.seq && (int)s.blamed != c->rank && s.blamed < (uint32_t)c->n) {
+					r->blamed = (int)s.blamed;
+					r->blamed_since = dt_now_ns() - (int64_t)s.waited_ns;
+				}
+				continue;
+			}
+			/* COLL_START */
+			struct dt_coll_start got;
+			if (r->got_start || dt_coll_start_decode(&got, pl, len, &e))
+				return fail(r, err, DT_PROTOCOL, "bad coll_start from %s during %s: %s", from, r->what,
+					    r->got_start ? "a second one" : e.msg);
+			c->left_last_seq = got.seq;
+			if (check_start(r, &got, err))
+				return c->failure.status;
+			r->got_start = 1;
+			left_moves(r);
+			continue;
+		}
+		const struct dt__coll_item *it = &r->ri[r->r_idx];
+		size_t want = it->len - r->r_applied, take = avail < want ? avail : want;
+		if (it->reduce)
+			take -= take % 4;
+		if (take == 0)
+			return DT_OK;
+		if (it->reduce)
+			add_f32(r->buf + it->off + r->r_applied, p, take);
+		else
+			memcpy(r->buf + it->off + r->r_applied, p, take);
+		c->stage_pos += take;
+		r->r_applied += take;
+		left_moves(r);
+		if (r->r_applied == it->len) {
+			r->r_idx++;
+			r->in_frame = 0;
+		}
+	}
+}
+
+static int recv_done(const struct run *r)
+{
+	return r->got_start && r->r_idx >= r->nr;
+}
+
+/* Reads what is there from the left. 1 progress, 0 nothing, -1 error. */
+static int try_recv(struct run *r, struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	if (c->stage_pos == c->stage_len) {
+		c->stage_pos = c->stage_len = 0;
+	} else if (c->stage_cap - c->stage_len < (c->stage_cap >> 2)) {
+		memmove(c->stage, c->stage + c->stage_pos, c->stage_len - c->stage_pos);
+		c->stage_len -= c->stage_pos;
+		c->stage_pos = 0;
+	}
+	/* Inside a payload that is copied, not reduced: receive it in place. */
+	if (r->in_frame && c->stage_pos == c->stage_len && !r->ri[r->r_idx].reduce) {
+		const struct dt__coll_item *it = &r->ri[r->r_idx];
+		ssize_t n = recv(c->left_fd, r->buf + it->off + r->r_applied, it->len - r->r_applied, MSG_DONTWAIT);
+		if (n > 0) {
+			r->last_in = dt_now_ns();
+			r->r_applied += (size_t)n;
+			left_moves(r);
+			if (r->r_applied == it->len) {
+				r->r_idx++;
+				r->in_frame = 0;
+			}
+			return 1;
+		}
+		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+			int e = n == 0 ? 0 : errno;
+			fail(r, err, DT_PEER, "%s %s during %s%s%s", c->labels[left_of(c)],
+			     e ? "failed" : "closed the connection", r->what, e ? ": " : "", e ? strerror(e) : "");
+			return -1;
+		}
+		return 0;
+	}
+	size_t room = c->stage_cap - c->stage_len;
+	if (room == 0)
+		return 0;
+	ssize_t n = recv(c->left_fd, c->stage + c->stage_len, room, MSG_DONTWAIT);
+	if (n > 0) {
+		c->stage_len += (size_t)n;
+		r->last_in = dt_now_ns();
+		if (parse_stage(r, err))
+			return -1;
+		return 1;
+	}
+	if (n == 0) {
+		fail(r, err, DT_PEER, "%s closed the connection during %s", c->labels[left_of(c)], r->what);
+		return -1;
+	}
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return 0;
+	int e = errno;
+	fail(r, err, DT_PEER, "cannot receive from %s during %s: %s", c->labels[left_of(c)], r->what, strerror(e));
+	return -1;
+}
+
+/* The right neighbour only ever sends COLL_ABORT, or closes. */
+static enum dt_status read_back(struct run *r, struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	const char *from = c->labels[right_of(c)];
+	for (;;) {
+		size_t room = sizeof(c->back) - c->back_len;
+		ssize_t n = room ? recv(c->right_fd, c->back + c->back_len, room, MSG_DONTWAIT) : 0;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return DT_OK;
+		if (n > 0) {
+			c->back_len += (size_t)n;
+		}
+		if (c->back_len >= DT_FRAME_HEADER_SIZE) {
+			struct dt_frame_header h;
+			struct dt_err e = DT_ERR_INIT;
+			if (dt_coll_header_parse(c->back, &h, &e) || h.type != DT_MSG_COLL_ABORT ||
+			    h.length > DT_REASON_PAYLOAD_MAX)
+				return fail(r, err, DT_PROTOCOL, "unexpected frame from %s on the ring's return path: %s",
+					    from, e.msg[0] ? e.msg : dt_msg_name(h.type));
+			if (c->back_len >= DT_FRAME_HEADER_SIZE + h.length)
+				return on_abort(r, from, c->back + DT_FRAME_HEADER_SIZE, (size_t)h.length, err);
+		}
+		if (n == 0) {
+			/* A right neighbour that got all it needs from us may finish and
+			 * close first; before that, closing is a failure. */
+			if (r->s_idx >= r->ns && !r->ctrl_len) {
+				c->right_eof = 1;
+				return DT_OK;
+			}
+			return fail(r, err, DT_PEER, "%s closed the connection during %s", from, r->what);
+		}
+		if (n < 0) {
+			int e = errno;
+			return fail(r, err, DT_PEER, "connection to %s failed during %s: %s", from, r->what, strerror(e));
+		}
+	}
+}
+
+/* ---- stalls and deadlines ---- */
+
+static void queue_stall(struct run *r, int64_t now)
+{
+	if (r->ctrl_len || recv_done(r))
+		return;
+	struct dt_coll_stall s = { (uint32_t)r->c->rank, (uint32_t)r->blamed, (uint64_t)(now - r->blamed_since) };
+	dt_coll_stall_encode(&s, r->ctrl + DT_FRAME_HEADER_SIZE);
+	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_STALL, 0, r->me.seq, DT_COLL_STALL_BYTES);
+	dt_frame_header_pack(&h, r->ctrl);
+	r->ctrl_len = sizeof(r->ctrl);
+	r->ctrl_sent = 0;
+}
+
+static enum dt_status timed_out(struct run *r, int64_t now, struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	double waited = (double)(now - r->t0) / 1e9;
+	if (!recv_done(r)) {
+		int left = left_of(c);
+		char progress[160];
+		if (!r->got_start) {
+			if (c->left_last_seq == UINT64_MAX)
+				snprintf(progress, sizeof(progress), "%s has not started it (no collective from it yet)",
+					 c->labels[left]);
+			else
+				snprintf(progress, sizeof(progress), "%s has not started it (its last was #%llu)",
+					 c->labels[left], (unsigned long long)c->left_last_seq);
+		} else {
+			snprintf(progress, sizeof(progress), "%ld of %ld segments from %s arrived", r->r_idx, r->nr,
+				 c->labels[left]);
+		}
+		double since = (double)(now - r->blamed_since) / 1e9;
+		if (r->blamed != left)
+			return fail(r, err, DT_TIMEOUT,
+				    "%s timed out after %.1f s: missing rank %s (nothing from it for %.1f s, reported by "
+				    "the ranks waiting for it); %s",
+				    r->what, waited, c->labels[r->blamed], since, progress);
+		return fail(r, err, DT_TIMEOUT, "%s timed out after %.1f s: missing rank %s (nothing from it for %.1f s); %s",
+			    r->what, waited, c->labels[left], since, progress);
+	}
+	size_t unsent = 0;
+	for (long k = r->s_idx; k < r->ns; k++)
+		unsent += frame_size(r, k);
+	unsent -= r->s_done;
+	return fail(r, err, DT_TIMEOUT, "%s timed out after %.1f s: %s is not reading (%zu bytes unsent for %.1f s)",
+		    r->what, waited, c->labels[right_of(c)], unsent, (double)(now - r->last_out) / 1e9);
+}
+
+/* ---- the loop ---- */
+
+static enum dt_status run_plan(struct run *r, struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	int64_t spin_ns = (int64_t)c->spin_us * 1000;
+	int64_t idle_since = 0;
+	unsigned rounds = 0;
+	for (;;) {
+		int moved = 0, blocked = 0;
+		if (r->s_idx < r->ns || r->ctrl_len) {
+			int k = try_send(r, &blocked, err);
+			if (k < 0)
+				return c->failure.status;
+			moved |= k;
+		}
+		if (!recv_done(r)) {
+			if (c->stage_pos < c->stage_len && parse_stage(r, err))
+				return c->failure.status;
+			int k = recv_done(r) ? 0 : try_recv(r, err);
+			if (k < 0)
+				return c->failure.status;
+			moved |= k;
+		}
+		if (r->s_idx >= r->ns && recv_done(r)) {
+			if (!r->ctrl_sent) {
+				r->ctrl_len = 0; /* a stall notice not yet begun is moot now */
+				return DT_OK;
+			}
+			if (!r->ctrl_len)
+				return DT_OK;
+		}
+		if (moved && (++rounds & 63) != 0) {
+			idle_since = 0;
+			continue;
+		}
+		int64_t now = dt_now_ns();
+		if (moved) {
+			idle_since = 0;
+		} else if (spin_ns) {
+			if (!idle_since)
+				idle_since = now;
+			if (now - idle_since < spin_ns)
+				continue;
+		}
+		if (now >= r->deadline)
+			return timed_out(r, now, err);
+		if (now >= r->next_stall) {
+			queue_stall(r, now);
+			r->next_stall = now + r->stall_every;
+			continue;
+		}
+		if (moved)
+			continue;
+		struct pollfd p[2];
+		int np = 0;
+		if (!recv_done(r))
+			p[np++] = (struct pollfd){ c->left_fd, POLLIN, 0 };
+		int ri = -1;
+		if (!c->right_eof || blocked) {
+			ri = np;
+			p[np++] = (struct pollfd){ c->right_fd, (short)((c->right_eof ? 0 : POLLIN) | (blocked ? POLLOUT : 0)), 0 };
+		}
+		int64_t wake = r->next_stall < r->deadline ? r->next_stall : r->deadline;
+		int ms = dt_deadline_ms_left(wake);
+		int got = poll(p, (nfds_t)np, ms ? ms : 1);
+		if (got < 0 && errno != EINTR)
+			return fail(r, err, DT_IO, "poll failed during %s: %s", r->what, strerror(errno));
+		if (got > 0 && ri >= 0 && !c->right_eof && (p[ri].revents & (POLLIN | POLLHUP | POLLERR)) && read_back(r, err))
+			return c->failure.status;
+	}
+}
+
+static void sum_gathered(const struct dt_comm *c, float *buf, size_t count)
+{
+	size_t bytes = count * 4;
+	if (!bytes)
+		return;
+	memcpy(buf, c->scratch, bytes);
+	for (int q = 1; q < c->n; q++)
+		add_f32((uint8_t *)buf, c->scratch + (size_t)q * bytes, bytes);
+}
+
+static int use_gather(const struct dt_comm *c, size_t bytes)
+{
+	return !c->no_direct && bytes <= c->direct_bytes / (size_t)(c->n - 1);
+}
+
+static void use_plan(struct run *r, const struct dt__plan *p, void *base)
+{
+	r->si = p->si;
+	r->ri = p->ri;
+	r->ns = p->ns;
+	r->nr = p->nr;
+	r->buf = base;
+}
+
+/* ---- entry points ---- */
+
+static enum dt_status begin(struct run *r, struct dt_comm *c, unsigned kind, unsigned dtype, uint64_t count,
+			    int root, void *buf, const char *name, int64_t deadline, struct dt_err *err)
+{
+	memset(r, 0, sizeof(*r));
+	r->c = c;
+	r->buf = buf;
+	r->deadline = deadline;
+	r->t0 = dt_now_ns();
+	r->me.seq = c->seq++;
+	r->me.kind = (uint8_t)kind;
+	r->me.dtype = (uint8_t)dtype;
+	r->me.count = count;
+	r->me.root = (uint32_t)root;
+	r->me.rank = (uint32_t)c->rank;
+	r->me.nranks = (uint32_t)c->n;
+	snprintf(r->me.name, sizeof(r->me.name), "%s", name ? name : "");
+	for (char *p = r->me.name; *p; p++)
+		if (*p < 0x20 || *p > 0x7e)
+			*p = '?';
+	dt_coll_describe(&r->me, r->what, sizeof(r->what));
+	if (c->broken) {
+		if (err) {
+			*err = c->failure;
+			dt_err_prefix(err, "cannot run %s: the ring failed earlier", r->what);
+		}
+		return c->failure.status;
+	}
+	size_t len = dt_coll_start_encode(&r->me, r->start_frame + DT_FRAME_HEADER_SIZE);
+	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_START, 0, r->me.seq, len);
+	dt_frame_header_pack(&h, r->start_frame);
+	r->start_len = DT_FRAME_HEADER_SIZE + len;
+	r->s_idx = -1;
+	r->blamed = left_of(c);
+	r->blamed_since = r->t0;
+	r->last_in = r->last_out = r->t0;
+	int64_t budget = deadline > r->t0 ? deadline - r->t0 : 0;
+	r->stall_every = budget / 4;
+	if (r->stall_every > DT_NSEC_PER_SEC)
+		r->stall_every = DT_NSEC_PER_SEC;
+	if (r->stall_every < DT_NSEC_PER_SEC / 20)
+		r->stall_every = DT_NSEC_PER_SEC / 20;
+	r->next_stall = r->t0 + r->stall_every;
+	return DT_OK;
+}
+
+enum dt_status dt_allreduce_sum_f32(struct dt_comm *comm, float *buf, size_t count, const char *name,
+				    int64_t deadline, struct dt_err *err)
+{
+	if (count > SIZE_MAX / 8)
+		return dt_err_set(err, DT_INTERNAL, "allreduce '%s' of %zu floats is larger than memory", name ? name : "",
+				  count);
+	struct run r;
+	enum dt_status st = begin(&r, comm, DT_COLL_ALLREDUCE, DT_WIRE_F32, count, 0, buf, name, deadline, err);
+	if (st || comm->n == 1)
+		return st;
+	struct dt__plan p;
+	if (use_gather(comm, count * 4)) {
+		dt__plan_gather(comm, buf, count * 4, &p);
+		use_plan(&r, &p, comm->scratch);
+		st = run_plan(&r, err);
+		if (!st)
+			sum_gathered(comm, buf, count);
+		return st;
+	}
+	dt__plan_ring_allreduce(comm, count, &p);
+	use_plan(&r, &p, buf);
+	return run_plan(&r, err);
+}
+
+enum dt_status dt_broadcast(struct dt_comm *comm, void *buf, size_t bytes, int root, const char *name,
+			    int64_t deadline, struct dt_err *err)
+{
+	if (root < 0 || root >= comm->n)
+		return dt_err_set(err, DT_INTERNAL, "broadcast '%s' from rank %d in a ring of %d ranks", name ? name : "",
+				  root, comm->n);
+	struct run r;
+	enum dt_status st = begin(&r, comm, DT_COLL_BROADCAST, DT_WIRE_U8, bytes, root, buf, name, deadline, err);
+	if (st || comm->n == 1)
+		return st;
+	struct dt__plan p;
+	dt__plan_broadcast(comm, bytes, root, &p);
+	use_plan(&r, &p, buf);
+	return run_plan(&r, err);
+}
+
+enum dt_status dt__comm_barrier(struct dt_comm *comm, const char *name, int64_t deadline, struct dt_err *err)
+{
+	/* One float from every rank gathered around the whole ring: a rank is done
+	 * only once it holds every rank's, i.e. every rank has entered. */
+	float one = 0.0f;
+	struct run r;
+	enum dt_status st = begin(&r, comm, DT_COLL_BARRIER, 0, 0, 0, &one, name, deadline, err);
+	if (st || comm->n == 1)
+		return st;
+	struct dt__plan p;
+	dt__plan_gather(comm, &one, 4, &p);
+	use_plan(&r, &p, comm->scratch);
+	return run_plan(&r, err);
+}
+
+enum dt_status dt_barrier(struct dt_comm *comm, const char *name, int64_t deadline, struct dt_err *err)
+{
+	return dt__comm_barrier(comm, name, deadline, err);
+}

@@ -1,0 +1,114 @@
+/*
+ * ring_plan.c — what each collective sends and receives: its plan, a pure
+ * function of (count, ring size, rank, segment size), so the two ends of a
+ * link always agree on every frame's length without telling each other.
+ *
+ *   - ring all-reduce: step s (0 .. 2n-3) sends chunk send_chunk(s) to the
+ *     right and receives chunk send_chunk(s) - 1 from the left; the first n-1
+ *     steps reduce (reduce-scatter), the rest copy (all-gather). Send segment j
+ *     of step s depends on recv segment j of step s-1 (the same chunk).
+ *   - gather (small buffers): step t sends rank r-t's whole buffer and
+ *     receives rank r-t-1's into scratch[n][bytes]; the caller sums them.
+ *   - broadcast: segments forwarded along the ring from the root.
+ */
+#include "dist/comm_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+
+static void reserve(struct dt__coll_item **items, size_t *cap, size_t need)
+{
+	if (need <= *cap)
+		return;
+	free(*items);
+	*items = dt_xmallocarray(need, sizeof(**items));
+	*cap = need;
+}
+
+/* Chunk c of n over count elements: sizes differ by at most one. */
+static void chunk(size_t count, int n, int c, size_t *off, size_t *len)
+{
+	size_t base = count / (size_t)n, rem = count % (size_t)n, cc = (size_t)c;
+	*off = cc * base + (cc < rem ? cc : rem);
+	*len = base + (cc < rem ? 1 : 0);
+}
+
+static size_t segs_of(size_t len, size_t seg)
+{
+	return (len + seg - 1) / seg;
+}
+
+void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, struct dt__plan *p)
+{
+	int n = c->n, me = c->rank;
+	size_t seg = c->seg_bytes / 4;
+	size_t per_step = segs_of(count / (size_t)n + 1, seg);
+	size_t steps = 2 * (size_t)(n - 1);
+	reserve(&c->send_items, &c->send_cap, steps * per_step + 1);
+	reserve(&c->recv_items, &c->recv_cap, steps * per_step + 1);
+	long ns = 0, nr = 0, prev_first = -1;
+	for (size_t s = 0; s < steps; s++) {
+		int sc, rc;
+		int reduce = s < (size_t)(n - 1);
+		if (reduce) {
+			sc = (int)(((long)me - (long)s) % n + n) % n;
+			rc = (sc - 1 + n) % n;
+		} else {
+			long t = (long)s - (n - 1);
+			sc = (int)(((long)me + 1 - t) % n + n) % n;
+			rc = (sc - 1 + n) % n;
+		}
+		size_t off, len;
+		chunk(count, n, sc, &off, &len);
+		for (size_t j = 0; j * seg < len; j++) {
+			size_t l = len - j * seg < seg ? len - j * seg : seg;
+			c->send_items[ns++] = (struct dt__coll_item){ (off + j * seg) * 4, l * 4,
+								      s == 0 ? -1 : prev_first + (long)j, 0 };
+		}
+		prev_first = nr;
+		chunk(count, n, rc, &off, &len);
+		for (size_t j = 0; j * seg < len; j++) {
+			size_t l = len - j * seg < seg ? len - j * seg : seg;
+			c->recv_items[nr++] = (struct dt__coll_item){ (off + j * seg) * 4, l * 4, -1, reduce };
+		}
+	}
+	*p = (struct dt__plan){ c->send_items, c->recv_items, ns, nr };
+}
+
+void dt__plan_gather(struct dt_comm *c, const void *buf, size_t bytes, struct dt__plan *p)
+{
+	int n = c->n, me = c->rank;
+	size_t need = (size_t)n * bytes;
+	if (need > c->scratch_cap) {
+		free(c->scratch);
+		c->scratch = dt_xmalloc(need);
+		c->scratch_cap = need;
+	}
+	if (bytes)
+		memcpy(c->scratch + (size_t)me * bytes, buf, bytes);
+	reserve(&c->send_items, &c->send_cap, (size_t)n);
+	reserve(&c->recv_items, &c->recv_cap, (size_t)n);
+	for (int t = 0; t < n - 1; t++) {
+		size_t sc = (size_t)((me - t + n) % n), rc = (size_t)((me - t - 1 + 2 * n) % n);
+		c->send_items[t] = (struct dt__coll_item){ sc * bytes, bytes, t == 0 ? -1 : t - 1, 0 };
+		c->recv_items[t] = (struct dt__coll_item){ rc * bytes, bytes, -1, 0 };
+	}
+	long k = bytes ? n - 1 : 0;
+	*p = (struct dt__plan){ c->send_items, c->recv_items, k, k };
+}
+
+void dt__plan_broadcast(struct dt_comm *c, size_t bytes, int root, struct dt__plan *p)
+{
+	int pos = (c->rank - root + c->n) % c->n;
+	size_t seg = c->seg_bytes, nseg = segs_of(bytes, seg);
+	reserve(&c->send_items, &c->send_cap, nseg + 1);
+	reserve(&c->recv_items, &c->recv_cap, nseg + 1);
+	for (size_t j = 0; j < nseg; j++) {
+		size_t l = bytes - j * seg < seg ? bytes - j * seg : seg;
+		c->send_items[j] = (struct dt__coll_item){ j * seg, l, pos == 0 ? -1 : (long)j, 0 };
+		c->recv_items[j] = (struct dt__coll_item){ j * seg, l, -1, 0 };
+	}
+	*p = (struct dt__plan){ c->send_items, c->recv_items, pos != c->n - 1 ? (long)nseg : 0, pos != 0 ? (long)nseg : 0 };
+}

@@ -1,0 +1,130 @@
+#include "dist/ring_wire.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/crc32c.h"
+#include "net/bytes.h"
+#include "net/messages.h"
+
+const char *dt_coll_kind_name(unsigned kind)
+{
+	switch (kind) {
+	case DT_COLL_ALLREDUCE: return "allreduce";
+	case DT_COLL_BROADCAST: return "broadcast";
+	case DT_COLL_BARRIER: return "barrier";
+	default: return "unknown collective";
+	}
+}
+
+size_t dt_coll_start_encode(const struct dt_coll_start *s, uint8_t *buf)
+{
+	size_t n = strnlen(s->name, DT_COLL_NAME_WIRE_MAX);
+	dt_put_u64le(buf + 0, s->seq);
+	dt_put_u8(buf + 8, s->kind);
+	dt_put_u8(buf + 9, s->dtype);
+	dt_put_u16le(buf + 10, (uint16_t)n);
+	dt_put_u32le(buf + 12, s->root);
+	dt_put_u64le(buf + 16, s->count);
+	dt_put_u32le(buf + 24, s->rank);
+	dt_put_u32le(buf + 28, s->nranks);
+	memcpy(buf + DT_COLL_START_FIXED, s->name, n);
+	return DT_COLL_START_FIXED + n;
+}
+
+enum dt_status dt_coll_start_decode(struct dt_coll_start *out, const uint8_t *p, size_t len, struct dt_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	if (len < DT_COLL_START_FIXED)
+		return dt_err_set(err, DT_PROTOCOL, "coll_start payload is %zu bytes, shorter than its %u fixed bytes",
+				  len, DT_COLL_START_FIXED);
+	size_t n = dt_get_u16le(p + 10);
+	if (n > DT_COLL_NAME_WIRE_MAX)
+		return dt_err_set(err, DT_PROTOCOL, "coll_start name of %zu bytes is longer than %u", n,
+				  DT_COLL_NAME_WIRE_MAX);
+	if (len != DT_COLL_START_FIXED + n)
+		return dt_err_set(err, DT_PROTOCOL, "coll_start payload is %zu bytes but a name of %zu bytes needs %zu",
+				  len, n, DT_COLL_START_FIXED + n);
+	const uint8_t *name = p + DT_COLL_START_FIXED;
+	for (size_t i = 0; i < n; i++)
+		if (name[i] < 0x20 || name[i] > 0x7e)
+			return dt_err_set(err, DT_PROTOCOL, "coll_start name has a non-printable byte 0x%02x at %zu",
+					  name[i], i);
+	out->seq = dt_get_u64le(p + 0);
+	out->kind = dt_get_u8(p + 8);
+	out->dtype = dt_get_u8(p + 9);
+	out->root = dt_get_u32le(p + 12);
+	out->count = dt_get_u64le(p + 16);
+	out->rank = dt_get_u32le(p + 24);
+	out->nranks = dt_get_u32le(p + 28);
+	if (out->kind < DT_COLL_ALLREDUCE || out->kind > DT_COLL_BARRIER)
+		return dt_err_set(err, DT_PROTOCOL, "coll_start has unknown kind %u", out->kind);
+	memcpy(out->name, name, n);
+	out->name[n] = '\0';
+	return DT_OK;
+}
+
+void dt_coll_stall_encode(const struct dt_coll_stall *s, uint8_t buf[DT_COLL_STALL_BYTES])
+{
+	dt_put_u32le(buf + 0, s->rank);
+	dt_put_u32le(buf + 4, s->blamed);
+	dt_put_u64le(buf + 8, s->waited_ns);
+}
+
+enum dt_status dt_coll_stall_decode(struct dt_coll_stall *out, const uint8_t *p, size_t len, struct dt_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	if (len != DT_COLL_STALL_BYTES)
+		return dt_err_set(err, DT_PROTOCOL, "coll_stall payload is %zu bytes, expected %u", len,
+				  DT_COLL_STALL_BYTES);
+	out->rank = dt_get_u32le(p + 0);
+	out->blamed = dt_get_u32le(p + 4);
+	out->waited_ns = dt_get_u64le(p + 8);
+	return DT_OK;
+}
+
+enum dt_status dt_coll_header_parse(const uint8_t b[DT_FRAME_HEADER_SIZE], struct dt_frame_header *h,
+				    struct dt_err *err)
+{
+	memset(h, 0, sizeof(*h));
+	if (b[0] != DT_FRAME_MAGIC0 || b[1] != DT_FRAME_MAGIC1 || b[2] != DT_FRAME_MAGIC2 || b[3] != DT_FRAME_MAGIC3)
+		return dt_err_set(err, DT_PROTOCOL, "bad magic %02x %02x %02x %02x", b[0], b[1], b[2], b[3]);
+	uint32_t want = dt_get_u32le(b + 28), got = dt_crc32c(b, 28);
+	if (want != got)
+		return dt_err_set(err, DT_PROTOCOL, "header crc 0x%08x does not match 0x%08x", want, got);
+	h->version = dt_get_u16le(b + 4);
+	h->type = dt_get_u16le(b + 6);
+	h->flags = dt_get_u32le(b + 8);
+	h->request_id = dt_get_u64le(b + 12);
+	h->length = dt_get_u64le(b + 20);
+	if (h->version != DT_PROTOCOL_VERSION)
+		return dt_err_set(err, DT_PROTOCOL, "protocol version %u, this side speaks %u", h->version,
+				  DT_PROTOCOL_VERSION);
+	if (h->flags != 0)
+		return dt_err_set(err, DT_PROTOCOL, "flags 0x%x on a %s frame (must be 0)", h->flags,
+				  dt_msg_name(h->type));
+	const struct dt_msg_info *info = dt_msg_info(h->type);
+	if (!info || h->type < DT_MSG_COLLECTIVE_FIRST || h->type > DT_MSG_COLLECTIVE_LAST)
+		return dt_err_set(err, DT_PROTOCOL, "unexpected message type %u (%s) on a ring link", h->type,
+				  dt_msg_name(h->type));
+	if (h->length > info->max_payload)
+		return dt_err_set(err, DT_PROTOCOL, "%s frame of %llu bytes exceeds its cap of %llu", info->name,
+				  (unsigned long long)h->length, (unsigned long long)info->max_payload);
+	return DT_OK;
+}
+
+void dt_coll_describe(const struct dt_coll_start *s, char *buf, size_t cap)
+{
+	switch (s->kind) {
+	case DT_COLL_ALLREDUCE:
+		snprintf(buf, cap, "allreduce '%s' (#%llu, %llu float32)", s->name, (unsigned long long)s->seq,
+			 (unsigned long long)s->count);
+		break;
+	case DT_COLL_BROADCAST:
+		snprintf(buf, cap, "broadcast '%s' (#%llu, %llu bytes from rank %u)", s->name,
+			 (unsigned long long)s->seq, (unsigned long long)s->count, s->root);
+		break;
+	default:
+		snprintf(buf, cap, "%s '%s' (#%llu)", dt_coll_kind_name(s->kind), s->name, (unsigned long long)s->seq);
+	}
+}

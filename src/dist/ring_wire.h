@@ -1,0 +1,86 @@
+/*
+ * ring_wire.h — the collective frames: their payloads, encoders and decoders.
+ *
+ * Collectives travel as ordinary frames (net/frame.h, 32-byte header with
+ * CRC) on the ring's two connections; their numbers are in net/messages.h
+ * (64..67). Payloads, byte by byte, all integers little-endian
+ * (docs/PROTOCOL.md, "Collectives", has the same table):
+ *
+ *   COLL_START  the first frame of every collective on a link; request id = seq
+ *     1. bytes  0..7   u64 seq         the comm's sequence number of this call
+ *     2. byte   8      u8  kind        1 allreduce, 2 broadcast, 3 barrier
+ *     3. byte   9      u8  dtype       enum dt_wire_dtype (F32 allreduce, U8 broadcast, 0 barrier)
+ *     4. bytes 10..11  u16 name length n (<= DT_COMM_NAME_MAX)
+ *     5. bytes 12..15  u32 root        broadcast root rank, else 0
+ *     6. bytes 16..23  u64 count       elements
+ *     7. bytes 24..27  u32 rank        the sender's rank
+ *     8. bytes 28..31  u32 nranks      the sender's ring size
+ *     9. bytes 32..    name            n bytes of printable ASCII, no NUL
+ *   COLL_DATA   request id = seq; the payload is raw elements (f32 little-endian
+ *               or bytes), its length exactly the segment the receiver expects
+ *   COLL_ABORT  the sender failed this collective and gives up the comm; the
+ *               payload is REFUSE/ERROR's layout (u32 wire error code, u16
+ *               length, text); request id = seq
+ *   COLL_STALL  the sender has been waiting; request id = seq
+ *     1. bytes  0..3   u32 rank        the sender's rank
+ *     2. bytes  4..7   u32 blamed      the rank it found missing (itself waiting on it,
+ *                                      or the rank its own left neighbour blamed)
+ *     3. bytes  8..15  u64 waited ns   how long nothing has come from the blamed rank
+ *
+ * Flags are zero on every collective frame. Decoders treat payloads as
+ * hostile; tests/fuzz/fuzz_collective.c drives them.
+ */
+#ifndef DT_DIST_RING_WIRE_H
+#define DT_DIST_RING_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "net/frame.h"
+
+enum dt_coll_kind {
+	DT_COLL_ALLREDUCE = 1,
+	DT_COLL_BROADCAST = 2,
+	DT_COLL_BARRIER = 3,
+};
+const char *dt_coll_kind_name(unsigned kind);
+
+#define DT_COLL_START_FIXED 32u
+#define DT_COLL_STALL_BYTES 16u
+#define DT_COLL_NAME_WIRE_MAX 128u
+
+struct dt_coll_start {
+	uint64_t seq;
+	uint8_t kind, dtype;
+	uint32_t root;
+	uint64_t count;
+	uint32_t rank, nranks;
+	char name[DT_COLL_NAME_WIRE_MAX + 1]; /* NUL-terminated */
+};
+
+struct dt_coll_stall {
+	uint32_t rank, blamed;
+	uint64_t waited_ns;
+};
+
+/* Encodes into buf (at least DT_COLL_START_FIXED + DT_COLL_NAME_WIRE_MAX
+ * bytes); returns the size. The name is truncated to DT_COLL_NAME_WIRE_MAX. */
+size_t dt_coll_start_encode(const struct dt_coll_start *s, uint8_t *buf);
+enum dt_status dt_coll_start_decode(struct dt_coll_start *out, const uint8_t *p, size_t len,
+				    struct dt_err *err) DT_MUST_CHECK;
+void dt_coll_stall_encode(const struct dt_coll_stall *s, uint8_t buf[DT_COLL_STALL_BYTES]);
+enum dt_status dt_coll_stall_decode(struct dt_coll_stall *out, const uint8_t *p, size_t len,
+				    struct dt_err *err) DT_MUST_CHECK;
+
+/* Checks a complete 32-byte frame header received on a ring link: magic,
+ * version, CRC, flags zero, a collective type, the type's length cap. DT_OK
+ * and *h filled, or DT_PROTOCOL with what was wrong (no peer name: the
+ * caller adds it). */
+enum dt_status dt_coll_header_parse(const uint8_t hdr[DT_FRAME_HEADER_SIZE], struct dt_frame_header *h,
+				    struct dt_err *err) DT_MUST_CHECK;
+
+/* "allreduce 'grads/0' (#3, 1000 float32)" / "broadcast 'init' (#0, 4000 bytes from rank 0)". */
+void dt_coll_describe(const struct dt_coll_start *s, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,761 @@
+/*
+ * Tests of the ring collectives (src/dist/collective.h): ranks as threads
+ * over loopback sockets (the same code path as processes), then ranks as
+ * forked processes for the failure cases (SIGKILL, SIGSTOP).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "dist/collective.h"
+#include "dist/ring_wire.h"
+#include "dt_test.h"
+#include "net/bytes.h"
+#include "net/handshake.h"
+#include "net/socket.h"
+
+#define MAXR 8
+
+/* ---- a group of ranks on threads ---- */
+
+struct group;
+typedef enum dt_status (*rank_fn)(struct group *g, int rank, struct dt_comm *comm, struct dt_err *err);
+
+struct group {
+	int n;
+	int fds[MAXR];
+	char addrs[MAXR][DT_COMM_ADDR_MAX];
+	struct dt_comm_peer peers[MAXR];
+	size_t seg_bytes;
+	int no_direct;
+	double connect_s;
+	int absent;      /* this rank never starts (its listener is closed); -1 none */
+	rank_fn fn;
+	void *arg;
+	const struct dt_hello *hellos; /* per rank, or NULL */
+	enum dt_status st[MAXR];
+	struct dt_err err[MAXR];
+	atomic_int counter;
+};
+
+struct rank_arg {
+	struct group *g;
+	int rank;
+};
+
+static void *rank_main(void *p)
+{
+	struct rank_arg *a = p;
+	struct group *g = a->g;
+	struct dt_comm_config cfg = { .nranks = g->n, .rank = a->rank, .peers = g->peers, .listen_fd = g->fds[a->rank],
+				      .listen_fd_set = 1, .segment_bytes = g->seg_bytes, .no_direct = g->no_direct,
+				      .hello = g->hellos ? &g->hellos[a->rank] : NULL };
+	struct dt_comm *comm = NULL;
+	struct dt_err *err = &g->err[a->rank];
+	enum dt_status st = dt_comm_new(&cfg, dt_deadline_in(g->connect_s), &comm, err);
+	if (!st && g->fn)
+		st = g->fn(g, a->rank, comm, err);
+	dt_comm_free(comm);
+	g->st[a->rank] = st;
+	return NULL;
+}
+
+static void group_init(struct group *g, int n)
+{
+	memset(g, 0, sizeof(*g));
+	g->n = n;
+	g->connect_s = 20;
+	g->absent = -1;
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_OK(dt_comm_listen_loopback(n, g->fds, g->addrs, &err), &err);
+	for (int i = 0; i < n; i++)
+		g->peers[i] = (struct dt_comm_peer){ g->addrs[i], "worker", (uint32_t)i };
+}
+
+static void group_run(struct group *g)
+{
+	pthread_t th[MAXR];
+	struct rank_arg args[MAXR];
+	for (int i = 0; i < g->n; i++) {
+		g->st[i] = DT_INTERNAL;
+		if (i == g->absent) {
+			dt_sock_close(g->fds[i]);
+			continue;
+		}
+		args[i] = (struct rank_arg){ g, i };
+		DT_CHECK(pthread_create(&th[i], NULL, rank_main, &args[i]) == 0);
+	}
+	for (int i = 0; i < g->n; i++)
+		if (i != g->absent)
+			pthread_join(th[i], NULL);
+}
+
+static void group_expect_ok(struct group *g)
+{
+	for (int i = 0; i < g->n; i++)
+		if (g->st[i] != DT_OK)
+			dt_test_fail(__FILE__, __LINE__, "rank %d of %d failed: %s", i, g->n, g->err[i].msg);
+}
+
+/* Small integers: every partial sum is exact in float32, so the ring's
+ * order of additions cannot matter and results compare exactly. */
+static float value(int rank, size_t i, int round)
+{
+	return (float)((int)((i * 7u + (size_t)rank * 13u + (size_t)round * 5u) % 101u) - 50);
+}
+
+/* ---- all-reduce against a plain sum ---- */
+
+struct sizes {
+	size_t counts[16];
+	int ncounts;
+	int rounds;
+};
+
+static enum dt_status allreduce_rank(struct group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	const struct sizes *sz = g->arg;
+	for (int k = 0; k < sz->ncounts; k++) {
+		size_t count = sz->counts[k];
+		float *buf = dt_xmallocarray(count + 1, sizeof(float));
+		for (int round = 0; round < sz->rounds; round++) {
+			for (size_t i = 0; i < count; i++)
+				buf[i] = value(rank, i, round);
+			char name[64];
+			snprintf(name, sizeof(name), "grads/%zu/%d", count, round);
+			enum dt_status st = dt_allreduce_sum_f32(comm, buf, count, name, dt_deadline_in(30), err);
+			if (st) {
+				free(buf);
+				return st;
+			}
+			for (size_t i = 0; i < count; i++) {
+				float want = 0;
+				for (int q = 0; q < g->n; q++)
+					want += value(q, i, round);
+				if (buf[i] != want) {
+					free(buf);
+					return dt_err_set(err, DT_INTERNAL, "rank %d count %zu round %d: element %zu is %g, expected %g",
+							  rank, count, round, i, (double)buf[i], (double)want);
+				}
+			}
+		}
+		free(buf);
+	}
+	return DT_OK;
+}
+
+static void run_allreduce(int n, size_t seg_bytes, int no_direct, const struct sizes *sz)
+{
+	struct group g;
+	group_init(&g, n);
+	g.seg_bytes = seg_bytes;
+	g.no_direct = no_direct;
+	g.fn = allreduce_rank;
+	g.arg = (void *)(uintptr_t)sz;
+	group_run(&g);
+	group_expect_ok(&g);
+}
+
+DT_TEST_TIMEOUT(dist_collective, allreduce_matches_sum_2_to_5_ranks, 120)
+{
+	/* 0, fewer than the ranks, odd sizes not divisible by the 64-byte
+	 * segments (16 floats), and a buffer of many segments. */
+	struct sizes sz = { { 0, 1, 3, 4, 17, 1000, 4099, 100003 }, 8, 2 };
+	for (int n = 2; n <= 5; n++) {
+		run_allreduce(n, 64, 1, &sz); /* always the ring */
+		run_allreduce(n, 64, 0, &sz); /* small sizes gather whole buffers */
+	}
+}
+
+DT_TEST_TIMEOUT(dist_collective, allreduce_default_segments_large, 120)
+{
+	/* 3 MB, not a multiple of the 256 KiB segment; two ranks take the ring
+	 * (above the direct size) and three the general case. */
+	struct sizes sz = { { 786433, 16385, 5 }, 3, 2 };
+	run_allreduce(2, 0, 0, &sz);
+	run_allreduce(3, 0, 0, &sz);
+}
+
+DT_TEST(dist_collective, allreduce_two_ranks_ring_and_exchange)
+{
+	struct sizes sz = { { 0, 1, 2, 3, 1000, 16384 }, 6, 3 };
+	run_allreduce(2, 64, 1, &sz); /* the ring with 2 ranks */
+	run_allreduce(2, 64, 0, &sz); /* one exchange of whole buffers */
+}
+
+DT_TEST(dist_collective, single_rank_is_a_no_op)
+{
+	struct group g;
+	group_init(&g, 1);
+	struct sizes sz = { { 0, 5 }, 2, 1 };
+	g.fn = allreduce_rank;
+	g.arg = &sz;
+	group_run(&g);
+	group_expect_ok(&g);
+}
+
+/* ---- broadcast ---- */
+
+static uint8_t bvalue(int root, size_t i) { return (uint8_t)(i * 31u + (size_t)root * 7u + 1u); }
+
+static enum dt_status broadcast_rank(struct group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	static const size_t sizes[] = { 0, 1, 5, 1000, 100001 };
+	for (int root = 0; root < g->n; root++) {
+		for (size_t k = 0; k < DT_ARRAY_LEN(sizes); k++) {
+			size_t bytes = sizes[k];
+			uint8_t *buf = dt_xmalloc(bytes + 1);
+			for (size_t i = 0; i < bytes; i++)
+				buf[i] = rank == root ? bvalue(root, i) : 0xEE;
+			enum dt_status st = dt_broadcast(comm, buf, bytes, root, "init", dt_deadline_in(30), err);
+			for (size_t i = 0; !st && i < bytes; i++)
+				if (buf[i] != bvalue(root, i))
+					st = dt_err_set(err, DT_INTERNAL, "rank %d root %d: byte %zu of %zu is %u, expected %u",
+							rank, root, i, bytes, buf[i], bvalue(root, i));
+			free(buf);
+			if (st)
+				return st;
+		}
+	}
+	return DT_OK;
+}
+
+DT_TEST_TIMEOUT(dist_collective, broadcast_from_each_root, 120)
+{
+	for (int n = 2; n <= 4; n++) {
+		struct group g;
+		group_init(&g, n);
+		g.seg_bytes = 4096;
+		g.fn = broadcast_rank;
+		group_run(&g);
+		group_expect_ok(&g);
+	}
+}
+
+/* ---- barrier ---- */
+
+static enum dt_status barrier_rank(struct group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	for (int round = 1; round <= 3; round++) {
+		dt_sleep(0.03 * (double)((rank + round) % g->n));
+		atomic_fetch_add(&g->counter, 1);
+		enum dt_status st = dt_barrier(comm, "step", dt_deadline_in(30), err);
+		if (st)
+			return st;
+		int seen = atomic_load(&g->counter);
+		if (seen < round * g->n)
+			return dt_err_set(err, DT_INTERNAL, "rank %d left barrier %d after only %d arrivals (want %d)", rank,
+					  round, seen, round * g->n);
+		/* nobody may enter the next round before everyone left this one */
+		st = dt_barrier(comm, "step/after", dt_deadline_in(30), err);
+		if (st)
+			return st;
+	}
+	return DT_OK;
+}
+
+DT_TEST(dist_collective, barrier_waits_for_everyone)
+{
+	for (int n = 2; n <= 4; n++) {
+		struct group g;
+		group_init(&g, n);
+		g.fn = barrier_rank;
+		group_run(&g);
+		group_expect_ok(&g);
+	}
+}
+
+/* ---- mismatches and missing ranks ---- */
+
+static enum dt_status mismatch_rank(struct group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	float buf[10] = { 0 };
+	const char *name = rank == g->n - 1 ? "grads/other" : "grads/mine";
+	enum dt_status st = dt_allreduce_sum_f32(comm, buf, 10, name, dt_deadline_in(10), err);
+	if (st == DT_OK)
+		return dt_err_set(err, DT_INTERNAL, "rank %d: mismatched allreduce succeeded", rank);
+	/* Broken for good: the next call returns the error again at once. */
+	struct dt_err again = DT_ERR_INIT;
+	if (dt_barrier(comm, "after", dt_deadline_in(10), &again) == DT_OK)
+		return dt_err_set(err, DT_INTERNAL, "rank %d: a barrier on a broken ring succeeded", rank);
+	if (!strstr(again.msg, "failed earlier"))
+		return dt_err_set(err, DT_INTERNAL, "rank %d: second error does not say why: %s", rank, again.msg);
+	return st;
+}
+
+DT_TEST(dist_collective, mismatched_names_fail_on_every_rank)
+{
+	for (int n = 2; n <= 3; n++) {
+		struct group g;
+		group_init(&g, n);
+		g.fn = mismatch_rank;
+		group_run(&g);
+		for (int i = 0; i < n; i++) {
+			DT_CHECK_INT_EQ(g.st[i], DT_CONFIG);
+			DT_CHECK_CONTAINS(g.err[i].msg, "collective mismatch");
+			DT_CHECK_CONTAINS(g.err[i].msg, "'grads/other'");
+			DT_CHECK_CONTAINS(g.err[i].msg, "'grads/mine'");
+		}
+	}
+}
+
+static enum dt_status size_mismatch_rank(struct group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	float buf[11] = { 0 };
+	return dt_allreduce_sum_f32(comm, buf, rank == 0 ? 10 : 11, "grads/0", dt_deadline_in(10), err);
+}
+
+DT_TEST(dist_collective, mismatched_sizes_fail)
+{
+	struct group g;
+	group_init(&g, 2);
+	g.fn = size_mismatch_rank;
+	group_run(&g);
+	for (int i = 0; i < 2; i++) {
+		DT_CHECK_INT_EQ(g.st[i], DT_CONFIG);
+		DT_CHECK_CONTAINS(g.err[i].msg, "allreduce 'grads/0' (#1, 10 float32)");
+		DT_CHECK_CONTAINS(g.err[i].msg, "allreduce 'grads/0' (#1, 11 float32)");
+	}
+}
+
+DT_TEST(dist_collective, absent_rank_is_named_at_rendezvous)
+{
+	struct group g;
+	group_init(&g, 3);
+	g.absent = 2;
+	g.connect_s = 1.5;
+	int64_t t0 = dt_now_ns();
+	group_run(&g);
+	double took = (double)(dt_now_ns() - t0) / 1e9;
+	DT_CHECK(took < 10);
+	for (int i = 0; i < 2; i++) {
+		DT_CHECK(dt_status_exit_code(g.st[i]) == 3);
+		DT_CHECK_CONTAINS(g.err[i].msg, "worker:2");
+	}
+}
+
+static enum dt_status late_rank(struct group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	float buf[1000];
+	for (int i = 0; i < 1000; i++)
+		buf[i] = 1;
+	if (rank == 2) {
+		/* Never enters: waits (bounded) until the others gave up. */
+		for (int i = 0; i < 400 && atomic_load(&g->counter) < 2; i++)
+			dt_sleep(0.025);
+		return DT_OK;
+	}
+	enum dt_status st = dt_allreduce_sum_f32(comm, buf, 1000, "grads/late", dt_deadline_in(1.5), err);
+	atomic_fetch_add(&g->counter, 1);
+	return st;
+}
+
+DT_TEST(dist_collective, timeout_names_the_rank_that_never_enters)
+{
+	for (int n = 3; n <= 4; n++) {
+		struct group g;
+		group_init(&g, n);
+		g.fn = late_rank;
+		group_run(&g);
+		for (int i = 0; i < n; i++) {
+			if (i == 2)
+				continue;
+			DT_CHECK(dt_status_exit_code(g.st[i]) == 3);
+			/* rank 3 (right of the missing one) may learn it from rank 0's abort */
+			if (i < 2)
+				DT_CHECK_INT_EQ(g.st[i], DT_TIMEOUT);
+			DT_CHECK_CONTAINS(g.err[i].msg, "worker:2 at 127.0.0.1:");
+			DT_CHECK_CONTAINS(g.err[i].msg, "'grads/late'");
+		}
+		DT_CHECK_CONTAINS(g.err[0].msg, "missing rank worker:2");
+		DT_CHECK_CONTAINS(g.err[1].msg, "missing rank worker:2");
+	}
+}
+
+static enum dt_status leaving_rank(struct group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	float buf[1000] = { 0 };
+	if (rank == 1)
+		return DT_OK; /* leaves: its comm is freed, its sockets close */
+	return dt_allreduce_sum_f32(comm, buf, 1000, "grads/gone", dt_deadline_in(20), err);
+}
+
+DT_TEST(dist_collective, closed_peer_is_a_peer_failure)
+{
+	struct group g;
+	group_init(&g, 3);
+	g.fn = leaving_rank;
+	int64_t t0 = dt_now_ns();
+	group_run(&g);
+	DT_CHECK((double)(dt_now_ns() - t0) / 1e9 < 10);
+	for (int i = 0; i < 3; i += 2) {
+		DT_CHECK_INT_EQ(g.st[i], DT_PEER);
+		DT_CHECK_CONTAINS(g.err[i].msg, "worker:1 at 127.0.0.1:");
+	}
+}
+
+DT_TEST(dist_collective, refuses_a_different_cluster)
+{
+	struct group g;
+	group_init(&g, 2);
+	struct dt_hello h[2];
+	for (int i = 0; i < 2; i++)
+		dt_hello_init(&h[i], "worker", (uint32_t)i, 0x1111u * (uint64_t)(i + 1));
+	g.hellos = h;
+	group_run(&g);
+	for (int i = 0; i < 2; i++) {
+		DT_CHECK_INT_EQ(g.st[i], DT_CONFIG);
+		DT_CHECK_CONTAINS(g.err[i].msg, "worker:");
+	}
+	for (int i = 0; i < 2; i++)
+		dt_hello_release(&h[i]);
+}
+
+/* ---- wire ---- */
+
+DT_TEST(dist_collective, start_frame_round_trip_and_hostile_input)
+{
+	struct dt_coll_start s = { .seq = 7, .kind = DT_COLL_BROADCAST, .dtype = 8, .root = 2, .count = 4000,
+				   .rank = 1, .nranks = 3 };
+	snprintf(s.name, sizeof(s.name), "init/variables");
+	uint8_t buf[DT_COLL_START_FIXED + DT_COLL_NAME_WIRE_MAX];
+	size_t len = dt_coll_start_encode(&s, buf);
+	DT_CHECK_INT_EQ(len, DT_COLL_START_FIXED + 14);
+	struct dt_coll_start got;
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_OK(dt_coll_start_decode(&got, buf, len, &err), &err);
+	DT_CHECK_INT_EQ(got.seq, 7);
+	DT_CHECK_INT_EQ(got.root, 2);
+	DT_CHECK_INT_EQ(got.count, 4000);
+	DT_CHECK_STR_EQ(got.name, "init/variables");
+	char d[200];
+	dt_coll_describe(&got, d, sizeof(d));
+	DT_CHECK_STR_EQ(d, "broadcast 'init/variables' (#7, 4000 bytes from rank 2)");
+	/* truncated, overlong name, non-printable name, unknown kind */
+	DT_CHECK_INT_EQ(dt_coll_start_decode(&got, buf, len - 1, &err), DT_PROTOCOL);
+	DT_CHECK_INT_EQ(dt_coll_start_decode(&got, buf, 10, &err), DT_PROTOCOL);
+	buf[DT_COLL_START_FIXED] = 0x01;
+	DT_CHECK_INT_EQ(dt_coll_start_decode(&got, buf, len, &err), DT_PROTOCOL);
+	DT_CHECK_CONTAINS(err.msg, "non-printable");
+	buf[DT_COLL_START_FIXED] = 'i';
+	buf[8] = 9;
+	DT_CHECK_INT_EQ(dt_coll_start_decode(&got, buf, len, &err), DT_PROTOCOL);
+	buf[8] = DT_COLL_BROADCAST;
+	dt_put_u16le(buf + 10, 500);
+	DT_CHECK_INT_EQ(dt_coll_start_decode(&got, buf, len, &err), DT_PROTOCOL);
+
+	/* headers: good, bad crc, non-collective type, flags */
+	uint8_t hdr[DT_FRAME_HEADER_SIZE];
+	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_DATA, 0, 9, 4096), out;
+	dt_frame_header_pack(&h, hdr);
+	DT_CHECK_OK(dt_coll_header_parse(hdr, &out, &err), &err);
+	DT_CHECK_INT_EQ(out.request_id, 9);
+	DT_CHECK_INT_EQ(out.length, 4096);
+	hdr[20] ^= 1;
+	DT_CHECK_INT_EQ(dt_coll_header_parse(hdr, &out, &err), DT_PROTOCOL);
+	DT_CHECK_CONTAINS(err.msg, "crc");
+	h = dt_frame_header_make(DT_MSG_PS_PUSH, 0, 1, 8);
+	dt_frame_header_pack(&h, hdr);
+	DT_CHECK_INT_EQ(dt_coll_header_parse(hdr, &out, &err), DT_PROTOCOL);
+	h = dt_frame_header_make(DT_MSG_COLL_STALL, DT_FRAME_F_REPLY, 1, 16);
+	dt_frame_header_pack(&h, hdr);
+	DT_CHECK_INT_EQ(dt_coll_header_parse(hdr, &out, &err), DT_PROTOCOL);
+	h = dt_frame_header_make(DT_MSG_COLL_START, 0, 1, 1u << 20);
+	dt_frame_header_pack(&h, hdr);
+	DT_CHECK_INT_EQ(dt_coll_header_parse(hdr, &out, &err), DT_PROTOCOL);
+	DT_CHECK_CONTAINS(err.msg, "cap");
+}
+
+/* ---- ranks as processes ---- */
+
+struct procs {
+	int n;
+	pid_t pid[MAXR];
+	int fds[MAXR];
+	char addrs[MAXR][DT_COMM_ADDR_MAX];
+	struct dt_comm_peer peers[MAXR];
+};
+
+/* What a child does once connected; returns its status (err filled). */
+typedef enum dt_status (*proc_fn)(struct dt_comm *comm, int rank, struct dt_err *err);
+
+static void proc_report(int rank, enum dt_status st, const struct dt_err *err)
+{
+	char path[512], name[32];
+	snprintf(name, sizeof(name), "rank%d.err", rank);
+	dt_test_path(path, sizeof(path), name);
+	FILE *f = fopen(path, "w");
+	if (f) {
+		fprintf(f, "%d %s", (int)st, st ? err->msg : "ok");
+		fclose(f);
+	}
+}
+
+static void procs_start(struct procs *p, int n, proc_fn fn)
+{
+	memset(p, 0, sizeof(*p));
+	p->n = n;
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_OK(dt_comm_listen_loopback(n, p->fds, p->addrs, &err), &err);
+	for (int i = 0; i < n; i++)
+		p->peers[i] = (struct dt_comm_peer){ p->addrs[i], "worker", (uint32_t)i };
+	for (int i = 0; i < n; i++) {
+		pid_t pid = fork();
+		DT_CHECK(pid >= 0);
+		if (pid == 0) {
+			alarm(60); /* a child never outlives a broken test by much */
+			for (int j = 0; j < n; j++)
+				if (j != i)
+					dt_sock_close(p->fds[j]);
+			struct dt_comm_config cfg = { .nranks = n, .rank = i, .peers = p->peers, .listen_fd = p->fds[i],
+						      .listen_fd_set = 1 };
+			struct dt_comm *comm = NULL;
+			struct dt_err e = DT_ERR_INIT;
+			enum dt_status st = dt_comm_new(&cfg, dt_deadline_in(20), &comm, &e);
+			if (!st)
+				st = fn(comm, i, &e);
+			proc_report(i, st, &e);
+			dt_comm_free(comm);
+			_exit(dt_status_exit_code(st));
+		}
+		p->pid[i] = pid;
+	}
+	for (int i = 0; i < n; i++)
+		dt_sock_close(p->fds[i]);
+}
+
+/* Waits for child i (bounded); returns its exit code (128+signal if killed). */
+static int proc_wait(struct procs *p, int i, double timeout_s)
+{
+	int64_t end = dt_deadline_in(timeout_s);
+	for (;;) {
+		int status;
+		pid_t got = waitpid(p->pid[i], &status, WNOHANG);
+		if (got == p->pid[i]) {
+			p->pid[i] = 0;
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		}
+		if (dt_deadline_passed(end)) {
+			kill(p->pid[i], SIGKILL);
+			waitpid(p->pid[i], &status, 0);
+			p->pid[i] = 0;
+			dt_test_fail(__FILE__, __LINE__, "rank %d did not exit within %.1f s", i, timeout_s);
+		}
+		dt_sleep(0.005);
+	}
+}
+
+static const char *proc_message(int rank)
+{
+	static char buf[MAXR][DT_ERR_MSG_MAX + 16];
+	char path[512], name[32];
+	snprintf(name, sizeof(name), "rank%d.err", rank);
+	dt_test_path(path, sizeof(path), name);
+	FILE *f = fopen(path, "r");
+	buf[rank][0] = '\0';
+	if (f) {
+		size_t n = fread(buf[rank], 1, sizeof(buf[rank]) - 1, f);
+		buf[rank][n] = '\0';
+		fclose(f);
+	}
+	return buf[rank];
+}
+
+static enum dt_status three_rounds(struct dt_comm *comm, int rank, struct dt_err *err)
+{
+	size_t count = 100003;
+	float *buf = dt_xmallocarray(count, sizeof(float));
+	enum dt_status st = DT_OK;
+	for (int round = 0; round < 3 && !st; round++) {
+		for (size_t i = 0; i < count; i++)
+			buf[i] = value(rank, i, round);
+		st = dt_allreduce_sum_f32(comm, buf, count, "grads", dt_deadline_in(20), err);
+		for (size_t i = 0; !st && i < count; i++) {
+			float want = value(0, i, round) + value(1, i, round) + value(2, i, round);
+			if (buf[i] != want)
+				st = dt_err_set(err, DT_INTERNAL, "element %zu is %g, expected %g", i, (double)buf[i],
+						(double)want);
+		}
+	}
+	free(buf);
+	return st;
+}
+
+DT_TEST(dist_collective, three_processes_allreduce)
+{
+	struct procs p;
+	procs_start(&p, 3, three_rounds);
+	for (int i = 0; i < 3; i++) {
+		int code = proc_wait(&p, i, 40);
+		if (code != 0)
+			dt_test_fail(__FILE__, __LINE__, "rank %d exited %d: %s", i, code, proc_message(i));
+	}
+}
+
+#define FAULT_DEADLINE_S 2.0
+
+static enum dt_status until_failure(struct dt_comm *comm, int rank, struct dt_err *err)
+{
+	size_t count = 50000;
+	float *buf = dt_xcalloc(count, sizeof(float));
+	enum dt_status st = DT_OK;
+	int64_t end = dt_deadline_in(30);
+	for (int round = 0; round < 1000000 && !st && !dt_deadline_passed(end); round++)
+		st = dt_allreduce_sum_f32(comm, buf, count, "grads", dt_deadline_in(FAULT_DEADLINE_S), err);
+	free(buf);
+	if (!st)
+		st = dt_err_set(err, DT_INTERNAL, "rank %d: no failure within 30 s", rank);
+	return st;
+}
+
+static void fault_test(int sig)
+{
+	struct procs p;
+	procs_start(&p, 3, until_failure);
+	dt_sleep(0.5); /* connected and looping */
+	DT_CHECK(kill(p.pid[2], sig) == 0);
+	int64_t t0 = dt_now_ns();
+	for (int i = 0; i < 2; i++) {
+		int code = proc_wait(&p, i, 4 * FAULT_DEADLINE_S + 5);
+		double took = (double)(dt_now_ns() - t0) / 1e9;
+		const char *msg = proc_message(i);
+		if (code != 3)
+			dt_test_fail(__FILE__, __LINE__, "rank %d exited %d, not 3: %s", i, code, msg);
+		if (took > 2 * FAULT_DEADLINE_S)
+			dt_test_fail(__FILE__, __LINE__, "rank %d took %.2f s (more than 2 x %.1f s): %s", i, took,
+				     FAULT_DEADLINE_S, msg);
+		DT_CHECK_CONTAINS(msg, "worker:2 at 127.0.0.1:");
+		if (sig == SIGSTOP)
+			DT_CHECK_CONTAINS(msg, "timed out");
+	}
+	kill(p.pid[2], SIGKILL);
+	if (sig == SIGSTOP)
+		kill(p.pid[2], SIGCONT);
+	int code = proc_wait(&p, 2, 10);
+	DT_CHECK_INT_EQ(code, 128 + SIGKILL);
+}
+
+DT_TEST(dist_collective, killed_rank_fails_the_others_with_exit_3)
+{
+	fault_test(SIGKILL);
+}
+
+DT_TEST(dist_collective, stopped_rank_is_named_in_a_timeout)
+{
+	fault_test(SIGSTOP);
+}
+
+/* ---- a misbehaving neighbour ---- */
+
+static enum dt_status one_allreduce(struct group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	float buf[100] = { 0 };
+	return dt_allreduce_sum_f32(comm, buf, 100, "grads", dt_deadline_in(10), err);
+}
+
+static void send_frame(int fd, uint16_t type, uint64_t seq, const void *payload, size_t len)
+{
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_OK(dt_frame_send_fd(fd, type, 0, seq, payload, len, dt_deadline_in(5), "rank 1", &err), &err);
+}
+
+static void send_start(int fd, uint64_t seq, unsigned kind, unsigned dtype, uint64_t count, const char *name)
+{
+	struct dt_coll_start s = { .seq = seq, .kind = (uint8_t)kind, .dtype = (uint8_t)dtype, .count = count,
+				   .rank = 0, .nranks = 2 };
+	snprintf(s.name, sizeof(s.name), "%s", name);
+	uint8_t buf[DT_COLL_START_FIXED + DT_COLL_NAME_WIRE_MAX];
+	send_frame(fd, DT_MSG_COLL_START, seq, buf, dt_coll_start_encode(&s, buf));
+}
+
+/* Plays rank 0 of a 2-rank ring by hand against a real rank 1, completes the
+ * rendezvous barrier correctly, then sends `bad` (a case number) during the
+ * allreduce and checks how rank 1 fails. */
+static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
+{
+	struct group g;
+	group_init(&g, 2);
+	g.fn = one_allreduce;
+	struct rank_arg arg = { &g, 1 };
+	pthread_t th;
+	DT_CHECK(pthread_create(&th, NULL, rank_main, &arg) == 0);
+
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_hello me, remote;
+	dt_hello_init(&me, "worker", 0, 0);
+	char host[DT_HOST_MAX];
+	int port, out = -1, in = -1;
+	DT_CHECK_OK(dt_sock_split_hostport(g.addrs[1], host, sizeof(host), &port, &err), &err);
+	DT_CHECK_OK(dt_sock_connect(host, port, "worker:1", dt_deadline_in(10), NULL, &out, &err), &err);
+	DT_CHECK_OK(dt_handshake_client(out, &me, "worker:1", "worker", 1, dt_deadline_in(10), &remote, &err), &err);
+	dt_hello_release(&remote);
+	for (int i = 0; i < 1000 && in < 0; i++) {
+		DT_CHECK_OK(dt_sock_accept(g.fds[0], &in, NULL, 0, &err), &err);
+		if (in < 0)
+			dt_sleep(0.01);
+	}
+	DT_CHECK(in >= 0);
+	DT_CHECK_OK(dt_handshake_server(in, &me, "worker:1", dt_deadline_in(10), &remote, &err), &err);
+	dt_hello_release(&remote);
+	dt_hello_release(&me);
+	/* the rendezvous barrier (#0): a gather of one float */
+	float zero = 0;
+	send_start(out, 0, DT_COLL_BARRIER, 0, 0, "dtrain/rendezvous");
+	send_frame(out, DT_MSG_COLL_DATA, 0, &zero, 4);
+	/* and rank 1's half of it, so nothing unread makes our close a reset */
+	struct dt_frame_decoder d;
+	dt_frame_decoder_init(&d, 1u << 20);
+	for (int i = 0; i < 2; i++) {
+		DT_CHECK_OK(dt_frame_recv_fd(in, &d, dt_deadline_in(10), "rank 1", &err), &err);
+		DT_CHECK_INT_EQ(d.header.type, i == 0 ? DT_MSG_COLL_START : DT_MSG_COLL_DATA);
+		dt_frame_decoder_next(&d);
+	}
+	dt_frame_decoder_release(&d);
+
+	uint8_t junk[64];
+	memset(junk, 'G', sizeof(junk));
+	float data[100] = { 0 };
+	switch (bad) {
+	case 0: /* not our protocol at all */
+		DT_CHECK_OK(dt_sock_send_all(out, junk, sizeof(junk), dt_deadline_in(5), "rank 1", &err), &err);
+		break;
+	case 1: /* data before the collective's start */
+		send_frame(out, DT_MSG_COLL_DATA, 1, data, sizeof(data));
+		break;
+	case 2: /* a segment of the wrong size */
+		send_start(out, 1, DT_COLL_ALLREDUCE, DT_WIRE_F32, 100, "grads");
+		send_frame(out, DT_MSG_COLL_DATA, 1, data, 64);
+		break;
+	case 3: /* part of a frame header, then gone */
+		send_start(out, 1, DT_COLL_ALLREDUCE, DT_WIRE_F32, 100, "grads");
+		DT_CHECK_OK(dt_sock_send_all(out, junk, 20, dt_deadline_in(5), "rank 1", &err), &err);
+		shutdown(out, SHUT_WR);
+		break;
+	default: /* a message type that has no business on a ring */
+		send_frame(out, DT_MSG_PS_PUSH, 1, data, 8);
+	}
+	pthread_join(th, NULL);
+	dt_sock_close(out);
+	dt_sock_close(in);
+	DT_CHECK_INT_EQ(g.st[1], want);
+	DT_CHECK_CONTAINS(g.err[1].msg, "worker:0 at 127.0.0.1:");
+	DT_CHECK_CONTAINS(g.err[1].msg, want_msg);
+}
+
+DT_TEST(dist_collective, misbehaving_neighbour_fails_the_collective_cleanly)
+{
+	bad_neighbour(0, DT_PROTOCOL, "bad magic");
+	bad_neighbour(1, DT_PROTOCOL, "coll_start first");
+	bad_neighbour(2, DT_PROTOCOL, "another size");
+	bad_neighbour(3, DT_PEER, "closed the connection");
+	bad_neighbour(4, DT_PROTOCOL, "ps_push");
+}
