@@ -1,0 +1,313 @@
+/*
+ * state.c — the experiment state directory (see state.h).
+ */
+#include "launch/state.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/atomic_file.h"
+
+static const char *const state_names[] = {
+#define DT__TS_NAME(n) #n,
+	DT_TASK_STATE_MAP(DT__TS_NAME)
+#undef DT__TS_NAME
+};
+
+const char *dt_task_state_name(enum dt_task_state s)
+{
+	return (unsigned)s < DT_ARRAY_LEN(state_names) ? state_names[s] : "?";
+}
+
+static enum dt_task_state state_parse(const char *s)
+{
+	for (size_t i = 0; i < DT_ARRAY_LEN(state_names); i++)
+		if (s && !strcmp(s, state_names[i]))
+			return (enum dt_task_state)i;
+	return DT_TS_LOST;
+}
+
+int dt_task_state_final(enum dt_task_state s)
+{
+	return s == DT_TS_FINISHED || s == DT_TS_FAILED || s == DT_TS_KILLED || s == DT_TS_LOST;
+}
+
+void dt_exp_home(char *buf, size_t cap)
+{
+	const char *home = getenv("DTRAIN_HOME");
+	if (home && *home) {
+		snprintf(buf, cap, "%s", home);
+		return;
+	}
+	const char *user = getenv("HOME");
+	snprintf(buf, cap, "%s/.dtrain", user && *user ? user : ".");
+}
+
+static enum dt_status mkdir_p(const char *path, struct dt_err *err)
+{
+	char tmp[1024];
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+			return dt_err_set(err, DT_IO, "cannot create directory '%s': %s", tmp, strerror(errno));
+		*p = '/';
+	}
+	if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+		return dt_err_set(err, DT_IO, "cannot create directory '%s': %s", tmp, strerror(errno));
+	return DT_OK;
+}
+
+int dt_exp_list(const char *home, int **ids)
+{
+	char path[1024];
+	snprintf(path, sizeof(path), "%s/experiments", home);
+	*ids = NULL;
+	DIR *d = opendir(path);
+	if (!d)
+		return 0;
+	int n = 0, cap = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		char *end;
+		long v = strtol(de->d_name, &end, 10);
+		if (end == de->d_name || *end || v <= 0 || v > 1000000000)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			*ids = dt_xrealloc(*ids, (size_t)cap * sizeof(int));
+		}
+		(*ids)[n++] = (int)v;
+	}
+	closedir(d);
+	for (int i = 1; i < n; i++) /* insertion sort: tens of entries */
+		for (int j = i; j > 0 && (*ids)[j - 1] > (*ids)[j]; j--) {
+			int t = (*ids)[j];
+			(*ids)[j] = (*ids)[j - 1];
+			(*ids)[j - 1] = t;
+		}
+	return n;
+}
+
+enum dt_status dt_exp_create(const char *home, struct dt_exp *exp, struct dt_err *err)
+{
+	char base[1024];
+	snprintf(base, sizeof(base), "%s/experiments", home);
+	enum dt_status st = mkdir_p(base, err);
+	if (st)
+		return dt_err_prefix(err, "cannot create the state directory ($DTRAIN_HOME)");
+	int *ids;
+	int n = dt_exp_list(home, &ids);
+	int next = n ? ids[n - 1] + 1 : 1;
+	free(ids);
+	for (int tries = 0; tries < 1000; tries++, next++) {
+		snprintf(exp->id, sizeof(exp->id), "%d", next);
+		int len = snprintf(exp->dir, sizeof(exp->dir), "%s/%d", base, next);
+		if (len < 0 || (size_t)len >= sizeof(exp->dir) - 64)
+			return dt_err_set(err, DT_CONFIG, "state directory '%s' is too long", base);
+		if (mkdir(exp->dir, 0755) == 0) {
+			char logs[600];
+			snprintf(logs, sizeof(logs), "%s/logs", exp->dir);
+			if (mkdir(logs, 0755) != 0)
+				return dt_err_set(err, DT_IO, "cannot create '%s': %s", logs, strerror(errno));
+			return DT_OK;
+		}
+		if (errno != EEXIST)
+			return dt_err_set(err, DT_IO, "cannot create '%s': %s", exp->dir, strerror(errno));
+	}
+	return dt_err_set(err, DT_IO, "cannot find a free experiment id under '%s'", base);
+}
+
+void dt_exp_log_path(const struct dt_exp *exp, const char *task, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s/logs/%s.log", exp->dir, task);
+}
+
+enum dt_status dt_exp_save(const struct dt_exp *exp, struct dt_err *err)
+{
+	json_t *tasks = json_array();
+	for (int i = 0; i < exp->ntasks; i++) {
+		const struct dt_exp_task *t = &exp->tasks[i];
+		json_array_append_new(tasks, json_pack("{s:s, s:s, s:i, s:I, s:i, s:f, s:i}", "name", t->name, "state",
+						       dt_task_state_name(t->state), "pid", (int)t->pid, "pid_start",
+						       (json_int_t)t->pid_start, "exit_code", t->exit_code, "started",
+						       t->started, "restarts", t->restarts));
+	}
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:s, s:i, s:f, s:f, s:o}", "id", exp->id, "name",
+			      exp->name, "spec", exp->spec, "output_dir", exp->output_dir, "launcher_pid",
+			      (int)exp->launcher_pid, "launcher_start", (json_int_t)exp->launcher_start, "state",
+			      dt_task_state_name(exp->state), "exit_code", exp->exit_code, "started", exp->started,
+			      "ended", exp->ended, "tasks", tasks);
+	DT_ASSERT(o);
+	char *text = json_dumps(o, JSON_INDENT(1) | JSON_REAL_PRECISION(15));
+	json_decref(o);
+	char path[600];
+	snprintf(path, sizeof(path), "%s/state.json", exp->dir);
+	enum dt_status st = dt_write_file_atomic(path, text, strlen(text), err);
+	free(text);
+	return st;
+}
+
+static void copy_str(char *dst, size_t cap, json_t *v)
+{
+	snprintf(dst, cap, "%s", json_is_string(v) ? json_string_value(v) : "");
+}
+
+enum dt_status dt_exp_load(const char *home, const char *id, struct dt_exp *exp, struct dt_err *err)
+{
+	memset(exp, 0, sizeof(*exp));
+	char *end;
+	long v = strtol(id, &end, 10);
+	if (end == id || *end || v <= 0 || v > 1000000000)
+		return dt_err_set(err, DT_USAGE, "'%s' is not an experiment id (ids are numbers; see 'dtrain status -a')", id);
+	snprintf(exp->id, sizeof(exp->id), "%d", (int)v);
+	snprintf(exp->dir, sizeof(exp->dir), "%.400s/experiments/%d", home, (int)v);
+	char path[600];
+	snprintf(path, sizeof(path), "%s/state.json", exp->dir);
+	json_error_t jerr;
+	json_t *o = json_load_file(path, 0, &jerr);
+	if (!o) {
+		if (access(exp->dir, F_OK) != 0)
+			return dt_err_set(err, DT_USAGE, "no experiment %s under '%s' (see 'dtrain status -a')", id, home);
+		return dt_err_set(err, DT_IO, "cannot read '%s': %s", path, jerr.text);
+	}
+	copy_str(exp->name, sizeof(exp->name), json_object_get(o, "name"));
+	copy_str(exp->spec, sizeof(exp->spec), json_object_get(o, "spec"));
+	copy_str(exp->output_dir, sizeof(exp->output_dir), json_object_get(o, "output_dir"));
+	exp->launcher_pid = (pid_t)json_integer_value(json_object_get(o, "launcher_pid"));
+	exp->launcher_start = (unsigned long long)json_integer_value(json_object_get(o, "launcher_start"));
+	exp->state = state_parse(json_string_value(json_object_get(o, "state")));
+	exp->exit_code = (int)json_integer_value(json_object_get(o, "exit_code"));
+	exp->started = json_number_value(json_object_get(o, "started"));
+	exp->ended = json_number_value(json_object_get(o, "ended"));
+	json_t *tasks = json_object_get(o, "tasks");
+	size_t n = json_array_size(tasks);
+	exp->tasks = dt_xcalloc(n ? n : 1, sizeof(*exp->tasks));
+	for (size_t i = 0; i < n; i++) {
+		json_t *t = json_array_get(tasks, i);
+		struct dt_exp_task *et = &exp->tasks[i];
+		copy_str(et->name, sizeof(et->name), json_object_get(t, "name"));
+		et->state = state_parse(json_string_value(json_object_get(t, "state")));
+		et->pid = (pid_t)json_integer_value(json_object_get(t, "pid"));
+		et->pid_start = (unsigned long long)json_integer_value(json_object_get(t, "pid_start"));
+		et->exit_code = (int)json_integer_value(json_object_get(t, "exit_code"));
+		et->started = json_number_value(json_object_get(t, "started"));
+		et->restarts = (int)json_integer_value(json_object_get(t, "restarts"));
+	}
+	exp->ntasks = (int)n;
+	json_decref(o);
+	return DT_OK;
+}
+
+void dt_exp_release(struct dt_exp *exp)
+{
+	if (!exp)
+		return;
+	free(exp->tasks);
+	exp->tasks = NULL;
+	exp->ntasks = 0;
+}
+
+unsigned long long dt_proc_start_time(pid_t pid)
+{
+	if (pid <= 0)
+		return 0;
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
+		return 0;
+	/* After ") ": field 3 (state) ... field 22 (starttime): 19 more spaces. */
+	p += 2;
+	for (int field = 3; field < 22 && p; field++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	return p ? strtoull(p, NULL, 10) : 0;
+}
+
+int dt_proc_same(pid_t pid, unsigned long long start)
+{
+	return pid > 0 && start != 0 && dt_proc_start_time(pid) == start;
+}
+
+int dt_exp_check_lost(struct dt_exp *exp)
+{
+	if (dt_task_state_final(exp->state) || dt_proc_same(exp->launcher_pid, exp->launcher_start))
+		return 0;
+	exp->state = DT_TS_LOST;
+	for (int i = 0; i < exp->ntasks; i++)
+		if (!dt_task_state_final(exp->tasks[i].state) &&
+		    !dt_proc_same(exp->tasks[i].pid, exp->tasks[i].pid_start))
+			exp->tasks[i].state = DT_TS_LOST;
+	return 1;
+}
+
+/* The step a progress line reports, or -1. */
+static long long line_step(const char *line)
+{
+	const char *g = strstr(line, "(global ");
+	if (g)
+		return strtoll(g + 8, NULL, 10);
+	g = strstr(line, "global step ");
+	if (g)
+		return strtoll(g + 12, NULL, 10);
+	g = strstr(line, "] step ");
+	if (!g)
+		g = strstr(line, " step ");
+	if (g) {
+		const char *num = strstr(g, "step ") + 5;
+		char *end;
+		long long v = strtoll(num, &end, 10);
+		if (end != num && *end == '/')
+			return v;
+	}
+	return -1;
+}
+
+long long dt_exp_log_step(const char *log_path)
+{
+	int fd = open(log_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	off_t size = lseek(fd, 0, SEEK_END);
+	off_t from = size > 65536 ? size - 65536 : 0;
+	char *buf = dt_xmalloc(65537);
+	ssize_t n = pread(fd, buf, 65536, from);
+	close(fd);
+	long long step = -1;
+	if (n > 0) {
+		buf[n] = '\0';
+		for (char *line = buf; line && *line;) {
+			char *nl = strchr(line, '\n');
+			if (nl)
+				*nl = '\0';
+			long long s = line_step(line);
+			if (s >= 0)
+				step = s;
+			line = nl ? nl + 1 : NULL;
+		}
+	}
+	free(buf);
+	return step;
+}

@@ -1,0 +1,96 @@
+/*
+ * state.h — what `dtrain launch` records about its experiments, for
+ * `dtrain status`, `logs`, `monitor` and `kill` (run by other processes).
+ *
+ * Layout under $DTRAIN_HOME (default ~/.dtrain):
+ *   experiments/<id>/state.json      the experiment and its tasks (below)
+ *   experiments/<id>/logs/<task>.log each task's output, "[<UTC>] <line>"
+ *   experiments/<id>/output/         the default output dir
+ * Ids are 1, 2, 3...: the launcher takes the next free one by mkdir, which
+ * is atomic, so two launches never share an id.
+ *
+ * state.json is rewritten whole with dt_write_file_atomic after state
+ * changes, so a reader sees the previous or the next state, never half of
+ * one. A pid is recorded with its start time (field 22 of /proc/<pid>/stat)
+ * so that a reader never signals a process that reused the pid.
+ */
+#ifndef DT_LAUNCH_STATE_H
+#define DT_LAUNCH_STATE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+
+#define DT_TASK_STATE_MAP(X) \
+	X(CREATED) X(STARTING) X(RUNNING) X(FINISHED) X(FAILED) X(KILLED) X(LOST)
+
+enum dt_task_state {
+#define DT__TS_ENUM(n) DT_TS_##n,
+	DT_TASK_STATE_MAP(DT__TS_ENUM)
+#undef DT__TS_ENUM
+};
+
+const char *dt_task_state_name(enum dt_task_state s);
+/* FINISHED, FAILED, KILLED, LOST: nothing runs any more. */
+int dt_task_state_final(enum dt_task_state s);
+
+#define DT_LAUNCH_STATE_MAX_LOGS 130
+
+struct dt_exp_task {
+	char name[32];                 /* "worker.0" */
+	enum dt_task_state state;
+	pid_t pid;                     /* 0 when not running */
+	unsigned long long pid_start;  /* start time of pid, clock ticks since boot */
+	int exit_code;                 /* -1 until it ended; 128 + signal for a death by signal */
+	double started;                /* epoch seconds of the latest start, 0 if never */
+	int restarts;
+};
+
+struct dt_exp {
+	char id[16];
+	char dir[512];                 /* $DTRAIN_HOME/experiments/<id> */
+	char name[64];
+	char spec[512];
+	char output_dir[512];
+	pid_t launcher_pid;
+	unsigned long long launcher_start;
+	enum dt_task_state state;      /* RUNNING until the launcher ends */
+	int exit_code;                 /* -1 while running */
+	double started, ended;
+	struct dt_exp_task *tasks;     /* [ntasks] owned */
+	int ntasks;
+};
+
+/* $DTRAIN_HOME, or ~/.dtrain. */
+void dt_exp_home(char *buf, size_t cap);
+
+/* Creates experiments/<next id>/ and logs/ under `home` and fills exp->id and
+ * exp->dir. */
+enum dt_status dt_exp_create(const char *home, struct dt_exp *exp, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_exp_save(const struct dt_exp *exp, struct dt_err *err) DT_MUST_CHECK;
+/* Loads experiments/<id>; DT_USAGE naming the id when there is none. */
+enum dt_status dt_exp_load(const char *home, const char *id, struct dt_exp *exp, struct dt_err *err) DT_MUST_CHECK;
+void dt_exp_release(struct dt_exp *exp);
+/* Experiment ids under home, ascending (caller frees with free()). */
+int dt_exp_list(const char *home, int **ids);
+
+/* "<dir>/logs/<task>.log". */
+void dt_exp_log_path(const struct dt_exp *exp, const char *task, char *buf, size_t cap);
+
+/* Start time of a live process (0 when it does not exist or is a zombie). */
+unsigned long long dt_proc_start_time(pid_t pid);
+/* True when pid runs and started at `start`. */
+int dt_proc_same(pid_t pid, unsigned long long start);
+
+/* Marks the experiment and its unfinished tasks LOST when the launcher that
+ * owned it is gone without recording its end (killed -9, machine reboot);
+ * returns 1 when it did so. Does not save. */
+int dt_exp_check_lost(struct dt_exp *exp);
+
+/* The latest global step in a task's log (progress lines "step N/M",
+ * "step n (global N/M)", "global step N"); -1 when none. Reads at most
+ * the last 64 KiB. */
+long long dt_exp_log_step(const char *log_path);
+
+#endif
