@@ -1,0 +1,294 @@
+#include "train/ps_recovery.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "net/conn.h"
+#include "train/roles.h"
+
+static double or_default(double v, double d) { return v > 0 ? v : d; }
+
+static int64_t round_deadline(const struct dt_ps_chief *ch)
+{
+	return dt_deadline_in(or_default(ch->cfg->round_s, 60));
+}
+
+enum dt_status dt_ps_chief_init(struct dt_ps_chief *ch, const struct dt_ps_run_config *cfg, struct dt_model *model,
+				const struct dt_placement *pl, struct dt_err *err)
+{
+	memset(ch, 0, sizeof(*ch));
+	ch->cfg = cfg;
+	ch->model = model;
+	ch->pl = pl;
+	ch->restored_step = -1;
+	snprintf(ch->num_ps, sizeof(ch->num_ps), "%d", pl->num_ps);
+	ch->meta[0] = (struct dt_ckpt_kv){ "distribution", "parameter_server_async" };
+	ch->meta[1] = (struct dt_ckpt_kv){ "num_ps", ch->num_ps };
+	const struct dt_train_config *tc = cfg->train;
+	if (!tc->output_dir || !*tc->output_dir)
+		return DT_OK;
+	size_t n = dt_model_num_params(model);
+	enum dt_status st = dt_optimizer_init(&ch->opt, &tc->hp, n, err);
+	if (st)
+		return st;
+	ch->bufs = (struct dt_ps_state_bufs){
+		.params = dt_xcalloc(n ? n : 1, sizeof(float)), .slots = ch->opt.slots,
+		.num_slots = (uint32_t)ch->opt.num_slots, .num_params = n,
+	};
+	if ((st = dt_saver_init(&ch->saver, tc->output_dir, tc->save_checkpoints_steps, tc->save_checkpoints_secs,
+				tc->keep_checkpoint_max, err)))
+		return st;
+	ch->saving = 1;
+	ch->hparams_json = dt_ckpt_hparams_json(&tc->hp);
+	if (tc->save_summary_steps > 0) {
+		struct dt_summary_config sc = { .dir = tc->output_dir, .every = tc->save_summary_steps,
+						.last_step = tc->train_steps, .batch_size = tc->hp.batch_size };
+		if ((st = dt_summary_new(&sc, &ch->summary, err)))
+			return st;
+	}
+	return DT_OK;
+}
+
+void dt_ps_chief_release(struct dt_ps_chief *ch)
+{
+	if (ch->saving)
+		dt_saver_release(&ch->saver);
+	dt_summary_free(ch->summary);
+	free(ch->hparams_json);
+	free(ch->bufs.params);
+	dt_optimizer_release(&ch->opt);
+	memset(ch, 0, sizeof(*ch));
+}
+
+/* The checkpoint's view of the snapshot buffers. */
+static void contents_of(struct dt_ps_chief *ch, struct dt_ckpt_contents *c)
+{
+	dt_ckpt_contents_for_model(c, ch->model);
+	dt_ckpt_contents_set_optimizer(c, &ch->opt);
+	c->params = ch->bufs.params;
+	c->hparams = ch->hparams_json;
+	c->extra = ch->meta;
+	c->num_extra = 2;
+}
+
+/* Global step from ps:0, then every shard's snapshot into the buffers. */
+static enum dt_status snapshot(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t *step, struct dt_err *err)
+{
+	struct dt_ps_status s;
+	enum dt_status st = dt_ps_client_status(c, 0, &s, round_deadline(ch), err);
+	for (int i = 0; !st && i < ch->pl->num_shards; i++) {
+		const struct dt_shard *sh = &ch->pl->shards[i];
+		int64_t updates;
+		st = dt_ps_snapshot_pull(dt_ps_client_conn(c, sh->ps), sh, &ch->bufs, &updates, round_deadline(ch), err);
+	}
+	if (st)
+		return dt_err_prefix(err, "cannot take a snapshot of the parameter servers");
+	*step = s.global_step;
+	return DT_OK;
+}
+
+static enum dt_status save(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t *step, struct dt_err *err)
+{
+	enum dt_status st = snapshot(ch, c, step, err);
+	if (st)
+		return st;
+	struct dt_ckpt_contents cc;
+	contents_of(ch, &cc);
+	cc.global_step = *step;
+	return dt_saver_save(&ch->saver, &cc, err);
+}
+
+/* Writes the loaded checkpoint (in the buffers, at `step`) onto every ps:
+ * the step on ps:0 first, so no trainer sees ps:0 initialized at the old step. */
+static enum dt_status restore_all(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t step, struct dt_err *err)
+{
+	enum dt_status st = dt_ps_set_step(dt_ps_client_conn(c, 0), step, round_deadline(ch), err);
+	for (int ps = 1; ch->sync && ps < ch->pl->num_ps && !st; ps++)
+		st = dt_ps_set_step(dt_ps_client_conn(c, ps), step, round_deadline(ch), err);
+	for (int i = 0; !st && i < ch->pl->num_shards; i++) {
+		const struct dt_shard *sh = &ch->pl->shards[i];
+		/* Every round pushes every shard once, so a shard's update count is the global step. */
+		st = dt_ps_snapshot_push(dt_ps_client_conn(c, sh->ps), sh, &ch->bufs, step, round_deadline(ch), err);
+	}
+	if (st)
+		return dt_err_prefix(err, "cannot restore the checkpoint onto the parameter servers");
+	ch->restored_step = step;
+	ch->last_gstep = step;
+	dt_saver_mark(&ch->saver, step);
+	return DT_OK;
+}
+
+/* Loads the newest checkpoint into the buffers; *found = 0 when there is none. */
+static enum dt_status load_latest(struct dt_ps_chief *ch, int *found, int64_t *step, char *path, size_t cap,
+				  struct dt_err *err)
+{
+	*found = 0;
+	if (!ch->saving)
+		return DT_OK;
+	struct dt_ckpt_contents cc;
+	contents_of(ch, &cc);
+	enum dt_status st = dt_ckpt_restore_latest(ch->cfg->train->output_dir, &cc, found, path, cap, err);
+	if (st)
+		return st;
+	*step = cc.global_step;
+	return DT_OK;
+}
+
+/* Which ps are not initialized; returns how many. */
+static int uninitialized(struct dt_ps_chief *ch, struct dt_ps_client *c, int *out, int64_t *step0,
+			 enum dt_status *st, struct dt_err *err)
+{
+	int n = 0;
+	for (int ps = 0; ps < ch->pl->num_ps && !*st; ps++) {
+		struct dt_ps_status s;
+		if ((*st = dt_ps_client_status(c, ps, &s, round_deadline(ch), err)))
+			break;
+		out[ps] = !s.initialized;
+		n += out[ps];
+		if (ps == 0)
+			*step0 = s.global_step;
+	}
+	return n;
+}
+
+enum dt_status dt_ps_chief_start(struct dt_ps_chief *ch, struct dt_ps_client *c, struct dt_err *err)
+{
+	const int num_ps = ch->pl->num_ps;
+	int *todo = dt_xcalloc((size_t)num_ps, sizeof(*todo));
+	enum dt_status st = DT_OK;
+	int64_t step0 = 0, step = 0;
+	int n = uninitialized(ch, c, todo, &step0, &st, err), found = 0;
+	char path[DT_CKPT_PATH_MAX];
+	if (!st && n > 0 && !(st = load_latest(ch, &found, &step, path, sizeof(path), err)) && found) {
+		dt_info("restoring %s (global step %lld) onto %d parameter server(s)%s", path, (long long)step, num_ps,
+			n < num_ps ? ", initialized ones included, so the model is one consistent state" : "");
+		st = restore_all(ch, c, step, err);
+	} else if (!st && n > 0) {
+		if (ch->saving)
+			dt_info("no checkpoint in '%s': initializing the variables from the seed", ch->cfg->train->output_dir);
+		dt_model_init_params(ch->model, ch->cfg->train->seed);
+		for (int ps = 0; ps < num_ps && !st; ps++)
+			if (todo[ps] && !(st = dt_ps_client_init(c, ps, round_deadline(ch), err)))
+				dt_info("initialized ps:%d", ps);
+	}
+	for (int ps = 0; ps < num_ps && !st && !found; ps++)
+		if (!todo[ps])
+			dt_info("ps:%d is already initialized (global step %lld): keeping its variables", ps, (long long)step0);
+	if (!st && !found)
+		ch->last_gstep = step0;
+	if (!st && ch->saving && !found)
+		dt_saver_mark(&ch->saver, step0);
+	free(todo);
+	return st;
+}
+
+static int due(const struct dt_saver *s, int64_t step)
+{
+	if (s->every_steps > 0)
+		return step > s->last_step && step / s->every_steps > s->last_step / s->every_steps;
+	return dt_saver_due(s, step);
+}
+
+enum dt_status dt_ps_chief_after_step(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t gstep, float loss,
+				      int correct, float lr, struct dt_err *err)
+{
+	/* Other trainers move the global step too, so the chief's steps skip
+	 * numbers: a record (and a checkpoint by steps) is due when the step
+	 * crosses a multiple of the cadence, not only when it lands on one. */
+	int64_t every = ch->cfg->train->save_summary_steps, prev = ch->last_gstep;
+	int64_t tag = every > 0 && gstep / every > prev / every && gstep % every ? gstep / every * every : gstep;
+	dt_summary_step(ch->summary, tag, loss, correct, lr);
+	ch->last_gstep = gstep;
+	if (!ch->saving || !due(&ch->saver, gstep) || gstep >= ch->cfg->train->train_steps)
+		return DT_OK; /* the last one is dt_ps_chief_final's */
+	int64_t step;
+	enum dt_status st = snapshot(ch, c, &step, err);
+	if (st || step >= ch->cfg->train->train_steps)
+		return st; /* another trainer reached the end: the final checkpoint is the one at the end */
+	struct dt_ckpt_contents cc;
+	contents_of(ch, &cc);
+	cc.global_step = step;
+	return dt_saver_save(&ch->saver, &cc, err);
+}
+
+enum dt_status dt_ps_chief_final(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t *gstep, struct dt_err *err)
+{
+	if (!ch->saving)
+		return DT_OK;
+	enum dt_status st = save(ch, c, gstep, err);
+	if (!st)
+		memcpy(dt_model_params(ch->model), ch->bufs.params, ch->bufs.num_params * sizeof(float));
+	return st;
+}
+
+int dt_ps_any_lost(const struct dt_ps_client *c, int num_ps)
+{
+	for (int ps = 0; ps < num_ps; ps++)
+		if (dt_ps_client_lost(c, ps))
+			return 1;
+	return 0;
+}
+
+/* The chief's part: the ps that came back empty get the latest checkpoint
+ * (onto every ps) or, with none, the chief's own copy. */
+static enum dt_status chief_restore(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t gstep, struct dt_err *err)
+{
+	const int num_ps = ch->pl->num_ps;
+	int *todo = dt_xcalloc((size_t)num_ps, sizeof(*todo));
+	enum dt_status st = DT_OK;
+	int64_t step0 = 0, step = 0;
+	int n = uninitialized(ch, c, todo, &step0, &st, err), found = 0;
+	char path[DT_CKPT_PATH_MAX];
+	if (!st && n > 0 && !(st = load_latest(ch, &found, &step, path, sizeof(path), err)) && found) {
+		dt_warn("restoring %s onto the parameter servers: global step %lld -> %lld (%lld step(s) to redo)", path,
+			(long long)gstep, (long long)step, (long long)(gstep - step));
+		st = restore_all(ch, c, step, err);
+		if (!st)
+			dt_info("restored global step %lld onto %d parameter server(s)", (long long)step, num_ps);
+	} else if (!st && n > 0) {
+		for (int ps = 0; ps < num_ps && !st; ps++) {
+			if (!todo[ps])
+				continue;
+			dt_warn("no checkpoint to restore ps:%d from: re-initializing it from this chief's latest copy of the "
+				"variables (global step %lld); its optimizer slots start over", ps, (long long)gstep);
+			if (ps == 0)
+				st = dt_ps_set_step(dt_ps_client_conn(c, 0), gstep, round_deadline(ch), err);
+			if (!st)
+				st = dt_ps_client_init(c, ps, round_deadline(ch), err);
+		}
+	}
+	free(todo);
+	return st;
+}
+
+enum dt_status dt_ps_recover(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
+			     struct dt_ps_chief *ch, int64_t *gstep, int *ended, struct dt_err *err)
+{
+	const int num_ps = cfg->cluster->num_ps_replicas;
+	const double wait_s = or_default(cfg->connect_s, 120);
+	int64_t deadline = dt_deadline_in(wait_s);
+	enum dt_status st = DT_OK;
+	for (int ps = 0; ps < num_ps && !st; ps++) {
+		if (!dt_ps_client_lost(c, ps))
+			continue;
+		struct dt_conn *old = dt_ps_client_conn(c, ps);
+		char peer[160];
+		snprintf(peer, sizeof(peer), "%s", dt_conn_peer(old));
+		dt_warn("lost %s at global step %lld (%s); reconnecting for up to %g s", peer, (long long)*gstep,
+			dt_conn_close_reason(old)->msg, wait_s);
+		int fresh = 0;
+		if ((st = dt_ps_client_reconnect(c, ps, deadline, &fresh, err)))
+			return dt_err_prefix(err, "%s did not come back within --connect_timeout=%g s", peer, wait_s);
+		dt_info("reconnected to ps:%d (%s)", ps, fresh ? "a new process" : "the same process");
+	}
+	st = ch ? chief_restore(ch, c, *gstep, err) : dt__wait_for_model(cfg, r, c, ended, err);
+	if (!st && !*ended)
+		st = dt_ps_client_round(c, 0, 0, 0, 1, gstep, dt_deadline_in(or_default(cfg->round_s, 60)), err);
+	if (!st && !*ended)
+		dt_info("continuing at global step %lld", (long long)*gstep);
+	return st;
+}

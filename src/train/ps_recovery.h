@@ -1,0 +1,99 @@
+/*
+ * ps_recovery.h — the chief's checkpoints and summaries in parameter-server
+ * training, and what every trainer does when a ps dies (docs/DISTRIBUTED.md,
+ * "Checkpoints and recovery in ps mode").
+ *
+ * The chief (struct dt_ps_chief):
+ *   - at start, for the ps tasks that are not initialized: restores the
+ *     newest checkpoint of --output_dir that loads (values, optimizer slots,
+ *     global step) onto every ps, or, with none, initializes them from the
+ *     seed as before; ps tasks that are all initialized keep their state (a
+ *     restarted chief with live ps just continues);
+ *   - after each of its steps, when the saver says a checkpoint is due:
+ *     reads the global step from ps:0, pulls a snapshot of every shard
+ *     (dist/ps_snapshot.h) into a checkpoint-shaped buffer and saves it;
+ *   - at the end, before ending the run on the ps: the final checkpoint,
+ *     whose values it then evaluates, so its printed accuracy is the
+ *     checkpoint's;
+ *   - writes the TensorBoard scalars of its own steps (train/summary.h).
+ *
+ * Recovery (dt_ps_recover), after a trainer's round failed: when a ps
+ * connection closed with an error, the trainer reconnects to that ps with
+ * backoff until connect_s (a ps that does not come back by then is
+ * DT_TIMEOUT naming it: exit 3). The chief then, if a ps came back not
+ * initialized (a new process), restores the latest checkpoint onto every
+ * ps — the global step returns to the checkpoint's, so the steps since are
+ * redone, never counted twice — or, with no checkpoint yet, initializes
+ * that ps from its own latest pulled copy of the variables (and sets the
+ * global step it last saw, when ps:0 is the one), saying so. A worker waits
+ * for the model as at start ("waiting for model: ps:1 not initialized"),
+ * then continues.
+ *
+ * Single-threaded, on the trainer's loop; every call has a deadline.
+ */
+#ifndef DT_TRAIN_PS_RECOVERY_H
+#define DT_TRAIN_PS_RECOVERY_H
+
+#include <stdint.h>
+
+#include "base/err.h"
+#include "dist/placement.h"
+#include "dist/ps_client.h"
+#include "dist/ps_snapshot.h"
+#include "nn/model.h"
+#include "nn/optimizer.h"
+#include "train/checkpoint.h"
+#include "train/ps_roles.h"
+#include "train/summary.h"
+
+struct dt_ps_chief {
+	const struct dt_ps_run_config *cfg;
+	struct dt_model *model;              /* borrowed: its params are the chief's pulled copy */
+	const struct dt_placement *pl;       /* borrowed */
+	int saving;                          /* an output dir is set */
+	int sync;                            /* synchronous through the ps (train/sync_roles.h): every ps has a step */
+	struct dt_saver saver;
+	struct dt_optimizer opt;             /* only for its slot buffer and kind: the ps apply updates */
+	struct dt_ps_state_bufs bufs;        /* the snapshot: params (owned) and opt's slots */
+	char *hparams_json;                  /* owned */
+	struct dt_summary *summary;          /* NULL without output dir or save_summary_steps */
+	int64_t restored_step;               /* global step of the last restore; -1: none */
+	int64_t last_gstep;                  /* the global step after the chief's previous step */
+	struct dt_ckpt_kv meta[2];           /* extra checkpoint metadata: distribution, num_ps */
+	char num_ps[16];
+};
+
+/* Sets up the saver, the snapshot buffers and the summaries (when
+ * cfg->train->output_dir is set). Release with dt_ps_chief_release even on failure. */
+enum dt_status dt_ps_chief_init(struct dt_ps_chief *ch, const struct dt_ps_run_config *cfg, struct dt_model *model,
+				const struct dt_placement *pl, struct dt_err *err) DT_MUST_CHECK;
+void dt_ps_chief_release(struct dt_ps_chief *ch);
+
+/* At start: restores or initializes the ps tasks that need it (see above). */
+enum dt_status dt_ps_chief_start(struct dt_ps_chief *ch, struct dt_ps_client *c, struct dt_err *err) DT_MUST_CHECK;
+
+/* After a chief's step at global step `gstep`: the summary record and, when
+ * due, a checkpoint. */
+enum dt_status dt_ps_chief_after_step(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t gstep, float loss,
+				      int correct, float lr, struct dt_err *err) DT_MUST_CHECK;
+
+/* At the end of the run, with an output dir: snapshots and saves the final
+ * checkpoint and copies its values into the model; *gstep gets its step.
+ * Without one: nothing. */
+enum dt_status dt_ps_chief_final(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t *gstep,
+				 struct dt_err *err) DT_MUST_CHECK;
+
+/* True when some ps connection closed with an error. */
+int dt_ps_any_lost(const struct dt_ps_client *c, int num_ps);
+
+struct dt__role;
+
+/* After a failed round with dt_ps_any_lost(): reconnects to the lost ps
+ * tasks until connect_s; the chief (ch != NULL) restores them, a worker
+ * waits for the model; then pulls the variables. *gstep is the trainer's
+ * last known global step, and gets the one it continues from; *ended turns
+ * true when the run turned out to be over. */
+enum dt_status dt_ps_recover(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
+			     struct dt_ps_chief *ch, int64_t *gstep, int *ended, struct dt_err *err) DT_MUST_CHECK;
+
+#endif
