@@ -447,6 +447,12 @@ static void forward(struct dt_model *m, const float *x, int B, int training, str
 float dt_model_train_batch(struct dt_model *m, const float *x, const uint8_t *labels, int batch,
 			   struct dt_rng *rng, int *correct)
 {
+	return dt_model_train_batch_notify(m, x, labels, batch, rng, correct, NULL, NULL);
+}
+
+float dt_model_train_batch_notify(struct dt_model *m, const float *x, const uint8_t *labels, int batch,
+				  struct dt_rng *rng, int *correct, dt_grads_ready_fn on_ready, void *arg)
+{
 	struct dt_fp_mode fp = dt_fp_flush_denormals();
 	forward(m, x, batch, 1, rng);
 	float *dy = m->dbuf[0], *dx = m->dbuf[1];
@@ -456,6 +462,9 @@ float dt_model_train_batch(struct dt_model *m, const float *x, const uint8_t *la
 		if (dt_layer_is_view(l))
 			continue; /* the gradient passes through unchanged */
 		dt_layer_backward(l, m->act[i], m->act[i + 1], dy, i > m->first_compute ? dx : NULL, batch, m->scratch);
+		size_t count = dt_layer_num_params(l);
+		if (on_ready && count > 0)
+			on_ready(arg, (size_t)(l->dkernel - m->grads), count);
 		float *t = dy;
 		dy = dx;
 		dx = t;

@@ -77,6 +77,25 @@ const struct dt_layer *dt_model_layer(const struct dt_model *m, int i);
 float dt_model_train_batch(struct dt_model *m, const float *x, const uint8_t *labels, int batch,
 			   struct dt_rng *rng, int *correct);
 
+/*
+ * The same step, telling the caller as soon as a range of the gradient
+ * buffer is final (to start its all-reduce while the backward pass goes
+ * on): after each layer's backward has written its parameters' gradients,
+ * on_ready(arg, offset, count) with that layer's range of the flat buffer
+ * (count > 0; layers without parameters are not reported). Layers run
+ * backward in reverse order and own contiguous ranges in layer order, so
+ * the calls cover [0, num_params) exactly once, each range ending where
+ * the previous one began (non-increasing offsets); a range reported is
+ * never written again during the call. on_ready runs on the calling thread
+ * with denormals flushed (tensor/tensor.h) and must not touch the model;
+ * it may hand the range to another thread, which may read and write those
+ * gradients while the backward pass goes on. on_ready NULL: exactly
+ * dt_model_train_batch.
+ */
+typedef void (*dt_grads_ready_fn)(void *arg, size_t offset, size_t count);
+float dt_model_train_batch_notify(struct dt_model *m, const float *x, const uint8_t *labels, int batch,
+				  struct dt_rng *rng, int *correct, dt_grads_ready_fn on_ready, void *arg);
+
 /* Inference: forward only, dropout off. Returns the mean loss and counts
  * correct predictions. Leaves the gradient buffer alone. */
 float dt_model_eval_batch(struct dt_model *m, const float *x, const uint8_t *labels, int batch, int *correct);

@@ -1,0 +1,253 @@
+#include "dist/mirrored.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "tensor/blas.h"
+
+/* One replica and its share of the current step. */
+struct replica {
+	struct dt_mirrored *group;
+	int index;
+	struct dt_model *model;   /* index 0: the primary (borrowed); else owned */
+	struct dt_rng rng;        /* dropout stream */
+	pthread_t thread;
+	int started;
+	/* This step, written by the caller before the start signal. */
+	const float *x;           /* (n, H, W, C) */
+	const uint8_t *y;         /* (n) */
+	int n;
+	/* Written by the replica before the barrier. */
+	float loss;
+	int correct;
+};
+
+struct dt_mirrored {
+	int n;                    /* replicas */
+	int batch_size;
+	size_t example_floats;    /* H * W * C */
+	size_t num_params;
+	struct replica *reps;     /* (n) */
+	float weights[DT_MIRRORED_MAX_REPLICAS]; /* n_r / B this step; 0 for idle replicas */
+	int active;               /* replicas with at least one example this step */
+	pthread_mutex_t mu;
+	pthread_cond_t start_cv, done_cv;
+	uint64_t generation;      /* bumped once per step (and to stop) */
+	int pending;              /* threads that have not finished this step */
+	int stop;
+	pthread_barrier_t reduced; /* every replica's backward is done */
+};
+
+int dt_mirrored_replicas(const struct dt_mirrored *g)
+{
+	return g->n;
+}
+
+/* Range [*lo, *hi) of the flat buffer replica r reduces and copies: n nearly
+ * equal contiguous pieces, 16-float aligned. */
+static void piece(const struct dt_mirrored *g, int r, size_t *lo, size_t *hi)
+{
+	size_t per = (g->num_params + (size_t)g->n - 1) / (size_t)g->n;
+	per = (per + 15) / 16 * 16;
+	*lo = (size_t)r * per < g->num_params ? (size_t)r * per : g->num_params;
+	*hi = *lo + per < g->num_params ? *lo + per : g->num_params;
+}
+
+/* primary grads[lo, hi) = sum over active replicas of weight_r * grads_r. */
+static void reduce_piece(struct dt_mirrored *g, int r)
+{
+	size_t lo, hi;
+	piece(g, r, &lo, &hi);
+	if (lo >= hi || g->active < 2)
+		return;
+	float *dst = dt_model_grads(g->reps[0].model);
+	const float w0 = g->weights[0];
+	for (size_t i = lo; i < hi; i++)
+		dst[i] *= w0;
+	for (int k = 1; k < g->active; k++) {
+		const float *src = dt_model_grads(g->reps[k].model);
+		const float w = g->weights[k];
+		for (size_t i = lo; i < hi; i++)
+			dst[i] += w * src[i];
+	}
+}
+
+/* Replica r's part of a step: its forward/backward (parameters copied from
+ * the primary first, for r > 0), the barrier, its piece of the sum. */
+static void run_step(struct replica *rep)
+{
+	struct dt_mirrored *g = rep->group;
+	if (rep->n > 0) {
+		if (rep->index > 0)
+			memcpy(dt_model_params(rep->model), dt_model_params(g->reps[0].model),
+			       g->num_params * sizeof(float));
+		rep->correct = 0;
+		rep->loss = dt_model_train_batch(rep->model, rep->x, rep->y, rep->n, &rep->rng, &rep->correct);
+	} else {
+		rep->loss = 0;
+		rep->correct = 0;
+	}
+	pthread_barrier_wait(&g->reduced);
+	reduce_piece(g, rep->index);
+}
+
+static void *replica_main(void *arg)
+{
+	struct replica *rep = arg;
+	struct dt_mirrored *g = rep->group;
+	uint64_t seen = 0;
+	for (;;) {
+		pthread_mutex_lock(&g->mu);
+		while (g->generation == seen)
+			pthread_cond_wait(&g->start_cv, &g->mu);
+		seen = g->generation;
+		int stop = g->stop;
+		pthread_mutex_unlock(&g->mu);
+		if (stop)
+			return NULL;
+		run_step(rep);
+		pthread_mutex_lock(&g->mu);
+		if (--g->pending == 0)
+			pthread_cond_signal(&g->done_cv);
+		pthread_mutex_unlock(&g->mu);
+	}
+}
+
+static void stop_threads(struct dt_mirrored *g)
+{
+	pthread_mutex_lock(&g->mu);
+	g->stop = 1;
+	g->generation++;
+	pthread_cond_broadcast(&g->start_cv);
+	pthread_mutex_unlock(&g->mu);
+	for (int r = 1; r < g->n; r++)
+		if (g->reps[r].started)
+			pthread_join(g->reps[r].thread, NULL);
+}
+
+void dt_mirrored_free(struct dt_mirrored *g)
+{
+	if (!g)
+		return;
+	stop_threads(g);
+	for (int r = 1; r < g->n; r++)
+		dt_model_free(g->reps[r].model);
+	free(g->reps);
+	pthread_barrier_destroy(&g->reduced);
+	pthread_cond_destroy(&g->start_cv);
+	pthread_cond_destroy(&g->done_cv);
+	pthread_mutex_destroy(&g->mu);
+	free(g);
+}
+
+enum dt_status dt_mirrored_new(struct dt_model *primary, const struct dt_mirrored_config *cfg,
+			       struct dt_mirrored **out, struct dt_err *err)
+{
+	*out = NULL;
+	if (cfg->replicas < 2 || cfg->replicas > DT_MIRRORED_MAX_REPLICAS)
+		return dt_err_set(err, DT_USAGE, "mirrored replicas must be between 2 and %d, got %d",
+				  DT_MIRRORED_MAX_REPLICAS, cfg->replicas);
+	if (cfg->batch_size < 1 || cfg->batch_size > dt_model_max_batch(primary))
+		return dt_err_set(err, DT_CONFIG, "mirrored batch %d does not fit the primary model (max batch %d)",
+				  cfg->batch_size, dt_model_max_batch(primary));
+	const int n = cfg->replicas;
+	struct dt_mirrored *g = dt_xcalloc(1, sizeof(*g));
+	g->n = n;
+	g->batch_size = cfg->batch_size;
+	g->example_floats = (size_t)cfg->height * (size_t)cfg->width * (size_t)cfg->channels;
+	g->num_params = dt_model_num_params(primary);
+	g->reps = dt_xcalloc((size_t)n, sizeof(*g->reps));
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->start_cv, NULL);
+	pthread_cond_init(&g->done_cv, NULL);
+	pthread_barrier_init(&g->reduced, NULL, (unsigned)n);
+	const int slice_max = (cfg->batch_size + n - 1) / n;
+	enum dt_status st = DT_OK;
+	for (int r = 0; r < n && !st; r++) {
+		struct replica *rep = &g->reps[r];
+		rep->group = g;
+		rep->index = r;
+		dt_rng_derive(&rep->rng, cfg->seed, "dropout", cfg->stream_base * (uint64_t)n + (uint64_t)r);
+		if (r == 0) {
+			rep->model = primary;
+			continue;
+		}
+		st = dt_model_new(cfg->hp, cfg->height, cfg->width, cfg->channels, cfg->num_classes, slice_max,
+				  &rep->model, err);
+		if (!st && dt_model_num_params(rep->model) != g->num_params)
+			st = dt_err_set(err, DT_INTERNAL, "replica %d has %zu parameters, the primary %zu", r,
+					dt_model_num_params(rep->model), g->num_params);
+	}
+	/* Replica threads are the parallelism: one OpenBLAS thread each. */
+	if (!st)
+		dt_blas_set_threads(1);
+	for (int r = 1; r < n && !st; r++) {
+		int rc = pthread_create(&g->reps[r].thread, NULL, replica_main, &g->reps[r]);
+		if (rc != 0)
+			st = dt_err_set(err, DT_RUNTIME, "cannot start mirrored replica thread %d of %d: %s", r, n,
+					strerror(rc));
+		else
+			g->reps[r].started = 1;
+	}
+	if (st) {
+		/* Threads not started never reach the barrier; stopping only joins the started ones. */
+		dt_mirrored_free(g);
+		return dt_err_prefix(err, "cannot set up %d mirrored replicas", n);
+	}
+	*out = g;
+	return DT_OK;
+}
+
+float dt_mirrored_train_batch(struct dt_mirrored *g, const float *x, const uint8_t *labels, int batch,
+			      int *correct)
+{
+	DT_ASSERT(batch >= 1 && batch <= g->batch_size);
+	const int n = g->n;
+	int off = 0;
+	g->active = 0;
+	for (int r = 0; r < n; r++) {
+		struct replica *rep = &g->reps[r];
+		rep->n = batch / n + (r < batch % n);
+		rep->x = x + (size_t)off * g->example_floats;
+		rep->y = labels + off;
+		off += rep->n;
+		g->weights[r] = (float)rep->n / (float)batch;
+		if (rep->n > 0)
+			g->active++;
+	}
+	DT_ASSERT(off == batch);
+
+	pthread_mutex_lock(&g->mu);
+	g->pending = n - 1;
+	g->generation++;
+	pthread_cond_broadcast(&g->start_cv);
+	pthread_mutex_unlock(&g->mu);
+
+	run_step(&g->reps[0]);
+
+	pthread_mutex_lock(&g->mu);
+	while (g->pending > 0)
+		pthread_cond_wait(&g->done_cv, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+
+	double loss = 0;
+	int right = 0;
+	for (int r = 0; r < n; r++) {
+		loss += (double)g->weights[r] * (double)g->reps[r].loss;
+		right += g->reps[r].correct;
+	}
+	if (correct)
+		*correct = right;
+	return (float)loss;
+}
+
+float dt_mirrored_step(struct dt_mirrored *g, struct dt_model *model, const float *x, const uint8_t *labels,
+		       int batch, struct dt_rng *rng, int *correct)
+{
+	if (!g)
+		return dt_model_train_batch(model, x, labels, batch, rng, correct);
+	return dt_mirrored_train_batch(g, x, labels, batch, correct);
+}

@@ -1,0 +1,184 @@
+/*
+ * Mirrored replicas in one process (dist/mirrored.h): the gradient a group
+ * of N replicas leaves in the primary equals the one-replica gradient of the
+ * whole batch, for even and uneven splits and batches smaller than N; the
+ * loss and the count of correct predictions too; and the replicas follow the
+ * primary's parameters from step to step.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dt_test.h"
+#include "base/alloc.h"
+#include "base/rng.h"
+#include "dist/mirrored.h"
+#include "nn/hparams.h"
+#include "nn/model.h"
+#include "tensor/blas.h"
+
+#define H 28
+#define W 28
+#define CLASSES 10
+
+struct batch {
+	float *x;    /* (B, H, W, 1) */
+	uint8_t *y;  /* (B) */
+};
+
+static void batch_make(struct batch *b, int n, uint64_t seed)
+{
+	struct dt_rng rng;
+	dt_rng_seed(&rng, seed);
+	b->x = dt_xalloc_aligned((size_t)n * H * W, sizeof(float));
+	b->y = dt_xcalloc((size_t)n, 1);
+	for (size_t i = 0; i < (size_t)n * H * W; i++)
+		b->x[i] = dt_rng_normal(&rng);
+	for (int i = 0; i < n; i++)
+		b->y[i] = (uint8_t)dt_rng_below(&rng, CLASSES);
+}
+
+static void batch_release(struct batch *b)
+{
+	free(b->x);
+	free(b->y);
+}
+
+static struct dt_model *model_make(const struct dt_hparams *hp, int max_batch)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_model *m;
+	DT_CHECK_OK(dt_model_new(hp, H, W, 1, CLASSES, max_batch, &m, &err), &err);
+	dt_model_init_params(m, 7);
+	return m;
+}
+
+/* Largest |a - b| relative to the largest |b| (gradients of the first
+ * layers are small; a relative-to-max tolerance says "same vector"). */
+static double max_rel_diff(const float *a, const float *b, size_t n)
+{
+	double diff = 0, scale = 1e-12;
+	for (size_t i = 0; i < n; i++) {
+		if (!isfinite(a[i]) || !isfinite(b[i]))
+			return INFINITY; /* (fmax would skip a NaN) */
+		diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
+		scale = fmax(scale, fabs((double)b[i]));
+	}
+	return diff / scale;
+}
+
+/* One mirrored step of `replicas` over a batch of `batch` against one model
+ * on the whole batch: gradient, loss and correct count agree. */
+static void check_gradient(const char *model, int replicas, int batch)
+{
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_OK(dt_blas_load(1, &err), &err);
+	struct dt_hparams hp;
+	char set[32];
+	snprintf(set, sizeof(set), "%s_base", model);
+	DT_CHECK_OK(dt_hparams_from_set(set, &hp, &err), &err);
+	hp.dropout = 0;
+	struct batch b;
+	batch_make(&b, batch, 11);
+
+	struct dt_model *one = model_make(&hp, batch), *primary = model_make(&hp, batch);
+	const size_t np = dt_model_num_params(one);
+	int c1 = -1, cm = -1;
+	float l1 = dt_model_train_batch(one, b.x, b.y, batch, NULL, &c1);
+
+	struct dt_mirrored_config mc = { .hp = &hp, .height = H, .width = W, .channels = 1, .num_classes = CLASSES,
+					 .replicas = replicas, .batch_size = batch, .seed = 1 };
+	struct dt_mirrored *g;
+	DT_CHECK_OK(dt_mirrored_new(primary, &mc, &g, &err), &err);
+	DT_CHECK_INT_EQ(dt_mirrored_replicas(g), replicas);
+	/* Twice: the second step must give the same (the replicas' buffers are reused). */
+	for (int rep = 0; rep < 2; rep++) {
+		memset(dt_model_grads(primary), 0xff, np * sizeof(float)); /* NaN: every element must be rewritten */
+		float lm = dt_mirrored_train_batch(g, b.x, b.y, batch, &cm);
+		double d = max_rel_diff(dt_model_grads(primary), dt_model_grads(one), np);
+		if (d > 2e-5)
+			dt_test_fail(__FILE__, __LINE__, "%s, %d replicas, batch %d: gradient differs from one replica's by %g (relative to max)",
+				     model, replicas, batch, d);
+		DT_CHECK_NEAR(lm, l1, 1e-5 * fabs((double)l1) + 1e-6);
+		DT_CHECK_INT_EQ(cm, c1);
+	}
+	dt_mirrored_free(g);
+	dt_model_free(primary);
+	dt_model_free(one);
+	batch_release(&b);
+	dt_blas_set_threads(1);
+}
+
+DT_TEST(dist_mirrored, two_replicas_give_the_one_process_gradient_mlp)
+{
+	check_gradient("mlp", 2, 64);
+}
+
+DT_TEST(dist_mirrored, two_replicas_give_the_one_process_gradient_lenet)
+{
+	check_gradient("lenet", 2, 32);
+}
+
+DT_TEST(dist_mirrored, uneven_split_three_replicas_batch_7)
+{
+	check_gradient("mlp", 3, 7);
+}
+
+DT_TEST(dist_mirrored, batch_smaller_than_replicas_leaves_some_idle)
+{
+	check_gradient("mlp", 4, 3);
+	check_gradient("mlp", 2, 1);
+}
+
+/* The replicas copy the primary's parameters each step: after the primary
+ * changes (as an optimizer step changes it), the next mirrored gradient is
+ * that of the new parameters. */
+DT_TEST(dist_mirrored, replicas_follow_the_primary_parameters)
+{
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_OK(dt_blas_load(1, &err), &err);
+	struct dt_hparams hp;
+	DT_CHECK_OK(dt_hparams_from_set("mlp_base", &hp, &err), &err);
+	struct batch b;
+	batch_make(&b, 16, 5);
+	struct dt_model *one = model_make(&hp, 16), *primary = model_make(&hp, 16);
+	struct dt_mirrored_config mc = { .hp = &hp, .height = H, .width = W, .channels = 1, .num_classes = CLASSES,
+					 .replicas = 2, .batch_size = 16, .seed = 1 };
+	struct dt_mirrored *g;
+	DT_CHECK_OK(dt_mirrored_new(primary, &mc, &g, &err), &err);
+	const size_t np = dt_model_num_params(one);
+	for (int step = 0; step < 3; step++) {
+		(void)dt_mirrored_train_batch(g, b.x, b.y, 16, NULL);
+		(void)dt_model_train_batch(one, b.x, b.y, 16, NULL, NULL);
+		DT_CHECK(max_rel_diff(dt_model_grads(primary), dt_model_grads(one), np) <= 2e-5);
+		/* An "update" on both, as the optimizer would do. */
+		float *p1 = dt_model_params(one), *pm = dt_model_params(primary);
+		const float *g1 = dt_model_grads(one);
+		for (size_t i = 0; i < np; i++)
+			pm[i] = p1[i] = p1[i] - 0.5f * g1[i];
+	}
+	dt_mirrored_free(g);
+	dt_model_free(primary);
+	dt_model_free(one);
+	batch_release(&b);
+}
+
+DT_TEST(dist_mirrored, bad_replica_counts_are_refused)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_hparams hp;
+	DT_CHECK_OK(dt_hparams_from_set("mlp_base", &hp, &err), &err);
+	struct dt_model *m = model_make(&hp, 8);
+	struct dt_mirrored *g = NULL;
+	struct dt_mirrored_config mc = { .hp = &hp, .height = H, .width = W, .channels = 1, .num_classes = CLASSES,
+					 .replicas = 1, .batch_size = 8 };
+	DT_CHECK_INT_EQ(dt_mirrored_new(m, &mc, &g, &err), DT_USAGE);
+	DT_CHECK_CONTAINS(err.msg, "between 2 and");
+	mc.replicas = 2;
+	mc.batch_size = 9;
+	DT_CHECK_INT_EQ(dt_mirrored_new(m, &mc, &g, &err), DT_CONFIG);
+	DT_CHECK(g == NULL);
+	dt_mirrored_free(NULL);
+	dt_model_free(m);
+}

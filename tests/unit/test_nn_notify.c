@@ -1,0 +1,110 @@
+/* dt_model_train_batch_notify: the ranges it reports cover every parameter
+ * once, from the end of the flat buffer backwards, and each range's
+ * gradient is already final when it is reported (the all-reduce of
+ * multi-worker mirrored training starts on it during the backward pass). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dt_test.h"
+#include "base/rng.h"
+#include "nn/hparams.h"
+#include "nn/model.h"
+
+#define MAX_CALLS 64
+
+struct seen {
+	const float *live;      /* the notifying model's gradient buffer */
+	const float *reference; /* the final gradients of a plain run */
+	size_t offset[MAX_CALLS], count[MAX_CALLS];
+	int calls;
+	int mismatched_call;    /* first call whose range was not final yet, or -1 */
+};
+
+static void note(void *arg, size_t offset, size_t count)
+{
+	struct seen *s = arg;
+	DT_CHECK(s->calls < MAX_CALLS);
+	s->offset[s->calls] = offset;
+	s->count[s->calls] = count;
+	if (s->mismatched_call < 0 &&
+	    memcmp(s->live + offset, s->reference + offset, count * sizeof(float)) != 0)
+		s->mismatched_call = s->calls;
+	s->calls++;
+}
+
+static struct dt_model *new_model(const char *name, int max_batch)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_hparams hp;
+	DT_CHECK_OK(dt_hparams_from_set(dt_hparams_default_set(name), &hp, &err), &err);
+	struct dt_model *m = NULL;
+	DT_CHECK_OK(dt_model_new(&hp, 28, 28, 1, 10, max_batch, &m, &err), &err);
+	dt_model_init_params(m, 7);
+	return m;
+}
+
+static void check_model(const char *name)
+{
+	enum { B = 6 };
+	struct dt_model *plain = new_model(name, B), *notified = new_model(name, B);
+	const size_t np = dt_model_num_params(plain);
+	float *x = calloc((size_t)B * 28 * 28, sizeof(float));
+	uint8_t labels[B];
+	struct dt_rng data;
+	dt_rng_seed(&data, 11);
+	for (size_t i = 0; i < (size_t)B * 28 * 28; i++)
+		x[i] = dt_rng_uniform(&data);
+	for (int i = 0; i < B; i++)
+		labels[i] = (uint8_t)(i * 3 % 10);
+	/* Stale values in the notifying model's gradients: a range reported
+	 * before its layer wrote it would not match. */
+	float *g = dt_model_grads(notified);
+	for (size_t i = 0; i < np; i++)
+		g[i] = 12345.0f;
+
+	struct dt_rng r1, r2; /* the same dropout masks in both runs */
+	dt_rng_seed(&r1, 3);
+	dt_rng_seed(&r2, 3);
+	int c1 = -1, c2 = -2;
+	float l1 = dt_model_train_batch(plain, x, labels, B, &r1, &c1);
+	struct seen s = { .live = g, .reference = dt_model_grads(plain), .mismatched_call = -1 };
+	float l2 = dt_model_train_batch_notify(notified, x, labels, B, &r2, &c2, note, &s);
+
+	fprintf(stderr, "%s: %d ranges over %zu parameters\n", name, s.calls, np);
+	DT_CHECK(l1 == l2);
+	DT_CHECK_INT_EQ(c1, c2);
+	DT_CHECK_INT_EQ(memcmp(g, dt_model_grads(plain), np * sizeof(float)), 0);
+	DT_CHECK(s.calls >= 2);
+	DT_CHECK_INT_EQ(s.mismatched_call, -1);
+	size_t end = np;
+	for (int k = 0; k < s.calls; k++) {
+		DT_CHECK(s.count[k] > 0);
+		DT_CHECK_UINT_EQ(s.offset[k] + s.count[k], end); /* contiguous, non-increasing */
+		end = s.offset[k];
+	}
+	DT_CHECK_UINT_EQ(end, 0); /* every parameter exactly once */
+	/* One range per layer with parameters, in reverse layer order. */
+	int with_params = 0;
+	for (int v = 0; v < dt_model_num_variables(plain); v++)
+		with_params += dt_model_variable_is_kernel(plain, v);
+	DT_CHECK_INT_EQ(s.calls, with_params);
+	free(x);
+	dt_model_free(plain);
+	dt_model_free(notified);
+}
+
+DT_TEST(nn_model, notify_reports_each_layer_range_once_backwards_when_final_mlp)
+{
+	check_model("mlp");
+}
+
+DT_TEST(nn_model, notify_reports_each_layer_range_once_backwards_when_final_lenet)
+{
+	check_model("lenet");
+}
+
+DT_TEST(nn_model, notify_reports_each_layer_range_once_backwards_when_final_cnn)
+{
+	check_model("cnn");
+}
