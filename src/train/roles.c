@@ -1,0 +1,103 @@
+#include "train/roles.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "dist/ps_wire.h"
+#include "net/handshake.h"
+
+void dt__role_release(struct dt__role *r)
+{
+	dt_loop_free(r->loop);
+	dt_hello_release(&r->hello);
+	dt_placement_release(&r->placement);
+	free(r->vars_copy);
+	dt_model_free(r->model);
+	dt_dataset_release(&r->test);
+	dt_dataset_release(&r->train);
+}
+
+double dt__or_default(double v, double d) { return v > 0 ? v : d; }
+
+enum dt_status dt__role_setup(const struct dt_ps_run_config *cfg, int load_train, int load_test, int batch,
+			      struct dt__role *r, struct dt_err *err)
+{
+	const struct dt_train_config *tc = cfg->train;
+	const struct dt_cluster *cl = cfg->cluster;
+	enum dt_status st;
+	if (load_train && (st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TRAIN, tc->seed, &r->train, err)))
+		return st;
+	if (load_test && (st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TEST, tc->seed, &r->test, err)))
+		return st;
+	const struct dt_dataset *d = load_train ? &r->train : &r->test;
+	if ((st = dt_model_new(&tc->hp, d->height, d->width, d->channels, d->num_classes,
+			       batch > 0 ? batch : 1, &r->model, err)))
+		return st;
+	r->nvars = dt_model_num_variables(r->model);
+	r->vars_copy = dt_xcalloc((size_t)r->nvars, sizeof(*r->vars_copy));
+	for (int i = 0; i < r->nvars; i++)
+		r->vars_copy[i] = *dt_model_variable(r->model, i);
+	r->vars = r->vars_copy;
+	if ((st = dt_placement_compute(r->vars, r->nvars, cl->num_ps_replicas, 0, &r->placement, err)))
+		return st;
+	char desc[256];
+	dt_model_describe(r->model, desc, sizeof(desc));
+	dt_info("model: %s", desc);
+	if (dt_log_get_level() <= DT_LOG_INFO)
+		dt_placement_print(&r->placement, r->vars, stderr);
+
+	dt_hello_init(&r->hello, dt_ps_role_name(cl->task.job), (uint32_t)cl->task.index, dt_ps_cluster_fingerprint(cl));
+	if ((st = dt_ps_signature_add_vars(&r->hello.signature, r->vars, r->nvars, err)))
+		return st;
+	return dt_loop_new(&r->loop, err);
+}
+
+enum dt_status dt__wait_for_model(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
+				  int *ended, struct dt_err *err)
+{
+	int num_ps = cfg->cluster->num_ps_replicas;
+	int64_t deadline = dt_deadline_in(dt__or_default(cfg->wait_model_s, 300));
+	int64_t next_log = 0;
+	for (int ps = 0; ps < num_ps;) {
+		struct dt_ps_status s;
+		enum dt_status st = dt_ps_client_status(c, ps, &s, dt_deadline_in(dt__or_default(cfg->round_s, 60)), err);
+		if (st)
+			return st;
+		if (ps == 0 && (s.ended || s.global_step >= cfg->train->train_steps)) {
+			*ended = 1;
+			return DT_OK;
+		}
+		if (s.initialized) {
+			ps++;
+			continue;
+		}
+		if (dt_deadline_passed(deadline))
+			return dt_err_set(err, DT_TIMEOUT, "model not initialized after %.0f s: ps:%d not initialized",
+					  dt__or_default(cfg->wait_model_s, 300), ps);
+		if (dt_now_ns() >= next_log) {
+			dt_info("waiting for model: ps:%d not initialized", ps);
+			next_log = dt_now_ns() + 2000000000LL;
+		}
+		if ((st = dt_loop_run_once(r->loop, dt_deadline_in(0.2), err)))
+			return st;
+	}
+	return DT_OK;
+}
+
+enum dt_status dt__connect_ps(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client **out,
+			      struct dt_err *err)
+{
+	const struct dt_cluster *cl = cfg->cluster;
+	struct dt_ps_client_config ccfg = {
+		.ps_addrs = (const char *const *)cl->jobs[DT_JOB_PS].addrs, .local = &r->hello,
+		.placement = &r->placement, .params = dt_model_params(r->model), .grads = dt_model_grads(r->model),
+	};
+	enum dt_status st = dt_ps_client_new(r->loop, &ccfg, dt_deadline_in(dt__or_default(cfg->connect_s, 120)), out,
+					     err);
+	if (!st)
+		dt_info("connected to %d parameter server(s)", cl->num_ps_replicas);
+	return st;
+}

@@ -1,0 +1,52 @@
+/*
+ * roles.h — what every distributed role builds, shared by the asynchronous
+ * roles (ps_roles.c) and the synchronous ones (sync_roles.c). Private to
+ * src/train/.
+ */
+#ifndef DT_TRAIN_ROLES_H
+#define DT_TRAIN_ROLES_H
+
+#include <stddef.h>
+
+#include "base/err.h"
+#include "data/problem.h"
+#include "dist/placement.h"
+#include "dist/ps_client.h"
+#include "net/loop.h"
+#include "net/messages.h"
+#include "nn/model.h"
+#include "train/ps_roles.h"
+
+/* The data a role needs, the model, the placement, its hello, its loop. */
+struct dt__role {
+	struct dt_dataset train, test;
+	struct dt_model *model;
+	struct dt_placement placement;
+	struct dt_hello hello;
+	struct dt_loop *loop;
+	const struct dt_variable *vars; /* (nvars) the model's, contiguous copy */
+	struct dt_variable *vars_copy;
+	int nvars;
+};
+
+/* Loads the train split (load_train) and/or the test split (the chief's
+ * evaluation; a ps needs only the input shape), builds the model for
+ * batches of `batch` (0: 1), the placement over the ps tasks and this task's
+ * hello, and a loop. `r` must be zeroed; release it even on failure. */
+enum dt_status dt__role_setup(const struct dt_ps_run_config *cfg, int load_train, int load_test, int batch,
+			      struct dt__role *r, struct dt_err *err) DT_MUST_CHECK;
+void dt__role_release(struct dt__role *r);
+
+/* v if positive, else d. */
+double dt__or_default(double v, double d);
+
+/* A non-chief waits for the chief's initialization, saying what it waits
+ * for. DT_OK with *ended set when the run is already over. */
+enum dt_status dt__wait_for_model(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
+				  int *ended, struct dt_err *err) DT_MUST_CHECK;
+
+/* Connects to every ps of the cluster, with the buffers of r's model. */
+enum dt_status dt__connect_ps(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client **out,
+			      struct dt_err *err) DT_MUST_CHECK;
+
+#endif

@@ -1,0 +1,241 @@
+/* The std server's side of t2t's in-graph sync (train/sync_roles.h): a
+ * compute replica that the master sets up and then drives step by step. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "base/rng.h"
+#include "data/pipeline.h"
+#include "data/problem.h"
+#include "dist/ps_wire.h"
+#include "net/conn.h"
+#include "train/sync_roles.h"
+
+struct dt_replica {
+	const struct dt_ps_run_config *cfg;
+	size_t num_params;
+	struct dt_ps_server_extension ext;
+	/* set up by the master */
+	struct dt_conn *master;
+	struct dt_ps_replica_setup setup;
+	struct dt_dataset train;
+	struct dt_model *model;
+	struct dt_pipeline *pipes[DT_PS_REPLICA_MAX_PER_TASK];
+	struct dt_rng rngs[DT_PS_REPLICA_MAX_PER_TASK];
+	float *sum;                 /* (num_params) the replicas' summed gradients */
+	struct dt_pipeline_config pcs[DT_PS_REPLICA_MAX_PER_TASK];
+	uint8_t header[DT_PS_REPLICA_REPLY_HEADER];
+	int64_t next_step;          /* the step the pipelines are positioned for */
+	int64_t steps;
+	int failed;
+	struct dt_err failure;
+};
+
+static void teardown(struct dt_replica *r)
+{
+	for (uint32_t i = 0; i < DT_PS_REPLICA_MAX_PER_TASK; i++) {
+		dt_pipeline_free(r->pipes[i]);
+		r->pipes[i] = NULL;
+	}
+	dt_model_free(r->model);
+	r->model = NULL;
+	dt_dataset_release(&r->train);
+	memset(&r->train, 0, sizeof(r->train));
+	r->master = NULL;
+}
+
+/* A failed reply closes the conn, which the loop reports through on_close. */
+static void replied(struct dt_conn *c, enum dt_status st)
+{
+	if (st)
+		dt_debug("reply to %s not sent (%s); the connection closes", dt_conn_peer(c), dt_status_message(st));
+}
+
+static void refuse(struct dt_conn *c, const struct dt_frame_header *h, enum dt_status st, const char *what)
+{
+	dt_warn("refused %s from %s: %s", dt_msg_name(h->type), dt_conn_peer(c), what);
+	(void)dt_conn_reply_error(c, h->request_id, st, "%s", what);
+}
+
+static int from_master(const struct dt_replica *r, struct dt_conn *c)
+{
+	const struct dt_cluster *cl = r->cfg->cluster;
+	const struct dt_hello *h = dt_conn_remote(c);
+	return h && strcmp(h->role, dt_job_name(cl->chief.job)) == 0 && h->index == (uint32_t)cl->chief.index;
+}
+
+/* Loads the train split and builds the model and one pipeline per replica. */
+static enum dt_status set_up(struct dt_replica *r, const struct dt_ps_replica_setup *s, struct dt_err *err)
+{
+	const struct dt_train_config *tc = r->cfg->train;
+	teardown(r);
+	if (strcmp(s->problem, tc->problem) != 0) {
+		dt_err_set(err, DT_CONFIG, "the master trains on problem '%s' but this task was started with --problem=%s",
+			   s->problem, tc->problem);
+		return DT_CONFIG;
+	}
+	enum dt_status st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TRAIN, s->seed, &r->train, err);
+	if (st)
+		return st;
+	struct dt_hparams hp = tc->hp;
+	hp.dropout = s->dropout;
+	if ((st = dt_model_new(&hp, r->train.height, r->train.width, r->train.channels, r->train.num_classes,
+			       (int)s->batch_size, &r->model, err)))
+		return st;
+	if (dt_model_num_params(r->model) != r->num_params)
+		return dt_err_set(err, DT_INTERNAL, "replica model has %zu parameters, expected %zu",
+				  dt_model_num_params(r->model), r->num_params);
+	for (uint32_t i = 0; i < s->replicas; i++) {
+		struct dt_pipeline_config pc = {
+			.data = &r->train, .batch_size = (int)s->batch_size, .seed = s->seed,
+			.shard_index = (int)(s->first_shard + i), .shard_count = (int)s->total_shards, .prefetch = tc->prefetch,
+		};
+		r->pcs[i] = pc;
+		if ((st = dt_pipeline_new(&pc, &r->pipes[i], err)))
+			return st;
+		dt_rng_derive(&r->rngs[i], s->seed, "dropout", s->first_shard + i);
+	}
+	if (s->replicas > 1 && !r->sum)
+		r->sum = dt_xcalloc(r->num_params ? r->num_params : 1, sizeof(float));
+	r->setup = *s;
+	r->next_step = 0;
+	return DT_OK;
+}
+
+enum dt_status dt__pipeline_at(const struct dt_pipeline_config *pc, int64_t batches, struct dt_pipeline **p,
+			       struct dt_err *err)
+{
+	struct dt_pipeline_config at = *pc;
+	int64_t per_epoch = *p ? dt_pipeline_shard_size(*p) / pc->batch_size : 0;
+	if (per_epoch > 0 && batches > 0) {
+		at.start_epoch = batches / per_epoch;
+		at.start_offset = batches % per_epoch * pc->batch_size;
+	}
+	dt_pipeline_free(*p);
+	*p = NULL;
+	return dt_pipeline_new(&at, p, err);
+}
+
+/* Forward/backward of each replica's batch at the master's variables;
+ * replies with the summed mean gradients. */
+static void compute(struct dt_replica *r, struct dt_conn *c, const struct dt_frame_header *h,
+		    const struct dt_ps_replica_step *m)
+{
+	if (m->step != r->next_step) {
+		/* A master resumed from a checkpoint: step s reads batch s of each shard. */
+		struct dt_err err = DT_ERR_INIT;
+		for (uint32_t i = 0; i < r->setup.replicas; i++)
+			if (dt__pipeline_at(&r->pcs[i], m->step, &r->pipes[i], &err)) {
+				teardown(r);
+				refuse(c, h, err.status, err.msg);
+				return;
+			}
+		dt_info("in-graph replica%s resuming at step %lld", r->setup.replicas > 1 ? "s" : "", (long long)m->step);
+	}
+	r->next_step = m->step + 1;
+	memcpy(dt_model_params(r->model), m->values, r->num_params * sizeof(float));
+	float *grads = dt_model_grads(r->model);
+	double loss_sum = 0;
+	uint32_t correct = 0, examples = 0;
+	for (uint32_t i = 0; i < r->setup.replicas; i++) {
+		const struct dt_batch *b = dt_pipeline_next(r->pipes[i]);
+		int ok = 0;
+		loss_sum += (double)dt_model_train_batch(r->model, b->x, b->y, b->size, &r->rngs[i], &ok);
+		correct += (uint32_t)ok;
+		examples += (uint32_t)b->size;
+		if (r->setup.replicas == 1)
+			break;
+		if (i == 0)
+			memcpy(r->sum, grads, r->num_params * sizeof(float));
+		else
+			for (size_t j = 0; j < r->num_params; j++)
+				r->sum[j] += grads[j];
+	}
+	r->steps++;
+	dt_ps_replica_reply_encode_header(loss_sum, correct, examples, r->num_params, r->header);
+	/* Sent from the model's (or the sum's) buffer: the master sends the next
+	 * step only after this reply arrived. */
+	struct iovec parts[2] = { { r->header, sizeof(r->header) },
+				  { r->setup.replicas == 1 ? grads : r->sum,
+				    r->num_params * sizeof(float) } };
+	replied(c, dt_conn_sendv_ref(c, h->type, DT_FRAME_F_REPLY, h->request_id, parts, 2, NULL, NULL, NULL));
+}
+
+static int on_frame(void *arg, struct dt_conn *c, const struct dt_frame_header *h, uint8_t *p)
+{
+	struct dt_replica *r = arg;
+	struct dt_err err = DT_ERR_INIT;
+	if (h->type == DT_MSG_PS_REPLICA_SETUP) {
+		struct dt_ps_replica_setup s;
+		if (!from_master(r, c)) {
+			refuse(c, h, DT_CONFIG, "only the master sets up in-graph replicas");
+			return 1;
+		}
+		if (dt_ps_replica_setup_decode(p, (size_t)h->length, &s, &err) || set_up(r, &s, &err)) {
+			teardown(r);
+			refuse(c, h, err.status, err.msg);
+			return 1;
+		}
+		r->master = c;
+		dt_info("in-graph replica%s %u-%u of %u for %s, batch %u each", s.replicas > 1 ? "s" : "", s.first_shard,
+			s.first_shard + s.replicas - 1, s.total_shards, dt_conn_peer(c), s.batch_size);
+		replied(c, dt_conn_send(c, h->type, DT_FRAME_F_REPLY, h->request_id, NULL, 0, NULL));
+		return 1;
+	}
+	if (h->type == DT_MSG_PS_REPLICA_STEP) {
+		struct dt_ps_replica_step m;
+		if (c != r->master || !r->model) {
+			refuse(c, h, DT_CONFIG, "not set up as an in-graph replica by this peer");
+			return 1;
+		}
+		if (dt_ps_replica_step_decode(p, (size_t)h->length, r->num_params, &m, &err)) {
+			refuse(c, h, DT_PROTOCOL, err.msg);
+			return 1;
+		}
+		compute(r, c, h, &m);
+		return 1;
+	}
+	return 0;
+}
+
+static void on_close(void *arg, struct dt_conn *c, const struct dt_err *why)
+{
+	struct dt_replica *r = arg;
+	if (c != r->master)
+		return;
+	r->master = NULL;
+	if (why->status != DT_OK && !r->failed) {
+		r->failed = 1;
+		dt_err_set(&r->failure, DT_PEER, "the in-graph master was lost after %lld step(s): %s", (long long)r->steps,
+			   why->msg);
+		dt_err_hint(&r->failure, "restart the cluster (every task)");
+	}
+}
+
+enum dt_status dt_replica_new(const struct dt_ps_run_config *cfg, const struct dt_model *model,
+			      struct dt_replica **out, struct dt_err *err)
+{
+	(void)err;
+	struct dt_replica *r = dt_xcalloc(1, sizeof(*r));
+	r->cfg = cfg;
+	r->num_params = dt_model_num_params(model);
+	r->ext = (struct dt_ps_server_extension){ .on_frame = on_frame, .on_close = on_close, .arg = r };
+	*out = r;
+	return DT_OK;
+}
+
+void dt_replica_free(struct dt_replica *r)
+{
+	if (!r)
+		return;
+	teardown(r);
+	free(r->sum);
+	free(r);
+}
+
+const struct dt_ps_server_extension *dt_replica_extension(struct dt_replica *r) { return &r->ext; }
+const struct dt_err *dt_replica_failure(const struct dt_replica *r) { return r && r->failed ? &r->failure : NULL; }
+int64_t dt_replica_steps(const struct dt_replica *r) { return r ? r->steps : 0; }
