@@ -37,7 +37,7 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 
 DEPS_STAMP := build/.deps-installed
 
-.PHONY: all test check run run-cluster fuzz bench clean deps
+.PHONY: all test check run run-local run-cluster fuzz bench clean deps
 all: $(BUILD)/dtrain $(BUILD)/libdtrain.a
 
 deps: $(DEPS_STAMP)
@@ -75,9 +75,15 @@ test: $(BUILD)/dtrain $(BUILD)/dtrain-tests
 check:
 	@scripts/check.sh
 
-# The main job: train the demo cnn on Fashion-MNIST.
-RUN_FLAGS ?= --model=cnn --problem=fashion_mnist --train_steps=4700
+# The main job: a whole cluster on this machine (1 ps, the chief, 1 worker,
+# 1 evaluator) trains the cnn on Fashion-MNIST (examples/fashion_mnist.yaml).
+RUN_SPEC ?= examples/fashion_mnist.yaml
 run: $(BUILD)/dtrain
+	$(BUILD)/dtrain launch $(RUN_SPEC)
+
+# The same cnn in one process.
+RUN_FLAGS ?= --model=cnn --problem=fashion_mnist --train_steps=4700
+run-local: $(BUILD)/dtrain
 	$(BUILD)/dtrain train $(RUN_FLAGS)
 
 # A small asynchronous cluster on loopback (chief, worker, parameter server).
@@ -108,12 +114,29 @@ fuzz: $(FUZZ_BIN)
 	    || { tail -40 build-fuzz/$$name.log; exit 1; }; \
 	done
 
-bench: $(BUILD)/dtrain $(BUILD)/bench-ps
+# Every benchmark, each beside its peer in the same run (docs/BENCHMARKS.md).
+bench: $(BUILD)/dtrain $(BUILD)/bench-ps $(BUILD)/bench-ckpt $(BUILD)/bench-allreduce
 	bench/train_vs_pytorch
 	bench/ps
+	bench/allreduce
+	bench/scaling
+	bench/sync
+	bench/ckpt
+	bench/summaries
+	bench/launch
 
 # Parameter-server throughput against a raw TCP copy (bench/ps runs it).
 $(BUILD)/bench-ps: $(BUILD)/bench/ps_bench.o $(BUILD)/libdtrain.a
+	@echo "  LINK    $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# Checkpoint save time against a raw write+fsync of the same bytes (bench/ckpt runs it).
+$(BUILD)/bench-ckpt: $(BUILD)/bench/ckpt_bench.o $(BUILD)/libdtrain.a
+	@echo "  LINK    $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# Ring all-reduce timing, run beside Open MPI and gloo by bench/allreduce.
+$(BUILD)/bench-allreduce: $(BUILD)/bench/allreduce_bench.o $(BUILD)/libdtrain.a
 	@echo "  LINK    $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

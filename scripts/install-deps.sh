@@ -6,8 +6,8 @@ set -euo pipefail
 
 BUILD_PKGS=(gcc make pkg-config libopenblas-dev zlib1g-dev libjansson-dev libyaml-dev)
 DATA_PKGS=(dataset-fashion-mnist)
-TEST_PKGS=(clang libclang-rt-14-dev time procps slurmctld slurmd slurm-client munge)
-BENCH_PKGS=(python3-torch python3-numpy)
+TEST_PKGS=(clang libclang-rt-14-dev time procps slurmctld slurmd slurm-client munge python3-protobuf protobuf-compiler)
+BENCH_PKGS=(python3-torch python3-numpy libopenmpi-dev openmpi-bin)
 
 want=("${BUILD_PKGS[@]}" "${DATA_PKGS[@]}" "${TEST_PKGS[@]}")
 case "${1:-}" in

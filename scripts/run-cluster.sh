@@ -55,7 +55,8 @@ while IFS= read -r line; do
 	eval "set -- $flags"
 	TF_CONFIG=$tf_config "$BIN" train "$@" "${args[@]}" 2>&1 | sed -u "s/^/$role | /" &
 	pids+=($!)
-	[ "$role" = chief.0 ] && chief_pid=$!
+	# the chief; in the one-master (sync, --masters=1) layout, the master
+	case "$role" in chief.0|master.0) chief_pid=$! ;; esac
 	n=$((n + 1))
 done < <("$BIN" make-configs --masters="$(join "${m[@]}")" --ps="$(join "${p[@]}")" --format=shell)
 

@@ -67,6 +67,7 @@ void dt_cluster_init(struct dt_cluster *cl)
 	cl->task = (struct dt_task_ref){ DT_JOB_NONE, -1 };
 	cl->chief = (struct dt_task_ref){ DT_JOB_NONE, -1 };
 	cl->global_id = -1;
+	cl->trainer_index = -1;
 	cl->source = DT_SOURCE_LOCAL;
 }
 
@@ -436,6 +437,7 @@ static void derive(struct dt_cluster *cl)
 		cl->num_worker_replicas = 1;
 		cl->num_ps_replicas = 0;
 		cl->global_id = 0;
+		cl->trainer_index = 0;
 		cl->master = dt_xstrdup("");
 		return;
 	}
@@ -447,8 +449,10 @@ static void derive(struct dt_cluster *cl)
 	cl->num_worker_replicas = jobs[DT_JOB_WORKER].present + jobs[DT_JOB_CHIEF].present + jobs[DT_JOB_MASTER].present;
 	cl->num_ps_replicas = jobs[DT_JOB_PS].present;
 
-	/* Global id: the chief's job, the others alphabetically, ps last. */
+	/* Global id: the chief's job, the others alphabetically, ps last; the
+	 * trainer index: the same walk over the trainer jobs only. */
 	cl->global_id = -1;
+	cl->trainer_index = -1;
 	if (cl->task.job != DT_JOB_EVALUATOR) {
 		enum dt_job order[DT_JOB_COUNT];
 		int n = 0;
@@ -457,13 +461,17 @@ static void derive(struct dt_cluster *cl)
 			if (j != (int)chief_job && j != DT_JOB_PS)
 				order[n++] = (enum dt_job)j;
 		order[n++] = DT_JOB_PS;
-		int offset = 0;
+		int offset = 0, trainers_before = 0;
 		for (int k = 0; k < n; k++) {
 			if (order[k] == cl->task.job) {
 				cl->global_id = offset + cl->task.index;
+				if (order[k] != DT_JOB_PS)
+					cl->trainer_index = trainers_before + cl->task.index;
 				break;
 			}
 			offset += jobs[order[k]].slots;
+			if (order[k] != DT_JOB_EVALUATOR)
+				trainers_before += jobs[order[k]].slots;
 		}
 	}
 

@@ -31,6 +31,9 @@
  *   - global id: the chief's job first (chief 0), then the other jobs in
  *     alphabetical order (evaluator before worker), ps last; id = offset of
  *     the job + index. An evaluator task has none (-1), as in RunConfig;
+ *   - trainer index: the same order over the trainer jobs only (chief,
+ *     master, worker), so 0 .. num_worker_replicas-1 whether or not an
+ *     evaluator is listed (ours; TensorFlow has no name for it);
  *   - master (the session target): TF_CONFIG's session_master if given; ""
  *     when the whole cluster is one task; else "<rpc_layer>://<address>"
  *     with rpc_layer defaulting to "grpc" (RunConfig's "grpc://" prefix);
@@ -105,6 +108,9 @@ struct dt_cluster {
 	int num_worker_replicas;  /* worker + chief + master tasks */
 	int num_ps_replicas;      /* ps tasks */
 	int global_id;            /* chief 0 ... ps last; -1 for an evaluator */
+	int trainer_index;        /* chief 0, then the other trainers as global_id orders them (an
+				   * evaluator does not count); -1 for ps and evaluator tasks. The
+				   * data shard of a trainer, and t2t's --worker_id */
 	char *master;             /* session target, "" when one task (owned) */
 	struct dt_task_ref *peers; /* [npeers], see the header comment (owned) */
 	int npeers;

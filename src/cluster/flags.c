@@ -286,13 +286,9 @@ enum dt_status dt_cluster_check_flags(const struct dt_cluster_flags *f, const st
 					 "or drop --sync");
 			return st;
 		}
-		if (cl->num_ps_replicas < cl->num_worker_replicas) {
-			st = dt_err_set(err, DT_CONFIG,
-					"--sync gives each of the %d trainers %d/%d ps tasks to compute on, which is none",
-					cl->num_worker_replicas, cl->num_ps_replicas, cl->num_worker_replicas);
-			dt_err_hint(err, "with --sync list at least as many ps as trainers (t2t: one master), or drop --sync");
-			return st;
-		}
+		/* Fewer ps than trainers is fine: with chief/workers, --sync trains
+		 * through the ps (SyncReplicasOptimizer, train/sync_roles.h); only
+		 * t2t's one-master layout computes on the ps. */
 	}
 	if (GIVEN_STR(f, opts, schedule, "continuous_train_and_eval")) {
 		const char *s = f->schedule;

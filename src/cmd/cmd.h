@@ -44,6 +44,12 @@ int dt_cmd_train(int argc, char **argv);
 int dt_cmd_version(int argc, char **argv);
 int dt_cmd_config(int argc, char **argv);
 int dt_cmd_make_configs(int argc, char **argv);
+int dt_cmd_launch(int argc, char **argv);
+int dt_cmd_status(int argc, char **argv);
+int dt_cmd_logs(int argc, char **argv);
+int dt_cmd_monitor(int argc, char **argv);
+int dt_cmd_kill(int argc, char **argv);
 int dt_cmd_help(int argc, char **argv);
+int dt_cmd_ckpt(int argc, char **argv);
 
 #endif

@@ -7,6 +7,7 @@
  */
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/atomic_file.h"
@@ -15,11 +16,16 @@
 #include "cmd/cmd.h"
 #include "base/strutil.h"
 #include "cluster/resolve.h"
+#include "dist/mirrored.h"
 #include "nn/hparams.h"
 #include "nn/model.h"
 #include "tensor/blas.h"
 #include "train/local.h"
 #include "train/ps_roles.h"
+#include "train/sync_roles.h"
+#include "train/allreduce_role.h"
+#include "train/evaluator.h"
+#include "train/summary.h"
 
 static const char usage[] =
 	"dtrain train [--model=NAME] [--problem=NAME] [--train_steps=N] [--hparams='k=v,...'] [options]";
@@ -29,6 +35,13 @@ struct train_args {
 	int64_t seed;
 	double connect_timeout;
 	double ps_idle_timeout;
+	double step_timeout;            /* all-reduce: deadline of each collective */
+	int64_t check_replicas_every;   /* all-reduce: compare the replicas' variables every N steps */
+	int sync;                       /* --sync (hparam sync=1 is the same) */
+	int replicas_to_aggregate;      /* sync through the ps: gradients per step; 0: every trainer */
+	double sync_timeout;            /* sync: a step gathers its gradients within this */
+	int worker_gpu, ps_gpu;         /* t2t's in-graph sync: replicas on the master and per ps */
+	int ps_overlap;                 /* async ps: compute the next step while this one's round is in flight */
 };
 
 /* Resolves model + set + overrides into cfg->hp, t2t's way: the set gives the
@@ -60,7 +73,7 @@ static enum dt_status resolve_hparams(const struct train_args *a, struct dt_hpar
 }
 
 static enum dt_status write_metrics(const char *path, const struct dt_train_config *cfg,
-				    const struct dt_train_result *res, struct dt_err *err)
+				    const struct dt_train_result *res, const struct dt_sync_stats *sync, struct dt_err *err)
 {
 	struct dt_blas_info blas = dt_blas_info();
 	json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:s}",
@@ -75,6 +88,13 @@ static enum dt_status write_metrics(const char *path, const struct dt_train_conf
 		json_object_set_new(o, "loss", json_real(res->eval.loss));
 		json_object_set_new(o, "eval_examples", json_integer(res->eval.examples));
 	}
+	if (sync) {
+		json_object_set_new(o, "replicas_to_aggregate", json_integer(sync->replicas_to_aggregate));
+		json_object_set_new(o, "total_replicas", json_integer(sync->total_replicas));
+		json_object_set_new(o, "barrier_seconds", json_real(sync->barrier_seconds));
+		json_object_set_new(o, "barrier_share", json_real(sync->barrier_share));
+		json_object_set_new(o, "stale_steps", json_integer(sync->stale_steps));
+	}
 	char *text = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
 	json_decref(o);
 	size_t len = strlen(text);
@@ -84,15 +104,83 @@ static enum dt_status write_metrics(const char *path, const struct dt_train_conf
 	return st ? dt_err_prefix(err, "--metrics_file") : DT_OK;
 }
 
+/* The "Checkpoints and summaries" flags, before validation. */
+struct ckpt_args {
+	const char *output_dir;
+	int64_t save_steps;
+	double save_secs;
+	int keep_max;
+	int64_t summary_steps;
+};
+
+/* Validates the checkpoint flags into cfg. --output_dir falls back to the
+ * environment's OUTPUT_DIR (which `dtrain launch` sets); the two cadences are
+ * exclusive, and with neither the saver uses TensorFlow's 600 seconds. */
+static enum dt_status resolve_ckpt_args(const struct ckpt_args *ck, const struct dt_option *opts,
+					struct dt_train_config *cfg, struct dt_err *err)
+{
+	const char *dir = ck->output_dir;
+	if (!dt_opts_find(opts, "output_dir")->was_set) {
+		const char *env = getenv("OUTPUT_DIR");
+		if (env && *env)
+			dir = env;
+	}
+	if (ck->save_steps < 0 || ck->summary_steps < 0)
+		return dt_err_set(err, DT_USAGE, "--%s must not be negative",
+				  ck->save_steps < 0 ? "save_checkpoints_steps" : "save_summary_steps");
+	if (!(ck->save_secs >= 0 && ck->save_secs <= 1e9))
+		return dt_err_set(err, DT_USAGE, "--save_checkpoints_secs must be between 0 and 1e9 seconds, got %g",
+				  ck->save_secs);
+	if (ck->save_steps > 0 && ck->save_secs > 0) {
+		dt_err_set(err, DT_USAGE, "--save_checkpoints_steps and --save_checkpoints_secs are mutually exclusive");
+		dt_err_hint(err, "set only one of them (neither: every 600 seconds)");
+		return DT_USAGE;
+	}
+	if (ck->keep_max < 0)
+		return dt_err_set(err, DT_USAGE, "--keep_checkpoint_max must not be negative (0 keeps all), got %d",
+				  ck->keep_max);
+	cfg->output_dir = dir;
+	cfg->save_checkpoints_steps = ck->save_steps;
+	cfg->save_checkpoints_secs = ck->save_secs;
+	cfg->keep_checkpoint_max = ck->keep_max;
+	cfg->save_summary_steps = ck->summary_steps;
+	return DT_OK;
+}
+
 /* What this process does in its cluster. */
 enum train_mode {
 	MODE_LOCAL,     /* no cluster: one process */
 	MODE_PS,        /* a parameter server (--schedule=run_std_server, or the ps job) */
 	MODE_TRAINER,   /* chief/master/worker of asynchronous training through the ps */
+	MODE_ALLREDUCE, /* chief/master/worker of a cluster with no ps: multi-worker mirrored */
+	MODE_EVAL,      /* the evaluator job, or --schedule=continuous_eval*: evaluates checkpoints */
 };
 
-/* Resolves the cluster and this task's role. Built: one process, and
- * asynchronous between-graph training through parameter servers; the other
+/* t2t's evaluation schedules: which split, and whether once or continuously. */
+static int is_eval_schedule(const char *schedule, enum dt_split *split, int *once)
+{
+	static const struct { const char *name; enum dt_split split; int once; } evals[] = {
+		{ "continuous_eval", DT_SPLIT_TEST, 0 },
+		{ "continuous_eval_on_train_data", DT_SPLIT_TRAIN, 0 },
+		{ "evaluate", DT_SPLIT_TEST, 1 },
+		{ "evaluate_on_train_data", DT_SPLIT_TRAIN, 1 },
+	};
+	for (size_t i = 0; i < sizeof(evals) / sizeof(evals[0]); i++) {
+		if (strcmp(schedule, evals[i].name) == 0) {
+			if (split)
+				*split = evals[i].split;
+			if (once)
+				*once = evals[i].once;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Resolves the cluster and this task's role. Built: one process,
+ * training through parameter servers (asynchronous, or synchronous with
+ * --sync: run_mode picks sync_roles.h's layout), and all-reduce
+ * (multi-worker mirrored) when there is no ps job; the other
  * distributed layouts are refused with a clear message rather than trained
  * wrongly. t2t's schedules: `train` skips the final evaluation;
  * `train_and_evaluate` and `continuous_train_and_eval` keep it;
@@ -106,25 +194,13 @@ static enum dt_status resolve_role(const struct dt_cluster_flags *cf, const stru
 	const char *schedule = cf->schedule;
 	*mode = MODE_LOCAL;
 	if (!dt_cluster_is_local(cl)) {
-		const char *src = dt_cluster_source_name(cl->source);
 		if (cl->task.job == DT_JOB_EVALUATOR) {
-			dt_err_set(err, DT_CONFIG, "this %s cluster makes this task the evaluator, which is not built yet", src);
-			dt_err_hint(err, "start only the ps, chief/master and worker tasks");
-			return DT_CONFIG;
-		}
-		if (cl->num_ps_replicas == 0) {
-			dt_err_set(err, DT_CONFIG, "this %s cluster has no ps job: that is all-reduce training, which is "
-						   "not built yet; asynchronous training through parameter servers is", src);
-			dt_err_hint(err, "add a ps job (TF_CONFIG's cluster or --ps_hosts)");
-			return DT_CONFIG;
-		}
-		if (cf->sync) {
-			dt_err_set(err, DT_CONFIG, "synchronous training (--sync) is not built yet; "
-						   "asynchronous training through parameter servers is");
-			dt_err_hint(err, "drop --sync to train asynchronously");
-			return DT_CONFIG;
-		}
-		if (cl->task.job == DT_JOB_PS) {
+			/* It connects to nobody: it reads the chief's checkpoints (train/evaluator.h). */
+			*mode = MODE_EVAL;
+		} else if (cl->num_ps_replicas == 0) {
+			/* No ps: multi-worker mirrored, synchronous by construction (--sync is moot). */
+			*mode = MODE_ALLREDUCE;
+		} else if (cl->task.job == DT_JOB_PS) {
 			*mode = MODE_PS;
 		} else {
 			/* (run_std_server on a trainer is refused by the resolver's cross-checks.) */
@@ -136,6 +212,12 @@ static enum dt_status resolve_role(const struct dt_cluster_flags *cf, const stru
 	}
 	if (*mode == MODE_PS)
 		return DT_OK;
+	if (*mode == MODE_EVAL || is_eval_schedule(schedule, NULL, NULL)) {
+		if (dt_cluster_is_local(cl))
+			dt_log_set_identity("evaluator", 0);
+		*mode = MODE_EVAL;
+		return DT_OK;
+	}
 	if (strcmp(schedule, "train") == 0) {
 		const struct dt_option *o = dt_opts_find(opts, "eval");
 		if (!o->was_set)
@@ -148,6 +230,74 @@ static enum dt_status resolve_role(const struct dt_cluster_flags *cf, const stru
 	return DT_OK;
 }
 
+/* --replicas, or t2t's --worker_gpu=N > 1 in a cluster without ps (one GPU
+ * tower per replica there; CPU threads here). 0 on a usage error. */
+static int resolve_replicas(int replicas, const struct dt_option *opts, const struct dt_cluster_flags *cf,
+			    const struct dt_cluster *cl, enum train_mode mode, struct dt_err *err)
+{
+	int given = dt_opts_find(opts, "replicas")->was_set;
+	if (!given && cf->worker_gpu > 1 && cl->num_ps_replicas == 0)
+		replicas = cf->worker_gpu;
+	if (replicas < 1 || replicas > DT_MIRRORED_MAX_REPLICAS) {
+		dt_err_set(err, DT_USAGE, "--%s must be between 1 and %d, got %d", given ? "replicas" : "worker_gpu",
+			   DT_MIRRORED_MAX_REPLICAS, replicas);
+		return 0;
+	}
+	if (replicas > 1 && (mode == MODE_PS || mode == MODE_TRAINER)) {
+		dt_err_set(err, DT_USAGE, "--replicas=%d is for one process or all-reduce clusters; training through "
+					  "parameter servers has one replica per task", replicas);
+		dt_err_hint(err, "start more worker tasks instead");
+		return 0;
+	}
+	return replicas;
+}
+
+/* The evaluator's flags. */
+struct eval_args {
+	const char *mode;               /* "latest" or "every" */
+	double timeout_s;
+};
+
+static void print_eval(void *ctx, enum dt_split split, int64_t step, const struct dt_eval_result *r)
+{
+	printf("eval (%s split, %lld examples) at global step %lld: accuracy = %.4f, loss = %.4f\n", dt_split_name(split),
+	       (long long)r->examples, (long long)step, r->accuracy, r->loss);
+	fflush(stdout);
+}
+
+/* The evaluator task (train/evaluator.h); returns the exit code. */
+static int run_evaluator(const struct dt_train_config *cfg, const char *schedule, const struct eval_args *ea)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_eval_config ec = {
+		.problem = cfg->problem, .data_dir = cfg->data_dir, .hp = cfg->hp, .seed = cfg->seed,
+		.threads = cfg->threads, .output_dir = cfg->output_dir, .split = DT_SPLIT_TEST,
+		.train_steps = cfg->train_steps, .timeout_s = ea->timeout_s, .report = print_eval,
+	};
+	/* The evaluator job with no eval schedule given evaluates the test split continuously. */
+	is_eval_schedule(schedule, &ec.split, &ec.once);
+	if (strcmp(ea->mode, "latest") == 0) {
+		ec.mode = DT_EVAL_LATEST;
+	} else if (strcmp(ea->mode, "every") == 0) {
+		ec.mode = DT_EVAL_EVERY;
+	} else {
+		dt_err_set(&err, DT_USAGE, "--eval_mode=%s: expected latest or every", ea->mode);
+		return dt_cmd_report(&err);
+	}
+	if (!(ea->timeout_s > 0 && ea->timeout_s <= 1e7)) {
+		dt_err_set(&err, DT_USAGE, "--eval_timeout_secs must be between 0 and 10000000 seconds, got %g",
+			   ea->timeout_s);
+		return dt_cmd_report(&err);
+	}
+	if (!cfg->output_dir || !*cfg->output_dir) {
+		dt_err_set(&err, DT_USAGE, "the evaluator needs --output_dir: the directory the chief writes checkpoints to");
+		return dt_cmd_report(&err);
+	}
+	if (dt_evaluator_run(&ec, NULL, &err))
+		return dt_cmd_report(&err);
+	return 0;
+}
+
 /* Runs this task's role and prints its outcome; returns the exit code. */
 static int run_mode(enum train_mode mode, const struct dt_cluster *cl, const struct dt_train_config *cfg,
 		    const struct train_args *a)
@@ -155,10 +305,21 @@ static int run_mode(enum train_mode mode, const struct dt_cluster *cl, const str
 	struct dt_err err = DT_ERR_INIT;
 	struct dt_train_result res;
 	struct dt_ps_run_config pc = { .train = cfg, .cluster = cl, .connect_s = a->connect_timeout,
-				       .wait_model_s = a->connect_timeout, .ps_idle_s = a->ps_idle_timeout };
-	if (mode != MODE_LOCAL && cfg->hp.sync) {
-		dt_err_set(&err, DT_CONFIG, "synchronous training (hparam sync=1) is not built yet; "
-					    "asynchronous training through parameter servers is");
+				       .wait_model_s = a->connect_timeout, .ps_idle_s = a->ps_idle_timeout,
+				       .overlap = a->ps_overlap,
+				       .replicas_to_aggregate = a->replicas_to_aggregate, .sync_timeout_s = a->sync_timeout,
+				       .worker_gpu = a->worker_gpu, .ps_gpu = a->ps_gpu };
+	/* Synchronous through the ps (SyncReplicasOptimizer), or t2t's in-graph
+	 * layout: one master as the only trainer, the ps tasks computing. */
+	const int sync = mode == MODE_TRAINER && (a->sync || cfg->hp.sync);
+	const int in_graph = sync && cl->jobs[DT_JOB_MASTER].slots > 0 && cl->num_worker_replicas == 1;
+	struct dt_sync_stats sync_stats;
+	if (a->replicas_to_aggregate && mode == MODE_TRAINER && (!sync || in_graph ||
+								  a->replicas_to_aggregate > cl->num_worker_replicas)) {
+		dt_err_set(&err, DT_USAGE, "--replicas_to_aggregate=%d needs synchronous training through the ps with at "
+					   "least that many trainers (this cluster has %d)", a->replicas_to_aggregate,
+			   cl->num_worker_replicas);
+		dt_err_hint(&err, "add --sync, or drop --replicas_to_aggregate (default: every trainer)");
 		return dt_cmd_report(&err);
 	}
 	if (mode == MODE_PS) {
@@ -172,13 +333,27 @@ static int run_mode(enum train_mode mode, const struct dt_cluster *cl, const str
 		(long long)cfg->train_steps, mode == MODE_LOCAL ? "" : "global ", cfg->hp.batch_size, cfg->hp.optimizer,
 		cfg->hp.learning_rate, cfg->hp.lr_schedule, (long long)a->seed);
 	int evaluated = cfg->eval_at_end;
-	if (mode == MODE_TRAINER && cfg->eval_every > 0)
-		dt_warn("--eval_every is not built for distributed training yet: the chief evaluates once, at the end");
-	if (mode == MODE_TRAINER) {
+	if ((sync || mode == MODE_ALLREDUCE) && cfg->eval_every > 0)
+		dt_warn("--eval_every is built for asynchronous ps training only: this chief evaluates once, at the end");
+	if (sync) {
+		if ((in_graph ? dt_train_sync_master : dt_train_sync_trainer)(&pc, &res, &sync_stats, &err))
+			return dt_cmd_report(&err);
+		evaluated = evaluated && cl->is_chief;
+		dt_info("trained %.1f s: %.0f examples/s from this task; %.0f%% of it waiting at the barrier",
+			res.train_seconds, res.examples_per_sec, 100.0 * sync_stats.barrier_share);
+	} else if (mode == MODE_TRAINER) {
 		if (dt_train_ps_trainer(&pc, &res, &err))
 			return dt_cmd_report(&err);
 		evaluated = evaluated && cl->is_chief;
 		dt_info("trained %.1f s: %.0f examples/s from this task", res.train_seconds, res.examples_per_sec);
+	} else if (mode == MODE_ALLREDUCE) {
+		struct dt_allreduce_run_config ac = { .train = cfg, .cluster = cl, .connect_s = a->connect_timeout,
+						      .step_s = a->step_timeout, .check_every = a->check_replicas_every };
+		if (dt_train_allreduce(&ac, &res, &err))
+			return dt_cmd_report(&err);
+		evaluated = evaluated && cl->is_chief;
+		dt_info("trained %lld steps in %.1f s: %.0f examples/s over all workers", (long long)res.steps,
+			res.train_seconds, res.examples_per_sec);
 	} else {
 		if (dt_train_local(cfg, &res, &err))
 			return dt_cmd_report(&err);
@@ -192,7 +367,7 @@ static int run_mode(enum train_mode mode, const struct dt_cluster *cl, const str
 	if (*a->metrics_file) {
 		struct dt_train_config mc = *cfg;
 		mc.eval_at_end = evaluated;
-		if (write_metrics(a->metrics_file, &mc, &res, &err))
+		if (write_metrics(a->metrics_file, &mc, &res, sync ? &sync_stats : NULL, &err))
 			return dt_cmd_report(&err);
 	}
 	return 0;
@@ -204,10 +379,15 @@ int dt_cmd_train(int argc, char **argv)
 	dt_train_config_defaults(&cfg);
 	struct train_args a = { .model = "cnn", .hparams = "", .hparams_set = "", .log_level = "info",
 				.metrics_file = "", .seed = 1,
-				.connect_timeout = 120, .ps_idle_timeout = 600 };
+				.connect_timeout = 120, .ps_idle_timeout = 600, .step_timeout = 60, .ps_overlap = 0,
+				.sync_timeout = DT_SYNC_TIMEOUT_DEFAULT_S };
 	int64_t steps = cfg.train_steps, eval_every = 0, log_every = cfg.log_every;
 	int eval = 1, threads = 1, prefetch = 1;
+	int replicas = 1;
 	const char *data_dir = "";
+	struct ckpt_args ck = { .output_dir = "", .keep_max = cfg.keep_checkpoint_max,
+				.summary_steps = cfg.save_summary_steps };
+	struct eval_args ea = { .mode = "latest", .timeout_s = 3600 };
 	struct dt_cluster_flags cf;
 	dt_cluster_flags_init(&cf);
 	struct dt_option opts[] = {
@@ -225,16 +405,46 @@ int dt_cmd_train(int argc, char **argv)
 		DT_OPT_INT64("seed", &a.seed, "N", "seed of every random choice: init, dropout, shuffle"),
 		DT_OPT_INT("threads", &threads, "N", "compute threads (OpenBLAS's pool)"),
 		DT_OPT_BOOL("prefetch", &prefetch, "prepare the next batch on a background thread"),
+		DT_OPT_INT("replicas", &replicas, "N",
+			   "mirrored replicas on threads, each batch split across them (t2t's --worker_gpu=N > 1 sets it when there is no ps)"),
 		DT_OPT_GROUP("Output"),
 		DT_OPT_INT64("log_every", &log_every, "N", "progress line every N steps (0: none)"),
 		DT_OPT_STRING("log_level", &a.log_level, "LEVEL", "debug, info, warn or error"),
 		DT_OPT_STRING("metrics_file", &a.metrics_file, "PATH", "write the run's figures as JSON here"),
+		DT_OPT_GROUP("Checkpoints and summaries"),
+		DT_OPT_STRING("output_dir", &ck.output_dir, "DIR",
+			      "checkpoints and summaries go here; training resumes from its latest checkpoint "
+			      "[default: $OUTPUT_DIR, else none]"),
+		DT_OPT_INT64("save_checkpoints_steps", &ck.save_steps, "N", "save a checkpoint every N steps"),
+		DT_OPT_DOUBLE("save_checkpoints_secs", &ck.save_secs, "SECONDS",
+			      "save a checkpoint every SECONDS (0: by steps; neither set: 600)"),
+		DT_OPT_INT("keep_checkpoint_max", &ck.keep_max, "N", "newest checkpoints kept (0: all)"),
+		DT_OPT_INT64("save_summary_steps", &ck.summary_steps, "N", "TensorBoard scalars every N steps (0: none)"),
+		DT_OPT_GROUP("Evaluator (--schedule=continuous_eval, or the evaluator task)"),
+		DT_OPT_STRING("eval_mode", &ea.mode, "MODE",
+			      "latest: jump to the newest checkpoint; every: evaluate each checkpoint in order"),
+		DT_OPT_DOUBLE("eval_timeout_secs", &ea.timeout_s, "SECONDS",
+			      "exit 3 after this long with no new checkpoint"),
 		DT_CLUSTER_OPTIONS(&cf),
 		DT_OPT_GROUP("Parameter servers"),
 		DT_OPT_DOUBLE("connect_timeout", &a.connect_timeout, "SECONDS",
-			      "how long a trainer waits for the ps tasks to accept, and for the chief to initialize them"),
+			      "how long a trainer waits for the ps tasks to accept, and for the chief to initialize them; "
+			      "with no ps, for every other worker to connect"),
 		DT_OPT_DOUBLE("ps_idle_timeout", &a.ps_idle_timeout, "SECONDS",
 			      "a ps with no trainer connected this long exits 3 (0: wait forever)"),
+		DT_OPT_BOOL("ps_overlap", &a.ps_overlap,
+			    "async: compute the next step while this step's push/pull is in flight (gradients one "
+			    "step staler; --nops_overlap: off)"),
+		DT_OPT_INT("replicas_to_aggregate", &a.replicas_to_aggregate, "N",
+			   "--sync through the ps: gradients per step; the other trainers are backups [default: all]"),
+		DT_OPT_DOUBLE("sync_timeout", &a.sync_timeout, "SECONDS",
+			      "--sync: a step gathers its gradients within this, else every task exits 3 naming the "
+			      "missing ones"),
+		DT_OPT_GROUP("All-reduce (a cluster with no ps)"),
+		DT_OPT_DOUBLE("step_timeout", &a.step_timeout, "SECONDS",
+			      "deadline of each collective (gradients, broadcast, barrier); a missing worker fails the step, exit 3"),
+		DT_OPT_INT64("check_replicas_every", &a.check_replicas_every, "N",
+			     "debug: compare a hash of every worker's variables every N steps, fail on a mismatch (0: never)"),
 		DT_OPT_END,
 	};
 	struct dt_args args;
@@ -269,11 +479,33 @@ int dt_cmd_train(int argc, char **argv)
 		dt_err_set(&err, DT_USAGE, "--connect_timeout must be between 0 and 86400 seconds, got %g", a.connect_timeout);
 		return dt_cmd_report(&err);
 	}
+	if (!(a.step_timeout > 0 && a.step_timeout <= 86400) || a.check_replicas_every < 0) {
+		if (a.check_replicas_every < 0)
+			dt_err_set(&err, DT_USAGE, "--check_replicas_every must not be negative, got %lld",
+				   (long long)a.check_replicas_every);
+		else
+			dt_err_set(&err, DT_USAGE, "--step_timeout must be between 0 and 86400 seconds, got %g", a.step_timeout);
+		return dt_cmd_report(&err);
+	}
+	if (!(a.sync_timeout > 0 && a.sync_timeout <= 1e7) || a.replicas_to_aggregate < 0) {
+		if (a.replicas_to_aggregate < 0)
+			dt_err_set(&err, DT_USAGE, "--replicas_to_aggregate must not be negative, got %d",
+				   a.replicas_to_aggregate);
+		else
+			dt_err_set(&err, DT_USAGE, "--sync_timeout must be between 0 and 10000000 seconds, got %g",
+				   a.sync_timeout);
+		return dt_cmd_report(&err);
+	}
+	a.sync = cf.sync;
+	a.worker_gpu = cf.worker_gpu;
+	a.ps_gpu = cf.ps_gpu;
 	if (!(a.ps_idle_timeout >= 0 && a.ps_idle_timeout <= 1e7)) {
 		dt_err_set(&err, DT_USAGE, "--ps_idle_timeout must be between 0 and 10000000 seconds, got %g",
 			   a.ps_idle_timeout);
 		return dt_cmd_report(&err);
 	}
+	if (resolve_ckpt_args(&ck, opts, &cfg, &err))
+		return dt_cmd_report(&err);
 	struct dt_cluster cl;
 	enum train_mode mode;
 	if (resolve_role(&cf, opts, &eval, &cl, &mode, &err) || resolve_hparams(&a, &cfg.hp, &err)) {
@@ -288,7 +520,23 @@ int dt_cmd_train(int argc, char **argv)
 	cfg.seed = (uint64_t)a.seed;
 	cfg.threads = threads;
 	cfg.prefetch = prefetch;
-	int rc = run_mode(mode, &cl, &cfg, &a);
+	if ((cfg.replicas = resolve_replicas(replicas, opts, &cf, &cl, mode, &err)) < 1) {
+		dt_cluster_release(&cl);
+		return dt_cmd_report(&err);
+	}
+	int rc;
+	if (mode == MODE_EVAL) {
+		rc = run_evaluator(&cfg, cf.schedule, &ea);
+	} else {
+		cfg.eval_after_save = strcmp(cf.schedule, "train_and_evaluate") == 0;
+		/* The chief's run files (t2t's hparams.json and flags.txt). */
+		if (cfg.output_dir && *cfg.output_dir && mode != MODE_PS && (mode == MODE_LOCAL || cl.is_chief) &&
+		    dt_summary_write_run_files(cfg.output_dir, &cfg.hp, opts, &err)) {
+			dt_cluster_release(&cl);
+			return dt_cmd_report(&err);
+		}
+		rc = run_mode(mode, &cl, &cfg, &a);
+	}
 	dt_cluster_release(&cl);
 	return rc;
 }

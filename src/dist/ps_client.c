@@ -21,6 +21,13 @@ struct dt_ps_client {
 	uint8_t (*push_hdr)[DT_PS_PUSH_HEADER];  /* (num_shards) */
 	uint8_t (*range_hdr)[DT_PS_RANGE_BYTES]; /* (num_shards) */
 	struct dt_request step_req, status_req;
+	/* synchronous rounds */
+	struct dt_request *sync_cfg_reqs;  /* (num_ps) */
+	uint8_t sync_cfg[DT_PS_SYNC_CONFIG_BYTES];
+	uint8_t (*sync_push_hdr)[DT_PS_SYNC_PUSH_HEADER];   /* (num_shards) */
+	uint8_t (*sync_push_reply)[DT_PS_SYNC_PUSH_REPLY_BYTES]; /* (num_shards) */
+	uint8_t (*sync_pull_req)[DT_PS_SYNC_PULL_BYTES];    /* (num_shards) */
+	uint8_t **sync_pull_reply;        /* (num_shards) staging: header + the shard's values */
 	uint8_t step_payload[8], step_reply[8], status_reply[DT_PS_STATUS_BYTES];
 	struct dt_request **inflight;     /* requests of the current call */
 	int ninflight, inflight_cap;
@@ -114,6 +121,11 @@ enum dt_status dt_ps_client_new(struct dt_loop *loop, const struct dt_ps_client_
 	c->end_reqs = dt_xcalloc((size_t)c->num_ps, sizeof(*c->end_reqs));
 	c->push_hdr = dt_xcalloc(ns, sizeof(*c->push_hdr));
 	c->range_hdr = dt_xcalloc(ns, sizeof(*c->range_hdr));
+	c->sync_cfg_reqs = dt_xcalloc((size_t)c->num_ps, sizeof(*c->sync_cfg_reqs));
+	c->sync_push_hdr = dt_xcalloc(ns, sizeof(*c->sync_push_hdr));
+	c->sync_push_reply = dt_xcalloc(ns, sizeof(*c->sync_push_reply));
+	c->sync_pull_req = dt_xcalloc(ns, sizeof(*c->sync_pull_req));
+	c->sync_pull_reply = dt_xcalloc(ns, sizeof(*c->sync_pull_reply));
 	c->inflight_cap = (int)(2 * ns + (size_t)c->num_ps + 2);
 	c->inflight = dt_xcalloc((size_t)c->inflight_cap, sizeof(*c->inflight));
 	for (size_t i = 0; i < ns; i++) {
@@ -165,7 +177,21 @@ void dt_ps_client_free(struct dt_ps_client *c)
 	free(c->push_hdr);
 	free(c->range_hdr);
 	free(c->inflight);
+	free(c->sync_cfg_reqs);
+	free(c->sync_push_hdr);
+	free(c->sync_push_reply);
+	free(c->sync_pull_req);
+	for (int i = 0; c->sync_pull_reply && i < c->pl->num_shards; i++)
+		free(c->sync_pull_reply[i]);
+	free(c->sync_pull_reply);
 	free(c);
+}
+
+void dt_ps_client_set_buffers(struct dt_ps_client *c, float *params, float *grads)
+{
+	DT_ASSERT(c->ninflight == 0); /* no call is running */
+	c->cfg.params = params;
+	c->cfg.grads = grads;
 }
 
 enum dt_status dt_ps_client_status(struct dt_ps_client *c, int ps, struct dt_ps_status *out, int64_t deadline,
@@ -255,10 +281,116 @@ enum dt_status dt_ps_client_end(struct dt_ps_client *c, int64_t deadline, struct
 	return wait_all(c, st, deadline, err);
 }
 
+struct dt_conn *dt_ps_client_conn(struct dt_ps_client *c, int ps) { return c->conns[ps]; }
+
+int dt_ps_client_lost(const struct dt_ps_client *c, int ps)
+{
+	return !dt_conn_is_open(c->conns[ps]) && dt_conn_close_reason(c->conns[ps])->status != DT_OK;
+}
+
+static int never(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+enum dt_status dt_ps_client_reconnect(struct dt_ps_client *c, int ps, int64_t deadline, int *new_incarnation,
+				      struct dt_err *err)
+{
+	DT_ASSERT(c->ninflight == 0);
+	const struct dt_hello *old = dt_conn_remote(c->conns[ps]);
+	uint64_t was = old ? old->incarnation : 0;
+	char host[DT_HOST_MAX];
+	int port;
+	struct dt_conn *nc = NULL;
+	struct dt_conn_config cc = { .silence_s = c->cfg.silence_s };
+	enum dt_status st = dt_sock_split_hostport(c->cfg.ps_addrs[ps], host, sizeof(host), &port, err);
+	/* A dying ps may still accept and then reset: retry the handshake too, with backoff. */
+	for (double pause = 0.05; !st; pause = pause < 1.0 ? pause * 2 : 1.0) {
+		st = dt_conn_connect(c->loop, host, port, c->cfg.local, "ps", (uint32_t)ps, &cc, deadline, &nc, err);
+		if (st != DT_PEER || dt_deadline_passed(deadline))
+			break;
+		int64_t until = dt_deadline_in(pause) < deadline ? dt_deadline_in(pause) : deadline;
+		enum dt_status paused = dt_loop_run_until(c->loop, never, NULL, until, "a pause before reconnecting", NULL);
+		(void)paused;
+		st = DT_OK;
+	}
+	if (st)
+		return st;
+	if (new_incarnation)
+		*new_incarnation = dt_conn_remote(nc)->incarnation != was;
+	dt_conn_free(c->conns[ps]);
+	c->conns[ps] = nc;
+	return DT_OK;
+}
+
 int dt_ps_client_ended_by_ps(const struct dt_ps_client *c)
 {
 	for (int i = 0; i < c->num_ps; i++)
 		if (c->conns[i] && !dt_conn_is_open(c->conns[i]) && dt_conn_close_reason(c->conns[i])->status == DT_OK)
 			return 1;
 	return 0;
+}
+
+enum dt_status dt_ps_client_sync_config(struct dt_ps_client *c, const struct dt_ps_sync_config *cfg, int64_t deadline,
+					struct dt_err *err)
+{
+	dt_ps_sync_config_encode(cfg, c->sync_cfg);
+	struct iovec part = { c->sync_cfg, sizeof(c->sync_cfg) };
+	enum dt_status st = DT_OK;
+	for (int i = 0; i < c->num_ps && !st; i++)
+		st = issue(c, i, &c->sync_cfg_reqs[i], DT_MSG_PS_SYNC_CONFIG, &part, 1, NULL, 0, deadline, err);
+	return wait_all(c, st, deadline, err);
+}
+
+enum dt_status dt_ps_client_sync_round(struct dt_ps_client *c, int push, int64_t step, float lr, int64_t after,
+				       struct dt_ps_sync_result *out, int64_t deadline, struct dt_err *err)
+{
+	enum dt_status st = DT_OK;
+	const int ns = c->pl->num_shards;
+	for (int i = 0; push && i < ns && !st; i++) {
+		const struct dt_shard *sh = &c->pl->shards[i];
+		struct dt_ps_push m = { .range = { sh->offset, sh->count }, .lr = lr, .step = step };
+		dt_ps_sync_push_header_encode(&m, c->sync_push_hdr[i]);
+		struct iovec parts[2] = { { c->sync_push_hdr[i], DT_PS_SYNC_PUSH_HEADER },
+					  { c->cfg.grads + sh->offset, sh->count * sizeof(float) } };
+		st = issue(c, sh->ps, &c->push_reqs[i], DT_MSG_PS_SYNC_PUSH, parts, 2, c->sync_push_reply[i],
+			   DT_PS_SYNC_PUSH_REPLY_BYTES, deadline, err);
+	}
+	for (int i = 0; i < ns && !st; i++) {
+		const struct dt_shard *sh = &c->pl->shards[i];
+		size_t cap = DT_PS_SYNC_PULL_REPLY_HEADER + sh->count * sizeof(float);
+		if (!c->sync_pull_reply[i])
+			c->sync_pull_reply[i] = dt_xmalloc(cap);
+		struct dt_ps_sync_pull m = { .range = { sh->offset, sh->count }, .after = after };
+		dt_ps_sync_pull_encode(&m, c->sync_pull_req[i]);
+		struct iovec part = { c->sync_pull_req[i], DT_PS_SYNC_PULL_BYTES };
+		st = issue(c, sh->ps, &c->pull_reqs[i], DT_MSG_PS_SYNC_PULL, &part, 1, c->sync_pull_reply[i], cap, deadline,
+			   err);
+	}
+	if ((st = wait_all(c, st, deadline, err)))
+		return st;
+	memset(out, 0, sizeof(*out));
+	out->min_step = INT64_MAX;
+	for (int i = 0; push && i < ns; i++) {
+		struct dt_ps_sync_push_reply r;
+		if ((st = dt_ps_sync_push_reply_decode(c->sync_push_reply[i], (size_t)c->push_reqs[i].reply.length, &r, err)))
+			return dt_err_prefix(err, "%s", dt_conn_peer(c->conns[c->pl->shards[i].ps]));
+		out->dropped += !!(r.flags & DT_PS_SYNC_PUSH_DROPPED);
+	}
+	for (int i = 0; i < ns; i++) {
+		const struct dt_shard *sh = &c->pl->shards[i];
+		struct dt_ps_sync_pull_reply r;
+		if ((st = dt_ps_sync_pull_reply_decode(c->sync_pull_reply[i], (size_t)c->pull_reqs[i].reply.length,
+						       sh->count, &r, err)))
+			return dt_err_prefix(err, "%s", dt_conn_peer(c->conns[sh->ps]));
+		memcpy(c->cfg.params + sh->offset, r.values, sh->count * sizeof(float));
+		if (r.step < out->min_step)
+			out->min_step = r.step;
+		if (sh->ps == 0 && r.step > out->global_step)
+			out->global_step = r.step;
+		if (r.held_ns > out->held_ns)
+			out->held_ns = r.held_ns;
+	}
+	return DT_OK;
 }

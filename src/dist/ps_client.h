@@ -13,6 +13,12 @@
  * push → step → pull: the server handles a connection's frames in order, so
  * the pull sees this worker's own push applied; one round trip per step.
  *
+ * A synchronous round (dt_ps_client_sync_round, dist/ps_sync.h) is the same
+ * shape: PS_SYNC_PUSH of every shard tagged with the trainer's step, then
+ * PS_SYNC_PULL of every shard, which each ps holds at its barrier until the
+ * step is applied; pull replies land in a staging buffer per shard (they
+ * carry the step in a header) and are copied into the params buffer.
+ *
  * The params/grads buffers are borrowed; they must not be touched while a
  * call runs. Every call takes a deadline; a ps that does not answer by it is
  * DT_TIMEOUT naming "ps:1 at host:port", a dead one DT_PEER.
@@ -28,6 +34,7 @@
 
 #include "base/err.h"
 #include "dist/placement.h"
+#include "dist/ps_wire.h"
 #include "net/loop.h"
 #include "net/messages.h"
 
@@ -60,16 +67,55 @@ enum dt_status dt_ps_client_status(struct dt_ps_client *c, int ps, struct dt_ps_
 enum dt_status dt_ps_client_init(struct dt_ps_client *c, int ps, int64_t deadline,
 				 struct dt_err *err) DT_MUST_CHECK;
 
+/* Replaces the borrowed params and grads buffers (num_params floats each);
+ * only between calls. A trainer that computes while its round is in flight
+ * gives the round buffers of its own (train/ps_roles.c, --ps_overlap). */
+void dt_ps_client_set_buffers(struct dt_ps_client *c, float *params, float *grads);
+
 /* One round: if `push`, every shard of the grads buffer at learning rate lr;
  * if step_inc >= 0, PS_STEP(step_inc) to ps 0 with the new global step in
  * *global_step; if `pull`, every shard into the params buffer. */
 enum dt_status dt_ps_client_round(struct dt_ps_client *c, int push, float lr, int64_t step_inc, int pull,
 				  int64_t *global_step, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
 
+/* ---- synchronous training (dist/ps_sync.h) ---- */
+
+/* PS_SYNC_CONFIG to every ps: the chief's configures them, the others' must match. */
+enum dt_status dt_ps_client_sync_config(struct dt_ps_client *c, const struct dt_ps_sync_config *cfg, int64_t deadline,
+					struct dt_err *err) DT_MUST_CHECK;
+
+struct dt_ps_sync_result {
+	int64_t min_step;        /* the lowest step over the ps: this trainer's next step */
+	int64_t global_step;     /* ps 0's */
+	uint64_t held_ns;        /* the longest any ps held this trainer's pull at the barrier */
+	int dropped;             /* shards whose gradients a ps dropped as stale */
+};
+
+/* One synchronous round: if `push`, every shard of the grads buffer tagged
+ * with `step` at lr (PS_SYNC_PUSH); then every shard pulled into the params
+ * buffer once its ps has passed step `after` (PS_SYNC_PULL, held at the
+ * barrier; after = -1: at once). */
+enum dt_status dt_ps_client_sync_round(struct dt_ps_client *c, int push, int64_t step, float lr, int64_t after,
+				       struct dt_ps_sync_result *out, int64_t deadline,
+				       struct dt_err *err) DT_MUST_CHECK;
+
 /* PS_END to every ps (the chief, at the end of the run). */
 enum dt_status dt_ps_client_end(struct dt_ps_client *c, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
 
 /* True when some ps closed its connection in order (it said the run is over). */
 int dt_ps_client_ended_by_ps(const struct dt_ps_client *c);
+
+/* ---- recovery (train/ps_recovery.h) ---- */
+
+/* The connection to ps `ps` (for dist/ps_snapshot.h's calls on an idle client). */
+struct dt_conn *dt_ps_client_conn(struct dt_ps_client *c, int ps);
+/* True when the connection to ps `ps` closed with an error (the ps died or
+ * went silent), not in order. */
+int dt_ps_client_lost(const struct dt_ps_client *c, int ps);
+/* Replaces the connection to ps `ps` by a new one, retrying with backoff
+ * until `deadline`; *new_incarnation (may be NULL) turns true when the ps
+ * answering is another process than before (it was restarted). */
+enum dt_status dt_ps_client_reconnect(struct dt_ps_client *c, int ps, int64_t deadline, int *new_incarnation,
+				      struct dt_err *err) DT_MUST_CHECK;
 
 #endif

@@ -5,7 +5,9 @@
 #include <sys/uio.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "base/log.h"
+#include "dist/ps_snapshot.h"
 #include "dist/ps_wire.h"
 #include "net/bytes.h"
 #include "net/conn.h"
@@ -27,6 +29,10 @@ struct dt_ps_server {
 	int nshards, ninitialized;
 	int64_t global_step;
 	int ended;
+	struct dt_loop *loop;
+	int async_used;              /* a PS_PUSH or PS_STEP came: no synchronous training on this ps */
+	struct dt_ps_sync *sync;     /* the synchronous side (dist/ps_sync.h) */
+	struct dt_timer sync_timer;  /* fires at the open step's deadline */
 	struct dt_ps_server_stats stats;
 	char name[16];               /* "ps:1" */
 };
@@ -95,6 +101,85 @@ static int from_chief(const struct dt_ps_server *s, struct dt_conn *c)
 	return r && strcmp(r->role, s->cfg.chief_role) == 0 && r->index == s->cfg.chief_index;
 }
 
+/* Asynchronous requests on a ps that trains synchronously are refused;
+ * otherwise they make the ps asynchronous for good. */
+static int refuse_async(struct dt_ps_server *s, struct dt_conn *c, const struct dt_frame_header *h)
+{
+	if (dt_ps_sync_configured(s->sync)) {
+		refuse(s, c, h, DT_CONFIG, "trains synchronously: start every trainer with the same --sync");
+		return 1;
+	}
+	s->async_used = 1;
+	return 0;
+}
+
+static void on_sync_deadline(struct dt_loop *loop, struct dt_timer *t, void *arg)
+{
+	struct dt_ps_server *s = arg;
+	/* A failure is reported by whoever runs the server (dt_ps_server_failure). */
+	if (dt_ps_sync_check(s->sync, dt_now_ns()) == DT_OK && dt_ps_sync_deadline(s->sync) != INT64_MAX)
+		dt_timer_start(loop, t, dt_ps_sync_deadline(s->sync));
+}
+
+static void arm_sync_timer(struct dt_ps_server *s, struct dt_loop *loop)
+{
+	int64_t d = dt_ps_sync_deadline(s->sync);
+	if (d == INT64_MAX)
+		dt_timer_stop(loop, &s->sync_timer);
+	else if (!dt_timer_active(&s->sync_timer) || s->sync_timer.when != d)
+		dt_timer_start(loop, &s->sync_timer, d);
+}
+
+/* PS_RESTORE and PS_SET_STEP, from the chief only (dist/ps_snapshot.h). On
+ * a synchronous ps every ps has a step (ps:0's is the global step): SET_STEP
+ * sets it on any ps, and both go to the accumulators' state
+ * (dt_ps_sync_restore), whose `applied` is Adam's update count there. */
+static void restore(struct dt_ps_server *s, struct dt_conn *c, const struct dt_frame_header *h, const uint8_t *p)
+{
+	struct dt_err e = DT_ERR_INIT;
+	struct dt_ps_snapshot m;
+	struct held_shard *sh = NULL;
+	int64_t step = 0;
+	const int sync = dt_ps_sync_configured(s->sync);
+	struct dt_ps_sync_stats ss;
+	dt_ps_sync_get_stats(s->sync, &ss);
+	const char *no = !from_chief(s, c)					       ? "only the chief restores a ps"
+			 : h->type == DT_MSG_PS_SET_STEP && s->cfg.index != 0 && !sync ? "the global step lives on ps:0"
+											: NULL;
+	if (!no && h->type == DT_MSG_PS_SET_STEP && !dt_ps_set_step_decode(p, h->length, &step, &e)) {
+		dt_info("%s step set to %lld (was %lld) by %s", sync ? "synchronous" : "global", (long long)step,
+			(long long)(sync ? ss.step : s->global_step), dt_conn_peer(c));
+		s->global_step = step;
+		if (sync) {
+			dt_ps_sync_restore(s->sync, step, ss.applied, dt_now_ns());
+			arm_sync_timer(s, dt_conn_loop(c));
+		}
+		reply_empty(c, h);
+		return;
+	}
+	if (!no && h->type == DT_MSG_PS_RESTORE && !dt_ps_snapshot_decode(p, h->length, &m, &e)) {
+		if (!(sh = find_shard(s, m.range.offset, m.range.count)))
+			no = "restore of a range that is not one of this ps's shards";
+		else if (dt_ps_snapshot_apply(&m, s->params, &s->opt, &e))
+			sh = NULL;
+	}
+	if (!sh) {
+		refuse(s, c, h, no ? DT_CONFIG : e.status, no ? no : e.msg);
+		return;
+	}
+	sh->updates = m.updates;
+	if (sync) {
+		dt_ps_sync_restore(s->sync, ss.step, (uint64_t)m.updates, dt_now_ns());
+		arm_sync_timer(s, dt_conn_loop(c));
+	}
+	if (!sh->initialized) {
+		sh->initialized = 1;
+		if (++s->ninitialized == s->nshards)
+			dt_info("restored by %s: %d shard(s)", dt_conn_peer(c), s->nshards);
+	}
+	reply_empty(c, h);
+}
+
 static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t *p, void *arg)
 {
 	struct dt_ps_server *s = arg;
@@ -108,11 +193,12 @@ static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t
 	switch (h->type) {
 	case DT_MSG_PS_STATUS: {
 		uint8_t out[DT_PS_STATUS_BYTES];
-		uint32_t flags = (s->ninitialized == s->nshards ? DT_PS_STATUS_INITIALIZED : 0) |
-				 (s->ended ? DT_PS_STATUS_ENDED : 0);
-		dt_put_u32le(out, flags);
-		dt_put_u32le(out + 4, 0);
-		dt_put_u64le(out + 8, (uint64_t)s->global_step);
+		struct dt_ps_status_msg m = {
+			.flags = (s->ninitialized == s->nshards ? DT_PS_STATUS_INITIALIZED : 0) |
+				 (s->ended ? DT_PS_STATUS_ENDED : 0),
+			.global_step = dt_ps_sync_configured(s->sync) ? dt_ps_sync_step(s->sync) : s->global_step,
+		};
+		dt_ps_status_encode(&m, out);
 		replied(c, dt_conn_send(c, h->type, DT_FRAME_F_REPLY, h->request_id, out, sizeof(out), NULL));
 		return;
 	}
@@ -142,7 +228,7 @@ static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t
 		return;
 	}
 	case DT_MSG_PS_PUSH: {
-		if (!(sh = shard_of(s, c, h, p, DT_PS_PUSH_HEADER, 1)))
+		if (refuse_async(s, c, h) || !(sh = shard_of(s, c, h, p, DT_PS_PUSH_HEADER, 1)))
 			return;
 		if (!sh->initialized) {
 			refuse(s, c, h, DT_PEER, "not initialized");
@@ -163,6 +249,8 @@ static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t
 		return;
 	}
 	case DT_MSG_PS_STEP: {
+		if (refuse_async(s, c, h))
+			return;
 		if (s->cfg.index != 0) {
 			refuse(s, c, h, DT_CONFIG, "the global step lives on ps:0");
 			return;
@@ -187,17 +275,63 @@ static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t
 			refuse(s, c, h, DT_CONFIG, "only the chief ends the run");
 			return;
 		}
-		dt_info("the chief (%s) ended the run at global step %lld", dt_conn_peer(c), (long long)s->global_step);
+		dt_info("the chief (%s) ended the run at global step %lld", dt_conn_peer(c),
+			(long long)(dt_ps_sync_configured(s->sync) ? dt_ps_sync_step(s->sync) : s->global_step));
 		s->ended = 1;
+		dt_timer_stop(dt_conn_loop(c), &s->sync_timer);
 		reply_empty(c, h);
 		return;
+	case DT_MSG_PS_SYNC_CONFIG:
+	case DT_MSG_PS_SYNC_PUSH:
+	case DT_MSG_PS_SYNC_PULL:
+		if (h->type == DT_MSG_PS_SYNC_CONFIG && s->async_used) {
+			refuse(s, c, h, DT_CONFIG, "trains asynchronously (it has applied asynchronous pushes)");
+			return;
+		}
+		if (h->type != DT_MSG_PS_SYNC_CONFIG && s->ninitialized < s->nshards) {
+			refuse(s, c, h, DT_PEER, "not initialized");
+			return;
+		}
+		dt_ps_sync_on_frame(s->sync, c, h, p);
+		arm_sync_timer(s, dt_conn_loop(c));
+		return;
+	case DT_MSG_PS_SNAPSHOT: /* checkpoints and recovery: dist/ps_snapshot.h */
+		if (!(sh = shard_of(s, c, h, p, DT_PS_RANGE_BYTES, 0)))
+			return;
+		if (!sh->initialized) {
+			refuse(s, c, h, DT_PEER, "not initialized");
+			return;
+		}
+		/* Synchronous steps apply through ps_sync, which counts them itself. */
+		if (dt_ps_sync_configured(s->sync)) {
+			struct dt_ps_sync_stats ss;
+			dt_ps_sync_get_stats(s->sync, &ss);
+			sh->updates = (int64_t)ss.applied;
+		}
+		replied(c, dt_ps_snapshot_reply(c, h->request_id, s->params, &s->opt, sh->offset, sh->count, sh->updates,
+						NULL));
+		return;
+	case DT_MSG_PS_RESTORE:
+	case DT_MSG_PS_SET_STEP:
+		restore(s, c, h, p);
+		return;
 	default:
+		if (s->cfg.extension && s->cfg.extension->on_frame(s->cfg.extension->arg, c, h, p))
+			return;
 		refuse(s, c, h, DT_PROTOCOL, "not a parameter-server request");
 		return;
 	}
 }
 
-static const struct dt_conn_handler handler = { .on_frame = on_frame };
+static void on_close(struct dt_conn *c, const struct dt_err *why, void *arg)
+{
+	struct dt_ps_server *s = arg;
+	dt_ps_sync_on_close(s->sync, c);
+	if (s->cfg.extension && s->cfg.extension->on_close)
+		s->cfg.extension->on_close(s->cfg.extension->arg, c, why);
+}
+
+static const struct dt_conn_handler handler = { .on_frame = on_frame, .on_close = on_close };
 
 enum dt_status dt_ps_server_new(struct dt_loop *loop, const struct dt_ps_server_config *cfg,
 				struct dt_ps_server **out, struct dt_err *err)
@@ -215,11 +349,22 @@ enum dt_status dt_ps_server_new(struct dt_loop *loop, const struct dt_ps_server_
 		if (pl->shards[i].ps == cfg->index)
 			s->shards[k++] = (struct held_shard){ .offset = pl->shards[i].offset, .count = pl->shards[i].count };
 	s->params = dt_xcalloc(cfg->num_params ? cfg->num_params : 1, sizeof(float));
+	s->loop = loop;
+	dt_timer_init(&s->sync_timer, on_sync_deadline, s);
 	enum dt_status st = dt_optimizer_init(&s->opt, cfg->hp, cfg->num_params, err);
 	if (st) {
 		dt_ps_server_free(s);
 		return st;
 	}
+	struct dt_ps_sync_shard *held = dt_xcalloc((size_t)(s->nshards ? s->nshards : 1), sizeof(*held));
+	for (int i = 0; i < s->nshards; i++)
+		held[i] = (struct dt_ps_sync_shard){ s->shards[i].offset, s->shards[i].count };
+	struct dt_ps_sync_params sp = {
+		.name = s->name, .shards = held, .nshards = s->nshards, .num_params = cfg->num_params,
+		.params = s->params, .opt = &s->opt, .trainers = cfg->trainers, .num_trainers = cfg->num_trainers,
+	};
+	s->sync = dt_ps_sync_new(&sp);
+	free(held);
 	struct dt_server_config sc = {
 		.host = cfg->host, .port = cfg->port, .local = cfg->local,
 		.conn = { .silence_s = cfg->silence_s, .handler = &handler, .arg = s },
@@ -237,6 +382,9 @@ void dt_ps_server_free(struct dt_ps_server *s)
 	if (!s)
 		return;
 	dt_server_free(s->server);
+	if (s->loop)
+		dt_timer_stop(s->loop, &s->sync_timer);
+	dt_ps_sync_free(s->sync);
 	dt_optimizer_release(&s->opt);
 	free(s->params);
 	free(s->shards);
@@ -258,4 +406,18 @@ void dt_ps_server_get_stats(const struct dt_ps_server *s, struct dt_ps_server_st
 {
 	*out = s->stats;
 	out->global_step = s->global_step;
+	if (dt_ps_sync_configured(s->sync)) {
+		struct dt_ps_sync_stats ss;
+		dt_ps_sync_get_stats(s->sync, &ss);
+		out->global_step = ss.step;
+		out->sync_accepted = ss.accepted;
+		out->sync_dropped = ss.dropped;
+	}
+}
+
+const struct dt_err *dt_ps_server_failure(const struct dt_ps_server *s) { return dt_ps_sync_failure(s->sync); }
+
+const struct dt_ps_sync *dt_ps_server_sync(const struct dt_ps_server *s)
+{
+	return dt_ps_sync_configured(s->sync) ? s->sync : NULL;
 }

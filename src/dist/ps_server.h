@@ -18,6 +18,12 @@
  *   PS_STEP    adds to the global step (ps 0 only)
  *   PS_END     from the chief only: the run is over; dt_ps_server_ended()
  *              turns true and the caller shuts the server down
+ *   PS_SYNC_*  synchronous training (dist/ps_sync.h): once a trainer has
+ *              configured the ps for it, PS_PUSH and PS_STEP are refused, the
+ *              ps keeps the step itself, and a step that times out fails the
+ *              server (dt_ps_server_failure)
+ *   others     handed to cfg.extension, if any (t2t's in-graph replicas,
+ *              train/sync_roles.h), else refused
  *
  * Memory: parameters and slots are allocated over the whole flat parameter
  * range (num_params floats each), of which this server uses only its
@@ -34,11 +40,21 @@
 
 #include "base/err.h"
 #include "dist/placement.h"
+#include "dist/ps_sync.h"
 #include "net/loop.h"
 #include "net/messages.h"
 #include "nn/hparams.h"
 
 struct dt_ps_server;
+
+/* Messages the ps does not know itself, for a layer above (dist/ cannot
+ * depend on train/). */
+struct dt_ps_server_extension {
+	/* Returns 1 when it handled (and answered) the frame. */
+	int (*on_frame)(void *arg, struct dt_conn *c, const struct dt_frame_header *h, uint8_t *payload);
+	void (*on_close)(void *arg, struct dt_conn *c, const struct dt_err *why);
+	void *arg;
+};
 
 struct dt_ps_server_config {
 	const char *host;              /* listen address */
@@ -51,10 +67,14 @@ struct dt_ps_server_config {
 	const char *chief_role;        /* who may end the run: "chief", "master" or "worker" */
 	uint32_t chief_index;
 	double silence_s;              /* 0: the net default */
+	const char *const *trainers;   /* (num_trainers) "chief:0", "worker:0": who may train synchronously */
+	int num_trainers;
+	const struct dt_ps_server_extension *extension; /* optional, borrowed */
 };
 
 struct dt_ps_server_stats {
 	uint64_t pushes, pulls, inits, refused_requests;
+	uint64_t sync_accepted, sync_dropped;  /* synchronous gradients accumulated, dropped as stale */
 	int64_t global_step;
 };
 
@@ -72,5 +92,9 @@ int dt_ps_server_ended(const struct dt_ps_server *s);
 size_t dt_ps_server_shutdown(struct dt_ps_server *s);
 size_t dt_ps_server_conn_count(const struct dt_ps_server *s);
 void dt_ps_server_get_stats(const struct dt_ps_server *s, struct dt_ps_server_stats *out);
+/* Synchronous training failed (a step timed out): why; NULL while it has not. */
+const struct dt_err *dt_ps_server_failure(const struct dt_ps_server *s);
+/* The synchronous side, or NULL before a trainer configured it. */
+const struct dt_ps_sync *dt_ps_server_sync(const struct dt_ps_server *s);
 
 #endif

@@ -51,7 +51,19 @@
 	X(PS_PULL,   18, "ps_pull",   DT_MSG_CAP_CONN)                  \
 	X(PS_PUSH,   19, "ps_push",   DT_MSG_CAP_CONN)                  \
 	X(PS_STEP,   20, "ps_step",   DT_MSG_CAP_SMALL)                 \
-	X(PS_END,    21, "ps_end",    DT_MSG_CAP_SMALL)
+	X(PS_END,    21, "ps_end",    DT_MSG_CAP_SMALL)                 \
+	X(PS_SYNC_CONFIG, 22, "ps_sync_config", DT_MSG_CAP_SMALL)       \
+	X(PS_SYNC_PUSH,   23, "ps_sync_push",   DT_MSG_CAP_CONN)        \
+	X(PS_SYNC_PULL,   24, "ps_sync_pull",   DT_MSG_CAP_CONN)        \
+	X(PS_REPLICA_SETUP, 25, "ps_replica_setup", DT_MSG_CAP_SMALL)   \
+	X(PS_REPLICA_STEP,  26, "ps_replica_step",  DT_MSG_CAP_CONN)    \
+	X(PS_SET_STEP,    45, "ps_set_step",    DT_MSG_CAP_SMALL)       \
+	X(PS_RESTORE,     46, "ps_restore",     DT_MSG_CAP_CONN)        \
+	X(PS_SNAPSHOT,    47, "ps_snapshot",    DT_MSG_CAP_CONN)        \
+	X(COLL_START, 64, "coll_start", DT_MSG_CAP_SMALL)               \
+	X(COLL_DATA,  65, "coll_data",  DT_MSG_CAP_CONN)                \
+	X(COLL_ABORT, 66, "coll_abort", DT_MSG_CAP_SMALL)               \
+	X(COLL_STALL, 67, "coll_stall", DT_MSG_CAP_SMALL)
 
 enum dt_msg_type {
 #define DT__MSG_ENUM(name, num, str, cap) DT_MSG_##name = num,
@@ -74,6 +86,20 @@ _Static_assert(DT_MSG_PS_PULL == 18, "PS_PULL is wire type 18");
 _Static_assert(DT_MSG_PS_PUSH == 19, "PS_PUSH is wire type 19");
 _Static_assert(DT_MSG_PS_STEP == 20, "PS_STEP is wire type 20");
 _Static_assert(DT_MSG_PS_END == 21, "PS_END is wire type 21");
+_Static_assert(DT_MSG_PS_SYNC_CONFIG == 22, "PS_SYNC_CONFIG is wire type 22");
+_Static_assert(DT_MSG_PS_SYNC_PUSH == 23, "PS_SYNC_PUSH is wire type 23");
+_Static_assert(DT_MSG_PS_SYNC_PULL == 24, "PS_SYNC_PULL is wire type 24");
+_Static_assert(DT_MSG_PS_REPLICA_SETUP == 25, "PS_REPLICA_SETUP is wire type 25");
+_Static_assert(DT_MSG_PS_REPLICA_STEP == 26, "PS_REPLICA_STEP is wire type 26");
+/* Checkpoints and recovery (src/dist/ps_snapshot.h), numbered down from the top of the range. */
+_Static_assert(DT_MSG_PS_SET_STEP == 45, "PS_SET_STEP is wire type 45");
+_Static_assert(DT_MSG_PS_RESTORE == 46, "PS_RESTORE is wire type 46");
+_Static_assert(DT_MSG_PS_SNAPSHOT == 47, "PS_SNAPSHOT is wire type 47");
+/* Collectives (src/dist/ring_wire.h has their payloads). */
+_Static_assert(DT_MSG_COLL_START == 64, "COLL_START is wire type 64");
+_Static_assert(DT_MSG_COLL_DATA == 65, "COLL_DATA is wire type 65");
+_Static_assert(DT_MSG_COLL_ABORT == 66, "COLL_ABORT is wire type 66");
+_Static_assert(DT_MSG_COLL_STALL == 67, "COLL_STALL is wire type 67");
 
 /* Ranges reserved for the layers above; numbers are assigned in this header. */
 #define DT_MSG_CONTROL_FIRST 1
@@ -85,7 +111,10 @@ _Static_assert(DT_MSG_PS_END == 21, "PS_END is wire type 21");
 #define DT_MSG_COORD_FIRST 96
 #define DT_MSG_COORD_LAST 127
 _Static_assert(DT_MSG_ECHO <= DT_MSG_CONTROL_LAST, "control messages stay in 1..15");
-_Static_assert(DT_MSG_PS_STATUS >= DT_MSG_PS_FIRST && DT_MSG_PS_END <= DT_MSG_PS_LAST, "ps messages stay in 16..63");
+_Static_assert(DT_MSG_PS_STATUS >= DT_MSG_PS_FIRST && DT_MSG_PS_REPLICA_STEP <= DT_MSG_PS_LAST &&
+	       DT_MSG_PS_SNAPSHOT <= DT_MSG_PS_LAST, "ps messages stay in 16..63");
+_Static_assert(DT_MSG_COLL_START >= DT_MSG_COLLECTIVE_FIRST && DT_MSG_COLL_STALL <= DT_MSG_COLLECTIVE_LAST,
+	       "collective messages stay in 64..95");
 
 struct dt_msg_info {
 	uint16_t type;

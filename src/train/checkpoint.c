@@ -2,8 +2,10 @@
  * checkpoint.c — saving and loading one checkpoint (checkpoint.h).
  *
  * The save writes tensors straight from the caller's flat buffers (no copy):
- * the header goes first, then each tensor's bytes in file order; the CRC-32C
- * of the buffer is computed in a first pass because the header carries it.
+ * the header goes first (with a placeholder CRC of the same length), then
+ * each tensor's bytes in file order, the CRC-32C computed chunk by chunk just
+ * before each chunk is written; then the real header over the placeholder,
+ * before the fsync and rename.
  * The load reads each tensor straight into its place in the caller's
  * buffers, extending the CRC as it goes, and checks it at the end.
  */
@@ -250,8 +252,11 @@ static int is_reserved(const char *key)
 	return 0;
 }
 
-/* Builds the tensor list (file order) and header of `c`. */
-static enum dt_status build_file(const struct dt_ckpt_contents *c, const int64_t *step_value,
+/* Builds the tensor list (file order) and header of `c`, with `crc` as the
+ * CRC-32C of the tensor bytes. The header's length does not depend on the
+ * CRC (always 8 hex digits), so a writer can build it with a placeholder,
+ * stream the tensors while computing the CRC, then rewrite the header. */
+static enum dt_status build_file(const struct dt_ckpt_contents *c, const int64_t *step_value, uint32_t crc,
 				 struct out_tensor **tensors_out, int *n_out, char **header, size_t *header_len,
 				 struct dt_err *err)
 {
@@ -282,13 +287,9 @@ static enum dt_status build_file(const struct dt_ckpt_contents *c, const int64_t
 	}
 	qsort(t, (size_t)n, sizeof(*t), cmp_out);
 
-	uint32_t crc = 0;
-	for (int i = 0; i < n; i++)
-		crc = dt_crc32c_extend(crc, t[i].data, (size_t)t[i].nbytes);
-
 	char step_s[24], crc_s[16], sig[24], nslots_s[16], rng_s[80] = "", epoch_s[24], offset_s[24];
 	snprintf(step_s, sizeof(step_s), "%" PRId64, c->global_step);
-	snprintf(crc_s, sizeof(crc_s), "%08" PRIx32, crc);
+	snprintf(crc_s, sizeof(crc_s), "%08" PRIx32, crc); /* always 8 digits: the header's length is fixed */
 	dt_ckpt_model_signature(c->vars, c->num_vars, sig, sizeof(sig));
 	snprintf(nslots_s, sizeof(nslots_s), "%d", nslots);
 	if (c->has_rng)
@@ -335,7 +336,29 @@ static enum dt_status build_file(const struct dt_ckpt_contents *c, const int64_t
 	return DT_OK;
 }
 
-/* Writes the checkpoint file at `path` durably; returns its size in *bytes. */
+/* Writes `len` bytes at `data` to f, extending *crc over them chunk by chunk
+ * just before each chunk is written, while it is still in cache: one pass
+ * over memory instead of a CRC pass and a write pass. */
+static enum dt_status write_with_crc(struct dt_atomic_file *f, const void *data, size_t len, uint32_t *crc,
+				     struct dt_err *err)
+{
+	enum { CHUNK = 1 << 20 };
+	const char *p = data;
+	for (size_t done = 0; done < len;) {
+		size_t n = len - done < CHUNK ? len - done : CHUNK;
+		*crc = dt_crc32c_extend(*crc, p + done, n);
+		enum dt_status st = dt_atomic_file_write(f, p + done, n, err);
+		if (st)
+			return st;
+		done += n;
+	}
+	return DT_OK;
+}
+
+/* Writes the checkpoint file at `path` durably; returns its size in *bytes.
+ * Order: the header with a placeholder CRC, the tensors (CRC computed as
+ * they go), the header again with the real CRC at offset 0, then fsync and
+ * rename (dt_atomic_file_commit): the final name never shows a placeholder. */
 static enum dt_status write_checkpoint(const char *path, const struct dt_ckpt_contents *c, uint64_t *bytes,
 				       struct dt_err *err)
 {
@@ -344,7 +367,7 @@ static enum dt_status write_checkpoint(const char *path, const struct dt_ckpt_co
 	int n;
 	char *header;
 	size_t header_len;
-	enum dt_status st = build_file(c, &step_value, &t, &n, &header, &header_len, err);
+	enum dt_status st = build_file(c, &step_value, 0, &t, &n, &header, &header_len, err);
 	if (st)
 		return st;
 	struct dt_atomic_file f;
@@ -354,13 +377,22 @@ static enum dt_status write_checkpoint(const char *path, const struct dt_ckpt_co
 		return st;
 	}
 	*bytes = header_len;
+	uint32_t crc = 0;
 	st = dt_atomic_file_write(&f, header, header_len, err);
 	for (int i = 0; i < n && !st; i++) {
-		st = dt_atomic_file_write(&f, t[i].data, (size_t)t[i].nbytes, err);
+		st = write_with_crc(&f, t[i].data, (size_t)t[i].nbytes, &crc, err);
 		*bytes += t[i].nbytes;
 	}
 	free(header);
 	free(t);
+	if (!st && !(st = build_file(c, &step_value, crc, &t, &n, &header, &header_len, err))) {
+		ssize_t w = pwrite(f.fd, header, header_len, 0);
+		if (w != (ssize_t)header_len)
+			st = dt_err_set(err, DT_IO, "cannot write the header of '%s': %s", f.tmp_path,
+					w < 0 ? strerror(errno) : "short write");
+		free(header);
+		free(t);
+	}
 	if (st) {
 		dt_atomic_file_abort(&f);
 		return st;

@@ -8,6 +8,13 @@
  * split every `eval_every` steps (if > 0) and once at the end, and returns
  * the figures in a `struct dt_train_result`.
  *
+ * With an output_dir it resumes from the directory's newest checkpoint that
+ * verifies (train/checkpoint.h: parameters, optimizer slots, step, dropout
+ * RNG, input position), saves on the saver's cadence and at the last step,
+ * and, when the checkpoint is already at train_steps, trains nothing (it
+ * still evaluates if asked). 100 steps plus 100 resumed give the same bytes
+ * as 200 in one go.
+ *
  * Determinism: the same config (seed, threads, hparams) gives bit-identical
  * losses and accuracy; every random draw comes from a generator derived
  * from the seed (init per variable, dropout, shuffle).
@@ -30,6 +37,15 @@ struct dt_train_config {
 	uint64_t seed;
 	int threads;              /* OpenBLAS threads (the process's one pool) */
 	int prefetch;             /* prepare the next batch on a background thread */
+	int replicas;             /* mirrored replicas on threads splitting each batch (dist/mirrored.h); <= 1: one */
+
+	/* Checkpoints and summaries (train/checkpoint.h). */
+	const char *output_dir;   /* NULL or "": no checkpoints, no summaries */
+	int64_t save_checkpoints_steps; /* save every N steps; 0: by time */
+	double save_checkpoints_secs;   /* save every S seconds; 0: by steps (both 0: 600 s) */
+	int keep_checkpoint_max;  /* newest checkpoints kept; 0: keep all */
+	int64_t save_summary_steps; /* TensorBoard scalars every N steps; 0: none */
+	int eval_after_save;      /* train_and_evaluate: evaluate the test split after each save, into eval/ */
 };
 
 struct dt_eval_result {

@@ -123,11 +123,46 @@ DT_TEST_TIMEOUT(ps, two_ps_chief_and_worker_train_mlp_to_85_percent, 300)
 	free(out), free(werr), free(p0), free(p1), free(cerr);
 }
 
-/* With one worker nothing is stale: the ps path must give exactly what
- * training in one process gives (same init, data order and optimizer). */
+/* --eval_every in async training: the chief evaluates its pulled copy each
+ * time the global step crosses a multiple, while the worker goes on; with
+ * --ps_overlap (one step staler gradients) the run still learns. */
+DT_TEST_TIMEOUT(ps, the_chief_evaluates_every_n_global_steps_with_overlap, 240)
+{
+	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=600", "--log_every=0",
+				     "--eval_every=200", "--ps_overlap", NULL };
+	struct tf_cluster c;
+	tf_cluster_make(&c, 1, 1, NULL);
+	struct ps_task *ps0 = tf_start(&c, "ps", 0, (const char *[]){ "--schedule=run_std_server", "--model=mlp",
+								      "--problem=fashion_mnist", NULL });
+	struct ps_task *worker = tf_start(&c, "worker", 0, args);
+	struct ps_task *chief = tf_start(&c, "chief", 0, args);
+	expect_exit(&c, chief, 0, TASK_WAIT_S);
+	expect_exit(&c, worker, 0, 30);
+	expect_exit(&c, ps0, 0, 30);
+	char *out = ps_task_read(chief, 0), *cerr = ps_task_read(chief, 1), *werr = ps_task_read(worker, 1);
+	fprintf(stderr, "async with --eval_every=200 --ps_overlap: %s", out);
+	DT_CHECK_CONTAINS(cerr, "(--ps_overlap)");
+	DT_CHECK_CONTAINS(werr, "(--ps_overlap)");
+	/* At least the first multiple is crossed by a chief step (the last
+	 * evaluation, at the end, is the printed one). */
+	const char *ev = strstr(cerr, "eval at step ");
+	DT_CHECK_CONTAINS(cerr, "eval at step ");
+	long long at = atoll(ev + strlen("eval at step "));
+	DT_CHECK(at >= 200 && at < 600);
+	const char *acc = strstr(ev, "accuracy ");
+	DT_CHECK(acc && atof(acc + strlen("accuracy ")) > 0.5);
+	DT_CHECK(strstr(werr, "eval at step ") == NULL);
+	DT_CHECK(accuracy_of(out) >= 0.75);
+	free(out), free(cerr), free(werr);
+}
+
+/* With one worker and no overlap nothing is stale: the ps path must give
+ * exactly what training in one process gives (same init, data order and
+ * optimizer). */
 DT_TEST_TIMEOUT(ps, one_trainer_over_two_ps_equals_local_training, 240)
 {
-	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=200", "--log_every=0", NULL };
+	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=200", "--log_every=0",
+				     "--nops_overlap", NULL };
 	struct tf_cluster c;
 	tf_cluster_make(&c, 0, 2, NULL);
 	struct ps_task *ps0 = tf_start(&c, "ps", 0, args);
@@ -204,8 +239,9 @@ DT_TEST_TIMEOUT(ps, a_killed_worker_does_not_stop_the_run_and_rejoins, 300)
  * retryable exit code, naming the ps (checkpoints, to resume from, come later). */
 DT_TEST_TIMEOUT(ps, a_dead_ps_is_an_error_naming_it, 240)
 {
+	/* The trainers wait --connect_timeout for the ps to come back (tests/cli/test_ps_recovery.c). */
 	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=100000", "--log_every=50",
-				     "--noeval", NULL };
+				     "--noeval", "--connect_timeout=5", NULL };
 	struct tf_cluster c;
 	tf_cluster_make(&c, 1, 1, NULL);
 	struct ps_task *ps0 = tf_start(&c, "ps", 0, args);

@@ -265,7 +265,8 @@ int main(int argc, char **argv)
 {
 	int jobs = 2, verbose = 0, list = 0;
 	char **filters = calloc((size_t)argc, sizeof(char *));
-	int nfilters = 0;
+	char **excludes = calloc((size_t)argc, sizeof(char *));
+	int nfilters = 0, nexcludes = 0;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-j") == 0 && i + 1 < argc)
 			jobs = atoi(argv[++i]);
@@ -275,9 +276,14 @@ int main(int argc, char **argv)
 			verbose = 1;
 		else if (strcmp(argv[i], "--list") == 0)
 			list = 1;
+		else if (strcmp(argv[i], "-x") == 0 && i + 1 < argc)
+			excludes[nexcludes++] = argv[++i];
 		else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-			printf("usage: dtrain-tests [-j N] [-v] [--list] [FILTER...]\n"
-			       "Runs every test whose suite.name contains one of the FILTERs (all if none).\n");
+			printf("usage: dtrain-tests [-j N] [-v] [--list] [-x EXCLUDE]... [FILTER...]\n"
+			       "Runs every test whose suite.name contains one of the FILTERs (all if none)\n"
+			       "and none of the EXCLUDEs.\n");
+			free(filters);
+			free(excludes);
 			return 0;
 		} else
 			filters[nfilters++] = argv[i];
@@ -290,11 +296,14 @@ int main(int argc, char **argv)
 
 	int selected[MAX_TESTS], nsel = 0;
 	for (int i = 0; i < test_count; i++)
-		if (matches_filters(&tests[i], nfilters, filters))
+		if (matches_filters(&tests[i], nfilters, filters) &&
+		    (nexcludes == 0 || !matches_filters(&tests[i], nexcludes, excludes)))
 			selected[nsel++] = i;
 	if (list) {
 		for (int i = 0; i < nsel; i++)
 			printf("%s.%s\n", tests[selected[i]].suite, tests[selected[i]].name);
+		free(filters);
+		free(excludes);
 		return 0;
 	}
 
@@ -363,5 +372,6 @@ int main(int argc, char **argv)
 	printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
 	free(slots);
 	free(filters);
+	free(excludes);
 	return failed ? 1 : 0;
 }

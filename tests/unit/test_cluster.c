@@ -47,6 +47,7 @@ DT_TEST(cluster_tf_config, seed_003_train_and_evaluate_tasks)
 	DT_CHECK_INT_EQ(cl.chief.job, DT_JOB_CHIEF);
 	DT_CHECK(cl.is_chief);
 	DT_CHECK_INT_EQ(cl.global_id, 0);
+	DT_CHECK_INT_EQ(cl.trainer_index, 0);
 	DT_CHECK_INT_EQ(cl.num_worker_replicas, 2);
 	DT_CHECK_INT_EQ(cl.num_ps_replicas, 1);
 	DT_CHECK_STR_EQ(cl.master, "grpc://localhost:2000");
@@ -75,6 +76,7 @@ DT_TEST(cluster_tf_config, seed_003_train_and_evaluate_tasks)
 	DT_CHECK_OK(dt_tf_config_parse(ev, strlen(ev), &cl, &err), &err);
 	DT_CHECK_INT_EQ(cl.task.job, DT_JOB_EVALUATOR);
 	DT_CHECK_INT_EQ(cl.global_id, -1);
+	DT_CHECK_INT_EQ(cl.trainer_index, -1);
 	DT_CHECK_INT_EQ(cl.npeers, 0);
 	DT_CHECK_STR_EQ(cl.master, "");
 	DT_CHECK(!cl.is_chief);
@@ -123,6 +125,8 @@ DT_TEST(cluster_tf_config, kubeflow_layout_with_evaluator_listed)
 			"\"worker\": [\"w:1\", \"w:2\"]}, \"task\": {\"type\": \"worker\", \"index\": 1}, \"environment\": \"cloud\"}";
 	DT_CHECK_OK(dt_tf_config_parse(c, strlen(c), &cl, &err), &err);
 	DT_CHECK_INT_EQ(cl.global_id, 3);
+	/* The data shard skips the evaluator: chief 0, worker:0 1, worker:1 2. */
+	DT_CHECK_INT_EQ(cl.trainer_index, 2);
 	DT_CHECK_INT_EQ(cl.num_worker_replicas, 3);
 	DT_CHECK_INT_EQ(cl.num_ps_replicas, 2);
 	dt_cluster_release(&cl);
@@ -130,6 +134,7 @@ DT_TEST(cluster_tf_config, kubeflow_layout_with_evaluator_listed)
 			"\"worker\": [\"w:1\", \"w:2\"]}, \"task\": {\"type\": \"ps\", \"index\": 1}}";
 	DT_CHECK_OK(dt_tf_config_parse(p, strlen(p), &cl, &err), &err);
 	DT_CHECK_INT_EQ(cl.global_id, 5);
+	DT_CHECK_INT_EQ(cl.trainer_index, -1);
 	DT_CHECK_INT_EQ(cl.npeers, 3); /* chief and two workers, not the evaluator */
 	dt_cluster_release(&cl);
 }

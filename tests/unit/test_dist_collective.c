@@ -142,9 +142,10 @@ static enum dt_status allreduce_rank(struct group *g, int rank, struct dt_comm *
 				for (int q = 0; q < g->n; q++)
 					want += value(q, i, round);
 				if (buf[i] != want) {
+					double got = (double)buf[i];
 					free(buf);
 					return dt_err_set(err, DT_INTERNAL, "rank %d count %zu round %d: element %zu is %g, expected %g",
-							  rank, count, round, i, (double)buf[i], (double)want);
+							  rank, count, round, i, got, (double)want);
 				}
 			}
 		}
