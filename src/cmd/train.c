@@ -379,7 +379,7 @@ int dt_cmd_train(int argc, char **argv)
 	dt_train_config_defaults(&cfg);
 	struct train_args a = { .model = "cnn", .hparams = "", .hparams_set = "", .log_level = "info",
 				.metrics_file = "", .seed = 1,
-				.connect_timeout = 120, .ps_idle_timeout = 600, .step_timeout = 60, .ps_overlap = 0,
+				.connect_timeout = 120, .ps_idle_timeout = 600, .step_timeout = 60, .ps_overlap = 1,
 				.sync_timeout = DT_SYNC_TIMEOUT_DEFAULT_S };
 	int64_t steps = cfg.train_steps, eval_every = 0, log_every = cfg.log_every;
 	int eval = 1, threads = 1, prefetch = 1;
