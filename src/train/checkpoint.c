@@ -13,6 +13,7 @@
 #include "train/checkpoint_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -336,13 +337,17 @@ static enum dt_status build_file(const struct dt_ckpt_contents *c, const int64_t
 	return DT_OK;
 }
 
-/* Writes `len` bytes at `data` to f, extending *crc over them chunk by chunk
- * just before each chunk is written, while it is still in cache: one pass
- * over memory instead of a CRC pass and a write pass. */
-static enum dt_status write_with_crc(struct dt_atomic_file *f, const void *data, size_t len, uint32_t *crc,
-				     struct dt_err *err)
+/* Writes `len` bytes at `data` to f at file offset *off, extending *crc over
+ * them chunk by chunk just before each chunk is written, while it is still in
+ * cache: one pass over memory instead of a CRC pass and a write pass. Every
+ * few chunks it asks the kernel to start writing them back
+ * (sync_file_range), so the disk works while we go on and the final fsync
+ * has little left to wait for. That call is only a hint: its failure is
+ * ignored, because the fsync of the commit reports any write-back error. */
+static enum dt_status write_with_crc(struct dt_atomic_file *f, const void *data, size_t len, uint64_t *off,
+				     uint32_t *crc, struct dt_err *err)
 {
-	enum { CHUNK = 1 << 20 };
+	enum { CHUNK = 1 << 20, WRITEBACK = 8 << 20 };
 	const char *p = data;
 	for (size_t done = 0; done < len;) {
 		size_t n = len - done < CHUNK ? len - done : CHUNK;
@@ -351,6 +356,12 @@ static enum dt_status write_with_crc(struct dt_atomic_file *f, const void *data,
 		if (st)
 			return st;
 		done += n;
+		uint64_t before = *off;
+		*off += n;
+		if (*off / WRITEBACK != before / WRITEBACK) {
+			uint64_t start = (*off / WRITEBACK - 1) * (uint64_t)WRITEBACK;
+			(void)sync_file_range(f->fd, (off_t)start, WRITEBACK, SYNC_FILE_RANGE_WRITE);
+		}
 	}
 	return DT_OK;
 }
@@ -378,9 +389,10 @@ static enum dt_status write_checkpoint(const char *path, const struct dt_ckpt_co
 	}
 	*bytes = header_len;
 	uint32_t crc = 0;
+	uint64_t off = header_len;
 	st = dt_atomic_file_write(&f, header, header_len, err);
 	for (int i = 0; i < n && !st; i++) {
-		st = write_with_crc(&f, t[i].data, (size_t)t[i].nbytes, &crc, err);
+		st = write_with_crc(&f, t[i].data, (size_t)t[i].nbytes, &off, &crc, err);
 		*bytes += t[i].nbytes;
 	}
 	free(header);
