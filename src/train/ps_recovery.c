@@ -138,30 +138,32 @@ static enum dt_status load_latest(struct dt_ps_chief *ch, int *found, int64_t *s
 	return DT_OK;
 }
 
-/* Which ps are not initialized; returns how many. */
-static int uninitialized(struct dt_ps_chief *ch, struct dt_ps_client *c, int *out, int64_t *step0,
-			 enum dt_status *st, struct dt_err *err)
+/* Which ps are not initialized (out[ps] = 1), how many (*n), and ps:0's
+ * global step (*step0). */
+static enum dt_status uninitialized(struct dt_ps_chief *ch, struct dt_ps_client *c, int *out, int *n, int64_t *step0,
+				    struct dt_err *err)
 {
-	int n = 0;
-	for (int ps = 0; ps < ch->pl->num_ps && !*st; ps++) {
+	*n = 0;
+	for (int ps = 0; ps < ch->pl->num_ps; ps++) {
 		struct dt_ps_status s;
-		if ((*st = dt_ps_client_status(c, ps, &s, round_deadline(ch), err)))
-			break;
+		enum dt_status st = dt_ps_client_status(c, ps, &s, round_deadline(ch), err);
+		if (st)
+			return st;
 		out[ps] = !s.initialized;
-		n += out[ps];
+		*n += out[ps];
 		if (ps == 0)
 			*step0 = s.global_step;
 	}
-	return n;
+	return DT_OK;
 }
 
 enum dt_status dt_ps_chief_start(struct dt_ps_chief *ch, struct dt_ps_client *c, struct dt_err *err)
 {
 	const int num_ps = ch->pl->num_ps;
 	int *todo = dt_xcalloc((size_t)num_ps, sizeof(*todo));
-	enum dt_status st = DT_OK;
 	int64_t step0 = 0, step = 0;
-	int n = uninitialized(ch, c, todo, &step0, &st, err), found = 0;
+	int n = 0, found = 0;
+	enum dt_status st = uninitialized(ch, c, todo, &n, &step0, err);
 	char path[DT_CKPT_PATH_MAX];
 	if (!st && n > 0 && !(st = load_latest(ch, &found, &step, path, sizeof(path), err)) && found) {
 		dt_info("restoring %s (global step %lld) onto %d parameter server(s)%s", path, (long long)step, num_ps,
@@ -239,9 +241,9 @@ static enum dt_status chief_restore(struct dt_ps_chief *ch, struct dt_ps_client 
 {
 	const int num_ps = ch->pl->num_ps;
 	int *todo = dt_xcalloc((size_t)num_ps, sizeof(*todo));
-	enum dt_status st = DT_OK;
 	int64_t step0 = 0, step = 0;
-	int n = uninitialized(ch, c, todo, &step0, &st, err), found = 0;
+	int n = 0, found = 0;
+	enum dt_status st = uninitialized(ch, c, todo, &n, &step0, err);
 	char path[DT_CKPT_PATH_MAX];
 	if (!st && n > 0 && !(st = load_latest(ch, &found, &step, path, sizeof(path), err)) && found) {
 		dt_warn("restoring %s onto the parameter servers: global step %lld -> %lld (%lld step(s) to redo)", path,
