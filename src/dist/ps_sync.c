@@ -173,12 +173,9 @@ static void apply_step(struct dt_ps_sync *s, int64_t now)
 {
 	s->stats.applied++;
 	for (int i = 0; i < s->nshards; i++) {
-		float *g = s->sum + s->shards[i].offset;
-		const float scale = 1.0f / (float)s->acc[i].n;
-		for (size_t j = 0; j < s->shards[i].count; j++)
-			g[j] *= scale;
-		dt_optimizer_apply(s->opt, s->params, g, s->shards[i].offset, s->shards[i].count, s->acc[i].lr,
-				   (int64_t)s->stats.applied);
+		const float *g = s->sum + s->shards[i].offset;
+		dt_optimizer_apply_mean(s->opt, s->params, g, (int)s->acc[i].n, s->shards[i].offset, s->shards[i].count,
+					s->acc[i].lr, (int64_t)s->stats.applied);
 		s->acc[i].n = 0;
 	}
 	for (int t = 0; t < s->num_trainers; t++)

@@ -50,6 +50,13 @@ void dt_optimizer_release(struct dt_optimizer *opt);
 void dt_optimizer_apply(struct dt_optimizer *opt, float *params, const float *grads, size_t offset, size_t n,
 			float lr, int64_t step);
 
+/* As dt_optimizer_apply, for the mean of `summed` gradients given as their
+ * sum (sync training and all-reduce): the rule sees grad_sum[i] / summed,
+ * computed as grad_sum[i] * (1.0f / summed) inside the update's own pass, so
+ * averaging costs no extra sweep over the buffer. grad_sum is not changed. */
+void dt_optimizer_apply_mean(struct dt_optimizer *opt, float *params, const float *grad_sum, int summed, size_t offset,
+			     size_t n, float lr, int64_t step);
+
 /* The learning rate at `step` (0-based) of `total_steps` under hp's schedule. */
 float dt_lr_at(const struct dt_hparams *hp, int64_t step, int64_t total_steps);
 

@@ -489,15 +489,15 @@ static enum dt_status check_replicas(const struct dt_allreduce_run_config *cfg, 
 	return st;
 }
 
-/* Averages bucket b, adds weight decay to its kernel elements and applies the optimizer to it. */
-static void apply_bucket(struct run *r, const struct dt_allreduce_bucket *b, float scale, float wd, float lr, int64_t step)
+/* Applies the optimizer to bucket b of the summed gradient: the mean over the
+ * ranks, plus weight decay on its kernel elements (added to the sum as
+ * size * wd * p, so the mean carries wd * p). */
+static void apply_bucket(struct run *r, const struct dt_allreduce_bucket *b, float wd, float lr, int64_t step)
 {
 	float *p = dt_model_params(r->model), *g = dt_model_grads(r->model);
 	const size_t lo = b->offset, hi = b->offset + b->count;
-	if (scale != 1.0f)
-		for (size_t i = lo; i < hi; i++)
-			g[i] *= scale;
 	if (wd > 0) {
+		const float wd_sum = wd * (float)r->size;
 		for (int v = 0; v < dt_model_num_variables(r->model); v++) {
 			if (!dt_model_variable_is_kernel(r->model, v))
 				continue;
@@ -505,10 +505,10 @@ static void apply_bucket(struct run *r, const struct dt_allreduce_bucket *b, flo
 			size_t a = var->offset > lo ? var->offset : lo;
 			size_t z = var->offset + var->count < hi ? var->offset + var->count : hi;
 			for (size_t i = a; i < z; i++)
-				g[i] += wd * p[i];
+				g[i] += wd_sum * p[i];
 		}
 	}
-	dt_optimizer_apply(&r->opt, p, g + lo, lo, b->count, lr, step);
+	dt_optimizer_apply_mean(&r->opt, p, g + lo, r->size, lo, b->count, lr, step);
 }
 
 /* The gradient all-reduce and update of one step: buckets on the
@@ -517,13 +517,13 @@ static void apply_bucket(struct run *r, const struct dt_allreduce_bucket *b, flo
 static enum dt_status reduce_and_apply(const struct dt_allreduce_run_config *cfg, struct run *r, float lr,
 				       int64_t step, struct dt_err *err)
 {
-	const float scale = 1.0f / (float)r->size, wd = (float)cfg->train->hp.weight_decay;
+	const float wd = (float)cfg->train->hp.weight_decay;
 	const double step_s = or_default(cfg->step_s, 60);
 	if (r->nbuckets == 1) {
 		enum dt_status st = reduce_bucket(r->comm, dt_model_grads(r->model), &r->buckets[0], 0, step_s, err);
 		if (st)
 			return st;
-		apply_bucket(r, &r->buckets[0], scale, wd, lr, step);
+		apply_bucket(r, &r->buckets[0], wd, lr, step);
 		return DT_OK;
 	}
 	struct comm_thread *c = &r->ct;
@@ -538,7 +538,7 @@ static enum dt_status reduce_and_apply(const struct dt_allreduce_run_config *cfg
 		pthread_mutex_unlock(&c->mu);
 		if (st)
 			return st;
-		apply_bucket(r, &r->buckets[k], scale, wd, lr, step);
+		apply_bucket(r, &r->buckets[k], wd, lr, step);
 	}
 	return DT_OK;
 }

@@ -457,7 +457,7 @@ enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct d
 	memset(&k, 0, sizeof(k));
 	struct dt_optimizer opt;
 	memset(&opt, 0, sizeof(opt));
-	float *avg = NULL;
+	float *grad_sum = NULL;
 	int64_t t0 = dt_now_ns();
 	if ((st = dt__role_setup(cfg, 0, 1, tc->hp.batch_size, &r, err)))
 		goto out;
@@ -506,7 +506,7 @@ enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct d
 	if ((st = master_restore(tc, &k, r.model, &opt, total * tc->hp.batch_size, &step, err)))
 		goto out;
 	const int64_t first_step = step;
-	avg = grads;
+	grad_sum = grads;
 	const float wd = (float)tc->hp.weight_decay;
 	struct window w = { .start_ns = dt_now_ns() };
 	int64_t train_start = w.start_ns;
@@ -534,23 +534,20 @@ enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct d
 			correct += rep.correct;
 			examples += rep.examples;
 			if (i == 0)
-				memcpy(avg, rep.values, n * sizeof(float));
+				memcpy(grad_sum, rep.values, n * sizeof(float));
 			else
 				for (size_t j = 0; j < n; j++)
-					avg[j] += rep.values[j];
+					grad_sum[j] += rep.values[j];
 		}
-		const float scale = 1.0f / (float)total;
-		for (size_t j = 0; j < n; j++)
-			avg[j] *= scale;
 		loss /= total;
 		if (!isfinite(loss)) {
 			st = dt_err_set(err, DT_RUNTIME, "training diverged at step %lld: loss is %f", (long long)step, loss);
 			goto out;
 		}
-		if (wd > 0)
-			dt_train_add_weight_decay(r.model, wd);
+		if (wd > 0) /* adding total * wd * p to the sum puts wd * p in its mean */
+			dt_train_add_weight_decay(r.model, wd * (float)total);
 		float lr = dt_lr_at(&tc->hp, step, tc->train_steps);
-		dt_optimizer_apply(&opt, params, avg, 0, n, lr, step + 1);
+		dt_optimizer_apply_mean(&opt, params, grad_sum, total, 0, n, lr, step + 1);
 		w.loss_sum += loss;
 		w.correct += correct;
 		w.examples += examples;

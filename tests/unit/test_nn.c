@@ -283,6 +283,53 @@ DT_TEST(nn_optim, ranges_give_the_same_bits_as_the_whole_buffer)
 	}
 }
 
+/* apply_mean(sum of 3 gradients) must equal apply(the sum times 1/3, computed
+ * beforehand) bit for bit, and leave the sum as it was: sync training and
+ * all-reduce rely on it to skip the averaging pass. */
+DT_TEST(nn_optim, mean_of_a_sum_equals_applying_the_prescaled_mean)
+{
+	struct dt_err err = DT_ERR_INIT;
+	static const char *const names[] = { "sgd", "momentum", "adam", "adagrad" };
+	const size_t n = 203; /* 25 vectors of 8 and a tail of 3 */
+	for (size_t k = 0; k < DT_ARRAY_LEN(names); k++) {
+		struct dt_hparams hp = set("mlp_base");
+		snprintf(hp.optimizer, sizeof(hp.optimizer), "%s", names[k]);
+		struct dt_optimizer fused, prescaled;
+		DT_CHECK_OK(dt_optimizer_init(&fused, &hp, n, &err), &err);
+		DT_CHECK_OK(dt_optimizer_init(&prescaled, &hp, n, &err), &err);
+		float *p1 = dt_xmalloc(n * sizeof(float)), *p2 = dt_xmalloc(n * sizeof(float));
+		float *sum = dt_xmalloc(n * sizeof(float)), *mean = dt_xmalloc(n * sizeof(float));
+		float *before = dt_xmalloc(n * sizeof(float));
+		struct dt_rng rng;
+		dt_rng_seed(&rng, 11);
+		for (size_t i = 0; i < n; i++)
+			p1[i] = p2[i] = dt_rng_normal(&rng);
+		for (int step = 1; step <= 3; step++) {
+			for (size_t i = 0; i < n; i++) {
+				sum[i] = dt_rng_normal(&rng) + dt_rng_normal(&rng) + dt_rng_normal(&rng);
+				mean[i] = sum[i] * (1.0f / 3.0f);
+			}
+			memcpy(before, sum, n * sizeof(float));
+			dt_optimizer_apply_mean(&fused, p1, sum, 3, 0, n, 0.01f, step);
+			dt_optimizer_apply(&prescaled, p2, mean, 0, n, 0.01f, step);
+			DT_CHECK(memcmp(before, sum, n * sizeof(float)) == 0);
+		}
+		for (size_t i = 0; i < n; i++)
+			if (memcmp(&p1[i], &p2[i], sizeof(float)) != 0)
+				dt_test_fail(__FILE__, __LINE__, "%s: element %zu differs: %.9g vs %.9g", names[k], i,
+					     (double)p1[i], (double)p2[i]);
+		if (fused.num_slots)
+			DT_CHECK(memcmp(fused.slots, prescaled.slots, (size_t)fused.num_slots * n * sizeof(float)) == 0);
+		dt_optimizer_release(&fused);
+		dt_optimizer_release(&prescaled);
+		free(p1);
+		free(p2);
+		free(sum);
+		free(mean);
+		free(before);
+	}
+}
+
 DT_TEST(nn_optim, learning_rate_schedules)
 {
 	struct dt_hparams hp = set("mlp_base");
