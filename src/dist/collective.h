@@ -1,6 +1,7 @@
 /*
  * collective.h — ring all-reduce, broadcast and barrier between the ranks of
- * a multi-worker mirrored job, over plain TCP sockets (docs/COLLECTIVES.md).
+ * a multi-worker mirrored job, over TCP sockets, reading same-host neighbours'
+ * memory directly for large segments (docs/COLLECTIVES.md).
  *
  * The split follows gloo's: comm.c is the rendezvous (every rank listens on
  * its address, connects to its right neighbour with backoff until a deadline,
@@ -47,6 +48,14 @@
  * poll() (no spinning unless spin_us is set): a spinning thread on a 2-core
  * machine costs everyone a scheduler tick (reference/performance.md).
  *
+ * Same host: when a neighbour runs on the same kernel in the same pid
+ * namespace and may read this process's memory (checked once, with a probe
+ * token, while the ring is set up), large segments are not sent: the frame
+ * says where they are and the receiver reads them with process_vm_readv,
+ * reducing straight from what it read. Control frames, deadlines and failure
+ * detection stay on the TCP connections. Open MPI's CMA single-copy path is
+ * the model.
+ *
  * Ownership: the comm owns its sockets; buffers passed to a collective are
  * borrowed for the duration of the call only.
  */
@@ -66,6 +75,10 @@ struct dt_comm;
 /* All-reduces with bytes x (n - 1) up to this gather whole buffers instead of
  * running reduce-scatter + all-gather (fewer hops, more bytes). */
 #define DT_COMM_DIRECT_BYTES (64u << 10)
+/* Segments at least this large go by reference on a same-host link (COLL_REF)
+ * rather than through the socket: below it a system call and the DONE
+ * round-trip cost more than the copy they save. */
+#define DT_COMM_CMA_MIN_BYTES (32u << 10)
 /* Longest collective name carried on the wire (longer names are truncated). */
 #define DT_COMM_NAME_MAX 128
 #define DT_COMM_ADDR_MAX 280
@@ -96,6 +109,11 @@ struct dt_comm_config {
 	size_t direct_bytes;              /* 0: DT_COMM_DIRECT_BYTES */
 	int no_direct;                    /* nonzero: never gather, always the ring (tests) */
 	unsigned spin_us;                 /* busy-poll this long before sleeping in poll(); 0 = never */
+	/* Same-host ranks read each other's segments with process_vm_readv (one
+	 * copy, no kernel socket buffers) when the kernel lets them; see
+	 * "Same-host links" in docs/COLLECTIVES.md. */
+	int no_cma;                       /* nonzero: every byte over TCP (also DTRAIN_COLLECTIVE_CMA=0) */
+	size_t cma_min_bytes;             /* 0: DT_COMM_CMA_MIN_BYTES; smaller segments go over TCP */
 };
 
 /* Rendezvous: listens, connects to the right neighbour (retrying with backoff)
@@ -114,6 +132,10 @@ int dt_comm_size(const struct dt_comm *comm);
 int dt_comm_rank(const struct dt_comm *comm);
 /* "worker:2 at 127.0.0.1:4002" for any rank of the comm. */
 const char *dt_comm_peer_label(const struct dt_comm *comm, int rank);
+/* 1 if this rank reads its left neighbour's large segments straight from
+ * that process's memory (same host, allowed by the kernel), 0 if they come
+ * over TCP. */
+int dt_comm_reads_left_memory(const struct dt_comm *comm);
 /* The sequence number the next collective will carry (starts at 1 after the
  * rendezvous barrier, which is #0). */
 uint64_t dt_comm_next_seq(const struct dt_comm *comm);

@@ -10,7 +10,9 @@
  *      signature and that it is peers[left], answer HELLO_OK or REFUSE;
  *      connections from anyone else are refused and accepting goes on;
  *   4. read the right neighbour's answer;
- *   5. a barrier (#0, "dtrain/rendezvous") over the ring, so dt_comm_new
+ *   5. agree per link whether the receiver reads the sender's memory
+ *      directly (comm_cma.c);
+ *   6. a barrier (#0, "dtrain/rendezvous") over the ring, so dt_comm_new
  *      returns only once every rank is connected.
  */
 #include "dist/comm_internal.h"
@@ -40,6 +42,7 @@ static void task_name(const struct dt_comm_config *cfg, int rank, char *buf, siz
 int dt_comm_size(const struct dt_comm *comm) { return comm->n; }
 int dt_comm_rank(const struct dt_comm *comm) { return comm->rank; }
 uint64_t dt_comm_next_seq(const struct dt_comm *comm) { return comm->seq; }
+int dt_comm_reads_left_memory(const struct dt_comm *comm) { return comm->cma_left_pid != 0; }
 
 const char *dt_comm_peer_label(const struct dt_comm *comm, int rank)
 {
@@ -57,6 +60,7 @@ void dt_comm_free(struct dt_comm *comm)
 	free(comm->labels);
 	free(comm->stage);
 	free(comm->scratch);
+	free(comm->cma_stage);
 	free(comm->send_items);
 	free(comm->recv_items);
 	free(comm);
@@ -264,6 +268,13 @@ static enum dt_status rendezvous(struct dt_comm *comm, const struct dt_comm_conf
 	return answer_right(comm, cfg, local, deadline, err);
 }
 
+/* Same-host reads unless the config or DTRAIN_COLLECTIVE_CMA=0 says no. */
+static int cma_wanted(const struct dt_comm_config *cfg)
+{
+	const char *env = getenv("DTRAIN_COLLECTIVE_CMA");
+	return !cfg->no_cma && !(env && strcmp(env, "0") == 0);
+}
+
 enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, struct dt_comm **out,
 			   struct dt_err *err)
 {
@@ -284,6 +295,7 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	comm->direct_bytes = cfg->direct_bytes ? cfg->direct_bytes : DT_COMM_DIRECT_BYTES;
 	comm->no_direct = cfg->no_direct;
 	comm->spin_us = cfg->spin_us;
+	comm->cma_min_bytes = cfg->cma_min_bytes ? cfg->cma_min_bytes : DT_COMM_CMA_MIN_BYTES;
 	comm->left_last_seq = UINT64_MAX;
 	comm->labels = dt_xmallocarray((size_t)comm->n, sizeof(*comm->labels));
 	for (int i = 0; i < comm->n; i++)
@@ -320,6 +332,8 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	dt_sock_close(lfd);
 	if (!cfg->hello)
 		dt_hello_release(&own);
+	if (!st)
+		st = dt__comm_negotiate_cma(comm, cma_wanted(cfg), deadline, err);
 	if (!st) {
 		comm->seq = 0;
 		st = dt__comm_barrier(comm, "dtrain/rendezvous", deadline, err);

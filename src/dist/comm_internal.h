@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "base/err.h"
 #include "dist/collective.h"
@@ -52,6 +53,14 @@ struct dt_comm {
 	size_t send_cap, recv_cap;
 
 	uint64_t left_last_seq; /* seq of the last COLL_START seen from the left; UINT64_MAX: none yet */
+
+	/* Same-host links (comm.c negotiates them; ring.c uses them). */
+	int cma_send;         /* the right neighbour reads our segments: send COLL_REF for large ones */
+	int cma_left_pid;     /* the left neighbour's pid, whose COLL_REFs we read; 0: none */
+	size_t cma_min_bytes; /* segments this size or larger go by reference */
+	uint8_t cma_token[DT_COLL_TOKEN_BYTES]; /* what the right neighbour's probe must find here */
+	uint8_t *cma_stage;   /* reduce items are read here a piece at a time, then added */
+	size_t cma_stage_cap;
 };
 
 /* A collective's frames on this rank (ring_plan.c); the items live in the comm. */
@@ -65,6 +74,15 @@ void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, struct dt__plan *p
 void dt__plan_gather(struct dt_comm *c, const void *buf, size_t bytes, struct dt__plan *p);
 /* Broadcast of `bytes` bytes from root, items relative to the caller's buffer. */
 void dt__plan_broadcast(struct dt_comm *c, size_t bytes, int root, struct dt__plan *p);
+
+/* Same-host links (comm_cma.c): the exchange of steps 1-4 there, run by
+ * every rank after the handshakes; enabled 0 takes part but reads nothing
+ * and offers nothing. Sets cma_send, cma_left_pid and cma_stage. */
+enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t deadline,
+				      struct dt_err *err) DT_MUST_CHECK;
+/* Reads len bytes at address src of process pid into dst; DT_PEER and
+ * *err_no (EFAULT, ESRCH, EPERM...) if the kernel refuses or the range is bad. */
+enum dt_status dt__cma_read(pid_t pid, void *dst, uint64_t src, size_t len, int *err_no) DT_MUST_CHECK;
 
 /* The engine (ring.c): runs one collective; used by comm.c for the rendezvous barrier. */
 enum dt_status dt__comm_barrier(struct dt_comm *comm, const char *name, int64_t deadline,

@@ -11,6 +11,13 @@
  *     around the ring into a scratch area (n-1 hops instead of 2(n-1)), then
  *     each rank adds the n buffers in rank order, so all get the same bits;
  *   - broadcast: pipelined from the root.
+ * On a same-host link (comm_cma.c) a large segment is not sent: a COLL_REF
+ * says where it is in the sender's memory and the receiver reads it with
+ * process_vm_readv, adding what it read piece by piece; the sender returns
+ * only after the receiver's COLL_DONE, so its caller cannot change the bytes
+ * under the reader. The order of the plan keeps them stable until then: a
+ * rank overwrites a segment it sent only with a result that the reader of
+ * that segment helped to compute.
  * One loop (run_plan) moves both directions with nonblocking sendmsg/recv and
  * waits in poll() for whichever side can move, so neither direction can stall
  * the other (NCCL's ncclSocketSendRecv). Received bytes land in the comm's
@@ -59,6 +66,12 @@ struct run {
 	int in_frame;
 	size_t r_applied;
 	int64_t last_in;
+
+	/* same-host links: segments sent and received by reference */
+	int refs_out;  /* we sent a COLL_REF: wait for the right's COLL_DONE before returning */
+	int done_in;   /* the right's COLL_DONE arrived */
+	long refs_in;  /* COLL_REFs read from the left: it waits for our COLL_DONE */
+	int done_sent;
 
 	/* stall inspector */
 	int64_t stall_every, next_stall;
@@ -152,9 +165,17 @@ static int send_ready(const struct run *r, long k)
 	return k < 0 || r->si[k].dep < 0 || r->si[k].dep < r->r_idx;
 }
 
+/* Send item k goes by reference (COLL_REF) rather than as bytes. */
+static int by_ref(const struct run *r, long k)
+{
+	return k >= 0 && r->c->cma_send && r->si[k].len >= r->c->cma_min_bytes;
+}
+
 static size_t frame_size(const struct run *r, long k)
 {
-	return k < 0 ? r->start_len : DT_FRAME_HEADER_SIZE + r->si[k].len;
+	if (k < 0)
+		return r->start_len;
+	return DT_FRAME_HEADER_SIZE + (by_ref(r, k) ? DT_COLL_REF_BYTES : r->si[k].len);
 }
 
 /* Sends what can go now. Returns 1 if bytes left, 0 if nothing could move,
@@ -163,7 +184,7 @@ static int try_send(struct run *r, int *blocked, struct dt_err *err)
 {
 	*blocked = 0;
 	struct iovec iov[2 * IOV_FRAMES + 2];
-	uint8_t hdrs[IOV_FRAMES][DT_FRAME_HEADER_SIZE];
+	uint8_t hdrs[IOV_FRAMES][DT_FRAME_HEADER_SIZE + DT_COLL_REF_BYTES];
 	int cnt = 0, nh = 0;
 	int ctrl_first = r->ctrl_len && (r->ctrl_sent || r->s_done == 0);
 	if (ctrl_first)
@@ -176,6 +197,16 @@ static int try_send(struct run *r, int *blocked, struct dt_err *err)
 				continue;
 			}
 			const struct dt__coll_item *it = &r->si[k];
+			if (by_ref(r, k)) {
+				struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_REF, 0, r->me.seq, DT_COLL_REF_BYTES);
+				dt_frame_header_pack(&h, hdrs[nh]);
+				struct dt_coll_ref ref = { (uint64_t)(uintptr_t)(r->buf + it->off), it->len };
+				dt_coll_ref_encode(&ref, hdrs[nh] + DT_FRAME_HEADER_SIZE);
+				iov[cnt++] = (struct iovec){ hdrs[nh] + skip, sizeof(hdrs[nh]) - skip };
+				nh++;
+				r->refs_out = 1;
+				continue;
+			}
 			if (skip < DT_FRAME_HEADER_SIZE) {
 				struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_DATA, 0, r->me.seq, it->len);
 				dt_frame_header_pack(&h, hdrs[nh]);
@@ -270,6 +301,49 @@ static void left_moves(struct run *r)
 	r->blamed_since = r->last_in;
 }
 
+/* A COLL_REF from the left: read the segment out of its memory, adding it in
+ * pieces that stay in cache when the item reduces. */
+static enum dt_status apply_ref(struct run *r, const struct dt_frame_header *h, const uint8_t *pl, size_t len,
+				struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	const char *from = c->labels[left_of(c)];
+	const struct dt__coll_item *it = r->r_idx < r->nr ? &r->ri[r->r_idx] : NULL;
+	struct dt_coll_ref ref;
+	struct dt_err e = DT_ERR_INIT;
+	if (!c->cma_left_pid)
+		return fail(r, err, DT_PROTOCOL, "unexpected coll_ref from %s during %s: the link was set up to carry bytes",
+			    from, r->what);
+	if (dt_coll_ref_decode(&ref, pl, len, &e))
+		return fail(r, err, DT_PROTOCOL, "bad coll_ref from %s during %s: %s", from, r->what, e.msg);
+	if (!r->got_start || h->request_id != r->me.seq || !it || ref.length != it->len)
+		return fail(r, err, DT_PROTOCOL, "unexpected coll_ref from %s during %s: #%llu, %llu bytes (expected %s)",
+			    from, r->what, (unsigned long long)h->request_id, (unsigned long long)ref.length,
+			    !r->got_start ? "coll_start first" : it ? "another size" : "no more data");
+	uint8_t *dst = r->buf + it->off;
+	int why = 0;
+	if (!it->reduce) {
+		if (dt__cma_read(c->cma_left_pid, dst, ref.address, it->len, &why))
+			goto unreadable;
+	} else {
+		for (size_t done = 0; done < it->len;) {
+			size_t piece = it->len - done < c->cma_stage_cap ? it->len - done : c->cma_stage_cap;
+			if (dt__cma_read(c->cma_left_pid, c->cma_stage, ref.address + done, piece, &why))
+				goto unreadable;
+			add_f32(dst + done, c->cma_stage, piece);
+			done += piece;
+		}
+	}
+	r->last_in = dt_now_ns();
+	r->refs_in++;
+	r->r_idx++;
+	left_moves(r);
+	return DT_OK;
+unreadable:
+	return fail(r, err, DT_PEER, "cannot read %zu bytes of %s's memory during %s: %s", it->len, from, r->what,
+		    strerror(why));
+}
+
 /* Consumes complete frames and payload bytes from the stage. */
 static enum dt_status parse_stage(struct run *r, struct dt_err *err)
 {
@@ -311,6 +385,11 @@ static enum dt_status parse_stage(struct run *r, struct dt_err *err)
 			c->stage_pos += DT_FRAME_HEADER_SIZE + len;
 			if (h.type == DT_MSG_COLL_ABORT)
 				return on_abort(r, from, pl, len, err);
+			if (h.type == DT_MSG_COLL_REF) {
+				if (apply_ref(r, &h, pl, len, err))
+					return c->failure.status;
+				continue;
+			}
 			if (h.type == DT_MSG_COLL_STALL) {
 				struct dt_coll_stall s;
 				if (dt_coll_stall_decode(&s, pl, len, &e))
@@ -323,7 +402,9 @@ static enum dt_status parse_stage(struct run *r, struct dt_err *err)
 				}
 				continue;
 			}
-			/* COLL_START */
+			if (h.type != DT_MSG_COLL_START)
+				return fail(r, err, DT_PROTOCOL, "unexpected %s from %s during %s", dt_msg_name(h.type), from,
+					    r->what);
 			struct dt_coll_start got;
 			if (r->got_start || dt_coll_start_decode(&got, pl, len, &e))
 				return fail(r, err, DT_PROTOCOL, "bad coll_start from %s during %s: %s", from, r->what,
@@ -415,7 +496,35 @@ static int try_recv(struct run *r, struct dt_err *err)
 	return -1;
 }
 
-/* The right neighbour only ever sends COLL_ABORT, or closes. */
+/* Parses what the right neighbour sent back: COLL_DONE for this collective's
+ * references, or COLL_ABORT. */
+static enum dt_status parse_back(struct run *r, struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	const char *from = c->labels[right_of(c)];
+	while (c->back_len >= DT_FRAME_HEADER_SIZE) {
+		struct dt_frame_header h;
+		struct dt_err e = DT_ERR_INIT;
+		if (dt_coll_header_parse(c->back, &h, &e) ||
+		    (h.type != DT_MSG_COLL_ABORT && h.type != DT_MSG_COLL_DONE) || h.length > DT_REASON_PAYLOAD_MAX)
+			return fail(r, err, DT_PROTOCOL, "unexpected frame from %s on the ring's return path: %s", from,
+				    e.msg[0] ? e.msg : dt_msg_name(h.type));
+		if (h.type == DT_MSG_COLL_ABORT) {
+			if (c->back_len < DT_FRAME_HEADER_SIZE + h.length)
+				return DT_OK;
+			return on_abort(r, from, c->back + DT_FRAME_HEADER_SIZE, (size_t)h.length, err);
+		}
+		if (h.length != 0 || h.request_id != r->me.seq || !r->refs_out || r->done_in)
+			return fail(r, err, DT_PROTOCOL, "unexpected coll_done from %s during %s: #%llu, %llu bytes", from,
+				    r->what, (unsigned long long)h.request_id, (unsigned long long)h.length);
+		r->done_in = 1;
+		c->back_len -= DT_FRAME_HEADER_SIZE;
+		memmove(c->back, c->back + DT_FRAME_HEADER_SIZE, c->back_len);
+	}
+	return DT_OK;
+}
+
+/* Reads what the right neighbour sends back: COLL_DONE, COLL_ABORT, or a close. */
 static enum dt_status read_back(struct run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
@@ -425,23 +534,14 @@ static enum dt_status read_back(struct run *r, struct dt_err *err)
 		ssize_t n = room ? recv(c->right_fd, c->back + c->back_len, room, MSG_DONTWAIT) : 0;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			return DT_OK;
-		if (n > 0) {
+		if (n > 0)
 			c->back_len += (size_t)n;
-		}
-		if (c->back_len >= DT_FRAME_HEADER_SIZE) {
-			struct dt_frame_header h;
-			struct dt_err e = DT_ERR_INIT;
-			if (dt_coll_header_parse(c->back, &h, &e) || h.type != DT_MSG_COLL_ABORT ||
-			    h.length > DT_REASON_PAYLOAD_MAX)
-				return fail(r, err, DT_PROTOCOL, "unexpected frame from %s on the ring's return path: %s",
-					    from, e.msg[0] ? e.msg : dt_msg_name(h.type));
-			if (c->back_len >= DT_FRAME_HEADER_SIZE + h.length)
-				return on_abort(r, from, c->back + DT_FRAME_HEADER_SIZE, (size_t)h.length, err);
-		}
+		if (parse_back(r, err))
+			return c->failure.status;
 		if (n == 0) {
 			/* A right neighbour that got all it needs from us may finish and
 			 * close first; before that, closing is a failure. */
-			if (r->s_idx >= r->ns && !r->ctrl_len) {
+			if (r->s_idx >= r->ns && !r->ctrl_len && (!r->refs_out || r->done_in)) {
 				c->right_eof = 1;
 				return DT_OK;
 			}
@@ -452,6 +552,25 @@ static enum dt_status read_back(struct run *r, struct dt_err *err)
 			return fail(r, err, DT_PEER, "connection to %s failed during %s: %s", from, r->what, strerror(e));
 		}
 	}
+}
+
+/* Everything the left sent by reference has been read: tell it, so it may
+ * return and let its caller change those bytes. */
+static enum dt_status send_done(struct run *r, struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	uint8_t frame[DT_FRAME_HEADER_SIZE];
+	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_DONE, 0, r->me.seq, 0);
+	dt_frame_header_pack(&h, frame);
+	r->done_sent = 1;
+	/* The return path carries one COLL_DONE per collective, which the left
+	 * reads before it returns: 32 bytes always fit. */
+	ssize_t n = send(c->left_fd, frame, sizeof(frame), MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n == (ssize_t)sizeof(frame))
+		return DT_OK;
+	int e = n < 0 ? errno : EAGAIN;
+	return fail(r, err, DT_PEER, "cannot tell %s that its segments were read during %s: %s",
+		    c->labels[left_of(c)], r->what, strerror(e));
 }
 
 /* ---- stalls and deadlines ---- */
@@ -495,6 +614,11 @@ static enum dt_status timed_out(struct run *r, int64_t now, struct dt_err *err)
 		return fail(r, err, DT_TIMEOUT, "%s timed out after %.1f s: missing rank %s (nothing from it for %.1f s); %s",
 			    r->what, waited, c->labels[left], since, progress);
 	}
+	if (r->s_idx >= r->ns)
+		return fail(r, err, DT_TIMEOUT,
+			    "%s timed out after %.1f s: %s has not confirmed reading this rank's segments (%.1f s since "
+			    "the last was sent)",
+			    r->what, waited, c->labels[right_of(c)], (double)(now - r->last_out) / 1e9);
 	size_t unsent = 0;
 	for (long k = r->s_idx; k < r->ns; k++)
 		unsent += frame_size(r, k);
@@ -527,7 +651,9 @@ static enum dt_status run_plan(struct run *r, struct dt_err *err)
 				return c->failure.status;
 			moved |= k;
 		}
-		if (r->s_idx >= r->ns && recv_done(r)) {
+		if (r->refs_in && !r->done_sent && recv_done(r) && send_done(r, err))
+			return c->failure.status;
+		if (r->s_idx >= r->ns && recv_done(r) && (!r->refs_out || r->done_in)) {
 			if (!r->ctrl_sent) {
 				r->ctrl_len = 0; /* a stall notice not yet begun is moot now */
 				return DT_OK;

@@ -83,6 +83,48 @@ enum dt_status dt_coll_stall_decode(struct dt_coll_stall *out, const uint8_t *p,
 	return DT_OK;
 }
 
+void dt_coll_ref_encode(const struct dt_coll_ref *r, uint8_t buf[DT_COLL_REF_BYTES])
+{
+	dt_put_u64le(buf + 0, r->address);
+	dt_put_u64le(buf + 8, r->length);
+}
+
+enum dt_status dt_coll_ref_decode(struct dt_coll_ref *out, const uint8_t *p, size_t len, struct dt_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	if (len != DT_COLL_REF_BYTES)
+		return dt_err_set(err, DT_PROTOCOL, "coll_ref payload is %zu bytes, expected %u", len, DT_COLL_REF_BYTES);
+	out->address = dt_get_u64le(p + 0);
+	out->length = dt_get_u64le(p + 8);
+	return DT_OK;
+}
+
+void dt_coll_peer_encode(const struct dt_coll_peer *peer, uint8_t buf[DT_COLL_PEER_BYTES])
+{
+	dt_put_u32le(buf + 0, peer->pid);
+	dt_put_u32le(buf + 4, 0);
+	dt_put_u64le(buf + 8, peer->pid_ns);
+	memcpy(buf + 16, peer->boot_id, 16);
+	dt_put_u64le(buf + 32, peer->token_address);
+	memcpy(buf + 40, peer->token, DT_COLL_TOKEN_BYTES);
+}
+
+enum dt_status dt_coll_peer_decode(struct dt_coll_peer *out, const uint8_t *p, size_t len, struct dt_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	if (len != DT_COLL_PEER_BYTES)
+		return dt_err_set(err, DT_PROTOCOL, "coll_peer payload is %zu bytes, expected %u", len,
+				  DT_COLL_PEER_BYTES);
+	if (dt_get_u32le(p + 4) != 0)
+		return dt_err_set(err, DT_PROTOCOL, "coll_peer bytes 4..7 are 0x%08x, must be zero", dt_get_u32le(p + 4));
+	out->pid = dt_get_u32le(p + 0);
+	out->pid_ns = dt_get_u64le(p + 8);
+	memcpy(out->boot_id, p + 16, 16);
+	out->token_address = dt_get_u64le(p + 32);
+	memcpy(out->token, p + 40, DT_COLL_TOKEN_BYTES);
+	return DT_OK;
+}
+
 enum dt_status dt_coll_header_parse(const uint8_t b[DT_FRAME_HEADER_SIZE], struct dt_frame_header *h,
 				    struct dt_err *err)
 {

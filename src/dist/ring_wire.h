@@ -3,7 +3,7 @@
  *
  * Collectives travel as ordinary frames (net/frame.h, 32-byte header with
  * CRC) on the ring's two connections; their numbers are in net/messages.h
- * (64..67). Payloads, byte by byte, all integers little-endian
+ * (64..71). Payloads, byte by byte, all integers little-endian
  * (docs/PROTOCOL.md, "Collectives", has the same table):
  *
  *   COLL_START  the first frame of every collective on a link; request id = seq
@@ -26,6 +26,27 @@
  *     2. bytes  4..7   u32 blamed      the rank it found missing (itself waiting on it,
  *                                      or the rank its own left neighbour blamed)
  *     3. bytes  8..15  u64 waited ns   how long nothing has come from the blamed rank
+ *
+ *   COLL_REF    instead of a COLL_DATA, when the receiver can read the sender's
+ *               memory (same kernel, same pid namespace, see COLL_PEER): the
+ *               segment is in the sender's address space; request id = seq
+ *     1. bytes  0..7   u64 address     where the segment's first byte is
+ *     2. bytes  8..15  u64 length      bytes; exactly the segment the receiver expects
+ *   COLL_DONE   on the return path (receiver to sender), empty: the sender's
+ *               memory that collective seq referenced has all been read;
+ *               request id = seq. A sender that sent a COLL_REF returns from
+ *               the collective only after it, so the caller cannot change
+ *               the bytes under a reader.
+ *   COLL_PEER   sent once per link while the ring is set up (comm.c), request id 0
+ *     1. bytes  0..3   u32 pid         the sender's process id (0: do not read me)
+ *     2. bytes  4..7   u32 zero
+ *     3. bytes  8..15  u64 pid namespace   inode of /proc/self/ns/pid
+ *     4. bytes 16..31  boot id         /proc/sys/kernel/random/boot_id as 16 bytes
+ *     5. bytes 32..39  u64 address     of the probe token (0 in the first COLL_PEER)
+ *     6. bytes 40..55  token           16 random bytes the reader must find there
+ *   COLL_PEER_OK  the answer to the second COLL_PEER, request id 0
+ *     1. bytes  0..3   u32 errno       0: the token was read, send COLL_REFs;
+ *                                      else why not (EPERM, ESRCH, EXDEV: other host)
  *
  * Flags are zero on every collective frame. Decoders treat payloads as
  * hostile; tests/fuzz/fuzz_collective.c drives them.
@@ -63,6 +84,30 @@ struct dt_coll_stall {
 	uint32_t rank, blamed;
 	uint64_t waited_ns;
 };
+
+#define DT_COLL_REF_BYTES 16u
+#define DT_COLL_PEER_BYTES 56u
+#define DT_COLL_PEER_OK_BYTES 4u
+#define DT_COLL_TOKEN_BYTES 16u
+
+struct dt_coll_ref {
+	uint64_t address, length;
+};
+
+struct dt_coll_peer {
+	uint32_t pid;
+	uint64_t pid_ns;
+	uint8_t boot_id[16];
+	uint64_t token_address;
+	uint8_t token[DT_COLL_TOKEN_BYTES];
+};
+
+void dt_coll_ref_encode(const struct dt_coll_ref *r, uint8_t buf[DT_COLL_REF_BYTES]);
+enum dt_status dt_coll_ref_decode(struct dt_coll_ref *out, const uint8_t *p, size_t len,
+				  struct dt_err *err) DT_MUST_CHECK;
+void dt_coll_peer_encode(const struct dt_coll_peer *peer, uint8_t buf[DT_COLL_PEER_BYTES]);
+enum dt_status dt_coll_peer_decode(struct dt_coll_peer *out, const uint8_t *p, size_t len,
+				   struct dt_err *err) DT_MUST_CHECK;
 
 /* Encodes into buf (at least DT_COLL_START_FIXED + DT_COLL_NAME_WIRE_MAX
  * bytes); returns the size. The name is truncated to DT_COLL_NAME_WIRE_MAX. */

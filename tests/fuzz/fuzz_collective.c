@@ -1,6 +1,6 @@
 /* libFuzzer target: the collective frames a ring link receives
- * (dist/ring_wire.c): the header check and the COLL_START, COLL_STALL and
- * COLL_ABORT payload decoders, over a stream of frames the way ring.c walks
+ * (dist/ring_wire.c): the header check and the COLL_START, COLL_STALL,
+ * COLL_REF, COLL_PEER and COLL_ABORT payload decoders, over a stream of frames the way ring.c walks
  * its receive buffer. A START that decodes must re-encode to the same bytes.
  *
  * Input: byte 0 bit 0 set = fix every header's CRC before checking it (so the
@@ -52,6 +52,20 @@ static void walk(uint8_t *data, size_t size, int fix_crc)
 			if (dt_coll_stall_decode(&s, p, len, &err) == DT_OK) {
 				uint8_t again[DT_COLL_STALL_BYTES];
 				dt_coll_stall_encode(&s, again);
+				DT_ASSERT(memcmp(again, p, sizeof(again)) == 0);
+			}
+		} else if (h.type == DT_MSG_COLL_REF) {
+			struct dt_coll_ref r;
+			if (dt_coll_ref_decode(&r, p, len, &err) == DT_OK) {
+				uint8_t again[DT_COLL_REF_BYTES];
+				dt_coll_ref_encode(&r, again);
+				DT_ASSERT(memcmp(again, p, sizeof(again)) == 0);
+			}
+		} else if (h.type == DT_MSG_COLL_PEER) {
+			struct dt_coll_peer peer;
+			if (dt_coll_peer_decode(&peer, p, len, &err) == DT_OK) {
+				uint8_t again[DT_COLL_PEER_BYTES];
+				dt_coll_peer_encode(&peer, again);
 				DT_ASSERT(memcmp(again, p, sizeof(again)) == 0);
 			}
 		} else if (h.type == DT_MSG_COLL_ABORT) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,6 +38,9 @@ struct group {
 	struct dt_comm_peer peers[MAXR];
 	size_t seg_bytes;
 	int no_direct;
+	int no_cma;           /* every byte over TCP */
+	size_t cma_min_bytes; /* 0: the default */
+	int reads_left[MAXR]; /* what each rank's comm agreed (dt_comm_reads_left_memory) */
 	double connect_s;
 	int absent;      /* this rank never starts (its listener is closed); -1 none */
 	rank_fn fn;
@@ -58,10 +62,13 @@ static void *rank_main(void *p)
 	struct group *g = a->g;
 	struct dt_comm_config cfg = { .nranks = g->n, .rank = a->rank, .peers = g->peers, .listen_fd = g->fds[a->rank],
 				      .listen_fd_set = 1, .segment_bytes = g->seg_bytes, .no_direct = g->no_direct,
+				      .no_cma = g->no_cma, .cma_min_bytes = g->cma_min_bytes,
 				      .hello = g->hellos ? &g->hellos[a->rank] : NULL };
 	struct dt_comm *comm = NULL;
 	struct dt_err *err = &g->err[a->rank];
 	enum dt_status st = dt_comm_new(&cfg, dt_deadline_in(g->connect_s), &comm, err);
+	if (!st)
+		g->reads_left[a->rank] = dt_comm_reads_left_memory(comm);
 	if (!st && g->fn)
 		st = g->fn(g, a->rank, comm, err);
 	dt_comm_free(comm);
@@ -154,16 +161,39 @@ static enum dt_status allreduce_rank(struct group *g, int rank, struct dt_comm *
 	return DT_OK;
 }
 
-static void run_allreduce(int n, size_t seg_bytes, int no_direct, const struct sizes *sz)
+/* cma: -1 every byte over TCP, 0 the default, > 0 segments of that many
+ * bytes or more by reference. Returns how many ranks read their left
+ * neighbour's memory. */
+static int run_allreduce_cma(int n, size_t seg_bytes, int no_direct, int cma, const struct sizes *sz)
 {
 	struct group g;
 	group_init(&g, n);
 	g.seg_bytes = seg_bytes;
 	g.no_direct = no_direct;
+	g.no_cma = cma < 0;
+	g.cma_min_bytes = cma > 0 ? (size_t)cma : 0;
 	g.fn = allreduce_rank;
 	g.arg = (void *)(uintptr_t)sz;
 	group_run(&g);
 	group_expect_ok(&g);
+	int readers = 0;
+	for (int i = 0; i < n; i++)
+		readers += g.reads_left[i];
+	return readers;
+}
+
+static void run_allreduce(int n, size_t seg_bytes, int no_direct, const struct sizes *sz)
+{
+	run_allreduce_cma(n, seg_bytes, no_direct, 0, sz);
+}
+
+/* Whether this kernel lets a process read memory with process_vm_readv at
+ * all (a seccomp filter or Yama may forbid it; the ring then stays on TCP). */
+static int kernel_allows_cma(void)
+{
+	char src[8] = "dtrain", dst[8] = "";
+	struct iovec l = { dst, sizeof(dst) }, r = { src, sizeof(src) };
+	return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == (ssize_t)sizeof(dst) && strcmp(dst, "dtrain") == 0;
 }
 
 DT_TEST_TIMEOUT(dist_collective, allreduce_matches_sum_2_to_5_ranks, 120)
@@ -184,6 +214,34 @@ DT_TEST_TIMEOUT(dist_collective, allreduce_default_segments_large, 120)
 	struct sizes sz = { { 786433, 16385, 5 }, 3, 2 };
 	run_allreduce(2, 0, 0, &sz);
 	run_allreduce(3, 0, 0, &sz);
+}
+
+/* Same-host links: ranks in one process can always read each other, so the
+ * ring sends every segment of 4 bytes or more by reference; the sums must be
+ * exact, round after round (a rank that returned before its reader finished
+ * and refilled its buffer would corrupt the next round's check). */
+DT_TEST_TIMEOUT(dist_collective, allreduce_by_reference_matches_sum, 120)
+{
+	struct sizes sz = { { 0, 1, 3, 17, 1000, 4099, 100003 }, 7, 3 };
+	int allowed = kernel_allows_cma();
+	for (int n = 2; n <= 5; n++) {
+		int readers = run_allreduce_cma(n, 64, 1, 4, &sz);
+		DT_CHECK_INT_EQ(readers, allowed ? n : 0);
+		readers = run_allreduce_cma(n, 1024, 0, 4, &sz);
+		DT_CHECK_INT_EQ(readers, allowed ? n : 0);
+		DT_CHECK_INT_EQ(run_allreduce_cma(n, 64, 1, -1, &sz), 0); /* told not to */
+	}
+	if (!allowed)
+		DT_SKIP("this kernel forbids process_vm_readv: only the TCP fallback was exercised");
+}
+
+DT_TEST(dist_collective, the_environment_can_turn_same_host_reads_off)
+{
+	struct sizes sz = { { 5000 }, 1, 1 };
+	DT_CHECK(setenv("DTRAIN_COLLECTIVE_CMA", "0", 1) == 0);
+	int readers = run_allreduce_cma(2, 64, 1, 4, &sz);
+	DT_CHECK(unsetenv("DTRAIN_COLLECTIVE_CMA") == 0);
+	DT_CHECK_INT_EQ(readers, 0);
 }
 
 DT_TEST(dist_collective, allreduce_two_ranks_ring_and_exchange)
@@ -571,8 +629,13 @@ static const char *proc_message(int rank)
 	return buf[rank];
 }
 
+/* Three processes on one host: each reads its left neighbour's 133 KB
+ * chunks straight from that process's memory, where the kernel allows it. */
 static enum dt_status three_rounds(struct dt_comm *comm, int rank, struct dt_err *err)
 {
+	if (kernel_allows_cma() && !dt_comm_reads_left_memory(comm))
+		return dt_err_set(err, DT_INTERNAL, "rank %d reads its left neighbour over TCP, though the kernel allows "
+						    "process_vm_readv", rank);
 	size_t count = 100003;
 	float *buf = dt_xmallocarray(count, sizeof(float));
 	enum dt_status st = DT_OK;
@@ -678,8 +741,34 @@ static void send_start(int fd, uint64_t seq, unsigned kind, unsigned dtype, uint
 	send_frame(fd, DT_MSG_COLL_START, seq, buf, dt_coll_start_encode(&s, buf));
 }
 
+/* Reads one frame of `type` from fd (and drops it). */
+static void expect_frame(int fd, uint16_t type)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_frame_decoder d;
+	dt_frame_decoder_init(&d, 1u << 20);
+	DT_CHECK_OK(dt_frame_recv_fd(fd, &d, dt_deadline_in(10), "rank 1", &err), &err);
+	DT_CHECK_INT_EQ(d.header.type, type);
+	dt_frame_decoder_release(&d);
+}
+
+/* Rank 0's side of the same-host exchange (comm_cma.c) with rank 1, whose
+ * left link is `out` and right link `in`: rank 0 offers nothing and reads
+ * nothing, so rank 1's links carry bytes. */
+static void decline_same_host_reads(int out, int in)
+{
+	uint8_t peer[DT_COLL_PEER_BYTES] = { 0 }, no[DT_COLL_PEER_OK_BYTES];
+	dt_put_u32le(no, ENOTSUP);
+	send_frame(in, DT_MSG_COLL_PEER, 0, peer, sizeof(peer));  /* rank 1's reader */
+	send_frame(out, DT_MSG_COLL_PEER, 0, peer, sizeof(peer)); /* an offer without a pid */
+	send_frame(in, DT_MSG_COLL_PEER_OK, 0, no, sizeof(no));   /* we will not read rank 1 */
+	expect_frame(out, DT_MSG_COLL_PEER);
+	expect_frame(out, DT_MSG_COLL_PEER_OK);
+	expect_frame(in, DT_MSG_COLL_PEER);
+}
+
 /* Plays rank 0 of a 2-rank ring by hand against a real rank 1, completes the
- * rendezvous barrier correctly, then sends `bad` (a case number) during the
+ * same-host exchange and the rendezvous barrier correctly, then sends `bad` (a case number) during the
  * allreduce and checks how rank 1 fails. */
 static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 {
@@ -708,6 +797,7 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 	DT_CHECK_OK(dt_handshake_server(in, &me, "worker:1", dt_deadline_in(10), &remote, &err), &err);
 	dt_hello_release(&remote);
 	dt_hello_release(&me);
+	decline_same_host_reads(out, in);
 	/* the rendezvous barrier (#0): a gather of one float */
 	float zero = 0;
 	send_start(out, 0, DT_COLL_BARRIER, 0, 0, "dtrain/rendezvous");
@@ -741,6 +831,13 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 		DT_CHECK_OK(dt_sock_send_all(out, junk, 20, dt_deadline_in(5), "rank 1", &err), &err);
 		shutdown(out, SHUT_WR);
 		break;
+	case 4: { /* a reference on a link that was agreed to carry bytes */
+		uint8_t ref[DT_COLL_REF_BYTES];
+		dt_coll_ref_encode(&(struct dt_coll_ref){ 4096, 400 }, ref);
+		send_start(out, 1, DT_COLL_ALLREDUCE, DT_WIRE_F32, 100, "grads");
+		send_frame(out, DT_MSG_COLL_REF, 1, ref, sizeof(ref));
+		break;
+	}
 	default: /* a message type that has no business on a ring */
 		send_frame(out, DT_MSG_PS_PUSH, 1, data, 8);
 	}
@@ -758,5 +855,6 @@ DT_TEST(dist_collective, misbehaving_neighbour_fails_the_collective_cleanly)
 	bad_neighbour(1, DT_PROTOCOL, "coll_start first");
 	bad_neighbour(2, DT_PROTOCOL, "another size");
 	bad_neighbour(3, DT_PEER, "closed the connection");
-	bad_neighbour(4, DT_PROTOCOL, "ps_push");
+	bad_neighbour(4, DT_PROTOCOL, "set up to carry bytes");
+	bad_neighbour(5, DT_PROTOCOL, "ps_push");
 }
