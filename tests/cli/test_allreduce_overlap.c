@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_procs.h"
 #include "dt_test.h"
-#include "ps_cluster.h"
 
 #define TASK_WAIT_S 240.0
 
@@ -18,35 +18,22 @@
 static void run_job(const char *const *args, const char *dir, const char *extra_env, const char *expect, char *crc,
 		    size_t cap)
 {
-	int ports[2];
-	ps_free_ports(ports, 2);
-	char spec[256], env[2][512], out_flag[700];
-	snprintf(spec, sizeof(spec), "{\"worker\": [\"127.0.0.1:%d\", \"127.0.0.1:%d\"]}", ports[0], ports[1]);
+	struct cluster c;
+	cluster_init(&c, NULL, 2, 0);
+	char out_flag[700];
 	snprintf(out_flag, sizeof(out_flag), "--output_dir=%s", dir);
-	struct ps_task tasks[2];
-	memset(tasks, 0, sizeof(tasks));
-	for (int i = 0; i < 2; i++) {
-		snprintf(env[i], sizeof(env[i]), "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"worker\", \"index\": %d}}",
-			 spec, i);
-		const char *argv[24] = { "dtrain", "train" };
-		int n = 2;
-		for (int k = 0; args[k] && n < 22; k++)
-			argv[n++] = args[k];
-		argv[n++] = out_flag;
-		argv[n] = NULL;
-		const char *envp[] = { env[i], extra_env, NULL };
-		ps_task_start(&tasks[i], i ? "worker1" : "worker0", argv, envp);
-	}
-	for (int i = 0; i < 2; i++) {
-		int st = ps_task_wait(&tasks[i], TASK_WAIT_S);
-		if (st != 0) {
-			ps_tasks_dump(tasks, 2);
-			ps_task_kill(&tasks[0]);
-			ps_task_kill(&tasks[1]);
-			dt_test_fail(__FILE__, __LINE__, "worker%d exited with %d", i, st);
-		}
-	}
-	char *err0 = ps_task_read(&tasks[0], 1);
+	const char *argv[24] = { "dtrain", "train" };
+	int n = 2;
+	for (int k = 0; args[k] && n < 22; k++)
+		argv[n++] = args[k];
+	argv[n++] = out_flag;
+	argv[n] = NULL;
+	const char *env[] = { extra_env, NULL };
+	for (int i = 0; i < 2; i++)
+		cluster_start(&c, "worker", i, NULL, argv, env);
+	for (int i = 0; i < 2; i++)
+		EXPECT_EXIT(&c, &c.tasks[i], 0, TASK_WAIT_S);
+	char *err0 = task_read(&c.tasks[0], 1);
 	DT_CHECK_CONTAINS(err0, expect);
 	free(err0);
 

@@ -7,25 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cluster_procs.h"
 #include "dt_test.h"
-#include "ps_cluster.h"
 
 #define TASK_WAIT_S 240.0
-
-static double accuracy_of(const char *out)
-{
-	const char *p = strstr(out, "accuracy = ");
-	return p ? atof(p + strlen("accuracy = ")) : -1;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* One process: `dtrain train <args>`; returns its test accuracy. */
 static double train_local(const char *const *args)
@@ -41,70 +27,10 @@ static double train_local(const char *const *args)
 		fprintf(stderr, "%s", r.err);
 		dt_test_fail(__FILE__, __LINE__, "dtrain train exited with %d", r.exit_code);
 	}
-	double acc = accuracy_of(r.out);
+	double acc = cli_accuracy_of(r.out);
 	DT_CHECK(acc >= 0);
 	dt_run_release(&r);
 	return acc;
-}
-
-struct ar_cluster {
-	char spec[512];
-	char env[PS_MAX_TASKS][700];
-	struct ps_task tasks[PS_MAX_TASKS];
-	int n;
-};
-
-/* `chief` (0 or 1) chief task and `workers` worker tasks on free loopback ports, no ps. */
-static void ar_make(struct ar_cluster *c, int chief, int workers)
-{
-	memset(c, 0, sizeof(*c));
-	int ports[PS_MAX_TASKS];
-	ps_free_ports(ports, chief + workers);
-	char w[256] = "";
-	for (int i = 0; i < workers; i++)
-		snprintf(w + strlen(w), sizeof(w) - strlen(w), "%s\"127.0.0.1:%d\"", i ? ", " : "", ports[chief + i]);
-	if (chief)
-		snprintf(c->spec, sizeof(c->spec), "{\"chief\": [\"127.0.0.1:%d\"], \"worker\": [%s]}", ports[0], w);
-	else
-		snprintf(c->spec, sizeof(c->spec), "{\"worker\": [%s]}", w);
-}
-
-/* Starts task type:index as `dtrain train <args>`: the same command on every
- * task, only TF_CONFIG's task differs (seed 002). */
-static struct ps_task *ar_start(struct ar_cluster *c, const char *type, int index, const char *const *args)
-{
-	DT_CHECK(c->n < PS_MAX_TASKS);
-	int k = c->n++;
-	char spec[sizeof(c->spec)];
-	memcpy(spec, c->spec, sizeof(spec));
-	snprintf(c->env[k], sizeof(c->env[k]), "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"%s\", \"index\": %d}}",
-		 spec, type, index);
-	const char *argv[24] = { "dtrain", "train" };
-	int n = 2;
-	for (int i = 0; args[i] && n < 23; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
-	char name[32];
-	snprintf(name, sizeof(name), "%s%d", type, index);
-	const char *env[] = { c->env[k], NULL };
-	ps_task_start(&c->tasks[k], name, argv, env);
-	return &c->tasks[k];
-}
-
-static void ar_kill_all(struct ar_cluster *c)
-{
-	for (int i = 0; i < c->n; i++)
-		ps_task_kill(&c->tasks[i]);
-}
-
-static void expect_exit(struct ar_cluster *c, struct ps_task *t, int code, double timeout_s)
-{
-	int st = ps_task_wait(t, timeout_s);
-	if (st != code) {
-		ps_tasks_dump(c->tasks, c->n);
-		ar_kill_all(c);
-		dt_test_fail(__FILE__, __LINE__, "%s exited with %d, expected %d", t->name, st, code);
-	}
 }
 
 /* ---- one process, N replicas ---------------------------------------------- */
@@ -158,17 +84,17 @@ DT_TEST_TIMEOUT(allreduce, two_workers_reach_single_process_accuracy_mlp, 300)
 {
 	const char *args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=800", "--log_every=200",
 			       "--hparams=batch_size=32", "--connect_timeout=60", NULL };
-	struct ar_cluster c;
-	ar_make(&c, 0, 2);
-	struct ps_task *w1 = ar_start(&c, "worker", 1, args); /* the first started waits for the other */
-	struct ps_task *w0 = ar_start(&c, "worker", 0, args);
-	expect_exit(&c, w0, 0, TASK_WAIT_S);
-	expect_exit(&c, w1, 0, 60);
-	char *out0 = ps_task_read(w0, 0), *out1 = ps_task_read(w1, 0), *err0 = ps_task_read(w0, 1);
+	struct cluster c;
+	cluster_init(&c, NULL, 2, 0);
+	struct task *w1 = cluster_start_train(&c, "worker", 1, args); /* the first started waits for the other */
+	struct task *w0 = cluster_start_train(&c, "worker", 0, args);
+	EXPECT_EXIT(&c, w0, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, w1, 0, 60);
+	char *out0 = task_read(w0, 0), *out1 = task_read(w1, 0), *err0 = task_read(w0, 1);
 	DT_CHECK_CONTAINS(out0, "eval (test split, 10000 examples) at global step 800: accuracy = ");
 	DT_CHECK(strstr(out1, "accuracy") == NULL); /* only the chief evaluates */
 	DT_CHECK_CONTAINS(err0, "global batch 64");
-	double dist = accuracy_of(out0);
+	double dist = cli_accuracy_of(out0);
 	const char *one[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=800", "--log_every=0", NULL };
 	double local = train_local(one);
 	fprintf(stderr, "mlp, global batch 64: 1 process %.4f, 2 workers %.4f\n", local, dist);
@@ -183,16 +109,16 @@ DT_TEST_TIMEOUT(allreduce, two_workers_reach_single_process_accuracy_cnn, 300)
 {
 	const char *args[] = { "--model=cnn", "--problem=fashion_mnist", "--train_steps=300", "--log_every=100",
 			       "--hparams=batch_size=32", "--check_replicas_every=100", NULL };
-	struct ar_cluster c;
-	ar_make(&c, 0, 2);
-	struct ps_task *w0 = ar_start(&c, "worker", 0, args);
-	struct ps_task *w1 = ar_start(&c, "worker", 1, args);
-	expect_exit(&c, w0, 0, TASK_WAIT_S);
-	expect_exit(&c, w1, 0, 60);
-	char *out0 = ps_task_read(w0, 0), *err0 = ps_task_read(w0, 1);
+	struct cluster c;
+	cluster_init(&c, NULL, 2, 0);
+	struct task *w0 = cluster_start_train(&c, "worker", 0, args);
+	struct task *w1 = cluster_start_train(&c, "worker", 1, args);
+	EXPECT_EXIT(&c, w0, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, w1, 0, 60);
+	char *out0 = task_read(w0, 0), *err0 = task_read(w0, 1);
 	DT_CHECK_CONTAINS(out0, "at global step 300: accuracy = ");
 	DT_CHECK_CONTAINS(err0, "gradient all-reduce (2 buckets)");
-	double dist = accuracy_of(out0);
+	double dist = cli_accuracy_of(out0);
 	const char *one[] = { "--model=cnn", "--problem=fashion_mnist", "--train_steps=300", "--log_every=0", NULL };
 	double local = train_local(one);
 	fprintf(stderr, "cnn, global batch 64: 1 process %.4f, 2 workers %.4f\n", local, dist);
@@ -207,15 +133,15 @@ DT_TEST_TIMEOUT(allreduce, chief_and_worker_with_two_replicas_each_stay_bit_iden
 {
 	const char *args[] = { "--model=lenet", "--problem=fashion_mnist", "--train_steps=150", "--log_every=50",
 			       "--replicas=2", "--check_replicas_every=25", "--log_level=debug", NULL };
-	struct ar_cluster c;
-	ar_make(&c, 1, 1);
-	struct ps_task *chief = ar_start(&c, "chief", 0, args);
-	struct ps_task *worker = ar_start(&c, "worker", 0, args);
-	expect_exit(&c, chief, 0, TASK_WAIT_S);
-	expect_exit(&c, worker, 0, 60);
-	char *out = ps_task_read(chief, 0), *cerr = ps_task_read(chief, 1), *werr = ps_task_read(worker, 1);
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 0);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	struct task *worker = cluster_start_train(&c, "worker", 0, args);
+	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, worker, 0, 60);
+	char *out = task_read(chief, 0), *cerr = task_read(chief, 1), *werr = task_read(worker, 1);
 	DT_CHECK_CONTAINS(out, "at global step 150: accuracy = ");
-	DT_CHECK(accuracy_of(out) > 0.6);
+	DT_CHECK(cli_accuracy_of(out) > 0.6);
 	DT_CHECK_CONTAINS(cerr, "step 150: the variables of all 2 replicas are bit-identical");
 	DT_CHECK_CONTAINS(werr, "step 150: the variables of all 2 replicas are bit-identical");
 	DT_CHECK_CONTAINS(cerr, "mirrored: 2 replicas");
@@ -226,13 +152,13 @@ DT_TEST_TIMEOUT(allreduce, chief_and_worker_with_two_replicas_each_stay_bit_iden
 DT_TEST_TIMEOUT(allreduce, a_worker_that_never_comes_is_named_and_exit_3, 120)
 {
 	const char *args[] = { "--model=mlp", "--problem=synthetic", "--train_steps=10", "--connect_timeout=2", NULL };
-	struct ar_cluster c;
-	ar_make(&c, 1, 2);
-	struct ps_task *chief = ar_start(&c, "chief", 0, args);
-	double t0 = now_s();
-	expect_exit(&c, chief, 3, 60);
-	double took = now_s() - t0;
-	char *err = ps_task_read(chief, 1);
+	struct cluster c;
+	cluster_init(&c, "chief", 2, 0);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	double t0 = cli_now_s();
+	EXPECT_EXIT(&c, chief, 3, 60);
+	double took = cli_now_s() - t0;
+	char *err = task_read(chief, 1);
 	DT_CHECK_CONTAINS(err, "worker:");
 	DT_CHECK(took < 30);
 	free(err);
@@ -244,20 +170,16 @@ DT_TEST_TIMEOUT(allreduce, a_killed_worker_fails_the_other_with_exit_3_naming_it
 {
 	const char *args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=1000000", "--log_every=20",
 			       "--step_timeout=10", "--noeval", NULL };
-	struct ar_cluster c;
-	ar_make(&c, 1, 1);
-	struct ps_task *chief = ar_start(&c, "chief", 0, args);
-	struct ps_task *worker = ar_start(&c, "worker", 0, args);
-	if (!ps_task_wait_log(worker, "step 40/", 120)) {
-		ps_tasks_dump(c.tasks, c.n);
-		ar_kill_all(&c);
-		dt_test_fail(__FILE__, __LINE__, "the worker did not reach step 40");
-	}
-	ps_task_kill(worker);
-	double t0 = now_s();
-	expect_exit(&c, chief, 3, 20);
-	double took = now_s() - t0;
-	char *err = ps_task_read(chief, 1);
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 0);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	struct task *worker = cluster_start_train(&c, "worker", 0, args);
+	EXPECT_LOG(&c, worker, "step 40/", 120);
+	task_kill(worker);
+	double t0 = cli_now_s();
+	EXPECT_EXIT(&c, chief, 3, 20);
+	double took = cli_now_s() - t0;
+	char *err = task_read(chief, 1);
 	fprintf(stderr, "chief failed %.2f s after the kill\n", took);
 	DT_CHECK_CONTAINS(err, "worker:0");
 	DT_CHECK_CONTAINS(err, "training stopped at step");
@@ -269,18 +191,18 @@ DT_TEST_TIMEOUT(allreduce, a_killed_worker_fails_the_other_with_exit_3_naming_it
  * (unless NULL); returns the chief's stdout (malloc'd). */
 static char *run_two_workers(const char *const *args, const char *expect)
 {
-	struct ar_cluster c;
-	ar_make(&c, 0, 2);
-	struct ps_task *w0 = ar_start(&c, "worker", 0, args);
-	struct ps_task *w1 = ar_start(&c, "worker", 1, args);
-	expect_exit(&c, w0, 0, TASK_WAIT_S);
-	expect_exit(&c, w1, 0, 60);
+	struct cluster c;
+	cluster_init(&c, NULL, 2, 0);
+	struct task *w0 = cluster_start_train(&c, "worker", 0, args);
+	struct task *w1 = cluster_start_train(&c, "worker", 1, args);
+	EXPECT_EXIT(&c, w0, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, w1, 0, 60);
 	if (expect) {
-		char *err = ps_task_read(w0, 1);
+		char *err = task_read(w0, 1);
 		DT_CHECK_CONTAINS(err, expect);
 		free(err);
 	}
-	return ps_task_read(w0, 0);
+	return task_read(w0, 0);
 }
 
 /* The chief saves on its cadence into --output_dir; a job started again
@@ -316,27 +238,23 @@ DT_TEST_TIMEOUT(allreduce, a_stopped_worker_times_out_the_other_naming_it, 180)
 {
 	const char *args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=1000000", "--log_every=20",
 			       "--step_timeout=3", "--noeval", NULL };
-	struct ar_cluster c;
-	ar_make(&c, 1, 1);
-	struct ps_task *chief = ar_start(&c, "chief", 0, args);
-	struct ps_task *worker = ar_start(&c, "worker", 0, args);
-	if (!ps_task_wait_log(worker, "step 40/", 120)) {
-		ps_tasks_dump(c.tasks, c.n);
-		ar_kill_all(&c);
-		dt_test_fail(__FILE__, __LINE__, "the worker did not reach step 40");
-	}
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 0);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	struct task *worker = cluster_start_train(&c, "worker", 0, args);
+	EXPECT_LOG(&c, worker, "step 40/", 120);
 	kill(worker->pid, SIGSTOP);
-	double t0 = now_s();
-	int st = ps_task_wait(chief, 6);
-	double took = now_s() - t0;
+	double t0 = cli_now_s();
+	int st = task_wait(chief, 6);
+	double took = cli_now_s() - t0;
 	kill(worker->pid, SIGCONT);
-	ps_task_kill(worker);
+	task_kill(worker);
 	if (st != 3) {
-		ps_tasks_dump(c.tasks, c.n);
-		ar_kill_all(&c);
+		tasks_dump(c.tasks, c.n);
+		cluster_kill_all(&c);
 		dt_test_fail(__FILE__, __LINE__, "chief exited with %d within 6 s of the stop, expected 3", st);
 	}
-	char *err = ps_task_read(chief, 1);
+	char *err = task_read(chief, 1);
 	fprintf(stderr, "chief failed %.2f s after the stop\n", took);
 	DT_CHECK_CONTAINS(err, "timed out");
 	DT_CHECK_CONTAINS(err, "worker:0");
@@ -346,19 +264,19 @@ DT_TEST_TIMEOUT(allreduce, a_stopped_worker_times_out_the_other_naming_it, 180)
 /* Tasks started with different models refuse each other by name (exit 2). */
 DT_TEST_TIMEOUT(allreduce, a_worker_with_another_model_is_refused, 120)
 {
-	struct ar_cluster c;
-	ar_make(&c, 1, 1);
-	struct ps_task *chief = ar_start(&c, "chief", 0, (const char *[]){ "--model=mlp", "--problem=synthetic",
-									   "--train_steps=10", "--connect_timeout=20", NULL });
-	struct ps_task *worker = ar_start(&c, "worker", 0, (const char *[]){ "--model=lenet", "--problem=synthetic",
-									     "--train_steps=10", "--connect_timeout=20", NULL });
-	int a = ps_task_wait(chief, 60), b = ps_task_wait(worker, 60);
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 0);
+	const char *mlp[] = { "--model=mlp", "--problem=synthetic", "--train_steps=10", "--connect_timeout=20", NULL };
+	const char *lenet[] = { "--model=lenet", "--problem=synthetic", "--train_steps=10", "--connect_timeout=20", NULL };
+	struct task *chief = cluster_start_train(&c, "chief", 0, mlp);
+	struct task *worker = cluster_start_train(&c, "worker", 0, lenet);
+	int a = task_wait(chief, 60), b = task_wait(worker, 60);
 	if (a == 0 || b == 0 || (a != 2 && b != 2)) {
-		ps_tasks_dump(c.tasks, c.n);
-		ar_kill_all(&c);
+		tasks_dump(c.tasks, c.n);
+		cluster_kill_all(&c);
 		dt_test_fail(__FILE__, __LINE__, "chief exited %d, worker %d; expected a refusal (2)", a, b);
 	}
-	char *ce = ps_task_read(chief, 1), *we = ps_task_read(worker, 1);
+	char *ce = task_read(chief, 1), *we = task_read(worker, 1);
 	DT_CHECK(strstr(ce, "model signature differs") || strstr(we, "model signature differs"));
 	free(ce), free(we);
 }
@@ -370,23 +288,16 @@ DT_TEST_TIMEOUT(allreduce, check_replicas_names_a_diverged_worker, 120)
 {
 	const char *args[] = { "--model=mlp", "--problem=synthetic", "--train_steps=100", "--log_every=0",
 			       "--check_replicas_every=20", NULL };
-	struct ar_cluster c;
-	ar_make(&c, 1, 1);
-	struct ps_task *chief = ar_start(&c, "chief", 0, args);
-	DT_CHECK(c.n < PS_MAX_TASKS);
-	int k = c.n++;
-	char spec[sizeof(c.spec)];
-	memcpy(spec, c.spec, sizeof(spec));
-	snprintf(c.env[k], sizeof(c.env[k]), "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"worker\", \"index\": 0}}",
-		 spec);
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 0);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
 	const char *argv[] = { "dtrain", "train", "--model=mlp", "--problem=synthetic", "--train_steps=100",
 			       "--log_every=0", "--check_replicas_every=20", NULL };
-	const char *env[] = { c.env[k], "DTRAIN_TEST_DIVERGE_AT_STEP=30", NULL };
-	ps_task_start(&c.tasks[k], "worker0", argv, env);
-	struct ps_task *worker = &c.tasks[k];
-	expect_exit(&c, chief, 1, 60);
-	expect_exit(&c, worker, 1, 60);
-	char *err = ps_task_read(chief, 1);
+	struct task *worker = cluster_start(&c, "worker", 0, NULL, argv,
+					    (const char *[]){ "DTRAIN_TEST_DIVERGE_AT_STEP=30", NULL });
+	EXPECT_EXIT(&c, chief, 1, 60);
+	EXPECT_EXIT(&c, worker, 1, 60);
+	char *err = task_read(chief, 1);
 	DT_CHECK_CONTAINS(err, "replicas diverged at step 40: the variables of worker:0 differ from those of chief:0 (rank 0)");
 	free(err);
 }

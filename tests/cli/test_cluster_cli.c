@@ -3,20 +3,17 @@
  * the three ranks one consistent layout. */
 #include <errno.h>
 #include <dirent.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "cli_util.h"
 #include "dt_test.h"
+#include "slurm_util.h"
 
 /* A cluster the outer environment might set must not leak into the tests
  * (the runner itself may run inside Slurm or MPI). */
@@ -262,166 +259,6 @@ DT_TEST(cluster_cli, make_configs_json_rows_pass_dtrain_config)
 
 /* ---- a real Slurm ---- */
 
-static int free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	DT_CHECK(fd >= 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(a);
-	DT_CHECK(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	DT_CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
-static char *read_text(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	char *buf = calloc(1, 65537);
-	size_t n = buf ? fread(buf, 1, 65536, f) : 0;
-	(void)n;
-	fclose(f);
-	return buf;
-}
-
-/* True when `pid` is alive and not a zombie. */
-static int alive(pid_t pid)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	char *stat = read_text(path);
-	if (!stat)
-		return 0;
-	char *close_paren = strrchr(stat, ')');
-	int live = close_paren && close_paren[1] == ' ' && close_paren[2] != 'Z' && close_paren[2] != 'X';
-	free(stat);
-	return live;
-}
-
-/* True when process `pid` was started from our private Slurm: its
- * environment or command line names the test's directory. */
-static int ours(pid_t pid, const char *dir)
-{
-	const char *files[] = { "environ", "cmdline" };
-	int found = 0;
-	for (int f = 0; f < 2 && !found; f++) {
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, files[f]);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		static char buf[1 << 16];
-		ssize_t n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		for (ssize_t i = 0; i < n; i++)
-			if (buf[i] == '\0')
-				buf[i] = '\n';
-		if (n > 0) {
-			buf[n] = '\0';
-			found = strstr(buf, dir) != NULL;
-		}
-	}
-	return found;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* The parent of `pid`, or 0. */
-static pid_t parent_of(pid_t pid)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	char *stat = read_text(path);
-	char *close_paren = stat ? strrchr(stat, ')') : NULL;
-	pid_t ppid = close_paren ? (pid_t)atoi(close_paren + 4) : 0; /* ") S <ppid>" */
-	free(stat);
-	return ppid;
-}
-
-/* True while a process of the test's Slurm runs that is neither one of
- * `daemons` nor their child (slurmctld keeps a slurmscriptd): a
- * slurmstepd or a task. */
-static int others_running(const char *dir, const pid_t *daemons, int n)
-{
-	DIR *proc = opendir("/proc");
-	if (!proc)
-		return 0;
-	int found = 0;
-	struct dirent *de;
-	while (!found && (de = readdir(proc)) != NULL) {
-		pid_t pid = atoi(de->d_name);
-		if (pid <= 1 || pid == getpid() || !alive(pid) || !ours(pid, dir))
-			continue;
-		pid_t ppid = parent_of(pid);
-		int daemon = 0;
-		for (int i = 0; i < n; i++)
-			daemon |= daemons[i] && (daemons[i] == pid || daemons[i] == ppid);
-		found = !daemon;
-	}
-	closedir(proc);
-	return found;
-}
-
-/* Stops what start-cluster.sh started (pids it recorded), then anything
- * else that came from this Slurm (slurmstepd, tasks). Appends to `report`
- * what had to be killed the hard way or survived. */
-static void stop_slurm(const char *dir, char *report, size_t cap)
-{
-	const char *names[] = { "slurmd", "slurmctld", "munged" };
-	pid_t pids[3] = { 0, 0, 0 };
-	for (int i = 0; i < 3; i++) {
-		char path[700];
-		snprintf(path, sizeof(path), "%s/%s.pid", dir, names[i]);
-		char *text = read_text(path);
-		if (text && atoi(text) > 0 && ours(atoi(text), dir))
-			pids[i] = atoi(text);
-		free(text);
-	}
-	/* slurmstepd outlives srun for a moment, and slurmd stopped meanwhile
-	 * waits for it: let the step end first (bounded). */
-	double deadline = now_s() + 10;
-	while (now_s() < deadline && others_running(dir, pids, 3))
-		usleep(50000);
-	for (int i = 0; i < 3; i++)
-		if (pids[i])
-			kill(pids[i], SIGTERM);
-	deadline = now_s() + 5;
-	for (int i = 0; i < 3; i++)
-		while (pids[i] && alive(pids[i]) && now_s() < deadline)
-			usleep(20000);
-	for (int round = 0; round < 2; round++) {
-		DIR *proc = opendir("/proc");
-		if (!proc)
-			return;
-		struct dirent *de;
-		while ((de = readdir(proc)) != NULL) {
-			pid_t pid = atoi(de->d_name);
-			if (pid <= 1 || pid == getpid() || !alive(pid) || !ours(pid, dir))
-				continue;
-			char path[64], comm[64] = "?";
-			snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-			char *name = read_text(path);
-			if (name) {
-				snprintf(comm, sizeof(comm), "%.*s", (int)strcspn(name, "\n"), name);
-				free(name);
-			}
-			kill(pid, SIGKILL);
-			size_t used = strlen(report);
-			snprintf(report + used, cap - used, "process %d (%s) of the test's Slurm %s; ", (int)pid, comm,
-				 round ? "survived SIGKILL" : "needed SIGKILL");
-		}
-		closedir(proc);
-		usleep(200000);
-	}
-}
-
 /* The parts of `dtrain config` output every rank must agree on. */
 struct rank_view {
 	char task[128];
@@ -491,7 +328,7 @@ static void srun_and_check(const char *dir, char *failure, size_t cap)
 	for (int rank = 0; rank < 3; rank++) {
 		char path[700];
 		snprintf(path, sizeof(path), "%s/rank.%d.out", dir, rank);
-		char *text = read_text(path);
+		char *text = cli_read_file(path);
 		if (!text || !parse_rank(text, &v[rank])) {
 			snprintf(failure, cap, "rank %d printed no layout: %.500s", rank, text ? text : "(no output file)");
 			free(text);
@@ -523,17 +360,10 @@ static void srun_and_check(const char *dir, char *failure, size_t cap)
 DT_TEST_TIMEOUT(cluster_slurm_real, srun_three_ranks_agree_on_one_layout, 55)
 {
 	clean_env();
-	double t0 = now_s();
-	char dir[600], script[PATH_MAX];
-	dt_test_path(dir, sizeof(dir), "slurm");
-	DT_CHECK(mkdir(dir, 0700) == 0);
-	DT_CHECK(realpath("tests/slurm/start-cluster.sh", script) != NULL);
-	char ctld[16], slurmd[16];
-	snprintf(ctld, sizeof(ctld), "%d", free_port());
-	snprintf(slurmd, sizeof(slurmd), "%d", free_port());
-	const char *argv[] = { script, dir, ctld, slurmd, NULL };
+	double t0 = cli_now_s();
+	char dir[600];
 	struct dt_run r;
-	dt_test_run(&r, argv, NULL, 30);
+	slurm_start(&r, dir, sizeof(dir));
 
 	char failure[4096] = "", skip[1024] = "", leftovers[1024] = "";
 	if (r.exit_code == 77 || r.timed_out) {
@@ -549,8 +379,8 @@ DT_TEST_TIMEOUT(cluster_slurm_real, srun_three_ranks_agree_on_one_layout, 55)
 		srun_and_check(dir, failure, sizeof(failure));
 	}
 	dt_run_release(&r);
-	stop_slurm(dir, leftovers, sizeof(leftovers));
-	fprintf(stderr, "slurm test took %.1f s\n", now_s() - t0);
+	slurm_stop(dir, leftovers, sizeof(leftovers));
+	fprintf(stderr, "slurm test took %.1f s\n", cli_now_s() - t0);
 	if (failure[0] || leftovers[0])
 		dt_test_fail(__FILE__, __LINE__, "%s%s%s", failure, failure[0] && leftovers[0] ? "\n" : "", leftovers);
 	if (skip[0])

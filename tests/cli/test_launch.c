@@ -1,7 +1,7 @@
 /* CLI tests for `dtrain launch` and the commands around it (status, logs,
  * monitor, kill), and the example spec; the emitters are tested in
  * test_launch_emit.c. Each test has its own $DTRAIN_HOME in its temp dir;
- * the launcher runs as a child of the test (tests/cli/ps_cluster.h), its
+ * the launcher runs as a child of the test (tests/cli/cluster_procs.h), its
  * tasks as its children. */
 #include <dirent.h>
 #include <errno.h>
@@ -14,44 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster_procs.h"
 #include "dt_test.h"
 #include "launch/state.h"
-#include "ps_cluster.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* A private $DTRAIN_HOME, and no cluster from the outer environment. */
-static void setup_home(void)
-{
-	char home[600];
-	dt_test_path(home, sizeof(home), "home");
-	setenv("DTRAIN_HOME", home, 1);
-	unsetenv("TF_CONFIG");
-	unsetenv("SLURM_PROCID");
-	unsetenv("OMPI_COMM_WORLD_RANK");
-}
-
-static void write_spec(char *path, size_t cap, const char *name, const char *text)
-{
-	dt_test_path(path, cap, name);
-	dt_test_write_file(path, text, strlen(text));
-}
-
-static void run(struct dt_run *r, const char *const *args, double timeout_s)
-{
-	const char *argv[32] = { "dtrain" };
-	int n = 1;
-	for (; args[n - 1] && n < 31; n++)
-		argv[n] = args[n - 1];
-	argv[n] = NULL;
-	dt_test_run(r, argv, NULL, timeout_s);
-	DT_CHECK(!r->timed_out);
-}
 
 /* Loads experiment `id` from the test's home; 0 when it is not there yet. */
 static int load(const char *id, struct dt_exp *e)
@@ -69,8 +34,8 @@ static int load(const char *id, struct dt_exp *e)
  * want_step, the chief's log shows a step); fills pids. */
 static int wait_running(const char *id, pid_t *pids, int *n, int want_step, double timeout_s)
 {
-	double end = now_s() + timeout_s;
-	while (now_s() < end) {
+	double end = cli_now_s() + timeout_s;
+	while (cli_now_s() < end) {
 		struct dt_exp e;
 		if (load(id, &e)) {
 			int all = e.ntasks > 0;
@@ -95,20 +60,15 @@ static int wait_running(const char *id, pid_t *pids, int *n, int want_step, doub
 	return 0;
 }
 
-static int alive(pid_t pid)
-{
-	return dt_proc_start_time(pid) != 0;
-}
-
 /* Waits until none of pids is alive; returns how many still are. */
 static int wait_gone(const pid_t *pids, int n, double timeout_s)
 {
-	double end = now_s() + timeout_s;
+	double end = cli_now_s() + timeout_s;
 	int left = n;
-	while (now_s() < end) {
+	while (cli_now_s() < end) {
 		left = 0;
 		for (int i = 0; i < n; i++)
-			left += alive(pids[i]);
+			left += cli_pid_alive(pids[i]);
 		if (!left)
 			break;
 		usleep(20000);
@@ -138,7 +98,7 @@ static int experiment_processes(const char *id, double timeout_s)
 	char want_id[64], want_home[700];
 	snprintf(want_id, sizeof(want_id), "EXPERIMENT_ID=%s", id);
 	snprintf(want_home, sizeof(want_home), "DTRAIN_HOME=%s", getenv("DTRAIN_HOME"));
-	double end = now_s() + timeout_s;
+	double end = cli_now_s() + timeout_s;
 	int left;
 	do {
 		left = 0;
@@ -146,7 +106,7 @@ static int experiment_processes(const char *id, double timeout_s)
 		struct dirent *de;
 		while (proc && (de = readdir(proc)) != NULL) {
 			pid_t pid = atoi(de->d_name);
-			if (pid <= 1 || pid == getpid() || !alive(pid))
+			if (pid <= 1 || pid == getpid() || !cli_pid_alive(pid))
 				continue;
 			char path[64];
 			snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
@@ -168,7 +128,7 @@ static int experiment_processes(const char *id, double timeout_s)
 			closedir(proc);
 		if (left)
 			usleep(50000);
-	} while (left && now_s() < end);
+	} while (left && cli_now_s() < end);
 	return left;
 }
 
@@ -176,7 +136,7 @@ static int experiment_processes(const char *id, double timeout_s)
 
 DT_TEST(launch_cli, bad_specs_exit_2_with_line_and_column)
 {
-	setup_home();
+	cli_private_home();
 	struct {
 		const char *text, *want;
 	} cases[] = {
@@ -188,9 +148,9 @@ DT_TEST(launch_cli, bad_specs_exit_2_with_line_and_column)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char path[700];
-		write_spec(path, sizeof(path), "bad.yaml", cases[i].text);
+		cli_write_spec(path, sizeof(path), "bad.yaml", cases[i].text);
 		struct dt_run r;
-		run(&r, (const char *[]){ "launch", path, NULL }, 20);
+		cli_run(&r, (const char *[]){ "launch", path, NULL }, 20);
 		DT_CHECK_INT_EQ(r.exit_code, 2);
 		DT_CHECK_CONTAINS(r.err, cases[i].want);
 		DT_CHECK_CONTAINS(r.err, "bad.yaml:");
@@ -200,12 +160,12 @@ DT_TEST(launch_cli, bad_specs_exit_2_with_line_and_column)
 
 DT_TEST_TIMEOUT(launch_cli, async_spec_runs_to_completion, 90)
 {
-	setup_home();
+	cli_private_home();
 	char spec[700];
-	write_spec(spec, sizeof(spec), "async.yaml",
-		   "name: small\n" MLP_SHORT "distributed: {mode: async, worker: 2, ps: 1}\nresources: {cpus: 1}\n");
+	cli_write_spec(spec, sizeof(spec), "async.yaml",
+		       "name: small\n" MLP_SHORT "distributed: {mode: async, worker: 2, ps: 1}\nresources: {cpus: 1}\n");
 	struct dt_run r;
-	run(&r, (const char *[]){ "launch", spec, NULL }, 80);
+	cli_run(&r, (const char *[]){ "launch", spec, NULL }, 80);
 	if (r.exit_code != 0)
 		fprintf(stderr, "%s\n%s", r.out, r.err);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
@@ -222,7 +182,7 @@ DT_TEST_TIMEOUT(launch_cli, async_spec_runs_to_completion, 90)
 	for (int i = 0; i < e.ntasks; i++)
 		DT_CHECK_INT_EQ(e.tasks[i].state, DT_TS_FINISHED);
 	dt_exp_release(&e);
-	run(&r, (const char *[]){ "status", "-a", NULL }, 20);
+	cli_run(&r, (const char *[]){ "status", "-a", NULL }, 20);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.out, "small");
 	DT_CHECK_CONTAINS(r.out, "FINISHED");
@@ -231,21 +191,21 @@ DT_TEST_TIMEOUT(launch_cli, async_spec_runs_to_completion, 90)
 
 DT_TEST_TIMEOUT(launch_cli, flags_form_runs_a_cluster, 90)
 {
-	setup_home();
+	cli_private_home();
 	struct dt_run r;
-	run(&r, (const char *[]){ "launch", "--workers=2", "--ps=1", "--name=quick", "--", "--model=mlp",
-				  "--problem=fashion_mnist", "--train_steps=100", "--log_every=50", NULL }, 80);
+	cli_run(&r, (const char *[]){ "launch", "--workers=2", "--ps=1", "--name=quick", "--", "--model=mlp",
+				      "--problem=fashion_mnist", "--train_steps=100", "--log_every=50", NULL }, 80);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.out, "--> STARTING experiment 'quick' (3 tasks, mode async, restart Never)");
 	DT_CHECK_CONTAINS(r.out, "1.worker.0 | [");
 	DT_CHECK_CONTAINS(r.out, "1          | [");
 	DT_CHECK_CONTAINS(r.out, "--> FINISHED (exit code 0)");
 	dt_run_release(&r);
-	run(&r, (const char *[]){ "launch", NULL }, 20);
+	cli_run(&r, (const char *[]){ "launch", NULL }, 20);
 	DT_CHECK_INT_EQ(r.exit_code, 2);
 	DT_CHECK_CONTAINS(r.err, "say what to launch");
 	dt_run_release(&r);
-	run(&r, (const char *[]){ "launch", "--mode=mirrored", "--ps=1", "--", "--model=mlp", NULL }, 20);
+	cli_run(&r, (const char *[]){ "launch", "--mode=mirrored", "--ps=1", "--", "--model=mlp", NULL }, 20);
 	DT_CHECK_INT_EQ(r.exit_code, 2);
 	DT_CHECK_CONTAINS(r.err, "mode mirrored uses no parameter servers");
 	dt_run_release(&r);
@@ -256,18 +216,18 @@ DT_TEST_TIMEOUT(launch_cli, flags_form_runs_a_cluster, 90)
  * ends by itself, and then the launcher ends. */
 static void run_mode(const char *mode, int evaluator, int ntasks)
 {
-	setup_home();
+	cli_private_home();
 	char spec[700], text[512];
 	snprintf(text, sizeof(text), "name: m\nmodel: mlp\nproblem: fashion_mnist\ntrain_steps: 200\n"
 		 "args: [--log_every=100, --save_checkpoints_steps=100]\n"
 		 "distributed: {mode: %s, worker: 2, evaluator: %d}\noutput_dir: out\nevaluator_timeout: 30\n", mode,
 		 evaluator);
-	write_spec(spec, sizeof(spec), "mode.yaml", text);
+	cli_write_spec(spec, sizeof(spec), "mode.yaml", text);
 	char cwd[600];
 	DT_CHECK(getcwd(cwd, sizeof(cwd)) != NULL);
 	DT_CHECK(chdir(dt_test_tmpdir()) == 0); /* output_dir is relative to the launcher's directory */
 	struct dt_run r;
-	run(&r, (const char *[]){ "launch", spec, NULL }, 100);
+	cli_run(&r, (const char *[]){ "launch", spec, NULL }, 100);
 	DT_CHECK(chdir(cwd) == 0);
 	if (r.exit_code != 0)
 		fprintf(stderr, "%s\n%s", r.out, r.err);
@@ -317,14 +277,14 @@ DT_TEST_TIMEOUT(launch_cli, resources_reach_every_task, 30)
 	 * memory: it fails with "Failed to mmap". The plain build runs this test. */
 	DT_SKIP("RLIMIT_AS cannot apply to an AddressSanitizer build (it maps terabytes of shadow memory)");
 #endif
-	setup_home();
+	cli_private_home();
 	char spec[700];
-	write_spec(spec, sizeof(spec), "res.yaml",
-		   "name: res\ncommand: 'echo \"RES $DTRAIN_TASK AS=$(ulimit -v) CPUS=$(grep Cpus_allowed_list /proc/self/status "
-		   "| cut -f2) CG=$(grep -c dtrain-1- /proc/self/cgroup)\"'\n"
-		   "distributed: {worker: 2, ps: 1}\nresources: {cpus: 1, mem: 48M, ps: {mem: 96M}}\n");
+	cli_write_spec(spec, sizeof(spec), "res.yaml",
+		       "name: res\ncommand: 'echo \"RES $DTRAIN_TASK AS=$(ulimit -v) CPUS=$(grep Cpus_allowed_list /proc/self/status "
+		       "| cut -f2) CG=$(grep -c dtrain-1- /proc/self/cgroup)\"'\n"
+		       "distributed: {worker: 2, ps: 1}\nresources: {cpus: 1, mem: 48M, ps: {mem: 96M}}\n");
 	struct dt_run r;
-	run(&r, (const char *[]){ "launch", spec, NULL }, 20);
+	cli_run(&r, (const char *[]){ "launch", spec, NULL }, 20);
 	if (r.exit_code != 0)
 		fprintf(stderr, "launch output:\n%s\n%s\n", r.out, r.err);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
@@ -353,7 +313,7 @@ DT_TEST_TIMEOUT(launch_cli, resources_reach_every_task, 30)
  * it), its restart trains. Every task runs through this shell line. */
 DT_TEST_TIMEOUT(launch_cli, on_failure_restarts_a_failed_worker, 120)
 {
-	setup_home();
+	cli_private_home();
 	char marker[600], spec[700], text[2048];
 	dt_test_path(marker, sizeof(marker), "failed-once");
 	snprintf(text, sizeof(text),
@@ -365,9 +325,9 @@ DT_TEST_TIMEOUT(launch_cli, on_failure_restarts_a_failed_worker, 120)
 		 "distributed: {worker: 2, ps: 1}\n"
 		 "restart_policy: OnFailure\nbackoff_limit: 2\n",
 		 marker, marker);
-	write_spec(spec, sizeof(spec), "flaky.yaml", text);
+	cli_write_spec(spec, sizeof(spec), "flaky.yaml", text);
 	struct dt_run r;
-	run(&r, (const char *[]){ "launch", spec, NULL }, 110);
+	cli_run(&r, (const char *[]){ "launch", spec, NULL }, 110);
 	if (r.exit_code != 0)
 		fprintf(stderr, "%s\n%s", r.out, r.err);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
@@ -390,18 +350,18 @@ DT_TEST_TIMEOUT(launch_cli, on_failure_restarts_a_failed_worker, 120)
 
 DT_TEST_TIMEOUT(launch_cli, chief_killed_stops_everything, 90)
 {
-	setup_home();
+	cli_private_home();
 	char spec[700];
-	write_spec(spec, sizeof(spec), "long.yaml", "name: victim\n" MLP_LONG);
-	struct ps_task launcher;
-	ps_task_start(&launcher, "launch", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
+	cli_write_spec(spec, sizeof(spec), "long.yaml", "name: victim\n" MLP_LONG);
+	struct task launcher;
+	task_start(&launcher, "launch", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
 	pid_t pids[8];
 	int n = 0;
 	DT_CHECK(wait_running("1", pids, &n, 1, 60));
 	DT_CHECK_INT_EQ(n, 3);
 	kill(pids[1], SIGKILL); /* tasks: ps.0, chief, worker.0 */
-	int code = ps_task_wait(&launcher, 30);
-	char *out = ps_task_read(&launcher, 0);
+	int code = task_wait(&launcher, 30);
+	char *out = task_read(&launcher, 0);
 	DT_CHECK_CONTAINS(out, "1.chief    | [");
 	DT_CHECK_CONTAINS(out, "--> FAILED (killed by signal 9)");
 	DT_CHECK_CONTAINS(out, "the chief failed: stopping every task");
@@ -414,74 +374,74 @@ DT_TEST_TIMEOUT(launch_cli, chief_killed_stops_everything, 90)
 	DT_CHECK_INT_EQ(e.tasks[0].state, DT_TS_KILLED);
 	DT_CHECK_INT_EQ(e.tasks[2].state, DT_TS_KILLED);
 	dt_exp_release(&e);
-	ps_task_kill(&launcher);
+	task_kill(&launcher);
 }
 
 /* Tasks that ignore SIGTERM (and a grandchild each): SIGINT to the
  * launcher must still leave no process after the grace period. */
 DT_TEST_TIMEOUT(launch_cli, sigint_leaves_no_process_after_the_grace_period, 60)
 {
-	setup_home();
+	cli_private_home();
 	char spec[700];
-	write_spec(spec, sizeof(spec), "stubborn.yaml",
-		   "name: stubborn\ncommand: \"trap '' TERM; sleep 300 & while :; do sleep 0.2; done\"\n"
-		   "distributed: {worker: 3, ps: 1}\ngrace_period: 1.5\n");
-	struct ps_task launcher;
-	ps_task_start(&launcher, "launch", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
+	cli_write_spec(spec, sizeof(spec), "stubborn.yaml",
+		       "name: stubborn\ncommand: \"trap '' TERM; sleep 300 & while :; do sleep 0.2; done\"\n"
+		       "distributed: {worker: 3, ps: 1}\ngrace_period: 1.5\n");
+	struct task launcher;
+	task_start(&launcher, "launch", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
 	pid_t pids[8];
 	int n = 0;
 	DT_CHECK(wait_running("1", pids, &n, 0, 30));
 	DT_CHECK_INT_EQ(n, 4);
 	usleep(300000); /* the shells start their sleeps */
-	double t0 = now_s();
+	double t0 = cli_now_s();
 	kill(launcher.pid, SIGINT);
-	int code = ps_task_wait(&launcher, 15);
-	double took = now_s() - t0;
+	int code = task_wait(&launcher, 15);
+	double took = cli_now_s() - t0;
 	DT_CHECK_INT_EQ(code, 130);
 	DT_CHECK(took < 1.5 + 3);
 	DT_CHECK_INT_EQ(wait_gone(pids, n, 1), 0);
 	/* No process anywhere still carries the experiment's environment. */
 	DT_CHECK_INT_EQ(experiment_processes("1", 1), 0);
-	char *out = ps_task_read(&launcher, 0);
+	char *out = task_read(&launcher, 0);
 	DT_CHECK_CONTAINS(out, "interrupted (SIGINT): stopping every task");
 	DT_CHECK_CONTAINS(out, "--> KILLED (killed by signal 9)");
 	free(out);
-	ps_task_kill(&launcher);
+	task_kill(&launcher);
 }
 
 DT_TEST_TIMEOUT(launch_cli, status_logs_monitor_and_kill_a_running_experiment, 90)
 {
-	setup_home();
+	cli_private_home();
 	char spec[700];
-	write_spec(spec, sizeof(spec), "long.yaml", "name: watched\n" MLP_LONG);
-	struct ps_task launcher;
-	ps_task_start(&launcher, "launch", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
+	cli_write_spec(spec, sizeof(spec), "long.yaml", "name: watched\n" MLP_LONG);
+	struct task launcher;
+	task_start(&launcher, "launch", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
 	pid_t pids[8];
 	int n = 0;
 	DT_CHECK(wait_running("1", pids, &n, 1, 60));
 	struct dt_run r;
-	run(&r, (const char *[]){ "status", NULL }, 20);
+	cli_run(&r, (const char *[]){ "status", NULL }, 20);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.out, "watched");
 	DT_CHECK_CONTAINS(r.out, "RUNNING");
 	dt_run_release(&r);
-	run(&r, (const char *[]){ "status", "1", NULL }, 20);
+	cli_run(&r, (const char *[]){ "status", "1", NULL }, 20);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.out, "experiment 1 'watched': RUNNING");
 	char want[64];
 	snprintf(want, sizeof(want), "1.chief            RUNNING   %8d", (int)pids[1]);
 	DT_CHECK_CONTAINS(r.out, want);
 	dt_run_release(&r);
-	run(&r, (const char *[]){ "logs", "1", "chief", NULL }, 20);
+	cli_run(&r, (const char *[]){ "logs", "1", "chief", NULL }, 20);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.out, "--> RUNNING");
 	DT_CHECK_CONTAINS(r.out, "(global ");
 	dt_run_release(&r);
-	run(&r, (const char *[]){ "logs", "1", "nosuch", NULL }, 20);
+	cli_run(&r, (const char *[]){ "logs", "1", "nosuch", NULL }, 20);
 	DT_CHECK_INT_EQ(r.exit_code, 2);
 	DT_CHECK_CONTAINS(r.err, "experiment 1 has no task 'nosuch'; its tasks: ps.0, chief, worker.0");
 	dt_run_release(&r);
-	run(&r, (const char *[]){ "monitor", "1", "--once", "--interval=0.5", NULL }, 20);
+	cli_run(&r, (const char *[]){ "monitor", "1", "--once", "--interval=0.5", NULL }, 20);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.out, "CPU %");
 	DT_CHECK_CONTAINS(r.out, "STEPS/S");
@@ -496,57 +456,57 @@ DT_TEST_TIMEOUT(launch_cli, status_logs_monitor_and_kill_a_running_experiment, 9
 	DT_CHECK(atof(used) > 0);
 	DT_CHECK(strcmp(sps, "N/A") != 0);
 	dt_run_release(&r);
-	run(&r, (const char *[]){ "kill", "1", NULL }, 30);
+	cli_run(&r, (const char *[]){ "kill", "1", NULL }, 30);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.out, "every process has ended");
 	dt_run_release(&r);
 	DT_CHECK_INT_EQ(wait_gone(pids, n, 1), 0);
-	DT_CHECK_INT_EQ(ps_task_wait(&launcher, 10), 143);
-	run(&r, (const char *[]){ "status", "1", NULL }, 20);
+	DT_CHECK_INT_EQ(task_wait(&launcher, 10), 143);
+	cli_run(&r, (const char *[]){ "status", "1", NULL }, 20);
 	DT_CHECK_CONTAINS(r.out, "KILLED");
 	dt_run_release(&r);
-	run(&r, (const char *[]){ "kill", "1", NULL }, 20);
+	cli_run(&r, (const char *[]){ "kill", "1", NULL }, 20);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.out, "already ended");
 	dt_run_release(&r);
 	/* -f on an ended experiment prints everything and returns. */
-	run(&r, (const char *[]){ "logs", "1", "-f", NULL }, 20);
+	cli_run(&r, (const char *[]){ "logs", "1", "-f", NULL }, 20);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK(has_line(r.out, "1.worker.0 | ", "--> KILLED"));
 	DT_CHECK(has_line(r.out, "1.chief | ", "(global "));
 	dt_run_release(&r);
-	ps_task_kill(&launcher);
+	task_kill(&launcher);
 }
 
 /* SIGKILL to the launcher: PR_SET_PDEATHSIG takes its tasks, and status
  * says LOST; then kill -f on another experiment. */
 DT_TEST_TIMEOUT(launch_cli, launcher_sigkill_and_kill_force_leave_no_process, 90)
 {
-	setup_home();
+	cli_private_home();
 	char spec[700];
-	write_spec(spec, sizeof(spec), "sleepy.yaml",
-		   "name: sleepy\ncommand: 'sleep 300 & sleep 301'\ndistributed: {worker: 2, ps: 1}\n");
-	struct ps_task launcher;
-	ps_task_start(&launcher, "launch", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
+	cli_write_spec(spec, sizeof(spec), "sleepy.yaml",
+		       "name: sleepy\ncommand: 'sleep 300 & sleep 301'\ndistributed: {worker: 2, ps: 1}\n");
+	struct task launcher;
+	task_start(&launcher, "launch", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
 	pid_t pids[8];
 	int n = 0;
 	DT_CHECK(wait_running("1", pids, &n, 0, 30));
 	kill(launcher.pid, SIGKILL);
-	DT_CHECK_INT_EQ(ps_task_wait(&launcher, 10), 137);
+	DT_CHECK_INT_EQ(task_wait(&launcher, 10), 137);
 	DT_CHECK_INT_EQ(wait_gone(pids, n, 5), 0);
 	DT_CHECK_INT_EQ(experiment_processes("1", 5), 0); /* the shells' sleeps too */
 	struct dt_run r;
-	run(&r, (const char *[]){ "status", "1", NULL }, 20);
+	cli_run(&r, (const char *[]){ "status", "1", NULL }, 20);
 	DT_CHECK_CONTAINS(r.out, "experiment 1 'sleepy': LOST");
 	dt_run_release(&r);
 
-	ps_task_start(&launcher, "launch2", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
+	task_start(&launcher, "launch2", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
 	DT_CHECK(wait_running("2", pids, &n, 0, 30));
-	run(&r, (const char *[]){ "kill", "2", "-f", NULL }, 20);
+	cli_run(&r, (const char *[]){ "kill", "2", "-f", NULL }, 20);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.out, "sent SIGKILL to every task");
 	dt_run_release(&r);
-	DT_CHECK_INT_EQ(ps_task_wait(&launcher, 10), 137);
+	DT_CHECK_INT_EQ(task_wait(&launcher, 10), 137);
 	DT_CHECK_INT_EQ(wait_gone(pids, n, 5), 0);
 	DT_CHECK_INT_EQ(experiment_processes("2", 5), 0);
 	struct dt_exp e;
@@ -554,16 +514,16 @@ DT_TEST_TIMEOUT(launch_cli, launcher_sigkill_and_kill_force_leave_no_process, 90
 	DT_CHECK_INT_EQ(e.state, DT_TS_KILLED);
 	DT_CHECK_INT_EQ(e.exit_code, 137);
 	dt_exp_release(&e);
-	ps_task_kill(&launcher);
+	task_kill(&launcher);
 }
 
 /* ---- the example spec (slow: a cnn trained for a few minutes) ---- */
 
 DT_TEST_TIMEOUT(launch_slow, example_fashion_mnist_evaluator_reaches_89_percent, 900)
 {
-	setup_home();
+	cli_private_home();
 	struct dt_run r;
-	run(&r, (const char *[]){ "launch", "examples/fashion_mnist.yaml", NULL }, 880);
+	cli_run(&r, (const char *[]){ "launch", "examples/fashion_mnist.yaml", NULL }, 880);
 	if (r.exit_code != 0)
 		fprintf(stderr, "%.4000s\n%s", r.out + (strlen(r.out) > 4000 ? strlen(r.out) - 4000 : 0), r.err);
 	DT_CHECK_INT_EQ(r.exit_code, 0);

@@ -2,58 +2,15 @@
  * carry the TF_CONFIG `launch` gives each task; the Slurm script, submitted
  * to a real one-node Slurm (tests/slurm/start-cluster.sh), trains. */
 #include <jansson.h>
-#include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <yaml.h>
 
+#include "cli_util.h"
 #include "dt_test.h"
-#include "launch/state.h"
-#include "ps_cluster.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void setup_home(void)
-{
-	char home[600];
-	dt_test_path(home, sizeof(home), "home");
-	setenv("DTRAIN_HOME", home, 1);
-	unsetenv("TF_CONFIG");
-	unsetenv("SLURM_PROCID");
-	unsetenv("OMPI_COMM_WORLD_RANK");
-}
-
-static void write_spec(char *path, size_t cap, const char *name, const char *text)
-{
-	dt_test_path(path, cap, name);
-	dt_test_write_file(path, text, strlen(text));
-}
-
-static void run(struct dt_run *r, const char *const *args, double timeout_s)
-{
-	const char *argv[32] = { "dtrain" };
-	int n = 1;
-	for (; args[n - 1] && n < 31; n++)
-		argv[n] = args[n - 1];
-	argv[n] = NULL;
-	dt_test_run(r, argv, NULL, timeout_s);
-	DT_CHECK(!r->timed_out);
-}
-
-static int alive(pid_t pid)
-{
-	return dt_proc_start_time(pid) != 0;
-}
+#include "slurm_util.h"
 
 /* ---- the Kubernetes manifests ---- */
 
@@ -100,24 +57,24 @@ static char *layout_of(const char *tf_config)
 
 DT_TEST_TIMEOUT(launch_cli, k8s_manifests_parse_and_carry_launchs_tf_config, 60)
 {
-	setup_home();
+	cli_private_home();
 	/* What launch gives each task: a run whose command prints TF_CONFIG. */
 	char spec[700], local[700];
 	const char *layout = "distributed: {worker: 3, ps: 2, evaluator: 1}\nresources: {cpus: 1, mem: 1G}\n";
 	char text[1024];
 	snprintf(text, sizeof(text), "name: kube\nmodel: mlp\nproblem: fashion_mnist\ntrain_steps: 100\n"
 				     "output_dir: /data/out\nrestart_policy: ExitCode\n%s", layout);
-	write_spec(spec, sizeof(spec), "kube.yaml", text);
+	cli_write_spec(spec, sizeof(spec), "kube.yaml", text);
 	snprintf(text, sizeof(text), "name: kube\ncommand: 'echo \"TFC $DTRAIN_TASK $TF_CONFIG\"'\n%s", layout);
-	write_spec(local, sizeof(local), "local.yaml", text);
+	cli_write_spec(local, sizeof(local), "local.yaml", text);
 	struct dt_run r;
-	run(&r, (const char *[]){ "launch", local, NULL }, 30);
+	cli_run(&r, (const char *[]){ "launch", local, NULL }, 30);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	char *launch_out = r.out;
 	r.out = NULL;
 	dt_run_release(&r);
 
-	run(&r, (const char *[]){ "launch", "--emit=k8s", spec, NULL }, 20);
+	cli_run(&r, (const char *[]){ "launch", "--emit=k8s", spec, NULL }, 20);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	yaml_parser_t parser;
 	DT_CHECK(yaml_parser_initialize(&parser));
@@ -195,104 +152,19 @@ DT_TEST_TIMEOUT(launch_cli, k8s_manifests_parse_and_carry_launchs_tf_config, 60)
 	free(launch_out);
 }
 
-/* ---- a real one-node Slurm (tests/slurm/start-cluster.sh) ----
- * The helpers below follow test_cluster_cli.c's: pids the script recorded,
- * then anything else whose environment names the test's directory. */
-
-static char *read_text(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	char *buf = calloc(1, 1 << 20);
-	size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-	(void)n;
-	fclose(f);
-	return buf;
-}
-
-static int from_dir(pid_t pid, const char *dir)
-{
-	const char *files[] = { "environ", "cmdline" };
-	int found = 0;
-	for (int f = 0; f < 2 && !found; f++) {
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, files[f]);
-		FILE *fp = fopen(path, "rb");
-		if (!fp)
-			continue;
-		static char buf[1 << 16];
-		size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
-		fclose(fp);
-		for (size_t i = 0; i < n; i++)
-			if (buf[i] == '\0')
-				buf[i] = '\n';
-		buf[n] = '\0';
-		found = strstr(buf, dir) != NULL;
-	}
-	return found;
-}
-
-/* Stops the daemons by their recorded pids, then SIGKILLs whatever else came
- * from this Slurm; returns how many processes needed that. */
-static int stop_slurm(const char *dir)
-{
-	const char *names[] = { "slurmd", "slurmctld", "munged" };
-	pid_t pids[3] = { 0, 0, 0 };
-	for (int i = 0; i < 3; i++) {
-		char path[700];
-		snprintf(path, sizeof(path), "%s/%s.pid", dir, names[i]);
-		char *text = read_text(path);
-		if (text && atoi(text) > 0 && from_dir(atoi(text), dir))
-			pids[i] = atoi(text);
-		free(text);
-	}
-	usleep(500000); /* slurmstepd outlives sbatch --wait for a moment */
-	for (int i = 0; i < 3; i++)
-		if (pids[i])
-			kill(pids[i], SIGTERM);
-	double end = now_s() + 5;
-	for (int i = 0; i < 3; i++)
-		while (pids[i] && alive(pids[i]) && now_s() < end)
-			usleep(20000);
-	int killed = 0;
-	char cmd[800];
-	snprintf(cmd, sizeof(cmd), "grep -l '%s' /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3", dir);
-	FILE *p = popen(cmd, "r");
-	int pid;
-	while (p && fscanf(p, "%d", &pid) == 1)
-		if (pid != getpid() && alive(pid) && from_dir(pid, dir)) {
-			kill(pid, SIGKILL);
-			killed++;
-		}
-	if (p)
-		pclose(p);
-	return killed;
-}
-
-static int free_port_pair(void)
-{
-	int ports[1];
-	ps_free_ports(ports, 1);
-	return ports[0];
-}
+/* ---- a real one-node Slurm (tests/slurm/start-cluster.sh) ---- */
 
 DT_TEST_TIMEOUT(launch_slurm_real, emitted_sbatch_script_trains_to_completion, 120)
 {
-	setup_home();
-	char dir[600], script[PATH_MAX], spec[700], job[700], out[700];
-	dt_test_path(dir, sizeof(dir), "slurm");
-	DT_CHECK(mkdir(dir, 0700) == 0);
-	DT_CHECK(realpath("tests/slurm/start-cluster.sh", script) != NULL);
-	char ctld[16], slurmd[16];
-	snprintf(ctld, sizeof(ctld), "%d", free_port_pair());
-	snprintf(slurmd, sizeof(slurmd), "%d", free_port_pair());
+	cli_private_home();
+	char dir[600], spec[700], job[700], out[700];
 	struct dt_run r;
-	dt_test_run(&r, (const char *[]){ script, dir, ctld, slurmd, NULL }, NULL, 30);
+	slurm_start(&r, dir, sizeof(dir));
 	if (r.exit_code == 77 || r.timed_out) {
 		fprintf(stderr, "%s%s", r.out, r.err);
 		dt_run_release(&r);
-		stop_slurm(dir);
+		char ignored[1024] = "";
+		slurm_stop(dir, ignored, sizeof(ignored));
 		DT_SKIP("slurm cannot start here (see the output)");
 	}
 	DT_CHECK_INT_EQ(r.exit_code, 0);
@@ -303,14 +175,14 @@ DT_TEST_TIMEOUT(launch_slurm_real, emitted_sbatch_script_trains_to_completion, 1
 	snprintf(text, sizeof(text), "name: slurmy\nmodel: mlp\nproblem: fashion_mnist\ntrain_steps: 300\n"
 				     "args: [--log_every=100, --save_checkpoints_steps=100]\noutput_dir: %s\n"
 				     "distributed: {worker: 2, ps: 1, evaluator: 1}\n", odir);
-	write_spec(spec, sizeof(spec), "slurmy.yaml", text);
+	cli_write_spec(spec, sizeof(spec), "slurmy.yaml", text);
 	snprintf(job, sizeof(job), "%s/job.sh", dir);
 	char emit_file[760];
 	snprintf(emit_file, sizeof(emit_file), "--emit_file=%s", job);
-	run(&r, (const char *[]){ "launch", "--emit=slurm", spec, emit_file, NULL }, 20);
+	cli_run(&r, (const char *[]){ "launch", "--emit=slurm", spec, emit_file, NULL }, 20);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	dt_run_release(&r);
-	char *body = read_text(job);
+	char *body = cli_read_file(job);
 	DT_CHECK(body != NULL);
 	DT_CHECK_CONTAINS(body, "--multi-prog");
 	DT_CHECK_CONTAINS(body, "\n0 $DTRAIN train --model=mlp");
@@ -318,13 +190,13 @@ DT_TEST_TIMEOUT(launch_slurm_real, emitted_sbatch_script_trains_to_completion, 1
 	free(body);
 
 	int ports[3];
-	ps_free_ports(ports, 1);
+	cli_free_ports(ports, 1);
 	char conf[700], base[64], chdir_arg[700];
 	snprintf(conf, sizeof(conf), "SLURM_CONF=%s/slurm.conf", dir);
 	snprintf(base, sizeof(base), "DTRAIN_PORT_BASE=%d", ports[0] > 60000 ? 20000 + ports[0] % 10000 : ports[0]);
 	snprintf(out, sizeof(out), "--output=%s/job.out", dir);
 	snprintf(chdir_arg, sizeof(chdir_arg), "--chdir=%s", dir);
-	double t0 = now_s();
+	double t0 = cli_now_s();
 	dt_test_run(&r, (const char *[]){ "sbatch", "--wait", chdir_arg, out, job, NULL },
 		    (const char *[]){ conf, base, NULL }, 90);
 	char failure[2048] = "";
@@ -332,10 +204,10 @@ DT_TEST_TIMEOUT(launch_slurm_real, emitted_sbatch_script_trains_to_completion, 1
 		snprintf(failure, sizeof(failure), "sbatch %s (exit %d): %.800s %.800s",
 			 r.timed_out ? "timed out" : "failed", r.exit_code, r.out, r.err);
 	dt_run_release(&r);
-	fprintf(stderr, "sbatch --wait took %.1f s\n", now_s() - t0);
+	fprintf(stderr, "sbatch --wait took %.1f s\n", cli_now_s() - t0);
 	char path[720];
 	snprintf(path, sizeof(path), "%s/job.out", dir);
-	char *log = read_text(path);
+	char *log = cli_read_file(path);
 	if (!failure[0] && (!log || !strstr(log, "eval (test split") || !strstr(log, "ended the run on 1 parameter server")))
 		snprintf(failure, sizeof(failure), "the job's output lacks the chief's end: %.1500s", log ? log : "(none)");
 	/* The evaluator, a second step, evaluated the last checkpoint (async may end one step past 300). */
@@ -350,8 +222,9 @@ DT_TEST_TIMEOUT(launch_slurm_real, emitted_sbatch_script_trains_to_completion, 1
 	if (failure[0] && log)
 		fprintf(stderr, "job output:\n%s\n", log);
 	free(log);
-	int leftovers = stop_slurm(dir);
+	char leftovers[1024] = "";
+	slurm_stop(dir, leftovers, sizeof(leftovers));
 	if (failure[0])
 		dt_test_fail(__FILE__, __LINE__, "%s", failure);
-	DT_CHECK_INT_EQ(leftovers, 0);
+	DT_CHECK_STR_EQ(leftovers, "");
 }

@@ -5,46 +5,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cluster_procs.h"
 #include "dt_test.h"
-#include "ps_cluster.h"
 
 #define STEPS 1500
 #define SAVE_EVERY 100
 #define WAIT_S 120.0
 
-struct cluster {
-	char spec[512];
-	char env[PS_MAX_TASKS][900];
-	char out_dir[600], out_flag[640];
-	struct ps_task tasks[PS_MAX_TASKS];
-	int n;
-};
-
 /* chief, worker:0 and ps:0 on free loopback ports; the run's output dir in the test's temp dir. */
-static void cluster_make(struct cluster *c, const char *name)
+static void three_tasks(struct cluster *c, const char *name)
 {
-	memset(c, 0, sizeof(*c));
-	int ports[3];
-	ps_free_ports(ports, 3);
-	snprintf(c->spec, sizeof(c->spec),
-		 "{\"chief\": [\"127.0.0.1:%d\"], \"worker\": [\"127.0.0.1:%d\"], \"ps\": [\"127.0.0.1:%d\"]}", ports[0],
-		 ports[1], ports[2]);
-	snprintf(c->out_dir, sizeof(c->out_dir), "%s/%s", dt_test_tmpdir(), name);
-	snprintf(c->out_flag, sizeof(c->out_flag), "--output_dir=%s", c->out_dir);
+	cluster_init(c, "chief", 1, 1);
+	cluster_output_dir(c, name);
 }
 
-/* Starts type:index as task `name` (a restarted task gets a new name, so its
+/* Starts type:0 as task `name` (a restarted task gets a new name, so its
  * logs are its own), with one more flag `extra` (may be NULL). */
-static struct ps_task *start_with(struct cluster *c, const char *type, const char *name, const char *extra)
+static struct task *start_with(struct cluster *c, const char *type, const char *name, const char *extra)
 {
-	DT_CHECK(c->n < PS_MAX_TASKS);
-	int k = c->n++;
-	char spec[sizeof(c->spec)];
-	memcpy(spec, c->spec, sizeof(spec));
-	snprintf(c->env[k], sizeof(c->env[k]), "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"%s\", \"index\": 0}}",
-		 spec, type);
 	char steps[32], save[48];
 	snprintf(steps, sizeof(steps), "--train_steps=%d", STEPS);
 	snprintf(save, sizeof(save), "--save_checkpoints_steps=%d", SAVE_EVERY);
@@ -56,39 +35,12 @@ static struct ps_task *start_with(struct cluster *c, const char *type, const cha
 		argv[10] = argv[11];
 		argv[11] = NULL;
 	}
-	const char *env[] = { c->env[k], NULL };
-	ps_task_start(&c->tasks[k], name, argv, env);
-	return &c->tasks[k];
+	return cluster_start(c, type, 0, name, argv, NULL);
 }
 
-static struct ps_task *start(struct cluster *c, const char *type, const char *name)
+static struct task *start(struct cluster *c, const char *type, const char *name)
 {
 	return start_with(c, type, name, NULL);
-}
-
-static void kill_all(struct cluster *c)
-{
-	for (int i = 0; i < c->n; i++)
-		ps_task_kill(&c->tasks[i]);
-}
-
-static void expect_exit(struct cluster *c, struct ps_task *t, int code, double timeout_s)
-{
-	int st = ps_task_wait(t, timeout_s);
-	if (st != code) {
-		ps_tasks_dump(c->tasks, c->n);
-		kill_all(c);
-		dt_test_fail(__FILE__, __LINE__, "%s exited with %d, expected %d", t->name, st, code);
-	}
-}
-
-static void expect_log(struct cluster *c, struct ps_task *t, const char *text, double timeout_s)
-{
-	if (!ps_task_wait_log(t, text, timeout_s)) {
-		ps_tasks_dump(c->tasks, c->n);
-		kill_all(c);
-		dt_test_fail(__FILE__, __LINE__, "%s never logged '%s'", t->name, text);
-	}
 }
 
 /* The figures of the last "eval (...) at global step S: accuracy = A, loss = L" line. */
@@ -100,25 +52,24 @@ static const char *last_eval(const char *out)
 	return p;
 }
 
+/* The accuracy of the last eval line of `out`, or -1. */
 static double accuracy_of(const char *out)
 {
-	const char *p = last_eval(out);
-	p = p ? strstr(p, "accuracy = ") : NULL;
-	return p ? atof(p + strlen("accuracy = ")) : -1;
+	return cli_accuracy_of(last_eval(out));
 }
 
 /* The undisturbed run of the same cluster: its final test accuracy. */
 static double undisturbed_accuracy(void)
 {
 	struct cluster c;
-	cluster_make(&c, "calm");
-	struct ps_task *ps = start(&c, "ps", "calm_ps0");
-	struct ps_task *worker = start(&c, "worker", "calm_worker0");
-	struct ps_task *chief = start(&c, "chief", "calm_chief0");
-	expect_exit(&c, chief, 0, WAIT_S);
-	expect_exit(&c, worker, 0, 30);
-	expect_exit(&c, ps, 0, 30);
-	char *out = ps_task_read(chief, 0);
+	three_tasks(&c, "calm");
+	struct task *ps = start(&c, "ps", "calm_ps0");
+	struct task *worker = start(&c, "worker", "calm_worker0");
+	struct task *chief = start(&c, "chief", "calm_chief0");
+	EXPECT_EXIT(&c, chief, 0, WAIT_S);
+	EXPECT_EXIT(&c, worker, 0, 30);
+	EXPECT_EXIT(&c, ps, 0, 30);
+	char *out = task_read(chief, 0);
 	double acc = accuracy_of(out);
 	fprintf(stderr, "undisturbed: %s", out);
 	free(out);
@@ -130,22 +81,22 @@ DT_TEST_TIMEOUT(ps_recovery, a_ps_killed_and_restarted_mid_run_is_restored_from_
 {
 	double calm = undisturbed_accuracy();
 	struct cluster c;
-	cluster_make(&c, "psdies");
-	struct ps_task *ps = start(&c, "ps", "ps0");
-	struct ps_task *worker = start(&c, "worker", "worker0");
-	struct ps_task *chief = start(&c, "chief", "chief0");
-	struct ps_task *evaluator = start(&c, "evaluator", "evaluator0");
+	three_tasks(&c, "psdies");
+	struct task *ps = start(&c, "ps", "ps0");
+	struct task *worker = start(&c, "worker", "worker0");
+	struct task *chief = start(&c, "chief", "chief0");
+	struct task *evaluator = start(&c, "evaluator", "evaluator0");
 	/* Mid-run (the chief's 300th step is near global step 600), after several checkpoints. */
-	expect_log(&c, chief, "I step 300 (global ", WAIT_S);
-	ps_task_kill(ps);
-	struct ps_task *again = start(&c, "ps", "ps0_again");
-	expect_exit(&c, chief, 0, WAIT_S);
-	expect_exit(&c, worker, 0, 30);
-	expect_exit(&c, again, 0, 30);
-	expect_exit(&c, evaluator, 0, 90);
+	EXPECT_LOG(&c, chief, "I step 300 (global ", WAIT_S);
+	task_kill(ps);
+	struct task *again = start(&c, "ps", "ps0_again");
+	EXPECT_EXIT(&c, chief, 0, WAIT_S);
+	EXPECT_EXIT(&c, worker, 0, 30);
+	EXPECT_EXIT(&c, again, 0, 30);
+	EXPECT_EXIT(&c, evaluator, 0, 90);
 
-	char *cerr = ps_task_read(chief, 1), *werr = ps_task_read(worker, 1), *perr = ps_task_read(again, 1);
-	char *out = ps_task_read(chief, 0), *eout = ps_task_read(evaluator, 0);
+	char *cerr = task_read(chief, 1), *werr = task_read(worker, 1), *perr = task_read(again, 1);
+	char *out = task_read(chief, 0), *eout = task_read(evaluator, 0);
 	fprintf(stderr, "ps killed: %s", out);
 	/* Both trainers noticed and went on; the chief restored the newest checkpoint. */
 	DT_CHECK_CONTAINS(cerr, "lost ps:0 at 127.0.0.1:");
@@ -178,35 +129,35 @@ DT_TEST_TIMEOUT(ps_recovery, a_chief_killed_and_restarted_continues_from_the_liv
 {
 	double calm = undisturbed_accuracy();
 	struct cluster c;
-	cluster_make(&c, "chiefdies");
-	struct ps_task *ps = start(&c, "ps", "ps0");
-	struct ps_task *worker = start(&c, "worker", "worker0");
-	struct ps_task *chief = start(&c, "chief", "chief0");
-	expect_log(&c, chief, "I step 300 (global ", WAIT_S);
-	ps_task_kill(chief);
+	three_tasks(&c, "chiefdies");
+	struct task *ps = start(&c, "ps", "ps0");
+	struct task *worker = start(&c, "worker", "worker0");
+	struct task *chief = start(&c, "chief", "chief0");
+	EXPECT_LOG(&c, chief, "I step 300 (global ", WAIT_S);
+	task_kill(chief);
 	/* The worker trains on while the chief is away. */
-	char *before = ps_task_read(worker, 1);
+	char *before = task_read(worker, 1);
 	size_t lines = 0;
 	for (const char *q = before; (q = strstr(q, "(global ")); q++)
 		lines++;
 	free(before);
 	int trained_alone = 0;
 	for (int i = 0; i < 400 && !trained_alone; i++) {
-		char *now = ps_task_read(worker, 1);
+		char *now = task_read(worker, 1);
 		size_t k = 0;
 		for (const char *q = now; (q = strstr(q, "(global ")); q++)
 			k++;
 		trained_alone = k > lines || strstr(now, "did ") != NULL;
 		free(now);
 		if (!trained_alone)
-			nanosleep(&(struct timespec){ 0, 50000000L }, NULL);
+			cli_sleep_ms(50);
 	}
 	DT_CHECK(trained_alone);
-	struct ps_task *again = start(&c, "chief", "chief0_again");
-	expect_exit(&c, again, 0, WAIT_S);
-	expect_exit(&c, worker, 0, 30);
-	expect_exit(&c, ps, 0, 30);
-	char *aerr = ps_task_read(again, 1), *out = ps_task_read(again, 0);
+	struct task *again = start(&c, "chief", "chief0_again");
+	EXPECT_EXIT(&c, again, 0, WAIT_S);
+	EXPECT_EXIT(&c, worker, 0, 30);
+	EXPECT_EXIT(&c, ps, 0, 30);
+	char *aerr = task_read(again, 1), *out = task_read(again, 0);
 	fprintf(stderr, "chief killed: %s", out);
 	DT_CHECK_CONTAINS(aerr, "ps:0 is already initialized (global step ");
 	DT_CHECK_CONTAINS(aerr, "ended the run on 1 parameter server(s) at global step 150");
@@ -218,17 +169,17 @@ DT_TEST_TIMEOUT(ps_recovery, a_chief_killed_and_restarted_continues_from_the_liv
 DT_TEST_TIMEOUT(ps_recovery, a_ps_that_does_not_come_back_fails_the_trainers_with_exit_3_naming_it, 120)
 {
 	struct cluster c;
-	cluster_make(&c, "psgone");
-	struct ps_task *ps = start(&c, "ps", "ps0");
+	three_tasks(&c, "psgone");
+	struct task *ps = start(&c, "ps", "ps0");
 	/* --connect_timeout=60 comes first; the later 3 wins. */
-	struct ps_task *worker = start_with(&c, "worker", "worker0", "--connect_timeout=3");
-	struct ps_task *chief = start_with(&c, "chief", "chief0", "--connect_timeout=3");
-	expect_log(&c, chief, "I step 300 (global ", WAIT_S);
-	ps_task_kill(ps);
-	expect_exit(&c, chief, 3, 60);
-	expect_exit(&c, worker, 3, 60);
+	struct task *worker = start_with(&c, "worker", "worker0", "--connect_timeout=3");
+	struct task *chief = start_with(&c, "chief", "chief0", "--connect_timeout=3");
+	EXPECT_LOG(&c, chief, "I step 300 (global ", WAIT_S);
+	task_kill(ps);
+	EXPECT_EXIT(&c, chief, 3, 60);
+	EXPECT_EXIT(&c, worker, 3, 60);
 	for (int i = 0; i < 2; i++) {
-		char *e = ps_task_read(i ? worker : chief, 1);
+		char *e = task_read(i ? worker : chief, 1);
 		DT_CHECK_CONTAINS(e, "error: training stopped at global step ");
 		DT_CHECK_CONTAINS(e, "did not come back within --connect_timeout=3 s: cannot connect to ps:0 at 127.0.0.1:");
 		free(e);
@@ -238,18 +189,18 @@ DT_TEST_TIMEOUT(ps_recovery, a_ps_that_does_not_come_back_fails_the_trainers_wit
 DT_TEST_TIMEOUT(ps_recovery, a_ps_restarted_before_any_checkpoint_gets_the_chiefs_copy, 120)
 {
 	struct cluster c;
-	cluster_make(&c, "nockpt");
+	three_tasks(&c, "nockpt");
 	/* A cadence the run never reaches: no checkpoint exists when the ps dies. */
-	struct ps_task *ps = start_with(&c, "ps", "ps0", "--save_checkpoints_steps=100000");
-	struct ps_task *worker = start_with(&c, "worker", "worker0", "--save_checkpoints_steps=100000");
-	struct ps_task *chief = start_with(&c, "chief", "chief0", "--save_checkpoints_steps=100000");
-	expect_log(&c, chief, "I step 300 (global ", WAIT_S);
-	ps_task_kill(ps);
-	struct ps_task *again = start(&c, "ps", "ps0_again");
-	expect_exit(&c, chief, 0, WAIT_S);
-	expect_exit(&c, worker, 0, 30);
-	expect_exit(&c, again, 0, 30);
-	char *cerr = ps_task_read(chief, 1), *out = ps_task_read(chief, 0);
+	struct task *ps = start_with(&c, "ps", "ps0", "--save_checkpoints_steps=100000");
+	struct task *worker = start_with(&c, "worker", "worker0", "--save_checkpoints_steps=100000");
+	struct task *chief = start_with(&c, "chief", "chief0", "--save_checkpoints_steps=100000");
+	EXPECT_LOG(&c, chief, "I step 300 (global ", WAIT_S);
+	task_kill(ps);
+	struct task *again = start(&c, "ps", "ps0_again");
+	EXPECT_EXIT(&c, chief, 0, WAIT_S);
+	EXPECT_EXIT(&c, worker, 0, 30);
+	EXPECT_EXIT(&c, again, 0, 30);
+	char *cerr = task_read(chief, 1), *out = task_read(chief, 0);
 	DT_CHECK_CONTAINS(cerr, "no checkpoint to restore ps:0 from: re-initializing it from this chief's latest copy");
 	DT_CHECK_CONTAINS(cerr, "ended the run on 1 parameter server(s) at global step 150");
 	/* It lost only Adam's slots, not the trained values. */

@@ -10,107 +10,38 @@
 
 #include "base/clock.h"
 #include "base/err.h"
+#include "cluster_procs.h"
 #include "dt_test.h"
 #include "net/frame.h"
 #include "net/loop.h"
 #include "net/messages.h"
 #include "net/socket.h"
-#include "ps_cluster.h"
 #include "../unit/net_test_util.h"
 
 #define TASK_WAIT_S 240.0
-
-struct tf_cluster {
-	char spec[1024];    /* the "cluster" object of TF_CONFIG */
-	char env[PS_MAX_TASKS][1400];
-	struct ps_task tasks[PS_MAX_TASKS];
-	int n;
-};
-
-/* chief + `workers` workers + `ps` ps on free loopback ports. */
-static void tf_cluster_make(struct tf_cluster *c, int workers, int ps, int *ps_ports)
-{
-	memset(c, 0, sizeof(*c));
-	int ports[PS_MAX_TASKS];
-	ps_free_ports(ports, 1 + workers + ps);
-	char w[256] = "", p[256] = "";
-	for (int i = 0; i < workers; i++)
-		snprintf(w + strlen(w), sizeof(w) - strlen(w), "%s\"127.0.0.1:%d\"", i ? ", " : "", ports[1 + i]);
-	for (int i = 0; i < ps; i++) {
-		snprintf(p + strlen(p), sizeof(p) - strlen(p), "%s\"127.0.0.1:%d\"", i ? ", " : "", ports[1 + workers + i]);
-		if (ps_ports)
-			ps_ports[i] = ports[1 + workers + i];
-	}
-	snprintf(c->spec, sizeof(c->spec), "{\"chief\": [\"127.0.0.1:%d\"]%s%s%s, \"ps\": [%s]}", ports[0],
-		 workers ? ", \"worker\": [" : "", w, workers ? "]" : "", p);
-}
-
-/* Starts task type:index with `args` after "dtrain train". */
-static struct ps_task *tf_start(struct tf_cluster *c, const char *type, int index, const char *const *args)
-{
-	DT_CHECK(c->n < PS_MAX_TASKS);
-	int k = c->n++;
-	char spec[sizeof(c->spec)];
-	memcpy(spec, c->spec, sizeof(spec));
-	snprintf(c->env[k], sizeof(c->env[k]), "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"%s\", \"index\": %d}}",
-		 spec, type, index);
-	const char *argv[24] = { "dtrain", "train" };
-	int n = 2;
-	for (int i = 0; args[i] && n < 23; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
-	char name[32];
-	snprintf(name, sizeof(name), "%s%d", type, index);
-	const char *env[] = { c->env[k], NULL };
-	ps_task_start(&c->tasks[k], name, argv, env);
-	return &c->tasks[k];
-}
-
-static void tf_kill_all(struct tf_cluster *c)
-{
-	for (int i = 0; i < c->n; i++)
-		ps_task_kill(&c->tasks[i]);
-}
-
-/* Waits for a task to exit with `code`; on anything else dumps every task's log and fails. */
-static void expect_exit(struct tf_cluster *c, struct ps_task *t, int code, double timeout_s)
-{
-	int st = ps_task_wait(t, timeout_s);
-	if (st != code) {
-		ps_tasks_dump(c->tasks, c->n);
-		tf_kill_all(c);
-		dt_test_fail(__FILE__, __LINE__, "%s exited with %d, expected %d", t->name, st, code);
-	}
-}
-
-static double accuracy_of(const char *out)
-{
-	const char *p = strstr(out, "accuracy = ");
-	return p ? atof(p + strlen("accuracy = ")) : -1;
-}
 
 static const char *const mlp_args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=3000",
 					"--log_every=500", NULL };
 
 DT_TEST_TIMEOUT(ps, two_ps_chief_and_worker_train_mlp_to_85_percent, 300)
 {
-	struct tf_cluster c;
-	tf_cluster_make(&c, 1, 2, NULL);
-	struct ps_task *ps0 = tf_start(&c, "ps", 0, (const char *[]){ "--schedule=run_std_server", "--model=mlp",
-								      "--problem=fashion_mnist", NULL });
-	struct ps_task *ps1 = tf_start(&c, "ps", 1, (const char *[]){ "--schedule=run_std_server", "--model=mlp",
-								      "--problem=fashion_mnist", NULL });
-	struct ps_task *worker = tf_start(&c, "worker", 0, mlp_args);
-	struct ps_task *chief = tf_start(&c, "chief", 0, mlp_args);
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 2);
+	struct task *ps0 = cluster_start_train(&c, "ps", 0, (const char *[]){ "--schedule=run_std_server", "--model=mlp",
+									      "--problem=fashion_mnist", NULL });
+	struct task *ps1 = cluster_start_train(&c, "ps", 1, (const char *[]){ "--schedule=run_std_server", "--model=mlp",
+									      "--problem=fashion_mnist", NULL });
+	struct task *worker = cluster_start_train(&c, "worker", 0, mlp_args);
+	struct task *chief = cluster_start_train(&c, "chief", 0, mlp_args);
 
-	expect_exit(&c, chief, 0, TASK_WAIT_S);
-	expect_exit(&c, worker, 0, 30);
-	expect_exit(&c, ps0, 0, 30);
-	expect_exit(&c, ps1, 0, 30);
-	char *out = ps_task_read(chief, 0), *werr = ps_task_read(worker, 1);
-	char *p0 = ps_task_read(ps0, 1), *p1 = ps_task_read(ps1, 1), *cerr = ps_task_read(chief, 1);
+	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, worker, 0, 30);
+	EXPECT_EXIT(&c, ps0, 0, 30);
+	EXPECT_EXIT(&c, ps1, 0, 30);
+	char *out = task_read(chief, 0), *werr = task_read(worker, 1);
+	char *p0 = task_read(ps0, 1), *p1 = task_read(ps1, 1), *cerr = task_read(chief, 1);
 	DT_CHECK_CONTAINS(out, "eval (test split, 10000 examples) at global step ");
-	double acc = accuracy_of(out);
+	double acc = cli_accuracy_of(out);
 	fprintf(stderr, "async 2 ps + chief + worker: %s", out);
 	DT_CHECK(acc >= 0.85);
 	/* Both trainers did part of the work, and the ps ended because the chief said so. */
@@ -130,16 +61,16 @@ DT_TEST_TIMEOUT(ps, the_chief_evaluates_every_n_global_steps_with_overlap, 240)
 {
 	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=600", "--log_every=0",
 				     "--eval_every=200", "--ps_overlap", NULL };
-	struct tf_cluster c;
-	tf_cluster_make(&c, 1, 1, NULL);
-	struct ps_task *ps0 = tf_start(&c, "ps", 0, (const char *[]){ "--schedule=run_std_server", "--model=mlp",
-								      "--problem=fashion_mnist", NULL });
-	struct ps_task *worker = tf_start(&c, "worker", 0, args);
-	struct ps_task *chief = tf_start(&c, "chief", 0, args);
-	expect_exit(&c, chief, 0, TASK_WAIT_S);
-	expect_exit(&c, worker, 0, 30);
-	expect_exit(&c, ps0, 0, 30);
-	char *out = ps_task_read(chief, 0), *cerr = ps_task_read(chief, 1), *werr = ps_task_read(worker, 1);
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 1);
+	struct task *ps0 = cluster_start_train(&c, "ps", 0, (const char *[]){ "--schedule=run_std_server", "--model=mlp",
+									      "--problem=fashion_mnist", NULL });
+	struct task *worker = cluster_start_train(&c, "worker", 0, args);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, worker, 0, 30);
+	EXPECT_EXIT(&c, ps0, 0, 30);
+	char *out = task_read(chief, 0), *cerr = task_read(chief, 1), *werr = task_read(worker, 1);
 	fprintf(stderr, "async with --eval_every=200 --ps_overlap: %s", out);
 	DT_CHECK_CONTAINS(cerr, "(--ps_overlap)");
 	DT_CHECK_CONTAINS(werr, "(--ps_overlap)");
@@ -152,7 +83,7 @@ DT_TEST_TIMEOUT(ps, the_chief_evaluates_every_n_global_steps_with_overlap, 240)
 	const char *acc = strstr(ev, "accuracy ");
 	DT_CHECK(acc && atof(acc + strlen("accuracy ")) > 0.5);
 	DT_CHECK(strstr(werr, "eval at step ") == NULL);
-	DT_CHECK(accuracy_of(out) >= 0.75);
+	DT_CHECK(cli_accuracy_of(out) >= 0.75);
 	free(out), free(cerr), free(werr);
 }
 
@@ -163,15 +94,15 @@ DT_TEST_TIMEOUT(ps, one_trainer_over_two_ps_equals_local_training, 240)
 {
 	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=200", "--log_every=0",
 				     "--nops_overlap", NULL };
-	struct tf_cluster c;
-	tf_cluster_make(&c, 0, 2, NULL);
-	struct ps_task *ps0 = tf_start(&c, "ps", 0, args);
-	struct ps_task *ps1 = tf_start(&c, "ps", 1, args);
-	struct ps_task *chief = tf_start(&c, "chief", 0, args);
-	expect_exit(&c, chief, 0, TASK_WAIT_S);
-	expect_exit(&c, ps0, 0, 30);
-	expect_exit(&c, ps1, 0, 30);
-	char *dist = ps_task_read(chief, 0);
+	struct cluster c;
+	cluster_init(&c, "chief", 0, 2);
+	struct task *ps0 = cluster_start_train(&c, "ps", 0, args);
+	struct task *ps1 = cluster_start_train(&c, "ps", 1, args);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, ps0, 0, 30);
+	EXPECT_EXIT(&c, ps1, 0, 30);
+	char *dist = task_read(chief, 0);
 	struct dt_run r;
 	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=mlp", "--problem=fashion_mnist", "--train_steps=200",
 					 "--log_every=0", NULL }, NULL, 120);
@@ -185,23 +116,23 @@ DT_TEST_TIMEOUT(ps, one_trainer_over_two_ps_equals_local_training, 240)
 DT_TEST_TIMEOUT(ps, a_worker_with_another_model_is_refused_naming_the_variable, 240)
 {
 	const char *const args[] = { "--model=lenet", "--problem=fashion_mnist", "--train_steps=100", "--log_every=0", NULL };
-	struct tf_cluster c;
-	tf_cluster_make(&c, 1, 1, NULL);
-	struct ps_task *ps0 = tf_start(&c, "ps", 0, args);
-	struct ps_task *chief = tf_start(&c, "chief", 0, args);
-	struct ps_task *other = tf_start(&c, "worker", 0, (const char *[]){ "--model=cnn", "--problem=fashion_mnist",
-									    "--train_steps=100", NULL });
-	expect_exit(&c, other, 2, 120);
-	char *e = ps_task_read(other, 1);
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 1);
+	struct task *ps0 = cluster_start_train(&c, "ps", 0, args);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	struct task *other = cluster_start_train(&c, "worker", 0, (const char *[]){ "--model=cnn", "--problem=fashion_mnist",
+										    "--train_steps=100", NULL });
+	EXPECT_EXIT(&c, other, 2, 120);
+	char *e = task_read(other, 1);
 	DT_CHECK_CONTAINS(e, "error: ps:0 at 127.0.0.1:");
 	DT_CHECK_CONTAINS(e, "refused the connection: model signature differs: variable 'conv_1/kernel' is (5, 5, 1, 6) "
 			     "on ps:0 but (");
 	DT_CHECK_CONTAINS(e, ") on worker:0");
 	free(e);
 	/* The ps kept serving the chief, which trains alone to the end. */
-	expect_exit(&c, chief, 0, TASK_WAIT_S);
-	expect_exit(&c, ps0, 0, 30);
-	char *p = ps_task_read(ps0, 1), *out = ps_task_read(chief, 0);
+	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, ps0, 0, 30);
+	char *p = task_read(ps0, 1), *out = task_read(chief, 0);
 	DT_CHECK_CONTAINS(p, "ended the run");
 	DT_CHECK_CONTAINS(out, "at global step 100");
 	free(p), free(out);
@@ -211,25 +142,21 @@ DT_TEST_TIMEOUT(ps, a_killed_worker_does_not_stop_the_run_and_rejoins, 300)
 {
 	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=6000", "--log_every=50",
 				     "--noeval", NULL };
-	struct tf_cluster c;
-	tf_cluster_make(&c, 2, 1, NULL);
-	struct ps_task *ps0 = tf_start(&c, "ps", 0, args);
-	struct ps_task *chief = tf_start(&c, "chief", 0, args);
-	struct ps_task *w0 = tf_start(&c, "worker", 0, args);
-	struct ps_task *w1 = tf_start(&c, "worker", 1, args);
-	if (!ps_task_wait_log(w1, "(global ", 120)) {
-		ps_tasks_dump(c.tasks, c.n);
-		tf_kill_all(&c);
-		DT_CHECK(!"worker:1 never trained");
-	}
-	ps_task_kill(w1); /* SIGKILL, mid-run */
+	struct cluster c;
+	cluster_init(&c, "chief", 2, 1);
+	struct task *ps0 = cluster_start_train(&c, "ps", 0, args);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	struct task *w0 = cluster_start_train(&c, "worker", 0, args);
+	struct task *w1 = cluster_start_train(&c, "worker", 1, args);
+	EXPECT_LOG(&c, w1, "(global ", 120);
+	task_kill(w1); /* SIGKILL, mid-run */
 	/* The same slot again: a new incarnation joins and pulls fresh variables. */
-	struct ps_task *again = tf_start(&c, "worker", 1, args);
-	expect_exit(&c, chief, 0, TASK_WAIT_S);
-	expect_exit(&c, w0, 0, 30);
-	expect_exit(&c, again, 0, 60);
-	expect_exit(&c, ps0, 0, 30);
-	char *ce = ps_task_read(chief, 1), *ae = ps_task_read(again, 1);
+	struct task *again = cluster_start_train(&c, "worker", 1, args);
+	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, w0, 0, 30);
+	EXPECT_EXIT(&c, again, 0, 60);
+	EXPECT_EXIT(&c, ps0, 0, 30);
+	char *ce = task_read(chief, 1), *ae = task_read(again, 1);
 	DT_CHECK_CONTAINS(ce, "ended the run on 1 parameter server(s) at global step 60");
 	DT_CHECK_CONTAINS(ae, "connected to 1 parameter server(s)");
 	free(ce), free(ae);
@@ -242,20 +169,16 @@ DT_TEST_TIMEOUT(ps, a_dead_ps_is_an_error_naming_it, 240)
 	/* The trainers wait --connect_timeout for the ps to come back (tests/cli/test_ps_recovery.c). */
 	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=100000", "--log_every=50",
 				     "--noeval", "--connect_timeout=5", NULL };
-	struct tf_cluster c;
-	tf_cluster_make(&c, 1, 1, NULL);
-	struct ps_task *ps0 = tf_start(&c, "ps", 0, args);
-	struct ps_task *chief = tf_start(&c, "chief", 0, args);
-	struct ps_task *worker = tf_start(&c, "worker", 0, args);
-	if (!ps_task_wait_log(worker, "(global ", 120)) {
-		ps_tasks_dump(c.tasks, c.n);
-		tf_kill_all(&c);
-		DT_CHECK(!"the worker never trained");
-	}
-	ps_task_kill(ps0);
-	expect_exit(&c, chief, 3, 60);
-	expect_exit(&c, worker, 3, 60);
-	char *ce = ps_task_read(chief, 1), *we = ps_task_read(worker, 1);
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 1);
+	struct task *ps0 = cluster_start_train(&c, "ps", 0, args);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	struct task *worker = cluster_start_train(&c, "worker", 0, args);
+	EXPECT_LOG(&c, worker, "(global ", 120);
+	task_kill(ps0);
+	EXPECT_EXIT(&c, chief, 3, 60);
+	EXPECT_EXIT(&c, worker, 3, 60);
+	char *ce = task_read(chief, 1), *we = task_read(worker, 1);
 	DT_CHECK_CONTAINS(ce, "error: ");
 	DT_CHECK_CONTAINS(ce, "ps:0 at 127.0.0.1:");
 	DT_CHECK_CONTAINS(we, "ps:0 at 127.0.0.1:");
@@ -295,18 +218,14 @@ static size_t header_bytes(uint8_t *out, uint16_t version, uint16_t type, uint64
 
 DT_TEST_TIMEOUT(ps, misbehaving_peers_do_not_disturb_a_training_run, 300)
 {
-	int ps_port;
 	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=8000", "--log_every=500",
 				     NULL };
-	struct tf_cluster c;
-	tf_cluster_make(&c, 0, 1, &ps_port);
-	struct ps_task *ps0 = tf_start(&c, "ps", 0, args);
-	struct ps_task *chief = tf_start(&c, "chief", 0, args);
-	if (!ps_task_wait_log(chief, "(global ", 120)) {
-		ps_tasks_dump(c.tasks, c.n);
-		tf_kill_all(&c);
-		DT_CHECK(!"the chief never trained");
-	}
+	struct cluster c;
+	cluster_init(&c, "chief", 0, 1);
+	int ps_port = cluster_port(&c, "ps", 0);
+	struct task *ps0 = cluster_start_train(&c, "ps", 0, args);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	EXPECT_LOG(&c, chief, "(global ", 120);
 	struct dt_loop *loop;
 	struct dt_err err = DT_ERR_INIT;
 	DT_CHECK_OK(dt_loop_new(&loop, &err), &err);
@@ -330,16 +249,16 @@ DT_TEST_TIMEOUT(ps, misbehaving_peers_do_not_disturb_a_training_run, 300)
 	misbehave(loop, ps_port, "a truncated frame, then close", b, n + 10, 1);
 
 	/* All of that happened while the chief was training (it is still at it). */
-	DT_CHECK_INT_EQ(ps_task_wait(chief, 0), -1);
+	DT_CHECK_INT_EQ(task_wait(chief, 0), -1);
 	/* The silent peer is dropped when its hello does not come in time (10 s). */
 	size_t got;
 	test_wait_closed(loop, silent, 20, b, sizeof(b), &got);
 	DT_CHECK_INT_EQ(got, 0);
 	dt_loop_free(loop);
-	expect_exit(&c, chief, 0, TASK_WAIT_S);
-	expect_exit(&c, ps0, 0, 30);
-	char *out = ps_task_read(chief, 0), *p = ps_task_read(ps0, 1);
-	DT_CHECK(accuracy_of(out) > 0.7);
+	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, ps0, 0, 30);
+	char *out = task_read(chief, 0), *p = task_read(ps0, 1);
+	DT_CHECK(cli_accuracy_of(out) > 0.7);
 	DT_CHECK_CONTAINS(p, "ended the run");
 	free(out), free(p);
 }
@@ -348,11 +267,11 @@ DT_TEST_TIMEOUT(ps, misbehaving_peers_do_not_disturb_a_training_run, 300)
 DT_TEST_TIMEOUT(ps, seed_003_flags_train_together, 240)
 {
 	int ports[4];
-	ps_free_ports(ports, 4);
+	cli_free_ports(ports, 4);
 	char ps_hosts[96], worker_hosts[96];
 	snprintf(ps_hosts, sizeof(ps_hosts), "--ps_hosts=127.0.0.1:%d,127.0.0.1:%d", ports[0], ports[1]);
 	snprintf(worker_hosts, sizeof(worker_hosts), "--worker_hosts=127.0.0.1:%d,127.0.0.1:%d", ports[2], ports[3]);
-	struct tf_cluster c;
+	struct cluster c;
 	memset(&c, 0, sizeof(c));
 	const char *jobs[4][2] = { { "--job_name=ps", "--task_index=0" }, { "--job_name=ps", "--task_index=1" },
 				   { "--job_name=worker", "--task_index=1" }, { "--job_name=worker", "--task_index=0" } };
@@ -360,14 +279,14 @@ DT_TEST_TIMEOUT(ps, seed_003_flags_train_together, 240)
 	for (int i = 0; i < 4; i++) {
 		const char *argv[] = { "dtrain", "train", ps_hosts, worker_hosts, jobs[i][0], jobs[i][1], "--model=mlp",
 				       "--problem=fashion_mnist", "--train_steps=300", "--log_every=100", NULL };
-		ps_task_start(&c.tasks[c.n++], names[i], argv, NULL);
+		task_start(&c.tasks[c.n++], names[i], argv, NULL);
 	}
-	expect_exit(&c, &c.tasks[3], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[3], 0, TASK_WAIT_S);
 	for (int i = 0; i < 3; i++)
-		expect_exit(&c, &c.tasks[i], 0, 30);
-	char *out = ps_task_read(&c.tasks[3], 0);
+		EXPECT_EXIT(&c, &c.tasks[i], 0, 30);
+	char *out = task_read(&c.tasks[3], 0);
 	DT_CHECK_CONTAINS(out, "at global step 30");
-	DT_CHECK(accuracy_of(out) > 0.6);
+	DT_CHECK(cli_accuracy_of(out) > 0.6);
 	free(out);
 }
 
@@ -376,53 +295,33 @@ DT_TEST_TIMEOUT(ps, seed_003_flags_train_together, 240)
 DT_TEST_TIMEOUT(ps, make_configs_async_lines_train_together, 240)
 {
 	int ports[4];
-	ps_free_ports(ports, 4);
+	cli_free_ports(ports, 4);
 	char masters[96], ps[96];
 	snprintf(masters, sizeof(masters), "--masters=127.0.0.1:%d,127.0.0.1:%d", ports[0], ports[1]);
 	snprintf(ps, sizeof(ps), "--ps=127.0.0.1:%d,127.0.0.1:%d", ports[2], ports[3]);
 	struct dt_run r;
 	dt_test_run(&r, (const char *[]){ "dtrain", "make-configs", masters, ps, NULL }, NULL, 30);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
-	struct tf_cluster c;
-	memset(&c, 0, sizeof(c));
-	static char cmds[PS_MAX_TASKS][2048];
-	char *save = NULL;
-	int chief = -1;
-	for (char *line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *tab = strchr(line, '\t');
-		if (!tab)
-			continue; /* the "Assuming ..." line */
-		*tab = 0;
-		DT_CHECK(c.n < 4);
-		snprintf(cmds[c.n], sizeof(cmds[c.n]),
-			 "TF_CONFIG=%s exec '%s' train %s --model=mlp --problem=fashion_mnist --train_steps=300 "
-			 "--log_every=100", line, dt_test_dtrain_bin(), tab + 1);
-		if (strstr(line, "\"type\": \"chief\""))
-			chief = c.n;
-		char name[16];
-		snprintf(name, sizeof(name), "line%d", c.n);
-		ps_task_start(&c.tasks[c.n], name, (const char *[]){ "/bin/sh", "-c", cmds[c.n], NULL }, NULL);
-		c.n++;
-	}
+	struct cluster c;
+	int chief = cluster_start_make_configs(&c, r.out, 4, "--model=mlp --problem=fashion_mnist --train_steps=300 "
+							      "--log_every=100", "chief");
 	dt_run_release(&r);
 	DT_CHECK_INT_EQ(c.n, 4);
 	DT_CHECK(chief >= 0);
-	expect_exit(&c, &c.tasks[chief], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[chief], 0, TASK_WAIT_S);
 	for (int i = 0; i < c.n; i++)
-		expect_exit(&c, &c.tasks[i], 0, 30);
-	char *e = ps_task_read(&c.tasks[chief], 1);
+		EXPECT_EXIT(&c, &c.tasks[i], 0, 30);
+	char *e = task_read(&c.tasks[chief], 1);
 	DT_CHECK_CONTAINS(e, "ended the run on 2 parameter server(s) at global step 30");
 	free(e);
 }
 
 DT_TEST_TIMEOUT(ps, a_ps_whose_chief_never_comes_gives_up_by_its_idle_deadline, 90)
 {
-	int ports[2];
-	ps_free_ports(ports, 2);
+	struct cluster c;
+	cluster_init(&c, "chief", 0, 1);
 	char tf_config[512];
-	snprintf(tf_config, sizeof(tf_config),
-		 "TF_CONFIG={\"cluster\": {\"chief\": [\"127.0.0.1:%d\"], \"ps\": [\"127.0.0.1:%d\"]}, "
-		 "\"task\": {\"type\": \"ps\", \"index\": 0}}", ports[0], ports[1]);
+	cluster_tf_config(&c, "ps", 0, tf_config, sizeof(tf_config));
 	const char *env[] = { tf_config, NULL };
 	struct dt_run r;
 	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--schedule=run_std_server", "--problem=synthetic",

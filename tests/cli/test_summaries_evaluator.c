@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cluster_procs.h"
 #include "dt_test.h"
-#include "ps_cluster.h"
 
 static void run(struct dt_run *r, const char *const *argv, const char *const *env)
 {
@@ -304,22 +304,22 @@ DT_TEST_TIMEOUT(evaluator, runs_beside_a_training_run_and_sees_every_checkpoint,
 	dt_test_path(dir, sizeof(dir), "out");
 	snprintf(out_arg, sizeof(out_arg), "--output_dir=%s", dir);
 	/* The evaluator first, polling a directory that does not exist yet. */
-	struct ps_task t;
-	ps_task_start(&t, "evaluator", (const char *[]){ "dtrain", "train", "--schedule=continuous_eval", "--eval_mode=every",
-							"--model=mlp", "--problem=fashion_mnist", "--train_steps=60",
-							"--eval_timeout_secs=90", out_arg, NULL }, NULL);
-	int ok = ps_task_wait_log(&t, "evaluator: test split", 60);
+	struct task t;
+	task_start(&t, "evaluator", (const char *[]){ "dtrain", "train", "--schedule=continuous_eval", "--eval_mode=every",
+						      "--model=mlp", "--problem=fashion_mnist", "--train_steps=60",
+						      "--eval_timeout_secs=90", out_arg, NULL }, NULL);
+	int ok = task_wait_log(&t, "evaluator: test split", 60);
 	if (!ok)
-		ps_tasks_dump(&t, 1);
+		tasks_dump(&t, 1);
 	DT_CHECK(ok);
 	char *trained = train_with_checkpoints(dir, "60", "20");
 	char want[256], got[256];
 	eval_line(trained, 60, want, sizeof(want));
-	int code = ps_task_wait(&t, 90);
+	int code = task_wait(&t, 90);
 	if (code != 0)
-		ps_tasks_dump(&t, 1);
+		tasks_dump(&t, 1);
 	DT_CHECK_INT_EQ(code, 0);
-	char *out = ps_task_read(&t, 0);
+	char *out = task_read(&t, 0);
 	const char *s20 = strstr(out, "at global step 20:"), *s40 = strstr(out, "at global step 40:"),
 		   *s60 = strstr(out, "at global step 60:");
 	DT_CHECK(s20 && s40 && s60 && s20 < s40 && s40 < s60);
@@ -355,15 +355,15 @@ DT_TEST_TIMEOUT(evaluator, keeps_going_past_half_written_and_missing_checkpoints
 
 	char out_arg[600];
 	snprintf(out_arg, sizeof(out_arg), "--output_dir=%s", dir);
-	struct ps_task t;
-	ps_task_start(&t, "evaluator", (const char *[]){ "dtrain", "train", "--schedule=continuous_eval", "--model=mlp",
-							"--problem=fashion_mnist", "--train_steps=40",
-							"--eval_timeout_secs=90", out_arg, NULL }, NULL);
-	int ok = ps_task_wait_log(&t, "skipping it", 60);
+	struct task t;
+	task_start(&t, "evaluator", (const char *[]){ "dtrain", "train", "--schedule=continuous_eval", "--model=mlp",
+						      "--problem=fashion_mnist", "--train_steps=40",
+						      "--eval_timeout_secs=90", out_arg, NULL }, NULL);
+	int ok = task_wait_log(&t, "skipping it", 60);
 	if (!ok)
-		ps_tasks_dump(&t, 1);
+		tasks_dump(&t, 1);
 	DT_CHECK(ok);
-	char *log = ps_task_read(&t, 1);
+	char *log = task_read(&t, 1);
 	DT_CHECK_CONTAINS(log, "cannot load checkpoint (attempt 1 of 3, retrying)");
 	DT_CHECK_CONTAINS(log, "model.ckpt-20.safetensors");
 	free(log);
@@ -371,9 +371,9 @@ DT_TEST_TIMEOUT(evaluator, keeps_going_past_half_written_and_missing_checkpoints
 	/* The state file now names a checkpoint that is not there (deleted, or not renamed yet). */
 	shell("printf 'model_checkpoint_path: \"model.ckpt-30.safetensors\"\\n' > \"$2/checkpoint.new\" && "
 	      "mv \"$2/checkpoint.new\" \"$2/checkpoint\"", src, dir);
-	ok = ps_task_wait_log(&t, "model.ckpt-30.safetensors', which is not there", 30);
+	ok = task_wait_log(&t, "model.ckpt-30.safetensors', which is not there", 30);
 	if (!ok)
-		ps_tasks_dump(&t, 1);
+		tasks_dump(&t, 1);
 	DT_CHECK(ok);
 
 	/* Then the final checkpoint arrives, as the chief publishes it. */
@@ -381,11 +381,11 @@ DT_TEST_TIMEOUT(evaluator, keeps_going_past_half_written_and_missing_checkpoints
 	      "mv \"$2/model.ckpt-40.safetensors.tmp\" \"$2/model.ckpt-40.safetensors\" && "
 	      "printf 'model_checkpoint_path: \"model.ckpt-40.safetensors\"\\n' > \"$2/checkpoint.new\" && "
 	      "mv \"$2/checkpoint.new\" \"$2/checkpoint\"", src, dir);
-	int code = ps_task_wait(&t, 60);
+	int code = task_wait(&t, 60);
 	if (code != 0)
-		ps_tasks_dump(&t, 1);
+		tasks_dump(&t, 1);
 	DT_CHECK_INT_EQ(code, 0);
-	char *out = ps_task_read(&t, 0);
+	char *out = task_read(&t, 0);
 	DT_CHECK_STR_EQ(eval_line(out, 40, got, sizeof(got)), want);
 	DT_CHECK(strstr(out, "global step 20") == NULL);
 	free(out);

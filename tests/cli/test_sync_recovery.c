@@ -9,60 +9,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_procs.h"
 #include "dt_test.h"
-#include "ps_cluster.h"
 
 #define STEPS 1000
 #define WAIT_S 120.0
 
-struct cluster {
-	char spec[512];
-	char env[PS_MAX_TASKS][900];
-	char out_dir[600], out_flag[640];
-	struct ps_task tasks[PS_MAX_TASKS];
-	int n;
-};
-
-static void cluster_dir(struct cluster *c, const char *name)
-{
-	snprintf(c->out_dir, sizeof(c->out_dir), "%s/%s", dt_test_tmpdir(), name);
-	snprintf(c->out_flag, sizeof(c->out_flag), "--output_dir=%s", c->out_dir);
-}
-
 /* Layout 1: chief, worker:0 and ps:0, trainers with --sync. */
 static void cluster_ps(struct cluster *c, const char *name)
 {
-	memset(c, 0, sizeof(*c));
-	int ports[3];
-	ps_free_ports(ports, 3);
-	snprintf(c->spec, sizeof(c->spec),
-		 "{\"chief\": [\"127.0.0.1:%d\"], \"worker\": [\"127.0.0.1:%d\"], \"ps\": [\"127.0.0.1:%d\"]}", ports[0],
-		 ports[1], ports[2]);
-	cluster_dir(c, name);
+	cluster_init(c, "chief", 1, 1);
+	cluster_output_dir(c, name);
 }
 
 /* Layout 2: master:0 and two std servers (what make-configs prints for one master). */
 static void cluster_in_graph(struct cluster *c, const char *name)
 {
-	memset(c, 0, sizeof(*c));
-	int ports[3];
-	ps_free_ports(ports, 3);
-	snprintf(c->spec, sizeof(c->spec),
-		 "{\"master\": [\"127.0.0.1:%d\"], \"ps\": [\"127.0.0.1:%d\", \"127.0.0.1:%d\"]}", ports[0], ports[1],
-		 ports[2]);
-	cluster_dir(c, name);
+	cluster_init(c, "master", 0, 2);
+	cluster_output_dir(c, name);
 }
 
 /* Starts type:index as task `name` (the name picks its log files: every
  * task of a test, a restarted one included, gets its own). A std server (std = 1) takes no training flags. */
-static struct ps_task *start(struct cluster *c, const char *type, int index, const char *name, int std)
+static struct task *start(struct cluster *c, const char *type, int index, const char *name, int std)
 {
-	DT_CHECK(c->n < PS_MAX_TASKS);
-	int k = c->n++;
-	char spec[sizeof(c->spec)];
-	memcpy(spec, c->spec, sizeof(spec));
-	snprintf(c->env[k], sizeof(c->env[k]), "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"%s\", \"index\": %d}}",
-		 spec, type, index);
 	char steps[32];
 	snprintf(steps, sizeof(steps), "--train_steps=%d", STEPS);
 	const char *train[] = { "dtrain", "train", "--model=mlp", "--problem=fashion_mnist", steps, "--log_every=100",
@@ -70,42 +40,14 @@ static struct ps_task *start(struct cluster *c, const char *type, int index, con
 				"--sync_timeout=4", "--connect_timeout=60", NULL };
 	const char *std_server[] = { "dtrain", "train", "--schedule=run_std_server", "--model=mlp",
 				     "--problem=fashion_mnist", NULL };
-	const char *env[] = { c->env[k], NULL };
-	ps_task_start(&c->tasks[k], name, std ? std_server : train, env);
-	return &c->tasks[k];
-}
-
-static void kill_all(struct cluster *c)
-{
-	for (int i = 0; i < c->n; i++)
-		ps_task_kill(&c->tasks[i]);
-}
-
-static void expect_exit(struct cluster *c, struct ps_task *t, int code, double timeout_s)
-{
-	int st = ps_task_wait(t, timeout_s);
-	if (st != code) {
-		ps_tasks_dump(c->tasks, c->n);
-		kill_all(c);
-		dt_test_fail(__FILE__, __LINE__, "%s exited with %d, expected %d", t->name, st, code);
-	}
-}
-
-static void expect_log(struct cluster *c, struct ps_task *t, const char *text, double timeout_s)
-{
-	if (!ps_task_wait_log(t, text, timeout_s)) {
-		ps_tasks_dump(c->tasks, c->n);
-		kill_all(c);
-		dt_test_fail(__FILE__, __LINE__, "%s never logged '%s'", t->name, text);
-	}
+	return cluster_start(c, type, index, name, std ? std_server : train, NULL);
 }
 
 /* The test accuracy the chief printed, or -1. */
-static double accuracy_of(const struct ps_task *t)
+static double accuracy_of(const struct task *t)
 {
-	char *out = ps_task_read(t, 0);
-	const char *p = strstr(out, "accuracy = ");
-	double a = p ? atof(p + strlen("accuracy = ")) : -1;
+	char *out = task_read(t, 0);
+	double a = cli_accuracy_of(out);
 	free(out);
 	return a;
 }
@@ -142,13 +84,13 @@ static int event_files(const struct cluster *c)
 	return n;
 }
 
-static void check_contains(struct cluster *c, const struct ps_task *t, int err, const char *text, int line)
+static void check_contains(struct cluster *c, const struct task *t, int err, const char *text, int line)
 {
-	char *s = ps_task_read(t, err);
+	char *s = task_read(t, err);
 	int ok = strstr(s, text) != NULL;
 	free(s);
 	if (!ok) {
-		ps_tasks_dump(c->tasks, c->n);
+		tasks_dump(c->tasks, c->n);
 		dt_test_fail(__FILE__, line, "%s's %s lacks '%s'", t->name, err ? "stderr" : "stdout", text);
 	}
 }
@@ -162,23 +104,23 @@ DT_TEST_TIMEOUT(sync_recovery, through_the_ps_a_restart_resumes_from_the_latest_
 {
 	struct cluster u;
 	cluster_ps(&u, "undisturbed");
-	struct ps_task *ups = start(&u, "ps", 0, "u-ps", 0);
-	struct ps_task *uw = start(&u, "worker", 0, "u-worker", 0);
-	struct ps_task *uc = start(&u, "chief", 0, "u-chief", 0);
-	expect_exit(&u, uc, 0, WAIT_S);
-	expect_exit(&u, uw, 0, 30);
-	expect_exit(&u, ups, 0, 30);
+	struct task *ups = start(&u, "ps", 0, "u-ps", 0);
+	struct task *uw = start(&u, "worker", 0, "u-worker", 0);
+	struct task *uc = start(&u, "chief", 0, "u-chief", 0);
+	EXPECT_EXIT(&u, uc, 0, WAIT_S);
+	EXPECT_EXIT(&u, uw, 0, 30);
+	EXPECT_EXIT(&u, ups, 0, 30);
 	double undisturbed = accuracy_of(uc);
 
 	struct cluster c;
 	cluster_ps(&c, "killed");
-	struct ps_task *ps = start(&c, "ps", 0, "ps", 0);
-	struct ps_task *w = start(&c, "worker", 0, "worker", 0);
-	struct ps_task *chief = start(&c, "chief", 0, "chief", 0);
-	expect_log(&c, chief, "(global 300/", WAIT_S);
-	ps_task_kill(w);
-	expect_exit(&c, ps, 3, 30);
-	expect_exit(&c, chief, 3, 30);
+	struct task *ps = start(&c, "ps", 0, "ps", 0);
+	struct task *w = start(&c, "worker", 0, "worker", 0);
+	struct task *chief = start(&c, "chief", 0, "chief", 0);
+	EXPECT_LOG(&c, chief, "(global 300/", WAIT_S);
+	task_kill(w);
+	EXPECT_EXIT(&c, ps, 3, 30);
+	EXPECT_EXIT(&c, chief, 3, 30);
 	long saved = latest_step(&c);
 	fprintf(stderr, "worker:0 killed; newest checkpoint: step %ld\n", saved);
 	DT_CHECK(saved >= 300 && saved < STEPS && saved % 100 == 0);
@@ -186,9 +128,9 @@ DT_TEST_TIMEOUT(sync_recovery, through_the_ps_a_restart_resumes_from_the_latest_
 	ps = start(&c, "ps", 0, "ps-again", 0);
 	w = start(&c, "worker", 0, "worker-again", 0);
 	chief = start(&c, "chief", 0, "chief-again", 0);
-	expect_exit(&c, chief, 0, WAIT_S);
-	expect_exit(&c, w, 0, 30);
-	expect_exit(&c, ps, 0, 30);
+	EXPECT_EXIT(&c, chief, 0, WAIT_S);
+	EXPECT_EXIT(&c, w, 0, 30);
+	EXPECT_EXIT(&c, ps, 0, 30);
 	char text[200];
 	snprintf(text, sizeof(text), "model.ckpt-%ld.safetensors (global step %ld) onto 1 parameter server(s)", saved,
 		 saved);
@@ -220,22 +162,22 @@ DT_TEST_TIMEOUT(sync_recovery, in_graph_a_restart_resumes_from_the_latest_checkp
 {
 	struct cluster u;
 	cluster_in_graph(&u, "undisturbed");
-	struct ps_task *us0 = start(&u, "ps", 0, "u-std0", 1);
-	struct ps_task *us1 = start(&u, "ps", 1, "u-std1", 1);
-	struct ps_task *um = start(&u, "master", 0, "u-master", 0);
-	expect_exit(&u, um, 0, WAIT_S);
-	expect_exit(&u, us0, 0, 30);
-	expect_exit(&u, us1, 0, 30);
+	struct task *us0 = start(&u, "ps", 0, "u-std0", 1);
+	struct task *us1 = start(&u, "ps", 1, "u-std1", 1);
+	struct task *um = start(&u, "master", 0, "u-master", 0);
+	EXPECT_EXIT(&u, um, 0, WAIT_S);
+	EXPECT_EXIT(&u, us0, 0, 30);
+	EXPECT_EXIT(&u, us1, 0, 30);
 
 	struct cluster c;
 	cluster_in_graph(&c, "killed");
-	struct ps_task *s0 = start(&c, "ps", 0, "std0", 1);
-	struct ps_task *s1 = start(&c, "ps", 1, "std1", 1);
-	struct ps_task *m = start(&c, "master", 0, "master", 0);
-	expect_log(&c, m, "(global 300/", WAIT_S);
-	ps_task_kill(m);
-	expect_exit(&c, s0, 3, 30);
-	expect_exit(&c, s1, 3, 30);
+	struct task *s0 = start(&c, "ps", 0, "std0", 1);
+	struct task *s1 = start(&c, "ps", 1, "std1", 1);
+	struct task *m = start(&c, "master", 0, "master", 0);
+	EXPECT_LOG(&c, m, "(global 300/", WAIT_S);
+	task_kill(m);
+	EXPECT_EXIT(&c, s0, 3, 30);
+	EXPECT_EXIT(&c, s1, 3, 30);
 	long saved = latest_step(&c);
 	fprintf(stderr, "master:0 killed; newest checkpoint: step %ld\n", saved);
 	DT_CHECK(saved >= 300 && saved < STEPS && saved % 100 == 0);
@@ -243,9 +185,9 @@ DT_TEST_TIMEOUT(sync_recovery, in_graph_a_restart_resumes_from_the_latest_checkp
 	s0 = start(&c, "ps", 0, "std0-again", 1);
 	s1 = start(&c, "ps", 1, "std1-again", 1);
 	m = start(&c, "master", 0, "master-again", 0);
-	expect_exit(&c, m, 0, WAIT_S);
-	expect_exit(&c, s0, 0, 30);
-	expect_exit(&c, s1, 0, 30);
+	EXPECT_EXIT(&c, m, 0, WAIT_S);
+	EXPECT_EXIT(&c, s0, 0, 30);
+	EXPECT_EXIT(&c, s1, 0, 30);
 	char text[800];
 	snprintf(text, sizeof(text), "restored step %ld from %s/model.ckpt-%ld.safetensors", saved, c.out_dir, saved);
 	EXPECT_LOG_HAS(&c, m, text);
@@ -257,7 +199,7 @@ DT_TEST_TIMEOUT(sync_recovery, in_graph_a_restart_resumes_from_the_latest_checkp
 	EXPECT_LOG_HAS(&c, s0, text);
 	DT_CHECK_INT_EQ(latest_step(&c), STEPS);
 	DT_CHECK_INT_EQ(event_files(&c), 2);
-	char *a = ps_task_read(um, 0), *b = ps_task_read(m, 0);
+	char *a = task_read(um, 0), *b = task_read(m, 0);
 	fprintf(stderr, "undisturbed: %sresumed:     %s", a, b);
 	DT_CHECK_CONTAINS(a, "at global step 1000: accuracy = ");
 	DT_CHECK(accuracy_of(um) > 0.8);

@@ -9,89 +9,15 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "cluster_procs.h"
 #include "dt_test.h"
-#include "ps_cluster.h"
 
 #define TASK_WAIT_S 150.0
 
-struct cluster {
-	char spec[1024];
-	char env[PS_MAX_TASKS][1400];
-	struct ps_task tasks[PS_MAX_TASKS];
-	int n;
-};
-
-/* chief + `workers` workers + one ps on free loopback ports. */
-static void cluster_make(struct cluster *c, int workers)
-{
-	memset(c, 0, sizeof(*c));
-	int ports[PS_MAX_TASKS];
-	ps_free_ports(ports, 2 + workers);
-	char w[256] = "";
-	for (int i = 0; i < workers; i++)
-		snprintf(w + strlen(w), sizeof(w) - strlen(w), "%s\"127.0.0.1:%d\"", i ? ", " : "", ports[1 + i]);
-	snprintf(c->spec, sizeof(c->spec), "{\"chief\": [\"127.0.0.1:%d\"], \"worker\": [%s], \"ps\": [\"127.0.0.1:%d\"]}",
-		 ports[0], w, ports[1 + workers]);
-}
-
-static struct ps_task *start(struct cluster *c, const char *type, int index, const char *const *args)
-{
-	DT_CHECK(c->n < PS_MAX_TASKS);
-	int k = c->n++;
-	char spec[sizeof(c->spec)];
-	memcpy(spec, c->spec, sizeof(spec));
-	snprintf(c->env[k], sizeof(c->env[k]), "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"%s\", \"index\": %d}}",
-		 spec, type, index);
-	const char *argv[24] = { "dtrain", "train" };
-	int n = 2;
-	for (int i = 0; args[i] && n < 23; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
-	char name[32];
-	snprintf(name, sizeof(name), "%s%d", type, index);
-	const char *env[] = { c->env[k], NULL };
-	ps_task_start(&c->tasks[k], name, argv, env);
-	return &c->tasks[k];
-}
-
-static void kill_all(struct cluster *c)
-{
-	for (int i = 0; i < c->n; i++) {
-		if (c->tasks[i].pid > 0)
-			kill(c->tasks[i].pid, SIGCONT);
-		ps_task_kill(&c->tasks[i]);
-	}
-}
-
-static void expect_exit(struct cluster *c, struct ps_task *t, int code, double timeout_s)
-{
-	int st = ps_task_wait(t, timeout_s);
-	if (st != code) {
-		ps_tasks_dump(c->tasks, c->n);
-		kill_all(c);
-		dt_test_fail(__FILE__, __LINE__, "%s exited with %d, expected %d", t->name, st, code);
-	}
-}
-
-static void expect_log(struct cluster *c, struct ps_task *t, const char *text, double timeout_s)
-{
-	if (!ps_task_wait_log(t, text, timeout_s)) {
-		ps_tasks_dump(c->tasks, c->n);
-		kill_all(c);
-		dt_test_fail(__FILE__, __LINE__, "%s never logged '%s'", t->name, text);
-	}
-}
-
-static double accuracy_of(const char *out)
-{
-	const char *p = strstr(out, "accuracy = ");
-	return p ? atof(p + strlen("accuracy = ")) : -1;
-}
-
 /* The last "(global N/" in a trainer's log, or -1. */
-static long last_global_step(const struct ps_task *t)
+static long last_global_step(const struct task *t)
 {
-	char *e = ps_task_read(t, 1);
+	char *e = task_read(t, 1);
 	long step = -1;
 	for (const char *p = strstr(e, "(global "); p; p = strstr(p + 1, "(global "))
 		step = atol(p + strlen("(global "));
@@ -107,20 +33,20 @@ DT_TEST_TIMEOUT(sync, two_workers_reach_the_accuracy_of_one_process_with_the_sam
 	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=1200", "--log_every=400",
 				     "--sync", NULL };
 	struct cluster c;
-	cluster_make(&c, 1);
-	struct ps_task *ps = start(&c, "ps", 0, args);
-	struct ps_task *worker = start(&c, "worker", 0, args);
-	struct ps_task *chief = start(&c, "chief", 0, args);
+	cluster_init(&c, "chief", 1, 1);
+	struct task *ps = cluster_start_train(&c, "ps", 0, args);
+	struct task *worker = cluster_start_train(&c, "worker", 0, args);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
 	struct dt_run local;
 	dt_test_run(&local, (const char *[]){ "dtrain", "train", "--model=mlp", "--problem=fashion_mnist",
 					     "--train_steps=1200", "--log_every=0", "--hparams=batch_size=128", NULL },
 		    NULL, 200);
-	expect_exit(&c, chief, 0, TASK_WAIT_S);
-	expect_exit(&c, worker, 0, 30);
-	expect_exit(&c, ps, 0, 30);
+	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, worker, 0, 30);
+	EXPECT_EXIT(&c, ps, 0, 30);
 	DT_CHECK_INT_EQ(local.exit_code, 0);
-	char *out = ps_task_read(chief, 0), *ce = ps_task_read(chief, 1), *pe = ps_task_read(ps, 1);
-	double dist = accuracy_of(out), one = accuracy_of(local.out);
+	char *out = task_read(chief, 0), *ce = task_read(chief, 1), *pe = task_read(ps, 1);
+	double dist = cli_accuracy_of(out), one = cli_accuracy_of(local.out);
 	fprintf(stderr, "sync 2 workers (batch 64 each): %.4f; one process (batch 128): %.4f\n", dist, one);
 	DT_CHECK_CONTAINS(out, "at global step 1200");
 	DT_CHECK(one > 0.8);
@@ -137,12 +63,12 @@ DT_TEST_TIMEOUT(sync, a_stopped_backup_worker_does_not_hold_the_steps, 240)
 	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=2000", "--log_every=20",
 				     "--noeval", "--sync", "--replicas_to_aggregate=2", "--sync_timeout=20", NULL };
 	struct cluster c;
-	cluster_make(&c, 2);
-	struct ps_task *ps = start(&c, "ps", 0, args);
-	struct ps_task *w0 = start(&c, "worker", 0, args);
-	struct ps_task *w1 = start(&c, "worker", 1, args);
-	struct ps_task *chief = start(&c, "chief", 0, args);
-	expect_log(&c, w1, "(global ", 120);
+	cluster_init(&c, "chief", 2, 1);
+	struct task *ps = cluster_start_train(&c, "ps", 0, args);
+	struct task *w0 = cluster_start_train(&c, "worker", 0, args);
+	struct task *w1 = cluster_start_train(&c, "worker", 1, args);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	EXPECT_LOG(&c, w1, "(global ", 120);
 	DT_CHECK_INT_EQ(kill(w1->pid, SIGSTOP), 0);
 	/* Let whatever was in flight settle, then watch the step move without it. */
 	usleep(500 * 1000);
@@ -152,16 +78,16 @@ DT_TEST_TIMEOUT(sync, a_stopped_backup_worker_does_not_hold_the_steps, 240)
 	DT_CHECK_INT_EQ(kill(w1->pid, SIGCONT), 0);
 	fprintf(stderr, "global step %ld -> %ld while worker:1 was stopped\n", before, after);
 	if (!(before > 0 && after >= before + 40 && after < 2000)) {
-		ps_tasks_dump(c.tasks, c.n);
-		kill_all(&c);
+		tasks_dump(c.tasks, c.n);
+		cluster_kill_all(&c);
 		dt_test_fail(__FILE__, __LINE__, "the steps did not go on without the stopped backup: %ld -> %ld", before,
 			     after);
 	}
-	expect_exit(&c, chief, 0, TASK_WAIT_S);
-	expect_exit(&c, w0, 0, 30);
-	expect_exit(&c, w1, 0, 30);
-	expect_exit(&c, ps, 0, 30);
-	char *pe = ps_task_read(ps, 1), *we = ps_task_read(w1, 1);
+	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, w0, 0, 30);
+	EXPECT_EXIT(&c, w1, 0, 30);
+	EXPECT_EXIT(&c, ps, 0, 30);
+	char *pe = task_read(ps, 1), *we = task_read(w1, 1);
 	DT_CHECK_CONTAINS(pe, "global step 2000");
 	/* The resumed backup's gradients came too late and were dropped. */
 	const char *d = strstr(pe, "synchronous gradients accumulated, ");
@@ -176,22 +102,22 @@ DT_TEST_TIMEOUT(sync, a_killed_worker_without_backups_times_out_every_task_with_
 	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=1000000",
 				     "--log_every=20", "--noeval", "--hparams=sync=true", "--sync_timeout=4", NULL };
 	struct cluster c;
-	cluster_make(&c, 2);
-	struct ps_task *ps = start(&c, "ps", 0, args);
-	struct ps_task *w0 = start(&c, "worker", 0, args);
-	struct ps_task *w1 = start(&c, "worker", 1, args);
-	struct ps_task *chief = start(&c, "chief", 0, args);
-	expect_log(&c, w1, "(global ", 120);
+	cluster_init(&c, "chief", 2, 1);
+	struct task *ps = cluster_start_train(&c, "ps", 0, args);
+	struct task *w0 = cluster_start_train(&c, "worker", 0, args);
+	struct task *w1 = cluster_start_train(&c, "worker", 1, args);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	EXPECT_LOG(&c, w1, "(global ", 120);
 	int64_t t0 = dt_now_ns();
-	ps_task_kill(w1);
+	task_kill(w1);
 	/* The step times out 4 s after its first gradient; everyone is gone by a bounded time after. */
-	expect_exit(&c, ps, 3, 30);
-	expect_exit(&c, chief, 3, 30);
-	expect_exit(&c, w0, 3, 30);
+	EXPECT_EXIT(&c, ps, 3, 30);
+	EXPECT_EXIT(&c, chief, 3, 30);
+	EXPECT_EXIT(&c, w0, 3, 30);
 	double took = (double)(dt_now_ns() - t0) / 1e9;
 	fprintf(stderr, "every task exited 3 within %.1f s of the kill\n", took);
 	DT_CHECK(took < 20);
-	char *pe = ps_task_read(ps, 1), *ce = ps_task_read(chief, 1), *we = ps_task_read(w0, 1);
+	char *pe = task_read(ps, 1), *ce = task_read(chief, 1), *we = task_read(w0, 1);
 	DT_CHECK_CONTAINS(pe, "error: ps:0: step ");
 	DT_CHECK_CONTAINS(pe, "timed out after 4.0 s with 2 of 3 gradients; missing: worker:1 (silent for ");
 	DT_CHECK_CONTAINS(pe, "disconnected");
@@ -206,7 +132,7 @@ DT_TEST_TIMEOUT(sync, a_killed_worker_without_backups_times_out_every_task_with_
 DT_TEST_TIMEOUT(sync, make_configs_one_master_lines_train_in_graph_and_all_exit_0, 240)
 {
 	int ports[3];
-	ps_free_ports(ports, 3);
+	cli_free_ports(ports, 3);
 	char masters[64], ps[96];
 	snprintf(masters, sizeof(masters), "--masters=127.0.0.1:%d", ports[0]);
 	snprintf(ps, sizeof(ps), "--ps=127.0.0.1:%d,127.0.0.1:%d", ports[1], ports[2]);
@@ -215,42 +141,24 @@ DT_TEST_TIMEOUT(sync, make_configs_one_master_lines_train_in_graph_and_all_exit_
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.out, "Assuming SYNC");
 	struct cluster c;
-	memset(&c, 0, sizeof(c));
-	static char cmds[PS_MAX_TASKS][2048];
-	char *save = NULL;
-	int master = -1;
-	for (char *line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *tab = strchr(line, '\t');
-		if (!tab)
-			continue; /* the "Assuming ..." line */
-		*tab = 0;
-		DT_CHECK(c.n < 3);
-		/* make-configs says --schedule=train (no evaluation); --eval asks for the final one. */
-		snprintf(cmds[c.n], sizeof(cmds[c.n]),
-			 "TF_CONFIG=%s exec '%s' train %s --model=mlp --problem=fashion_mnist --train_steps=1000 "
-			 "--log_every=250 --eval", line, dt_test_dtrain_bin(), tab + 1);
-		if (strstr(line, "\"type\": \"master\""))
-			master = c.n;
-		char name[16];
-		snprintf(name, sizeof(name), "line%d", c.n);
-		ps_task_start(&c.tasks[c.n], name, (const char *[]){ "/bin/sh", "-c", cmds[c.n], NULL }, NULL);
-		c.n++;
-	}
+	/* make-configs says --schedule=train (no evaluation); --eval asks for the final one. */
+	int master = cluster_start_make_configs(&c, r.out, 3, "--model=mlp --problem=fashion_mnist --train_steps=1000 "
+								"--log_every=250 --eval", "master");
 	dt_run_release(&r);
 	DT_CHECK_INT_EQ(c.n, 3);
 	DT_CHECK(master >= 0);
-	expect_exit(&c, &c.tasks[master], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[master], 0, TASK_WAIT_S);
 	for (int i = 0; i < c.n; i++)
-		expect_exit(&c, &c.tasks[i], 0, 30);
-	char *out = ps_task_read(&c.tasks[master], 0), *me = ps_task_read(&c.tasks[master], 1);
+		EXPECT_EXIT(&c, &c.tasks[i], 0, 30);
+	char *out = task_read(&c.tasks[master], 0), *me = task_read(&c.tasks[master], 1);
 	fprintf(stderr, "in-graph: %s", out);
-	DT_CHECK(accuracy_of(out) >= 0.85);
+	DT_CHECK(cli_accuracy_of(out) >= 0.85);
 	DT_CHECK_CONTAINS(me, "2 std server(s) x 1 replica(s), batch 64 each: global batch 128");
 	DT_CHECK_CONTAINS(me, "ended the run on 2 std server(s) at step 1000");
 	for (int i = 0; i < c.n; i++) {
 		if (i == master)
 			continue;
-		char *e = ps_task_read(&c.tasks[i], 1);
+		char *e = task_read(&c.tasks[i], 1);
 		DT_CHECK_CONTAINS(e, "run over: computed 1000 in-graph replica steps");
 		free(e);
 	}
@@ -261,26 +169,16 @@ DT_TEST_TIMEOUT(sync, make_configs_one_master_lines_train_in_graph_and_all_exit_
  * not coming back (or for its idle timeout): it exits 3 at once. */
 DT_TEST_TIMEOUT(sync, std_servers_exit_3_when_the_in_graph_master_dies, 180)
 {
-	int ports[2];
-	ps_free_ports(ports, 2);
-	char spec[256], env_m[400], env_p[400];
-	snprintf(spec, sizeof(spec), "{\"master\": [\"127.0.0.1:%d\"], \"ps\": [\"127.0.0.1:%d\"]}", ports[0], ports[1]);
-	snprintf(env_m, sizeof(env_m), "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"master\", \"index\": 0}}", spec);
-	snprintf(env_p, sizeof(env_p), "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"ps\", \"index\": 0}}", spec);
 	struct cluster c;
-	memset(&c, 0, sizeof(c));
-	ps_task_start(&c.tasks[c.n++], "ps0",
-		      (const char *[]){ "dtrain", "train", "--schedule=run_std_server", "--model=mlp",
-					"--problem=fashion_mnist", NULL },
-		      (const char *[]){ env_p, NULL });
-	ps_task_start(&c.tasks[c.n++], "master0",
-		      (const char *[]){ "dtrain", "train", "--sync", "--model=mlp", "--problem=fashion_mnist",
-					"--train_steps=1000000", "--log_every=20", NULL },
-		      (const char *[]){ env_m, NULL });
-	expect_log(&c, &c.tasks[1], "(global ", 120);
-	ps_task_kill(&c.tasks[1]);
-	expect_exit(&c, &c.tasks[0], 3, 30);
-	char *e = ps_task_read(&c.tasks[0], 1);
+	cluster_init(&c, "master", 0, 1);
+	cluster_start_train(&c, "ps", 0, (const char *[]){ "--schedule=run_std_server", "--model=mlp",
+							   "--problem=fashion_mnist", NULL });
+	cluster_start_train(&c, "master", 0, (const char *[]){ "--sync", "--model=mlp", "--problem=fashion_mnist",
+							       "--train_steps=1000000", "--log_every=20", NULL });
+	EXPECT_LOG(&c, &c.tasks[1], "(global ", 120);
+	task_kill(&c.tasks[1]);
+	EXPECT_EXIT(&c, &c.tasks[0], 3, 30);
+	char *e = task_read(&c.tasks[0], 1);
 	DT_CHECK_CONTAINS(e, "error: the in-graph master was lost after ");
 	DT_CHECK_CONTAINS(e, "master:0 at 127.0.0.1:");
 	free(e);
@@ -289,9 +187,9 @@ DT_TEST_TIMEOUT(sync, std_servers_exit_3_when_the_in_graph_master_dies, 180)
 DT_TEST_TIMEOUT(sync, replicas_to_aggregate_needs_sync_and_enough_trainers, 60)
 {
 	struct cluster c;
-	cluster_make(&c, 1);
+	cluster_init(&c, "chief", 1, 1);
 	char env[1400];
-	snprintf(env, sizeof(env), "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"worker\", \"index\": 0}}", c.spec);
+	cluster_tf_config(&c, "worker", 0, env, sizeof(env));
 	const char *const envs[] = { env, NULL };
 	struct dt_run r;
 	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=mlp", "--problem=synthetic", "--sync",
@@ -321,29 +219,25 @@ DT_TEST_TIMEOUT(sync, through_the_ps_and_in_graph_give_the_same_model, 180)
 	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=200", "--log_every=0",
 				     "--sync", NULL };
 	struct cluster c;
-	cluster_make(&c, 1);
-	struct ps_task *ps = start(&c, "ps", 0, args);
-	struct ps_task *worker = start(&c, "worker", 0, args);
-	struct ps_task *chief = start(&c, "chief", 0, args);
-	expect_exit(&c, chief, 0, TASK_WAIT_S);
-	expect_exit(&c, worker, 0, 30);
-	expect_exit(&c, ps, 0, 30);
+	cluster_init(&c, "chief", 1, 1);
+	struct task *ps = cluster_start_train(&c, "ps", 0, args);
+	struct task *worker = cluster_start_train(&c, "worker", 0, args);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, worker, 0, 30);
+	EXPECT_EXIT(&c, ps, 0, 30);
 
-	int ports[3];
-	ps_free_ports(ports, 3);
 	struct cluster g;
-	memset(&g, 0, sizeof(g));
-	snprintf(g.spec, sizeof(g.spec), "{\"master\": [\"127.0.0.1:%d\"], \"ps\": [\"127.0.0.1:%d\", \"127.0.0.1:%d\"]}",
-		 ports[0], ports[1], ports[2]);
+	cluster_init(&g, "master", 0, 2);
 	const char *const std_args[] = { "--schedule=run_std_server", "--model=mlp", "--problem=fashion_mnist", NULL };
-	struct ps_task *s0 = start(&g, "ps", 0, std_args);
-	struct ps_task *s1 = start(&g, "ps", 1, std_args);
-	struct ps_task *master = start(&g, "master", 0, args);
-	expect_exit(&g, master, 0, TASK_WAIT_S);
-	expect_exit(&g, s0, 0, 30);
-	expect_exit(&g, s1, 0, 30);
+	struct task *s0 = cluster_start_train(&g, "ps", 0, std_args);
+	struct task *s1 = cluster_start_train(&g, "ps", 1, std_args);
+	struct task *master = cluster_start_train(&g, "master", 0, args);
+	EXPECT_EXIT(&g, master, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&g, s0, 0, 30);
+	EXPECT_EXIT(&g, s1, 0, 30);
 
-	char *a = ps_task_read(chief, 0), *b = ps_task_read(master, 0);
+	char *a = task_read(chief, 0), *b = task_read(master, 0);
 	DT_CHECK_CONTAINS(a, "at global step 200: accuracy = ");
 	DT_CHECK_STR_EQ(a, b);
 	free(a), free(b);

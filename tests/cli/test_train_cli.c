@@ -6,7 +6,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "ps_cluster.h"
+#include "cli_util.h"
 #include "dt_test.h"
 
 static void run(struct dt_run *r, const char *const *argv)
@@ -125,7 +125,7 @@ DT_TEST(cli, contradictory_distributed_layouts_are_refused)
 	/* No ps job is all-reduce (tests/cli/test_allreduce_train.c); its
 	 * worker never comes: exit 3 within the connect deadline, naming it. */
 	int ports[2];
-	ps_free_ports(ports, 2);
+	cli_free_ports(ports, 2);
 	char ar_config[256];
 	snprintf(ar_config, sizeof(ar_config),
 		 "TF_CONFIG={\"cluster\": {\"chief\": [\"127.0.0.1:%d\"], \"worker\": [\"127.0.0.1:%d\"]}, "

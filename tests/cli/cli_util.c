@@ -1,0 +1,136 @@
+#include "cli_util.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launch/state.h"
+
+double cli_now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void cli_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+char *cli_read_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	char *buf = calloc(1, 1);
+	DT_CHECK(buf != NULL);
+	size_t len = 0;
+	char chunk[4096];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		char *grown = realloc(buf, len + n + 1);
+		DT_CHECK(grown != NULL);
+		buf = grown;
+		memcpy(buf + len, chunk, n);
+		len += n;
+		buf[len] = 0;
+	}
+	fclose(f);
+	return buf;
+}
+
+void cli_free_ports(int *ports, int n)
+{
+	for (int i = 0; i < n; i++) {
+		for (int attempt = 0;; attempt++) {
+			DT_CHECK(attempt < 100);
+			int fd = socket(AF_INET, SOCK_STREAM, 0);
+			DT_CHECK(fd >= 0);
+			struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
+			a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+			socklen_t len = sizeof(a);
+			int ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+				 getsockname(fd, (struct sockaddr *)&a, &len) == 0;
+			close(fd);
+			if (!ok)
+				continue;
+			int port = ntohs(a.sin_port), dup = 0;
+			for (int j = 0; j < i; j++)
+				dup |= ports[j] == port;
+			if (!dup) {
+				ports[i] = port;
+				break;
+			}
+		}
+	}
+}
+
+double cli_accuracy_of(const char *text)
+{
+	const char *p = text ? strstr(text, "accuracy = ") : NULL;
+	return p ? atof(p + strlen("accuracy = ")) : -1;
+}
+
+void cli_private_home(void)
+{
+	char home[600];
+	dt_test_path(home, sizeof(home), "home");
+	setenv("DTRAIN_HOME", home, 1);
+	unsetenv("TF_CONFIG");
+	unsetenv("SLURM_PROCID");
+	unsetenv("OMPI_COMM_WORLD_RANK");
+}
+
+void cli_write_spec(char *path, size_t cap, const char *name, const char *text)
+{
+	dt_test_path(path, cap, name);
+	dt_test_write_file(path, text, strlen(text));
+}
+
+void cli_run(struct dt_run *r, const char *const *args, double timeout_s)
+{
+	const char *argv[32] = { "dtrain" };
+	int n = 1;
+	for (; args[n - 1] && n < 31; n++)
+		argv[n] = args[n - 1];
+	argv[n] = NULL;
+	dt_test_run(r, argv, NULL, timeout_s);
+	DT_CHECK(!r->timed_out);
+}
+
+int cli_pid_alive(pid_t pid)
+{
+	return dt_proc_start_time(pid) != 0;
+}
+
+int cli_proc_mentions(pid_t pid, const char *text)
+{
+	const char *files[] = { "environ", "cmdline" };
+	enum { CAP = 1 << 16 };
+	char *buf = malloc(CAP);
+	DT_CHECK(buf != NULL);
+	int found = 0;
+	for (int f = 0; f < 2 && !found; f++) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, files[f]);
+		FILE *fp = fopen(path, "rb");
+		if (!fp)
+			continue;
+		size_t n = fread(buf, 1, CAP - 1, fp);
+		fclose(fp);
+		for (size_t i = 0; i < n; i++)
+			if (buf[i] == '\0')
+				buf[i] = '\n';
+		buf[n] = '\0';
+		found = strstr(buf, text) != NULL;
+	}
+	free(buf);
+	return found;
+}

@@ -1,0 +1,56 @@
+/*
+ * cli_util.h — small helpers shared by the CLI tests in tests/cli: the
+ * monotonic clock, whole files read into strings, free loopback ports, the
+ * accuracy a run printed, and what the `dtrain launch` tests set up (a
+ * private $DTRAIN_HOME, spec files, `dtrain <command>` runs).
+ *
+ * Every wait here is bounded; a helper that cannot go on fails the test
+ * (dt_test_fail) instead of returning an error. Strings returned are the
+ * caller's to free(); none of these helpers keeps state between calls.
+ */
+#ifndef DT_TEST_CLI_UTIL_H
+#define DT_TEST_CLI_UTIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "dt_test.h"
+
+/* Seconds on the monotonic clock (for deadlines and durations). */
+double cli_now_s(void);
+/* Sleeps `ms` milliseconds. */
+void cli_sleep_ms(int ms);
+
+/* The whole file at `path`, NUL-terminated, malloc'd (the caller frees);
+ * NULL when it cannot be opened. Works for /proc files (size 0 on stat). */
+char *cli_read_file(const char *path);
+
+/* `n` distinct free loopback ports, each bound with port 0 and released
+ * (at most 100 tries in all per port; the test fails past that). */
+void cli_free_ports(int *ports, int n);
+
+/* The figure after the first "accuracy = " in `text` (an eval line a run
+ * printed); -1 when there is none or `text` is NULL. */
+double cli_accuracy_of(const char *text);
+
+/* ---- `dtrain launch` and the commands around it ---- */
+
+/* Points $DTRAIN_HOME at "<tmpdir>/home" and unsets the cluster variables
+ * the outer environment might set (TF_CONFIG, SLURM_PROCID,
+ * OMPI_COMM_WORLD_RANK). */
+void cli_private_home(void);
+/* Writes `text` to "<tmpdir>/<name>"; its path goes into `path` (cap bytes). */
+void cli_write_spec(char *path, size_t cap, const char *name, const char *text);
+/* Runs `dtrain <args...>` (args NULL-terminated, at most 30) with no extra
+ * environment; fails the test if it runs past timeout_s. Release r with
+ * dt_run_release. */
+void cli_run(struct dt_run *r, const char *const *args, double timeout_s);
+/* True while process `pid` runs and is not a zombie (launch/state.h's
+ * dt_proc_start_time). */
+int cli_pid_alive(pid_t pid);
+
+/* True when /proc/<pid>/environ or /proc/<pid>/cmdline contains `text` (a
+ * test's private directory: the process came from what the test started). */
+int cli_proc_mentions(pid_t pid, const char *text);
+
+#endif
