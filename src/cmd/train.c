@@ -333,8 +333,6 @@ static int run_mode(enum train_mode mode, const struct dt_cluster *cl, const str
 		(long long)cfg->train_steps, mode == MODE_LOCAL ? "" : "global ", cfg->hp.batch_size, cfg->hp.optimizer,
 		cfg->hp.learning_rate, cfg->hp.lr_schedule, (long long)a->seed);
 	int evaluated = cfg->eval_at_end;
-	if ((sync || mode == MODE_ALLREDUCE) && cfg->eval_every > 0)
-		dt_warn("--eval_every is built for asynchronous ps training only: this chief evaluates once, at the end");
 	if (sync) {
 		if ((in_graph ? dt_train_sync_master : dt_train_sync_trainer)(&pc, &res, &sync_stats, &err))
 			return dt_cmd_report(&err);

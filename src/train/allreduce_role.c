@@ -235,6 +235,7 @@ struct run {
 	struct rank_table ranks;
 	int rank, size;
 	int64_t step0;           /* the step training continues after (0, or the restored one) */
+	int64_t eval_every;      /* rank 0's --eval_every, which every rank follows */
 	struct dt_saver saver;   /* rank 0 with an output dir */
 	int saving;
 	struct dt_summary *summary; /* rank 0's TensorBoard scalars (output dir and save_summary_steps) */
@@ -281,7 +282,7 @@ static enum dt_status setup(const struct dt_allreduce_run_config *cfg, struct ru
 	int64_t t0 = dt_now_ns();
 	if ((st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TRAIN, tc->seed, &r->train, err)))
 		return st;
-	if (r->rank == 0 && tc->eval_at_end &&
+	if (((r->rank == 0 && tc->eval_at_end) || tc->eval_every > 0) &&
 	    (st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TEST, tc->seed, &r->test, err)))
 		return st;
 	res->load_seconds = (double)(dt_now_ns() - t0) / 1e9;
@@ -423,7 +424,8 @@ static enum dt_status connect_and_init(const struct dt_allreduce_run_config *cfg
 	dt_info("connected to all %d worker(s)", r->size);
 	float *params = dt_model_params(r->model);
 	const size_t np = dt_model_num_params(r->model);
-	int64_t pos[3] = { 0, 0, 0 }; /* step, pipeline epoch, pipeline offset */
+	/* step, pipeline epoch, pipeline offset, --eval_every */
+	int64_t pos[4] = { 0, 0, 0, r->rank == 0 ? tc->eval_every : 0 };
 	/* Rank 0's restore failing must not leave the others waiting: it says so
 	 * by closing (its error ends the run), they fail naming it. */
 	if (r->rank == 0 && (st = chief_restore(tc, r, pos, err)))
@@ -435,6 +437,13 @@ static enum dt_status connect_and_init(const struct dt_allreduce_run_config *cfg
 				dt_deadline_in(step_s), err))))
 		return dt_err_prefix(err, "cannot receive the initial variables from %s", r->ranks.names[0]);
 	r->step0 = pos[0];
+	r->eval_every = pos[3];
+	if (r->rank > 0 && r->eval_every != tc->eval_every)
+		dt_warn("evaluating every %lld steps as %s does (this task has --eval_every=%lld)",
+			(long long)r->eval_every, r->ranks.names[0], (long long)tc->eval_every);
+	if (r->eval_every > 0 && r->test.count == 0 &&
+	    (st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TEST, tc->seed, &r->test, err)))
+		return st;
 	if (r->rank == 0)
 		dt_info("%s the variables and broadcast them to %d worker(s)", pos[0] ? "restored" : "initialized",
 			r->size - 1);
@@ -548,6 +557,48 @@ struct window {
 	int64_t correct, examples, steps, start_ns;
 };
 
+/*
+ * --eval_every: every rank evaluates its shard of the test split (example i
+ * on rank i % ranks) at the same step, between two steps, and one small
+ * all-reduce sums (loss, correct, examples); rank 0 logs the line local
+ * training and the asynchronous chief print (as Keras's fit with
+ * validation_data under MultiWorkerMirroredStrategy: the evaluation is
+ * distributed like the training). Nobody waits for rank 0 to evaluate
+ * alone: each rank does 1/ranks of the work, and the all-reduce's step_s
+ * deadline only has to cover the ranks' skew, as for a training step. Every
+ * rank follows rank 0's --eval_every (broadcast at the start), so they agree
+ * on the steps.
+ */
+static enum dt_status eval_sharded(const struct dt_allreduce_run_config *cfg, struct run *r, int64_t step,
+				   struct dt_err *err)
+{
+	struct dt_pipeline_config pc = {
+		.data = &r->test, .batch_size = dt_model_max_batch(r->model), .shard_index = r->rank,
+		.shard_count = r->size, .single_pass = 1,
+	};
+	struct dt_pipeline *p;
+	enum dt_status st = dt_pipeline_new(&pc, &p, err);
+	if (st)
+		return dt_err_prefix(err, "cannot evaluate at step %lld", (long long)step);
+	double loss_sum = 0;
+	int64_t correct = 0, n = 0;
+	const struct dt_batch *b;
+	while ((b = dt_pipeline_next(p))) {
+		int c = 0;
+		loss_sum += (double)dt_model_eval_batch(r->model, b->x, b->y, b->size, &c) * b->size;
+		correct += c;
+		n += b->size;
+	}
+	dt_pipeline_free(p);
+	float v[3] = { (float)loss_sum, (float)correct, (float)n }; /* counts <= 2^24 stay exact */
+	if ((st = dt_allreduce_sum_f32(r->comm, v, 3, "eval/sums", dt_deadline_in(or_default(cfg->step_s, 60)), err)))
+		return dt_err_prefix(err, "cannot evaluate at step %lld", (long long)step);
+	if (r->rank == 0)
+		dt_info("eval at step %lld: accuracy %.4f loss %.4f", (long long)step,
+			v[2] > 0 ? (double)v[1] / (double)v[2] : 0, v[2] > 0 ? (double)v[0] / (double)v[2] : 0);
+	return DT_OK;
+}
+
 /* The window's loss and accuracy over every rank (one small all-reduce on
  * log steps, which every rank reaches together), then the progress line. */
 static enum dt_status log_window(const struct dt_allreduce_run_config *cfg, struct run *r, int64_t step, float lr,
@@ -591,7 +642,7 @@ static enum dt_status train_loop(const struct dt_allreduce_run_config *cfg, stru
 		r->ct.started = 1;
 	}
 	struct window w = { .start_ns = dt_now_ns() };
-	int64_t train_start = w.start_ns, after_first = 0, compute_ns = 0, reduce_ns = 0;
+	int64_t train_start = w.start_ns, after_first = 0, compute_ns = 0, reduce_ns = 0, eval_ns = 0;
 	enum dt_status st = DT_OK;
 	const int64_t steps = tc->train_steps - r->step0;
 	/* Fault injection for the test of --check_replicas_every: this task
@@ -643,8 +694,15 @@ static enum dt_status train_loop(const struct dt_allreduce_run_config *cfg, stru
 				return st;
 			w.start_ns += dt_now_ns() - s0;
 		}
+		if (r->eval_every > 0 && step % r->eval_every == 0 && step != tc->train_steps) {
+			int64_t e0 = dt_now_ns();
+			if ((st = eval_sharded(cfg, r, step, err)))
+				return st;
+			eval_ns += dt_now_ns() - e0;
+			w.start_ns += dt_now_ns() - e0;
+		}
 	}
-	int64_t end = dt_now_ns();
+	int64_t end = dt_now_ns() - eval_ns; /* the figures below leave the evaluations out */
 	res->steps = tc->train_steps;
 	if (steps <= 0)
 		return DT_OK;

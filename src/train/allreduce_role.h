@@ -23,12 +23,16 @@
  *     it (their gradients are summed at its end), and likewise with the
  *     debug environment variable DTRAIN_ALLREDUCE_NO_OVERLAP=1 (same buckets,
  *     same order, same bits). As each bucket arrives the main thread
- *     averages it (1 / ranks), adds weight decay and applies the optimizer
- *     to that range while the communication thread reduces the next
+ *     applies the optimizer to the mean of that range (weight decay
+ *     included, dt_optimizer_apply_mean) while the communication thread reduces the next
  *     bucket. Every rank applies the same bits to the same bits, so the
  *     replicas stay bit-identical; check_every > 0 all-reduces a hash of the
  *     variables every N steps and fails (DT_RUNTIME) naming the ranks whose
  *     variables differ from rank 0's;
+ *   - every eval_every steps (rank 0's value, broadcast at the start) each
+ *     rank evaluates its shard of the test split between two steps, one
+ *     small all-reduce sums the figures and rank 0 logs them, so no rank
+ *     waits on a lone evaluator beyond a step's deadline;
  *   - end: a barrier, then rank 0 evaluates on the test split (res->eval at
  *     global step res->steps).
  * A collective that does not complete within step_s, or a peer that dies,

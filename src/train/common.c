@@ -1,9 +1,17 @@
 #include "train/common.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
 #include "data/pipeline.h"
+#include "net/loop.h"
 
 void dt_train_format_eta(double seconds, char *buf, size_t cap)
 {
@@ -55,4 +63,104 @@ enum dt_status dt_train_evaluate(struct dt_model *model, const struct dt_dataset
 	out->accuracy = n ? (double)correct / (double)n : 0;
 	out->loss = n ? loss_sum / (double)n : 0;
 	return DT_OK;
+}
+
+struct dt_train_bg_eval {
+	struct dt_model *model;          /* the evaluation's own: params are the snapshot */
+	const struct dt_dataset *test;
+	struct dt_loop *loop;            /* woken at the end; may be NULL */
+	pthread_t thread;
+	int running;                     /* started, not polled yet */
+	int threaded;                    /* `thread` must be joined */
+	atomic_int finished;
+	int64_t step;
+	double delay_s;                  /* DTRAIN_TEST_EVAL_DELAY_S (tests): a slow evaluation */
+	struct dt_eval_result res;
+	enum dt_status st;
+	struct dt_err err;
+};
+
+static void *bg_eval_main(void *arg)
+{
+	struct dt_train_bg_eval *e = arg;
+	if (e->delay_s > 0)
+		dt_sleep(e->delay_s);
+	e->st = dt_train_evaluate(e->model, e->test, &e->res, &e->err);
+	atomic_store(&e->finished, 1);
+	if (e->loop)
+		dt_loop_wake(e->loop);
+	return NULL;
+}
+
+enum dt_status dt_train_bg_eval_new(const struct dt_hparams *hp, const struct dt_dataset *test, int batch,
+				    struct dt_loop *loop, struct dt_train_bg_eval **out, struct dt_err *err)
+{
+	*out = NULL;
+	struct dt_train_bg_eval *e = dt_xcalloc(1, sizeof(*e));
+	enum dt_status st = dt_model_new(hp, test->height, test->width, test->channels, test->num_classes,
+					 batch > 0 ? batch : 1, &e->model, err);
+	if (st) {
+		free(e);
+		return dt_err_prefix(err, "cannot build the model for --eval_every");
+	}
+	e->test = test;
+	e->loop = loop;
+	/* Fault injection for the tests: an evaluation longer than the peers'
+	 * deadlines must not fail their steps. */
+	const char *delay = getenv("DTRAIN_TEST_EVAL_DELAY_S");
+	e->delay_s = delay ? atof(delay) : 0;
+	*out = e;
+	return DT_OK;
+}
+
+void dt_train_bg_eval_start(struct dt_train_bg_eval *e, const float *params, int64_t step)
+{
+	DT_ASSERT(!e->running);
+	memcpy(dt_model_params(e->model), params, dt_model_num_params(e->model) * sizeof(float));
+	e->step = step;
+	e->err = (struct dt_err)DT_ERR_INIT;
+	e->running = 1;
+	atomic_store(&e->finished, 0);
+	int rc = pthread_create(&e->thread, NULL, bg_eval_main, e);
+	e->threaded = rc == 0;
+	if (rc) { /* slower, never wrong: the peers wait as long as it takes */
+		dt_debug("cannot start the evaluation thread (%s): evaluating inline", strerror(rc));
+		bg_eval_main(e);
+	}
+}
+
+int dt_train_bg_eval_busy(const struct dt_train_bg_eval *e)
+{
+	return e && e->running && !atomic_load(&e->finished);
+}
+
+enum dt_status dt_train_bg_eval_poll(struct dt_train_bg_eval *e, int wait, struct dt_err *err)
+{
+	if (!e || !e->running || (!wait && !atomic_load(&e->finished)))
+		return DT_OK;
+	if (e->threaded) {
+		int rc = pthread_join(e->thread, NULL);
+		DT_ASSERT(rc == 0);
+		e->threaded = 0;
+	}
+	e->running = 0;
+	if (e->st) {
+		if (err) {
+			*err = e->err;
+			dt_err_prefix(err, "cannot evaluate step %lld", (long long)e->step);
+		}
+		return e->st;
+	}
+	dt_info("eval at step %lld: accuracy %.4f loss %.4f", (long long)e->step, e->res.accuracy, e->res.loss);
+	return DT_OK;
+}
+
+void dt_train_bg_eval_free(struct dt_train_bg_eval *e)
+{
+	if (!e)
+		return;
+	if (e->threaded)
+		pthread_join(e->thread, NULL);
+	dt_model_free(e->model);
+	free(e);
 }

@@ -1,5 +1,6 @@
 /*
- * common.h — pieces every training loop shares (local, parameter-server roles).
+ * common.h — pieces every training loop shares (local, parameter-server,
+ * synchronous and all-reduce roles).
  */
 #ifndef DT_TRAIN_COMMON_H
 #define DT_TRAIN_COMMON_H
@@ -13,6 +14,36 @@
 /* Evaluates the model on every example of `ds` once (dropout off). */
 enum dt_status dt_train_evaluate(struct dt_model *model, const struct dt_dataset *ds, struct dt_eval_result *out,
 				 struct dt_err *err) DT_MUST_CHECK;
+
+/*
+ * The chief's evaluation during training (--eval_every) where others wait on
+ * it (synchronous training through the ps, t2t's in-graph master): a copy of
+ * the variables taken between two steps is evaluated on a model of its own,
+ * on a thread of its own, while this thread trains on (and turns its loop),
+ * so no peer's deadline (--sync_timeout at the ps's barrier, heartbeats)
+ * sees the evaluation. When it is done, dt_train_bg_eval_poll logs
+ * "eval at step S: accuracy A loss L", the line local training and the
+ * asynchronous chief print. One evaluation at a time: the caller waits for
+ * the previous one (dt_train_bg_eval_busy) before it starts the next.
+ */
+struct dt_loop;
+struct dt_train_bg_eval;
+
+/* A model like the trainer's (hp, the test split's shapes, `batch`) for
+ * evaluating `test` (borrowed; must outlive it). `loop` (may be NULL) is
+ * woken when an evaluation ends. *out: dt_train_bg_eval_free. */
+enum dt_status dt_train_bg_eval_new(const struct dt_hparams *hp, const struct dt_dataset *test, int batch,
+				    struct dt_loop *loop, struct dt_train_bg_eval **out, struct dt_err *err) DT_MUST_CHECK;
+/* Copies `params` (the trainer model's, num_params) and evaluates them as
+ * those of global step `step`. Must not be busy or hold an unpolled result. */
+void dt_train_bg_eval_start(struct dt_train_bg_eval *e, const float *params, int64_t step);
+/* Started and not finished yet. NULL e: 0. */
+int dt_train_bg_eval_busy(const struct dt_train_bg_eval *e);
+/* A finished evaluation (or, with `wait`, a running one once it finishes):
+ * logs it and returns its status; DT_OK when there is none. NULL e: DT_OK. */
+enum dt_status dt_train_bg_eval_poll(struct dt_train_bg_eval *e, int wait, struct dt_err *err) DT_MUST_CHECK;
+/* Waits for a running evaluation (its result is dropped); accepts NULL. */
+void dt_train_bg_eval_free(struct dt_train_bg_eval *e);
 
 /* Adds weight_decay * p to the gradient of every kernel (L2 regularization). */
 void dt_train_add_weight_decay(struct dt_model *m, float wd);

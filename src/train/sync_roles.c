@@ -50,6 +50,35 @@ static double sync_timeout(const struct dt_ps_run_config *cfg)
 	return dt__or_default(cfg->sync_timeout_s, DT_SYNC_TIMEOUT_DEFAULT_S);
 }
 
+/*
+ * --eval_every on the chief or the master: when the global step crosses a
+ * multiple of N (and is not the last, evaluated at the end anyway), the
+ * variables it just got are evaluated on a thread of their own while it
+ * trains on (train/common.h), so the others never wait for it at the
+ * barrier (--sync_timeout) or the std servers for their next step. It waits
+ * only when the previous evaluation has not finished by the next one, turning
+ * its loop (heartbeats) meanwhile; then --sync_timeout must cover the rest of
+ * that evaluation, as it covers a slow step.
+ */
+static enum dt_status eval_during_training(const struct dt_train_config *tc, struct dt_train_bg_eval *ev,
+					   struct dt_loop *loop, const float *params, int64_t *evaluated_at,
+					   int64_t gstep, struct dt_err *err)
+{
+	enum dt_status st = dt_train_bg_eval_poll(ev, 0, err);
+	if (st || !ev || gstep >= tc->train_steps || gstep / tc->eval_every <= *evaluated_at / tc->eval_every)
+		return st;
+	if (dt_train_bg_eval_busy(ev))
+		dt_debug("step %lld: waiting for the evaluation before the next one (--eval_every=%lld)",
+			 (long long)gstep, (long long)tc->eval_every);
+	while (!st && dt_train_bg_eval_busy(ev))
+		st = dt_loop_run_once(loop, dt_deadline_in(1.0), err);
+	if (st || (st = dt_train_bg_eval_poll(ev, 1, err)))
+		return st;
+	dt_train_bg_eval_start(ev, params, gstep);
+	*evaluated_at = gstep;
+	return DT_OK;
+}
+
 /* ---- layout 1: through the parameter servers ---- */
 
 enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct dt_train_result *res,
@@ -68,12 +97,16 @@ enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct 
 	struct dt_pipeline *pipe = NULL;
 	struct dt_ps_chief ch;
 	memset(&ch, 0, sizeof(ch));
+	struct dt_train_bg_eval *ev = NULL;
 	const int chief = cl->is_chief, trainer = cl->trainer_index, trainers = cl->num_worker_replicas;
 	const int aggregate = cfg->replicas_to_aggregate > 0 ? cfg->replicas_to_aggregate : trainers;
 	stats->replicas_to_aggregate = aggregate;
 	stats->total_replicas = trainers;
 	int64_t t0 = dt_now_ns();
-	if ((st = dt__role_setup(cfg, 1, chief && tc->eval_at_end, tc->hp.batch_size, &r, err)))
+	if ((st = dt__role_setup(cfg, 1, chief && (tc->eval_at_end || tc->eval_every > 0), tc->hp.batch_size, &r, err)))
+		goto out;
+	if (chief && tc->eval_every > 0 &&
+	    (st = dt_train_bg_eval_new(&tc->hp, &r.test, tc->hp.batch_size, r.loop, &ev, err)))
 		goto out;
 	res->load_seconds = (double)(dt_now_ns() - t0) / 1e9;
 	res->num_params = (int64_t)dt_model_num_params(r.model);
@@ -148,7 +181,7 @@ enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct 
 	dt_rng_derive(&dropout_rng, tc->seed, "dropout", (uint64_t)trainer);
 	const float wd = (float)tc->hp.weight_decay;
 	int64_t step = sr.min_step, gstep = sr.global_step, local_steps = 0;
-	int64_t first_step = step;
+	int64_t first_step = step, evaluated_at = gstep;
 	uint64_t barrier_ns = 0;
 	struct window w = { .start_ns = dt_now_ns() };
 	int64_t train_start = w.start_ns;
@@ -191,6 +224,8 @@ enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct 
 		w.steps++;
 		if (tc->log_every > 0 && (local_steps % tc->log_every == 0))
 			log_progress(tc, &w, local_steps, gstep, lr, train_start, (double)barrier_ns / 1e9, res);
+		if ((st = eval_during_training(tc, ev, r.loop, dt_model_params(r.model), &evaluated_at, gstep, err)))
+			goto out;
 	}
 	res->train_seconds = (double)(dt_now_ns() - train_start) / 1e9;
 	if (local_steps > 0 && res->train_seconds > 0)
@@ -210,10 +245,12 @@ enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct 
 			(long long)gstep);
 		dt_ps_client_free(c);
 		c = NULL;
-		if (tc->eval_at_end && (st = dt_train_evaluate(r.model, &r.test, &res->eval, err)))
+		if ((st = dt_train_bg_eval_poll(ev, 1, err)) || /* one still running: nobody waits on it now */
+		    (tc->eval_at_end && (st = dt_train_evaluate(r.model, &r.test, &res->eval, err))))
 			goto out;
 	}
 out:
+	dt_train_bg_eval_free(ev);
 	dt_ps_chief_release(&ch);
 	dt_ps_client_free(c);
 	dt_pipeline_free(pipe);
@@ -458,8 +495,11 @@ enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct d
 	struct dt_optimizer opt;
 	memset(&opt, 0, sizeof(opt));
 	float *grad_sum = NULL;
+	struct dt_train_bg_eval *ev = NULL;
 	int64_t t0 = dt_now_ns();
 	if ((st = dt__role_setup(cfg, 0, 1, tc->hp.batch_size, &r, err)))
+		goto out;
+	if (tc->eval_every > 0 && (st = dt_train_bg_eval_new(&tc->hp, &r.test, tc->hp.batch_size, r.loop, &ev, err)))
 		goto out;
 	res->load_seconds = (double)(dt_now_ns() - t0) / 1e9;
 	const size_t n = dt_model_num_params(r.model);
@@ -506,6 +546,7 @@ enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct d
 	if ((st = master_restore(tc, &k, r.model, &opt, total * tc->hp.batch_size, &step, err)))
 		goto out;
 	const int64_t first_step = step;
+	int64_t evaluated_at = step;
 	grad_sum = grads;
 	const float wd = (float)tc->hp.weight_decay;
 	struct window w = { .start_ns = dt_now_ns() };
@@ -561,6 +602,8 @@ enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct d
 		}
 		if (tc->log_every > 0 && ((step + 1) % tc->log_every == 0))
 			log_progress(tc, &w, step + 1 - first_step, step + 1, lr, train_start, (double)wait_ns / 1e9, res);
+		if ((st = eval_during_training(tc, ev, r.loop, params, &evaluated_at, step + 1, err)))
+			goto out;
 	}
 	res->train_seconds = (double)(dt_now_ns() - train_start) / 1e9;
 	if (step > first_step && res->train_seconds > 0)
@@ -573,9 +616,10 @@ enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct d
 	dt_info("ended the run on %d std server(s) at step %lld", m.ntasks, (long long)step);
 	master_release(&m);
 	memset(&m, 0, sizeof(m));
-	if (tc->eval_at_end)
+	if (!(st = dt_train_bg_eval_poll(ev, 1, err)) && tc->eval_at_end)
 		st = dt_train_evaluate(r.model, &r.test, &res->eval, err);
 out:
+	dt_train_bg_eval_free(ev);
 	master_release(&m);
 	master_ckpt_release(&k);
 	dt_optimizer_release(&opt);

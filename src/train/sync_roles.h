@@ -24,6 +24,10 @@
  *    its CPU threads. The master computes nothing (t2t: --worker_gpu=0 in
  *    this layout; another value is ignored with a warning).
  *
+ * With eval_every, the chief (or master) evaluates a copy of the variables
+ * on a thread of its own while it trains on (train/common.h,
+ * dt_train_bg_eval_*), so the barrier never waits on an evaluation.
+ *
  * Every wait has a deadline: a missing trainer fails the step on the ps
  * after --sync_timeout (exit 3 everywhere, naming it); a dead replica or
  * master ends the in-graph run with exit 3.
