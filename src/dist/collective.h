@@ -75,10 +75,13 @@ struct dt_comm;
 /* All-reduces with bytes x (n - 1) up to this gather whole buffers instead of
  * running reduce-scatter + all-gather (fewer hops, more bytes). */
 #define DT_COMM_DIRECT_BYTES (64u << 10)
-/* Segments at least this large go by reference on a same-host link (COLL_REF)
- * rather than through the socket: below it a system call and the DONE
- * round-trip cost more than the copy they save. */
-#define DT_COMM_CMA_MIN_BYTES (32u << 10)
+/* Collectives of at least this many bytes send their segments by reference
+ * on a same-host link (COLL_REF) rather than through the socket. Below it,
+ * on an idle host, TCP's streaming (the receiver reduces while bytes still
+ * arrive) beats a read per segment plus the COLL_DONE hop: the two cross
+ * near 1 MB for 2 ranks (docs/BENCHMARKS.md); from 512 KiB the saved copy
+ * pays off in training, where the other cores are busy computing. */
+#define DT_COMM_CMA_MIN_BYTES (512u << 10)
 /* Longest collective name carried on the wire (longer names are truncated). */
 #define DT_COMM_NAME_MAX 128
 #define DT_COMM_ADDR_MAX 280
@@ -113,7 +116,7 @@ struct dt_comm_config {
 	 * copy, no kernel socket buffers) when the kernel lets them; see
 	 * "Same-host links" in docs/COLLECTIVES.md. */
 	int no_cma;                       /* nonzero: every byte over TCP (also DTRAIN_COLLECTIVE_CMA=0) */
-	size_t cma_min_bytes;             /* 0: DT_COMM_CMA_MIN_BYTES; smaller segments go over TCP */
+	size_t cma_min_bytes;             /* 0: DT_COMM_CMA_MIN_BYTES; smaller collectives go over TCP */
 };
 
 /* Rendezvous: listens, connects to the right neighbour (retrying with backoff)

@@ -57,7 +57,7 @@ struct dt_comm {
 	/* Same-host links (comm.c negotiates them; ring.c uses them). */
 	int cma_send;         /* the right neighbour reads our segments: send COLL_REF for large ones */
 	int cma_left_pid;     /* the left neighbour's pid, whose COLL_REFs we read; 0: none */
-	size_t cma_min_bytes; /* segments this size or larger go by reference */
+	size_t cma_min_bytes; /* collectives this size or larger send their segments by reference */
 	uint8_t cma_token[DT_COLL_TOKEN_BYTES]; /* what the right neighbour's probe must find here */
 	uint8_t *cma_stage;   /* reduce items are read here a piece at a time, then added */
 	size_t cma_stage_cap;

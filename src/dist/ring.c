@@ -68,6 +68,7 @@ struct run {
 	int64_t last_in;
 
 	/* same-host links: segments sent and received by reference */
+	int use_refs;  /* this collective sends its segments as COLL_REF */
 	int refs_out;  /* we sent a COLL_REF: wait for the right's COLL_DONE before returning */
 	int done_in;   /* the right's COLL_DONE arrived */
 	long refs_in;  /* COLL_REFs read from the left: it waits for our COLL_DONE */
@@ -168,7 +169,7 @@ static int send_ready(const struct run *r, long k)
 /* Send item k goes by reference (COLL_REF) rather than as bytes. */
 static int by_ref(const struct run *r, long k)
 {
-	return k >= 0 && r->c->cma_send && r->si[k].len >= r->c->cma_min_bytes;
+	return k >= 0 && r->use_refs;
 }
 
 static size_t frame_size(const struct run *r, long k)
@@ -760,6 +761,8 @@ static enum dt_status begin(struct run *r, struct dt_comm *c, unsigned kind, uns
 	dt_frame_header_pack(&h, r->start_frame);
 	r->start_len = DT_FRAME_HEADER_SIZE + len;
 	r->s_idx = -1;
+	uint64_t bytes = kind == DT_COLL_ALLREDUCE ? count * 4 : kind == DT_COLL_BROADCAST ? count : 0;
+	r->use_refs = c->cma_send && bytes > 0 && bytes >= c->cma_min_bytes;
 	r->blamed = left_of(c);
 	r->blamed_since = r->t0;
 	r->last_in = r->last_out = r->t0;

@@ -629,14 +629,15 @@ static const char *proc_message(int rank)
 	return buf[rank];
 }
 
-/* Three processes on one host: each reads its left neighbour's 133 KB
- * chunks straight from that process's memory, where the kernel allows it. */
+/* Three processes on one host: each reads its left neighbour's 400 KB
+ * chunks (1.2 MB all-reduces, above the 512 KiB threshold) straight from
+ * that process's memory, where the kernel allows it. */
 static enum dt_status three_rounds(struct dt_comm *comm, int rank, struct dt_err *err)
 {
 	if (kernel_allows_cma() && !dt_comm_reads_left_memory(comm))
 		return dt_err_set(err, DT_INTERNAL, "rank %d reads its left neighbour over TCP, though the kernel allows "
 						    "process_vm_readv", rank);
-	size_t count = 100003;
+	size_t count = 300007;
 	float *buf = dt_xmallocarray(count, sizeof(float));
 	enum dt_status st = DT_OK;
 	for (int round = 0; round < 3 && !st; round++) {
@@ -667,9 +668,11 @@ DT_TEST(dist_collective, three_processes_allreduce)
 
 #define FAULT_DEADLINE_S 2.0
 
+/* 800 KB all-reduces: on one host their segments go by reference, so a
+ * killed or stopped rank is also a rank whose memory stops being readable. */
 static enum dt_status until_failure(struct dt_comm *comm, int rank, struct dt_err *err)
 {
-	size_t count = 50000;
+	size_t count = 200000;
 	float *buf = dt_xcalloc(count, sizeof(float));
 	enum dt_status st = DT_OK;
 	int64_t end = dt_deadline_in(30);
