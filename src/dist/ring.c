@@ -99,6 +99,36 @@ static void send_abort(int fd, uint64_t seq, enum dt_status st, const char *text
 	shutdown(fd, SHUT_WR);
 }
 
+/* How long a failing rank keeps its buffer for a right neighbour that may
+ * still be reading segments it referenced (see release_reader). */
+#define RELEASE_WAIT_NS (DT_NSEC_PER_SEC / 2)
+
+/* A failing rank that sent COLL_REFs not yet confirmed must not return (and
+ * let its caller free or change the buffer) while the right neighbour may
+ * still read it: wait, briefly, until the right neighbour has read them all
+ * (COLL_DONE), gave up (COLL_ABORT, normally answering ours) or closed.
+ * Should it be stopped past the wait, it still finds our COLL_ABORT before
+ * it could call its collective done (pending_abort), so it never succeeds
+ * with what it read after we left. */
+static void release_reader(struct run *r)
+{
+	struct dt_comm *c = r->c;
+	int64_t end = dt_now_ns() + RELEASE_WAIT_NS;
+	/* Whatever comes back now is the neighbour's answer: a COLL_DONE, a
+	 * COLL_ABORT, or the end of the stream. */
+	while (!c->right_eof && c->back_len < DT_FRAME_HEADER_SIZE) {
+		int ms = dt_deadline_ms_left(end);
+		struct pollfd p = { c->right_fd, POLLIN, 0 };
+		if (ms <= 0 || poll(&p, 1, ms) <= 0)
+			return;
+		ssize_t n = recv(c->right_fd, c->back + c->back_len, sizeof(c->back) - c->back_len, MSG_DONTWAIT);
+		if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR)))
+			return;
+		if (n > 0)
+			c->back_len += (size_t)n;
+	}
+}
+
 /* Marks the comm broken, tells both neighbours (`reason`: the root cause to
  * forward; NULL: this error's own message), returns st. */
 static enum dt_status fail_with(struct run *r, struct dt_err *err, const char *reason)
@@ -114,6 +144,8 @@ static enum dt_status fail_with(struct run *r, struct dt_err *err, const char *r
 	else
 		shutdown(c->right_fd, SHUT_WR);
 	send_abort(c->left_fd, r->me.seq, c->failure.status, text);
+	if (r->refs_out && !r->done_in)
+		release_reader(r);
 	return c->failure.status;
 }
 
@@ -555,6 +587,35 @@ static enum dt_status read_back(struct run *r, struct dt_err *err)
 	}
 }
 
+/* After the last segment read by reference, before calling the collective
+ * done: a COLL_ABORT (or a close) already queued behind it means the left
+ * neighbour failed and may have left the collective while we read, so what
+ * we read cannot be trusted (release_reader). The abort was sent before the
+ * neighbour returned, so on a same-host link it is here by now. */
+static enum dt_status pending_abort(struct run *r, struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	const char *from = c->labels[left_of(c)];
+	if (c->stage_cap > c->stage_len) {
+		ssize_t n = recv(c->left_fd, c->stage + c->stage_len, c->stage_cap - c->stage_len, MSG_DONTWAIT);
+		if (n > 0)
+			c->stage_len += (size_t)n;
+		else if (n == 0)
+			return fail(r, err, DT_PEER, "%s closed the connection at the end of %s", from, r->what);
+	}
+	size_t avail = c->stage_len - c->stage_pos;
+	if (avail < DT_FRAME_HEADER_SIZE)
+		return DT_OK;
+	struct dt_frame_header h;
+	const uint8_t *p = c->stage + c->stage_pos;
+	if (dt_coll_header_parse(p, &h, NULL) || h.type != DT_MSG_COLL_ABORT)
+		return DT_OK; /* the next collective's frames, or garbage it will report */
+	if (avail < DT_FRAME_HEADER_SIZE + h.length)
+		return fail(r, err, DT_PEER, "%s gave up %s", from, r->what);
+	c->stage_pos += DT_FRAME_HEADER_SIZE + (size_t)h.length;
+	return on_abort(r, from, p + DT_FRAME_HEADER_SIZE, (size_t)h.length, err);
+}
+
 /* Everything the left sent by reference has been read: tell it, so it may
  * return and let its caller change those bytes. */
 static enum dt_status send_done(struct run *r, struct dt_err *err)
@@ -652,7 +713,7 @@ static enum dt_status run_plan(struct run *r, struct dt_err *err)
 				return c->failure.status;
 			moved |= k;
 		}
-		if (r->refs_in && !r->done_sent && recv_done(r) && send_done(r, err))
+		if (r->refs_in && !r->done_sent && recv_done(r) && (pending_abort(r, err) || send_done(r, err)))
 			return c->failure.status;
 		if (r->s_idx >= r->ns && recv_done(r) && (!r->refs_out || r->done_in)) {
 			if (!r->ctrl_sent) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -770,6 +771,49 @@ static void decline_same_host_reads(int out, int in)
 	expect_frame(in, DT_MSG_COLL_PEER);
 }
 
+/* The bytes a fake rank 0 offers rank 1 to read (the same process). */
+static uint8_t offered_token[DT_COLL_TOKEN_BYTES] = "dtrain test tok";
+static float offered_segment[100];
+
+/* As decline_same_host_reads, but rank 0 offers its memory the way
+ * comm_cma.c does, so rank 1 accepts COLL_REFs from it. Returns rank 1's
+ * answer (0: it will read). */
+static uint32_t offer_same_host_reads(int out, int in)
+{
+	uint8_t no_reader[DT_COLL_PEER_BYTES] = { 0 }, offer[DT_COLL_PEER_BYTES], no[DT_COLL_PEER_OK_BYTES];
+	struct dt_coll_peer me = { .pid = (uint32_t)getpid(), .token_address = (uint64_t)(uintptr_t)offered_token };
+	struct stat st;
+	DT_CHECK(stat("/proc/self/ns/pid", &st) == 0);
+	me.pid_ns = (uint64_t)st.st_ino;
+	char text[64] = "";
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	DT_CHECK(f && fgets(text, sizeof(text), f));
+	fclose(f);
+	for (int i = 0, n = 0; text[i] && text[i] != '\n' && n < 32; i++) {
+		if (text[i] == '-')
+			continue;
+		int v = text[i] <= '9' ? text[i] - '0' : text[i] - 'a' + 10;
+		me.boot_id[n / 2] = (uint8_t)(n % 2 ? me.boot_id[n / 2] | v : v << 4);
+		n++;
+	}
+	memcpy(me.token, offered_token, sizeof(me.token));
+	dt_coll_peer_encode(&me, offer);
+	dt_put_u32le(no, ENOTSUP);
+	send_frame(in, DT_MSG_COLL_PEER, 0, no_reader, sizeof(no_reader)); /* we will not read rank 1 */
+	send_frame(out, DT_MSG_COLL_PEER, 0, offer, sizeof(offer));        /* but rank 1 may read us */
+	send_frame(in, DT_MSG_COLL_PEER_OK, 0, no, sizeof(no));
+	expect_frame(out, DT_MSG_COLL_PEER);
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_frame_decoder d;
+	dt_frame_decoder_init(&d, 1u << 20);
+	DT_CHECK_OK(dt_frame_recv_fd(out, &d, dt_deadline_in(10), "rank 1", &err), &err);
+	DT_CHECK_INT_EQ(d.header.type, DT_MSG_COLL_PEER_OK);
+	uint32_t answer = dt_get_u32le(dt_frame_decoder_payload(&d));
+	dt_frame_decoder_release(&d);
+	expect_frame(in, DT_MSG_COLL_PEER);
+	return answer;
+}
+
 /* Plays rank 0 of a 2-rank ring by hand against a real rank 1, completes the
  * same-host exchange and the rendezvous barrier correctly, then sends `bad` (a case number) during the
  * allreduce and checks how rank 1 fails. */
@@ -800,7 +844,16 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 	DT_CHECK_OK(dt_handshake_server(in, &me, "worker:1", dt_deadline_in(10), &remote, &err), &err);
 	dt_hello_release(&remote);
 	dt_hello_release(&me);
-	decline_same_host_reads(out, in);
+	if (bad == 5) {
+		if (offer_same_host_reads(out, in) != 0) {
+			dt_sock_close(out);
+			dt_sock_close(in);
+			pthread_join(th, NULL);
+			return; /* the kernel forbids process_vm_readv here (kernel_allows_cma skips below) */
+		}
+	} else {
+		decline_same_host_reads(out, in);
+	}
 	/* the rendezvous barrier (#0): a gather of one float */
 	float zero = 0;
 	send_start(out, 0, DT_COLL_BARRIER, 0, 0, "dtrain/rendezvous");
@@ -841,6 +894,17 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 		send_frame(out, DT_MSG_COLL_REF, 1, ref, sizeof(ref));
 		break;
 	}
+	case 5: { /* a segment by reference, then the sender gives up: what rank 1
+		   * read may have changed under it, so it must fail, not succeed */
+		uint8_t ref[DT_COLL_REF_BYTES], why[128];
+		dt_coll_ref_encode(&(struct dt_coll_ref){ (uint64_t)(uintptr_t)offered_segment, sizeof(offered_segment) },
+				   ref);
+		send_start(out, 1, DT_COLL_ALLREDUCE, DT_WIRE_F32, 100, "grads");
+		send_frame(out, DT_MSG_COLL_REF, 1, ref, sizeof(ref));
+		size_t len = dt_reason_encode(dt_wire_error_from_status(DT_PEER), "worker:7 vanished", why, sizeof(why));
+		send_frame(out, DT_MSG_COLL_ABORT, 1, why, len);
+		break;
+	}
 	default: /* a message type that has no business on a ring */
 		send_frame(out, DT_MSG_PS_PUSH, 1, data, 8);
 	}
@@ -852,6 +916,13 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 	DT_CHECK_CONTAINS(g.err[1].msg, want_msg);
 }
 
+DT_TEST(dist_collective, a_reader_does_not_succeed_when_the_referencing_sender_gave_up)
+{
+	if (!kernel_allows_cma())
+		DT_SKIP("this kernel forbids process_vm_readv: no link reads memory");
+	bad_neighbour(5, DT_PEER, "worker:7 vanished");
+}
+
 DT_TEST(dist_collective, misbehaving_neighbour_fails_the_collective_cleanly)
 {
 	bad_neighbour(0, DT_PROTOCOL, "bad magic");
@@ -859,5 +930,5 @@ DT_TEST(dist_collective, misbehaving_neighbour_fails_the_collective_cleanly)
 	bad_neighbour(2, DT_PROTOCOL, "another size");
 	bad_neighbour(3, DT_PEER, "closed the connection");
 	bad_neighbour(4, DT_PROTOCOL, "set up to carry bytes");
-	bad_neighbour(5, DT_PROTOCOL, "ps_push");
+	bad_neighbour(6, DT_PROTOCOL, "ps_push");
 }
