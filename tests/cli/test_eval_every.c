@@ -77,8 +77,8 @@ DT_TEST_TIMEOUT(eval_every, allreduce_chief_evaluates_every_n_steps, 180)
 	free(out0), free(err0), free(err1), free(sout);
 }
 
-/* Synchronous training through one ps with a chief and a worker (the
- * brief's "1 ps, 2 workers"): evaluation lines at steps 20 and 40, none on
+/* Synchronous training through one ps with a chief and a worker (two
+ * trainers): evaluation lines at steps 20 and 40, none on
  * the worker, every task exits 0. */
 DT_TEST_TIMEOUT(eval_every, sync_chief_evaluates_every_n_steps, 180)
 {

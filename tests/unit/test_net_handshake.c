@@ -279,7 +279,9 @@ DT_TEST(net_handshake, a_server_that_never_answers_fails_the_client_by_its_deadl
 	DT_CHECK_INT_EQ(dt_handshake_client(fd, &me, "ps:0 at here", "ps", 0, dt_deadline_in(0.3), &remote, &err), DT_TIMEOUT);
 	double waited = (double)(dt_now_ns() - t0) / 1e9;
 	DT_CHECK(waited >= 0.29 && waited < 2.0);
-	DT_CHECK_STR_EQ(err.msg, "handshake: deadline exceeded after 0.3 s waiting for a frame from ps:0 at here");
+	/* The figure is the time measured, 0.3 s or a little more on a loaded machine. */
+	DT_CHECK(strncmp(err.msg, "handshake: deadline exceeded after 0.", 37) == 0);
+	DT_CHECK_CONTAINS(err.msg, " s waiting for a frame from ps:0 at here");
 	dt_hello_release(&me);
 	close(fd);
 	close(lfd);
