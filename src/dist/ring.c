@@ -15,16 +15,16 @@
  * says where it is in the sender's memory and the receiver reads it with
  * process_vm_readv, adding what it read piece by piece; the sender returns
  * only after the receiver's COLL_DONE, so its caller cannot change the bytes
- * under the reader. The order of the plan keeps them stable until then: a
- * rank overwrites a segment it sent only with a result that the reader of
- * that segment helped to compute.
+ * under the reader (the reading side is ring_ref.c). The order of the plan
+ * keeps them stable until then: a rank overwrites a segment it sent only
+ * with a result that the reader of that segment helped to compute.
  * One loop (run_plan) moves both directions with nonblocking sendmsg/recv and
  * waits in poll() for whichever side can move, so neither direction can stall
  * the other (NCCL's ncclSocketSendRecv). Received bytes land in the comm's
  * stage buffer and are reduced or copied into place as they arrive, whole
  * floats at a time, so reduction overlaps the transfer of the next bytes.
  */
-#include "dist/comm_internal.h"
+#include "dist/ring_run.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -42,46 +42,7 @@
 /* Largest START, STALL or ABORT payload accepted (all fit in the stage whole). */
 #define DT_COLL_CONTROL_MAX 2048u
 
-struct run {
-	struct dt_comm *c;
-	struct dt_coll_start me;
-	char what[DT_COLL_NAME_WIRE_MAX + 96]; /* "allreduce 'g' (#3, 1000 float32)" */
-	uint8_t *buf;
-	int64_t t0, deadline;
 
-	/* send side: frame -1 is COLL_START, then send items 0..ns-1 */
-	uint8_t start_frame[DT_FRAME_HEADER_SIZE + DT_COLL_START_FIXED + DT_COLL_NAME_WIRE_MAX];
-	size_t start_len;
-	const struct dt__coll_item *si;
-	long ns, s_idx;
-	size_t s_done; /* bytes of frame s_idx already sent (header included) */
-	uint8_t ctrl[DT_FRAME_HEADER_SIZE + DT_COLL_STALL_BYTES];
-	size_t ctrl_len, ctrl_sent;
-	int64_t last_out;
-
-	/* receive side */
-	int got_start;
-	const struct dt__coll_item *ri;
-	long nr, r_idx;
-	int in_frame;
-	size_t r_applied;
-	int64_t last_in;
-
-	/* same-host links: segments sent and received by reference */
-	int use_refs;  /* this collective sends its segments as COLL_REF */
-	int refs_out;  /* we sent a COLL_REF: wait for the right's COLL_DONE before returning */
-	int done_in;   /* the right's COLL_DONE arrived */
-	long refs_in;  /* COLL_REFs read from the left: it waits for our COLL_DONE */
-	int done_sent;
-
-	/* stall inspector */
-	int64_t stall_every, next_stall;
-	int blamed;          /* the rank this one found missing */
-	int64_t blamed_since; /* nothing from it since then */
-};
-
-static int left_of(const struct dt_comm *c) { return (c->rank - 1 + c->n) % c->n; }
-static int right_of(const struct dt_comm *c) { return (c->rank + 1) % c->n; }
 
 /* ---- failure ---- */
 
@@ -99,39 +60,9 @@ static void send_abort(int fd, uint64_t seq, enum dt_status st, const char *text
 	shutdown(fd, SHUT_WR);
 }
 
-/* How long a failing rank keeps its buffer for a right neighbour that may
- * still be reading segments it referenced (see release_reader). */
-#define RELEASE_WAIT_NS (DT_NSEC_PER_SEC / 2)
-
-/* A failing rank that sent COLL_REFs not yet confirmed must not return (and
- * let its caller free or change the buffer) while the right neighbour may
- * still read it: wait, briefly, until the right neighbour has read them all
- * (COLL_DONE), gave up (COLL_ABORT, normally answering ours) or closed.
- * Should it be stopped past the wait, it still finds our COLL_ABORT before
- * it could call its collective done (pending_abort), so it never succeeds
- * with what it read after we left. */
-static void release_reader(struct run *r)
-{
-	struct dt_comm *c = r->c;
-	int64_t end = dt_now_ns() + RELEASE_WAIT_NS;
-	/* Whatever comes back now is the neighbour's answer: a COLL_DONE, a
-	 * COLL_ABORT, or the end of the stream. */
-	while (!c->right_eof && c->back_len < DT_FRAME_HEADER_SIZE) {
-		int ms = dt_deadline_ms_left(end);
-		struct pollfd p = { c->right_fd, POLLIN, 0 };
-		if (ms <= 0 || poll(&p, 1, ms) <= 0)
-			return;
-		ssize_t n = recv(c->right_fd, c->back + c->back_len, sizeof(c->back) - c->back_len, MSG_DONTWAIT);
-		if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR)))
-			return;
-		if (n > 0)
-			c->back_len += (size_t)n;
-	}
-}
-
 /* Marks the comm broken, tells both neighbours (`reason`: the root cause to
  * forward; NULL: this error's own message), returns st. */
-static enum dt_status fail_with(struct run *r, struct dt_err *err, const char *reason)
+static enum dt_status fail_with(struct dt__ring_run *r, struct dt_err *err, const char *reason)
 {
 	struct dt_comm *c = r->c;
 	c->broken = 1;
@@ -145,14 +76,12 @@ static enum dt_status fail_with(struct run *r, struct dt_err *err, const char *r
 		shutdown(c->right_fd, SHUT_WR);
 	send_abort(c->left_fd, r->me.seq, c->failure.status, text);
 	if (r->refs_out && !r->done_in)
-		release_reader(r);
+		dt__ring_release_reader(r);
 	return c->failure.status;
 }
 
-__attribute__((format(printf, 4, 5))) static enum dt_status fail(struct run *r, struct dt_err *err,
-								  enum dt_status st, const char *fmt, ...)
-{
-	struct dt_err *e = &r->c->failure;
+enum dt_status dt__ring_fail(struct dt__ring_run *r, struct dt_err *err, enum dt_status st, const char *fmt,
+			     ...) { struct dt_err *e = &r->c->failure;
 	va_list ap;
 	va_start(ap, fmt);
 	char msg[DT_ERR_MSG_MAX];
@@ -172,7 +101,7 @@ __attribute__((format(printf, 4, 5))) static enum dt_status fail(struct run *r, 
  * 8 floats per step, loads and stores through memcpy. */
 typedef float dt__v8sf __attribute__((vector_size(32)));
 
-static void add_f32(uint8_t *restrict dst, const uint8_t *restrict src, size_t bytes)
+void dt__ring_add_f32(uint8_t *restrict dst, const uint8_t *restrict src, size_t bytes)
 {
 	size_t n = bytes / 4, i = 0;
 	for (; i + 8 <= n; i += 8) {
@@ -193,18 +122,18 @@ static void add_f32(uint8_t *restrict dst, const uint8_t *restrict src, size_t b
 
 /* ---- sending ---- */
 
-static int send_ready(const struct run *r, long k)
+static int send_ready(const struct dt__ring_run *r, long k)
 {
 	return k < 0 || r->si[k].dep < 0 || r->si[k].dep < r->r_idx;
 }
 
 /* Send item k goes by reference (COLL_REF) rather than as bytes. */
-static int by_ref(const struct run *r, long k)
+static int by_ref(const struct dt__ring_run *r, long k)
 {
 	return k >= 0 && r->use_refs;
 }
 
-static size_t frame_size(const struct run *r, long k)
+static size_t frame_size(const struct dt__ring_run *r, long k)
 {
 	if (k < 0)
 		return r->start_len;
@@ -213,7 +142,7 @@ static size_t frame_size(const struct run *r, long k)
 
 /* Sends what can go now. Returns 1 if bytes left, 0 if nothing could move,
  * -1 on error (err set). *blocked: the socket is full. */
-static int try_send(struct run *r, int *blocked, struct dt_err *err)
+static int try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 {
 	*blocked = 0;
 	struct iovec iov[2 * IOV_FRAMES + 2];
@@ -265,8 +194,8 @@ static int try_send(struct run *r, int *blocked, struct dt_err *err)
 			return 0;
 		}
 		int e = errno;
-		fail(r, err, DT_PEER, "cannot send to %s during %s: %s", r->c->labels[right_of(r->c)], r->what,
-		     strerror(e));
+		dt__ring_fail(r, err, DT_PEER, "cannot send to %s during %s: %s", r->c->labels[dt__right_of(r->c)],
+			      r->what, strerror(e));
 		return -1;
 	}
 	r->last_out = dt_now_ns();
@@ -296,7 +225,7 @@ static int try_send(struct run *r, int *blocked, struct dt_err *err)
 
 /* ---- receiving ---- */
 
-static enum dt_status check_start(struct run *r, const struct dt_coll_start *got, struct dt_err *err)
+static enum dt_status check_start(struct dt__ring_run *r, const struct dt_coll_start *got, struct dt_err *err)
 {
 	const struct dt_coll_start *me = &r->me;
 	if (got->seq == me->seq && got->kind == me->kind && got->dtype == me->dtype && got->count == me->count &&
@@ -305,21 +234,20 @@ static enum dt_status check_start(struct run *r, const struct dt_coll_start *got
 	char theirs[DT_COLL_NAME_WIRE_MAX + 96];
 	dt_coll_describe(got, theirs, sizeof(theirs));
 	const char *mine = r->c->labels[r->c->rank];
-	enum dt_status st = fail(r, err, DT_CONFIG, "collective mismatch: %s called %s but %s called %s%s", mine,
-				 r->what, r->c->labels[left_of(r->c)], theirs,
-				 got->nranks != me->nranks ? " (the ring sizes differ)" : "");
+	enum dt_status st = dt__ring_fail(r, err, DT_CONFIG, "collective mismatch: %s called %s but %s called %s%s",
+					  mine, r->what, r->c->labels[dt__left_of(r->c)], theirs,
+					  got->nranks != me->nranks ? " (the ring sizes differ)" : "");
 	dt_err_hint(&r->c->failure, "every rank must issue the same collectives, with the same names and sizes, in the same order");
 	if (err)
 		*err = r->c->failure;
 	return st;
 }
 
-static enum dt_status on_abort(struct run *r, const char *from, const uint8_t *p, size_t len, struct dt_err *err)
-{
-	struct dt_reason_msg m;
+enum dt_status dt__ring_on_abort(struct dt__ring_run *r, const char *from, const uint8_t *p, size_t len,
+				 struct dt_err *err) { struct dt_reason_msg m;
 	struct dt_err e = DT_ERR_INIT;
 	if (dt_reason_decode(&m, p, len, &e))
-		return fail(r, err, DT_PROTOCOL, "bad coll_abort from %s during %s: %s", from, r->what, e.msg);
+		return dt__ring_fail(r, err, DT_PROTOCOL, "bad coll_abort from %s during %s: %s", from, r->what, e.msg);
 	enum dt_status st = dt_wire_error_to_status(m.code);
 	dt_err_set(&r->c->failure, st, "%s gave up %s: %s", from, r->what, m.text);
 	if (err)
@@ -328,60 +256,17 @@ static enum dt_status on_abort(struct run *r, const char *from, const uint8_t *p
 }
 
 /* Data from the left: whatever it reported missing has shown up. */
-static void left_moves(struct run *r)
+void dt__ring_left_moves(struct dt__ring_run *r)
 {
-	r->blamed = left_of(r->c);
+	r->blamed = dt__left_of(r->c);
 	r->blamed_since = r->last_in;
 }
 
-/* A COLL_REF from the left: read the segment out of its memory, adding it in
- * pieces that stay in cache when the item reduces. */
-static enum dt_status apply_ref(struct run *r, const struct dt_frame_header *h, const uint8_t *pl, size_t len,
-				struct dt_err *err)
-{
-	struct dt_comm *c = r->c;
-	const char *from = c->labels[left_of(c)];
-	const struct dt__coll_item *it = r->r_idx < r->nr ? &r->ri[r->r_idx] : NULL;
-	struct dt_coll_ref ref;
-	struct dt_err e = DT_ERR_INIT;
-	if (!c->cma_left_pid)
-		return fail(r, err, DT_PROTOCOL, "unexpected coll_ref from %s during %s: the link was set up to carry bytes",
-			    from, r->what);
-	if (dt_coll_ref_decode(&ref, pl, len, &e))
-		return fail(r, err, DT_PROTOCOL, "bad coll_ref from %s during %s: %s", from, r->what, e.msg);
-	if (!r->got_start || h->request_id != r->me.seq || !it || ref.length != it->len)
-		return fail(r, err, DT_PROTOCOL, "unexpected coll_ref from %s during %s: #%llu, %llu bytes (expected %s)",
-			    from, r->what, (unsigned long long)h->request_id, (unsigned long long)ref.length,
-			    !r->got_start ? "coll_start first" : it ? "another size" : "no more data");
-	uint8_t *dst = r->buf + it->off;
-	int why = 0;
-	if (!it->reduce) {
-		if (dt__cma_read(c->cma_left_pid, dst, ref.address, it->len, &why))
-			goto unreadable;
-	} else {
-		for (size_t done = 0; done < it->len;) {
-			size_t piece = it->len - done < c->cma_stage_cap ? it->len - done : c->cma_stage_cap;
-			if (dt__cma_read(c->cma_left_pid, c->cma_stage, ref.address + done, piece, &why))
-				goto unreadable;
-			add_f32(dst + done, c->cma_stage, piece);
-			done += piece;
-		}
-	}
-	r->last_in = dt_now_ns();
-	r->refs_in++;
-	r->r_idx++;
-	left_moves(r);
-	return DT_OK;
-unreadable:
-	return fail(r, err, DT_PEER, "cannot read %zu bytes of %s's memory during %s: %s", it->len, from, r->what,
-		    strerror(why));
-}
-
 /* Consumes complete frames and payload bytes from the stage. */
-static enum dt_status parse_stage(struct run *r, struct dt_err *err)
+static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
-	const char *from = c->labels[left_of(c)];
+	const char *from = c->labels[dt__left_of(c)];
 	for (;;) {
 		size_t avail = c->stage_len - c->stage_pos;
 		uint8_t *p = c->stage + c->stage_pos;
@@ -393,40 +278,42 @@ static enum dt_status parse_stage(struct run *r, struct dt_err *err)
 			struct dt_frame_header h;
 			struct dt_err e = DT_ERR_INIT;
 			if (dt_coll_header_parse(p, &h, &e))
-				return fail(r, err, DT_PROTOCOL, "bad frame from %s during %s: %s", from, r->what, e.msg);
+				return dt__ring_fail(r, err, DT_PROTOCOL, "bad frame from %s during %s: %s", from,
+						     r->what, e.msg);
 			if (h.type == DT_MSG_COLL_DATA) {
 				const struct dt__coll_item *it = r->r_idx < r->nr ? &r->ri[r->r_idx] : NULL;
 				if (!r->got_start || h.request_id != r->me.seq || !it || h.length != it->len)
-					return fail(r, err, DT_PROTOCOL,
-						    "unexpected coll_data from %s during %s: #%llu, %llu bytes (expected %s)",
-						    from, r->what, (unsigned long long)h.request_id,
-						    (unsigned long long)h.length,
-						    !r->got_start ? "coll_start first" : it ? "another size" : "no more data");
+					return dt__ring_fail(r, err, DT_PROTOCOL,
+							     "unexpected coll_data from %s during %s: #%llu, %llu bytes (expected %s)",
+							     from, r->what, (unsigned long long)h.request_id,
+							     (unsigned long long)h.length,
+							     !r->got_start ? "coll_start first" : it ? "another size" : "no more data");
 				c->stage_pos += DT_FRAME_HEADER_SIZE;
 				r->in_frame = 1;
 				r->r_applied = 0;
 				continue;
 			}
 			if (h.length > DT_COLL_CONTROL_MAX)
-				return fail(r, err, DT_PROTOCOL, "%s frame of %llu bytes from %s during %s (at most %u)",
-					    dt_msg_name(h.type), (unsigned long long)h.length, from, r->what,
-					    DT_COLL_CONTROL_MAX);
+				return dt__ring_fail(r, err, DT_PROTOCOL,
+						     "%s frame of %llu bytes from %s during %s (at most %u)",
+						     dt_msg_name(h.type), (unsigned long long)h.length, from, r->what,
+						     DT_COLL_CONTROL_MAX);
 			if (avail < DT_FRAME_HEADER_SIZE + h.length)
 				return DT_OK; /* small control frames are parsed whole */
 			const uint8_t *pl = p + DT_FRAME_HEADER_SIZE;
 			size_t len = (size_t)h.length;
 			c->stage_pos += DT_FRAME_HEADER_SIZE + len;
 			if (h.type == DT_MSG_COLL_ABORT)
-				return on_abort(r, from, pl, len, err);
+				return dt__ring_on_abort(r, from, pl, len, err);
 			if (h.type == DT_MSG_COLL_REF) {
-				if (apply_ref(r, &h, pl, len, err))
+				if (dt__ring_apply_ref(r, &h, pl, len, err))
 					return c->failure.status;
 				continue;
 			}
 			if (h.type == DT_MSG_COLL_STALL) {
 				struct dt_coll_stall s;
 				if (dt_coll_stall_decode(&s, pl, len, &e))
-					return fail(r, err, DT_PROTOCOL, "bad frame from %s: %s", from, e.msg);
+					return dt__ring_fail(r, err, DT_PROTOCOL, "bad frame from %s: %s", from, e.msg);
 				/* A notice from an earlier collective still holds: the left
 				 * neighbour has not moved on since (it would have sent START). */
 				if (h.request_id <= r->me.seq && (int)s.blamed != c->rank && s.blamed < (uint32_t)c->n) {
@@ -436,17 +323,17 @@ static enum dt_status parse_stage(struct run *r, struct dt_err *err)
 				continue;
 			}
 			if (h.type != DT_MSG_COLL_START)
-				return fail(r, err, DT_PROTOCOL, "unexpected %s from %s during %s", dt_msg_name(h.type), from,
-					    r->what);
+				return dt__ring_fail(r, err, DT_PROTOCOL, "unexpected %s from %s during %s",
+						     dt_msg_name(h.type), from, r->what);
 			struct dt_coll_start got;
 			if (r->got_start || dt_coll_start_decode(&got, pl, len, &e))
-				return fail(r, err, DT_PROTOCOL, "bad coll_start from %s during %s: %s", from, r->what,
-					    r->got_start ? "a second one" : e.msg);
+				return dt__ring_fail(r, err, DT_PROTOCOL, "bad coll_start from %s during %s: %s", from,
+						     r->what, r->got_start ? "a second one" : e.msg);
 			c->left_last_seq = got.seq;
 			if (check_start(r, &got, err))
 				return c->failure.status;
 			r->got_start = 1;
-			left_moves(r);
+			dt__ring_left_moves(r);
 			continue;
 		}
 		const struct dt__coll_item *it = &r->ri[r->r_idx];
@@ -456,12 +343,12 @@ static enum dt_status parse_stage(struct run *r, struct dt_err *err)
 		if (take == 0)
 			return DT_OK;
 		if (it->reduce)
-			add_f32(r->buf + it->off + r->r_applied, p, take);
+			dt__ring_add_f32(r->buf + it->off + r->r_applied, p, take);
 		else
 			memcpy(r->buf + it->off + r->r_applied, p, take);
 		c->stage_pos += take;
 		r->r_applied += take;
-		left_moves(r);
+		dt__ring_left_moves(r);
 		if (r->r_applied == it->len) {
 			r->r_idx++;
 			r->in_frame = 0;
@@ -469,13 +356,13 @@ static enum dt_status parse_stage(struct run *r, struct dt_err *err)
 	}
 }
 
-static int recv_done(const struct run *r)
+static int recv_done(const struct dt__ring_run *r)
 {
 	return r->got_start && r->r_idx >= r->nr;
 }
 
 /* Reads what is there from the left. 1 progress, 0 nothing, -1 error. */
-static int try_recv(struct run *r, struct dt_err *err)
+static int try_recv(struct dt__ring_run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
 	if (c->stage_pos == c->stage_len) {
@@ -492,7 +379,7 @@ static int try_recv(struct run *r, struct dt_err *err)
 		if (n > 0) {
 			r->last_in = dt_now_ns();
 			r->r_applied += (size_t)n;
-			left_moves(r);
+			dt__ring_left_moves(r);
 			if (r->r_applied == it->len) {
 				r->r_idx++;
 				r->in_frame = 0;
@@ -501,8 +388,9 @@ static int try_recv(struct run *r, struct dt_err *err)
 		}
 		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 			int e = n == 0 ? 0 : errno;
-			fail(r, err, DT_PEER, "%s %s during %s%s%s", c->labels[left_of(c)],
-			     e ? "failed" : "closed the connection", r->what, e ? ": " : "", e ? strerror(e) : "");
+			dt__ring_fail(r, err, DT_PEER, "%s %s during %s%s%s", c->labels[dt__left_of(c)],
+				      e ? "failed" : "closed the connection", r->what, e ? ": " : "",
+				      e ? strerror(e) : "");
 			return -1;
 		}
 		return 0;
@@ -519,37 +407,41 @@ static int try_recv(struct run *r, struct dt_err *err)
 		return 1;
 	}
 	if (n == 0) {
-		fail(r, err, DT_PEER, "%s closed the connection during %s", c->labels[left_of(c)], r->what);
+		dt__ring_fail(r, err, DT_PEER, "%s closed the connection during %s", c->labels[dt__left_of(c)],
+			      r->what);
 		return -1;
 	}
 	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 		return 0;
 	int e = errno;
-	fail(r, err, DT_PEER, "cannot receive from %s during %s: %s", c->labels[left_of(c)], r->what, strerror(e));
+	dt__ring_fail(r, err, DT_PEER, "cannot receive from %s during %s: %s", c->labels[dt__left_of(c)], r->what,
+		      strerror(e));
 	return -1;
 }
 
 /* Parses what the right neighbour sent back: COLL_DONE for this collective's
  * references, or COLL_ABORT. */
-static enum dt_status parse_back(struct run *r, struct dt_err *err)
+static enum dt_status parse_back(struct dt__ring_run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
-	const char *from = c->labels[right_of(c)];
+	const char *from = c->labels[dt__right_of(c)];
 	while (c->back_len >= DT_FRAME_HEADER_SIZE) {
 		struct dt_frame_header h;
 		struct dt_err e = DT_ERR_INIT;
 		if (dt_coll_header_parse(c->back, &h, &e) ||
 		    (h.type != DT_MSG_COLL_ABORT && h.type != DT_MSG_COLL_DONE) || h.length > DT_REASON_PAYLOAD_MAX)
-			return fail(r, err, DT_PROTOCOL, "unexpected frame from %s on the ring's return path: %s", from,
-				    e.msg[0] ? e.msg : dt_msg_name(h.type));
+			return dt__ring_fail(r, err, DT_PROTOCOL,
+					     "unexpected frame from %s on the ring's return path: %s", from,
+					     e.msg[0] ? e.msg : dt_msg_name(h.type));
 		if (h.type == DT_MSG_COLL_ABORT) {
 			if (c->back_len < DT_FRAME_HEADER_SIZE + h.length)
 				return DT_OK;
-			return on_abort(r, from, c->back + DT_FRAME_HEADER_SIZE, (size_t)h.length, err);
+			return dt__ring_on_abort(r, from, c->back + DT_FRAME_HEADER_SIZE, (size_t)h.length, err);
 		}
 		if (h.length != 0 || h.request_id != r->me.seq || !r->refs_out || r->done_in)
-			return fail(r, err, DT_PROTOCOL, "unexpected coll_done from %s during %s: #%llu, %llu bytes", from,
-				    r->what, (unsigned long long)h.request_id, (unsigned long long)h.length);
+			return dt__ring_fail(r, err, DT_PROTOCOL,
+					     "unexpected coll_done from %s during %s: #%llu, %llu bytes", from, r->what,
+					     (unsigned long long)h.request_id, (unsigned long long)h.length);
 		r->done_in = 1;
 		c->back_len -= DT_FRAME_HEADER_SIZE;
 		memmove(c->back, c->back + DT_FRAME_HEADER_SIZE, c->back_len);
@@ -558,10 +450,10 @@ static enum dt_status parse_back(struct run *r, struct dt_err *err)
 }
 
 /* Reads what the right neighbour sends back: COLL_DONE, COLL_ABORT, or a close. */
-static enum dt_status read_back(struct run *r, struct dt_err *err)
+static enum dt_status read_back(struct dt__ring_run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
-	const char *from = c->labels[right_of(c)];
+	const char *from = c->labels[dt__right_of(c)];
 	for (;;) {
 		size_t room = sizeof(c->back) - c->back_len;
 		ssize_t n = room ? recv(c->right_fd, c->back + c->back_len, room, MSG_DONTWAIT) : 0;
@@ -578,66 +470,19 @@ static enum dt_status read_back(struct run *r, struct dt_err *err)
 				c->right_eof = 1;
 				return DT_OK;
 			}
-			return fail(r, err, DT_PEER, "%s closed the connection during %s", from, r->what);
+			return dt__ring_fail(r, err, DT_PEER, "%s closed the connection during %s", from, r->what);
 		}
 		if (n < 0) {
 			int e = errno;
-			return fail(r, err, DT_PEER, "connection to %s failed during %s: %s", from, r->what, strerror(e));
+			return dt__ring_fail(r, err, DT_PEER, "connection to %s failed during %s: %s", from, r->what,
+					     strerror(e));
 		}
 	}
-}
-
-/* After the last segment read by reference, before calling the collective
- * done: a COLL_ABORT (or a close) already queued behind it means the left
- * neighbour failed and may have left the collective while we read, so what
- * we read cannot be trusted (release_reader). The abort was sent before the
- * neighbour returned, so on a same-host link it is here by now. */
-static enum dt_status pending_abort(struct run *r, struct dt_err *err)
-{
-	struct dt_comm *c = r->c;
-	const char *from = c->labels[left_of(c)];
-	if (c->stage_cap > c->stage_len) {
-		ssize_t n = recv(c->left_fd, c->stage + c->stage_len, c->stage_cap - c->stage_len, MSG_DONTWAIT);
-		if (n > 0)
-			c->stage_len += (size_t)n;
-		else if (n == 0)
-			return fail(r, err, DT_PEER, "%s closed the connection at the end of %s", from, r->what);
-	}
-	size_t avail = c->stage_len - c->stage_pos;
-	if (avail < DT_FRAME_HEADER_SIZE)
-		return DT_OK;
-	struct dt_frame_header h;
-	const uint8_t *p = c->stage + c->stage_pos;
-	if (dt_coll_header_parse(p, &h, NULL) || h.type != DT_MSG_COLL_ABORT)
-		return DT_OK; /* the next collective's frames, or garbage it will report */
-	if (avail < DT_FRAME_HEADER_SIZE + h.length)
-		return fail(r, err, DT_PEER, "%s gave up %s", from, r->what);
-	c->stage_pos += DT_FRAME_HEADER_SIZE + (size_t)h.length;
-	return on_abort(r, from, p + DT_FRAME_HEADER_SIZE, (size_t)h.length, err);
-}
-
-/* Everything the left sent by reference has been read: tell it, so it may
- * return and let its caller change those bytes. */
-static enum dt_status send_done(struct run *r, struct dt_err *err)
-{
-	struct dt_comm *c = r->c;
-	uint8_t frame[DT_FRAME_HEADER_SIZE];
-	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_DONE, 0, r->me.seq, 0);
-	dt_frame_header_pack(&h, frame);
-	r->done_sent = 1;
-	/* The return path carries one COLL_DONE per collective, which the left
-	 * reads before it returns: 32 bytes always fit. */
-	ssize_t n = send(c->left_fd, frame, sizeof(frame), MSG_DONTWAIT | MSG_NOSIGNAL);
-	if (n == (ssize_t)sizeof(frame))
-		return DT_OK;
-	int e = n < 0 ? errno : EAGAIN;
-	return fail(r, err, DT_PEER, "cannot tell %s that its segments were read during %s: %s",
-		    c->labels[left_of(c)], r->what, strerror(e));
 }
 
 /* ---- stalls and deadlines ---- */
 
-static void queue_stall(struct run *r, int64_t now)
+static void queue_stall(struct dt__ring_run *r, int64_t now)
 {
 	if (r->ctrl_len || recv_done(r))
 		return;
@@ -649,12 +494,12 @@ static void queue_stall(struct run *r, int64_t now)
 	r->ctrl_sent = 0;
 }
 
-static enum dt_status timed_out(struct run *r, int64_t now, struct dt_err *err)
+static enum dt_status timed_out(struct dt__ring_run *r, int64_t now, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
 	double waited = (double)(now - r->t0) / 1e9;
 	if (!recv_done(r)) {
-		int left = left_of(c);
+		int left = dt__left_of(c);
 		char progress[160];
 		if (!r->got_start) {
 			if (c->left_last_seq == UINT64_MAX)
@@ -669,29 +514,31 @@ static enum dt_status timed_out(struct run *r, int64_t now, struct dt_err *err)
 		}
 		double since = (double)(now - r->blamed_since) / 1e9;
 		if (r->blamed != left)
-			return fail(r, err, DT_TIMEOUT,
-				    "%s timed out after %.1f s: missing rank %s (nothing from it for %.1f s, reported by "
-				    "the ranks waiting for it); %s",
-				    r->what, waited, c->labels[r->blamed], since, progress);
-		return fail(r, err, DT_TIMEOUT, "%s timed out after %.1f s: missing rank %s (nothing from it for %.1f s); %s",
-			    r->what, waited, c->labels[left], since, progress);
+			return dt__ring_fail(r, err, DT_TIMEOUT,
+					     "%s timed out after %.1f s: missing rank %s (nothing from it for %.1f s, reported by "
+					     "the ranks waiting for it); %s",
+					     r->what, waited, c->labels[r->blamed], since, progress);
+		return dt__ring_fail(r, err, DT_TIMEOUT,
+				     "%s timed out after %.1f s: missing rank %s (nothing from it for %.1f s); %s",
+				     r->what, waited, c->labels[left], since, progress);
 	}
 	if (r->s_idx >= r->ns)
-		return fail(r, err, DT_TIMEOUT,
-			    "%s timed out after %.1f s: %s has not confirmed reading this rank's segments (%.1f s since "
-			    "the last was sent)",
-			    r->what, waited, c->labels[right_of(c)], (double)(now - r->last_out) / 1e9);
+		return dt__ring_fail(r, err, DT_TIMEOUT,
+				     "%s timed out after %.1f s: %s has not confirmed reading this rank's segments (%.1f s since "
+				     "the last was sent)",
+				     r->what, waited, c->labels[dt__right_of(c)], (double)(now - r->last_out) / 1e9);
 	size_t unsent = 0;
 	for (long k = r->s_idx; k < r->ns; k++)
 		unsent += frame_size(r, k);
 	unsent -= r->s_done;
-	return fail(r, err, DT_TIMEOUT, "%s timed out after %.1f s: %s is not reading (%zu bytes unsent for %.1f s)",
-		    r->what, waited, c->labels[right_of(c)], unsent, (double)(now - r->last_out) / 1e9);
+	return dt__ring_fail(r, err, DT_TIMEOUT,
+			     "%s timed out after %.1f s: %s is not reading (%zu bytes unsent for %.1f s)", r->what,
+			     waited, c->labels[dt__right_of(c)], unsent, (double)(now - r->last_out) / 1e9);
 }
 
 /* ---- the loop ---- */
 
-static enum dt_status run_plan(struct run *r, struct dt_err *err)
+static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
 	int64_t spin_ns = (int64_t)c->spin_us * 1000;
@@ -713,7 +560,7 @@ static enum dt_status run_plan(struct run *r, struct dt_err *err)
 				return c->failure.status;
 			moved |= k;
 		}
-		if (r->refs_in && !r->done_sent && recv_done(r) && (pending_abort(r, err) || send_done(r, err)))
+		if (r->refs_in && !r->done_sent && recv_done(r) && (dt__ring_pending_abort(r, err) || dt__ring_send_done(r, err)))
 			return c->failure.status;
 		if (r->s_idx >= r->ns && recv_done(r) && (!r->refs_out || r->done_in)) {
 			if (!r->ctrl_sent) {
@@ -758,7 +605,7 @@ static enum dt_status run_plan(struct run *r, struct dt_err *err)
 		int ms = dt_deadline_ms_left(wake);
 		int got = poll(p, (nfds_t)np, ms ? ms : 1);
 		if (got < 0 && errno != EINTR)
-			return fail(r, err, DT_IO, "poll failed during %s: %s", r->what, strerror(errno));
+			return dt__ring_fail(r, err, DT_IO, "poll failed during %s: %s", r->what, strerror(errno));
 		if (got > 0 && ri >= 0 && !c->right_eof && (p[ri].revents & (POLLIN | POLLHUP | POLLERR)) && read_back(r, err))
 			return c->failure.status;
 	}
@@ -771,7 +618,7 @@ static void sum_gathered(const struct dt_comm *c, float *buf, size_t count)
 		return;
 	memcpy(buf, c->scratch, bytes);
 	for (int q = 1; q < c->n; q++)
-		add_f32((uint8_t *)buf, c->scratch + (size_t)q * bytes, bytes);
+		dt__ring_add_f32((uint8_t *)buf, c->scratch + (size_t)q * bytes, bytes);
 }
 
 static int use_gather(const struct dt_comm *c, size_t bytes)
@@ -779,7 +626,7 @@ static int use_gather(const struct dt_comm *c, size_t bytes)
 	return !c->no_direct && bytes <= c->direct_bytes / (size_t)(c->n - 1);
 }
 
-static void use_plan(struct run *r, const struct dt__plan *p, void *base)
+static void use_plan(struct dt__ring_run *r, const struct dt__plan *p, void *base)
 {
 	r->si = p->si;
 	r->ri = p->ri;
@@ -790,7 +637,7 @@ static void use_plan(struct run *r, const struct dt__plan *p, void *base)
 
 /* ---- entry points ---- */
 
-static enum dt_status begin(struct run *r, struct dt_comm *c, unsigned kind, unsigned dtype, uint64_t count,
+static enum dt_status begin(struct dt__ring_run *r, struct dt_comm *c, unsigned kind, unsigned dtype, uint64_t count,
 			    int root, void *buf, const char *name, int64_t deadline, struct dt_err *err)
 {
 	memset(r, 0, sizeof(*r));
@@ -824,7 +671,7 @@ static enum dt_status begin(struct run *r, struct dt_comm *c, unsigned kind, uns
 	r->s_idx = -1;
 	uint64_t bytes = kind == DT_COLL_ALLREDUCE ? count * 4 : kind == DT_COLL_BROADCAST ? count : 0;
 	r->use_refs = c->cma_send && bytes > 0 && bytes >= c->cma_min_bytes;
-	r->blamed = left_of(c);
+	r->blamed = dt__left_of(c);
 	r->blamed_since = r->t0;
 	r->last_in = r->last_out = r->t0;
 	int64_t budget = deadline > r->t0 ? deadline - r->t0 : 0;
@@ -843,7 +690,7 @@ enum dt_status dt_allreduce_sum_f32(struct dt_comm *comm, float *buf, size_t cou
 	if (count > SIZE_MAX / 8)
 		return dt_err_set(err, DT_INTERNAL, "allreduce '%s' of %zu floats is larger than memory", name ? name : "",
 				  count);
-	struct run r;
+	struct dt__ring_run r;
 	enum dt_status st = begin(&r, comm, DT_COLL_ALLREDUCE, DT_WIRE_F32, count, 0, buf, name, deadline, err);
 	if (st || comm->n == 1)
 		return st;
@@ -867,7 +714,7 @@ enum dt_status dt_broadcast(struct dt_comm *comm, void *buf, size_t bytes, int r
 	if (root < 0 || root >= comm->n)
 		return dt_err_set(err, DT_INTERNAL, "broadcast '%s' from rank %d in a ring of %d ranks", name ? name : "",
 				  root, comm->n);
-	struct run r;
+	struct dt__ring_run r;
 	enum dt_status st = begin(&r, comm, DT_COLL_BROADCAST, DT_WIRE_U8, bytes, root, buf, name, deadline, err);
 	if (st || comm->n == 1)
 		return st;
@@ -882,7 +729,7 @@ enum dt_status dt__comm_barrier(struct dt_comm *comm, const char *name, int64_t 
 	/* One float from every rank gathered around the whole ring: a rank is done
 	 * only once it holds every rank's, i.e. every rank has entered. */
 	float one = 0.0f;
-	struct run r;
+	struct dt__ring_run r;
 	enum dt_status st = begin(&r, comm, DT_COLL_BARRIER, 0, 0, 0, &one, name, deadline, err);
 	if (st || comm->n == 1)
 		return st;

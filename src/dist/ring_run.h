@@ -1,0 +1,86 @@
+/*
+ * ring_run.h — one collective in flight: the state the progress engine
+ * (ring.c) keeps while it runs a plan, shared with ring_ref.c, the engine's
+ * same-host part (segments sent and read by reference). Not for use outside
+ * src/dist/ring*.c.
+ *
+ * A run lives on the caller's stack for one call; it borrows the comm and
+ * the caller's buffer. Any failure goes through dt__ring_fail, which marks
+ * the comm broken and tells both neighbours why.
+ */
+#ifndef DT_DIST_RING_RUN_H
+#define DT_DIST_RING_RUN_H
+
+#include "dist/comm_internal.h"
+
+struct dt__ring_run {
+	struct dt_comm *c;
+	struct dt_coll_start me;
+	char what[DT_COLL_NAME_WIRE_MAX + 96]; /* "allreduce 'g' (#3, 1000 float32)" */
+	uint8_t *buf;
+	int64_t t0, deadline;
+
+	/* send side: frame -1 is COLL_START, then send items 0..ns-1 */
+	uint8_t start_frame[DT_FRAME_HEADER_SIZE + DT_COLL_START_FIXED + DT_COLL_NAME_WIRE_MAX];
+	size_t start_len;
+	const struct dt__coll_item *si;
+	long ns, s_idx;
+	size_t s_done; /* bytes of frame s_idx already sent (header included) */
+	uint8_t ctrl[DT_FRAME_HEADER_SIZE + DT_COLL_STALL_BYTES];
+	size_t ctrl_len, ctrl_sent;
+	int64_t last_out;
+
+	/* receive side */
+	int got_start;
+	const struct dt__coll_item *ri;
+	long nr, r_idx;
+	int in_frame;
+	size_t r_applied;
+	int64_t last_in;
+
+	/* same-host links: segments sent and received by reference */
+	int use_refs;  /* this collective sends its segments as COLL_REF */
+	int refs_out;  /* we sent a COLL_REF: wait for the right's COLL_DONE before returning */
+	int done_in;   /* the right's COLL_DONE arrived */
+	long refs_in;  /* COLL_REFs read from the left: it waits for our COLL_DONE */
+	int done_sent;
+
+	/* stall inspector */
+	int64_t stall_every, next_stall;
+	int blamed;          /* the rank this one found missing */
+	int64_t blamed_since; /* nothing from it since then */
+};
+
+static inline int dt__left_of(const struct dt_comm *c) { return (c->rank - 1 + c->n) % c->n; }
+static inline int dt__right_of(const struct dt_comm *c) { return (c->rank + 1) % c->n; }
+
+/* ring.c */
+
+/* Sets the comm's failure (status st, printf-style message), tells both
+ * neighbours and returns st; err (may be NULL) gets a copy. */
+__attribute__((format(printf, 4, 5))) enum dt_status dt__ring_fail(struct dt__ring_run *r, struct dt_err *err,
+								   enum dt_status st, const char *fmt, ...);
+/* A COLL_ABORT from neighbour `from`: fail with its reason and pass it on. */
+enum dt_status dt__ring_on_abort(struct dt__ring_run *r, const char *from, const uint8_t *p, size_t len,
+				 struct dt_err *err);
+/* Data came from the left: whatever it had reported missing has shown up. */
+void dt__ring_left_moves(struct dt__ring_run *r);
+/* dst[i] += src[i] over bytes / 4 floats; either may be unaligned. */
+void dt__ring_add_f32(uint8_t *restrict dst, const uint8_t *restrict src, size_t bytes);
+
+/* ring_ref.c */
+
+/* A COLL_REF from the left (its payload p[len], its header h): read the
+ * segment out of the left neighbour's memory into the current recv item. */
+enum dt_status dt__ring_apply_ref(struct dt__ring_run *r, const struct dt_frame_header *h, const uint8_t *p,
+				  size_t len, struct dt_err *err) DT_MUST_CHECK;
+/* Before COLL_DONE: fails if the left neighbour's COLL_ABORT (or close) is
+ * already queued behind the last segment read by reference. */
+enum dt_status dt__ring_pending_abort(struct dt__ring_run *r, struct dt_err *err) DT_MUST_CHECK;
+/* Tells the left neighbour its referenced segments have all been read. */
+enum dt_status dt__ring_send_done(struct dt__ring_run *r, struct dt_err *err) DT_MUST_CHECK;
+/* A failing sender with unconfirmed references waits, briefly, for the
+ * right neighbour's answer before it returns. */
+void dt__ring_release_reader(struct dt__ring_run *r);
+
+#endif
