@@ -19,12 +19,17 @@
 
 /* argv with git's one-letter flags spelled long (the option tables know
  * long names only); the strings are argv's own or string constants. */
-static char **spell_long(int argc, char **argv, const char *shortf, const char *longf)
+/* dt_cmd_parse, with the one short flag these commands take (`shortf`, e.g.
+ * "-a") read as its long spelling (`longf`); argv itself is not rewritten. */
+static int parse_with_short(struct dt_option *opts, int argc, char **argv, const char *shortf,
+			    const char *longf, const char *usage, struct dt_args *args, int *code)
 {
 	char **av = dt_xcalloc((size_t)argc + 1, sizeof(char *));
 	for (int i = 0; i < argc; i++)
 		av[i] = strcmp(argv[i], shortf) == 0 ? (char *)(uintptr_t)longf : argv[i];
-	return av;
+	int ok = dt_cmd_parse(opts, argc, av, usage, args, code);
+	free(av);
+	return ok;
 }
 
 static void fmt_uptime(char *buf, size_t cap, double secs)
@@ -68,12 +73,9 @@ int dt_cmd_status(int argc, char **argv)
 		DT_OPT_BOOL("all", &all, "list finished experiments too (-a)"),
 		DT_OPT_END,
 	};
-	char **av = spell_long(argc, argv, "-a", "--all");
 	struct dt_args args;
 	int code;
-	int ok = dt_cmd_parse(opts, argc, av, "dtrain status [-a] [ID]", &args, &code);
-	free(av);
-	if (!ok)
+	if (!parse_with_short(opts, argc, argv, "-a", "--all", "dtrain status [-a] [ID]", &args, &code))
 		return code;
 	char home[512];
 	dt_exp_home(home, sizeof(home));
@@ -157,12 +159,9 @@ int dt_cmd_logs(int argc, char **argv)
 		DT_OPT_BOOL("follow", &follow, "keep printing while the experiment runs (-f)"),
 		DT_OPT_END,
 	};
-	char **av = spell_long(argc, argv, "-f", "--follow");
 	struct dt_args args;
 	int code;
-	int ok = dt_cmd_parse(opts, argc, av, "dtrain logs ID [TASK] [-f]", &args, &code);
-	free(av);
-	if (!ok)
+	if (!parse_with_short(opts, argc, argv, "-f", "--follow", "dtrain logs ID [TASK] [-f]", &args, &code))
 		return code;
 	struct dt_err err = DT_ERR_INIT;
 	if (args.count < 1 || args.count > 2) {
@@ -257,12 +256,9 @@ int dt_cmd_kill(int argc, char **argv)
 		DT_OPT_DOUBLE("wait", &wait_s, "SECONDS", "how long to wait for the experiment to end"),
 		DT_OPT_END,
 	};
-	char **av = spell_long(argc, argv, "-f", "--force");
 	struct dt_args args;
 	int code;
-	int ok = dt_cmd_parse(opts, argc, av, "dtrain kill ID [-f]", &args, &code);
-	free(av);
-	if (!ok)
+	if (!parse_with_short(opts, argc, argv, "-f", "--force", "dtrain kill ID [-f]", &args, &code))
 		return code;
 	struct dt_err err = DT_ERR_INIT;
 	if (args.count != 1) {

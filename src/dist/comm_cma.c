@@ -79,11 +79,11 @@ static int read_boot_id(uint8_t out[16])
 }
 
 /* Who this process is, for its neighbours; pid 0 if it cannot be read. */
-static void describe_self(struct dt_comm *comm, int enabled, struct dt_coll_peer *me)
+static void describe_self(struct dt_comm *comm, int enabled, int scope, struct dt_coll_peer *me)
 {
 	memset(me, 0, sizeof(*me));
 	struct stat st;
-	if (!enabled || ptrace_scope() >= 2 || stat("/proc/self/ns/pid", &st) != 0 || !read_boot_id(me->boot_id) ||
+	if (!enabled || scope >= 2 || stat("/proc/self/ns/pid", &st) != 0 || !read_boot_id(me->boot_id) ||
 	    getrandom(comm->cma_token, sizeof(comm->cma_token), 0) != (ssize_t)sizeof(comm->cma_token))
 		return;
 	me->pid = (uint32_t)getpid();
@@ -159,7 +159,8 @@ enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t
 	const char *right = comm->labels[(comm->rank + 1) % comm->n];
 	struct dt_coll_peer me, other;
 	uint8_t buf[DT_COLL_PEER_BYTES];
-	describe_self(comm, enabled, &me);
+	const int scope = ptrace_scope();
+	describe_self(comm, enabled, scope, &me);
 
 	/* 1. to the left: its reader */
 	dt_coll_peer_encode(&me, buf);
@@ -173,7 +174,7 @@ enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t
 		return st;
 	struct dt_coll_peer offer = me;
 	if (!same_host(&me, &other) ||
-	    (ptrace_scope() == 1 && prctl(PR_SET_PTRACER, (unsigned long)other.pid, 0, 0, 0) != 0))
+	    (scope == 1 && prctl(PR_SET_PTRACER, (unsigned long)other.pid, 0, 0, 0) != 0))
 		offer.pid = 0;
 	offer.token_address = (uint64_t)(uintptr_t)comm->cma_token;
 	memcpy(offer.token, comm->cma_token, sizeof(offer.token));

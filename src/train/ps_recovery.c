@@ -138,7 +138,7 @@ static enum dt_status load_latest(struct dt_ps_chief *ch, int *found, int64_t *s
 	return DT_OK;
 }
 
-/* Which ps are not initialized (out[ps] = 1), how many (*n), and ps:0's
+/* Which ps are empty, not initialized (out[ps] = 1), how many (*n), and ps:0's
  * global step (*step0). */
 static enum dt_status uninitialized(struct dt_ps_chief *ch, struct dt_ps_client *c, int *out, int *n, int64_t *step0,
 				    struct dt_err *err)
@@ -160,10 +160,10 @@ static enum dt_status uninitialized(struct dt_ps_chief *ch, struct dt_ps_client 
 enum dt_status dt_ps_chief_start(struct dt_ps_chief *ch, struct dt_ps_client *c, struct dt_err *err)
 {
 	const int num_ps = ch->pl->num_ps;
-	int *todo = dt_xcalloc((size_t)num_ps, sizeof(*todo));
+	int *empty = dt_xcalloc((size_t)num_ps, sizeof(*empty));
 	int64_t step0 = 0, step = 0;
 	int n = 0, found = 0;
-	enum dt_status st = uninitialized(ch, c, todo, &n, &step0, err);
+	enum dt_status st = uninitialized(ch, c, empty, &n, &step0, err);
 	char path[DT_CKPT_PATH_MAX];
 	if (!st && n > 0 && !(st = load_latest(ch, &found, &step, path, sizeof(path), err)) && found) {
 		dt_info("restoring %s (global step %lld) onto %d parameter server(s)%s", path, (long long)step, num_ps,
@@ -174,17 +174,17 @@ enum dt_status dt_ps_chief_start(struct dt_ps_chief *ch, struct dt_ps_client *c,
 			dt_info("no checkpoint in '%s': initializing the variables from the seed", ch->cfg->train->output_dir);
 		dt_model_init_params(ch->model, ch->cfg->train->seed);
 		for (int ps = 0; ps < num_ps && !st; ps++)
-			if (todo[ps] && !(st = dt_ps_client_init(c, ps, round_deadline(ch), err)))
+			if (empty[ps] && !(st = dt_ps_client_init(c, ps, round_deadline(ch), err)))
 				dt_info("initialized ps:%d", ps);
 	}
 	for (int ps = 0; ps < num_ps && !st && !found; ps++)
-		if (!todo[ps])
+		if (!empty[ps])
 			dt_info("ps:%d is already initialized (global step %lld): keeping its variables", ps, (long long)step0);
 	if (!st && !found)
 		ch->last_gstep = step0;
 	if (!st && ch->saving && !found)
 		dt_saver_mark(&ch->saver, step0);
-	free(todo);
+	free(empty);
 	return st;
 }
 
@@ -240,10 +240,10 @@ int dt_ps_any_lost(const struct dt_ps_client *c, int num_ps)
 static enum dt_status chief_restore(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t gstep, struct dt_err *err)
 {
 	const int num_ps = ch->pl->num_ps;
-	int *todo = dt_xcalloc((size_t)num_ps, sizeof(*todo));
+	int *empty = dt_xcalloc((size_t)num_ps, sizeof(*empty));
 	int64_t step0 = 0, step = 0;
 	int n = 0, found = 0;
-	enum dt_status st = uninitialized(ch, c, todo, &n, &step0, err);
+	enum dt_status st = uninitialized(ch, c, empty, &n, &step0, err);
 	char path[DT_CKPT_PATH_MAX];
 	if (!st && n > 0 && !(st = load_latest(ch, &found, &step, path, sizeof(path), err)) && found) {
 		dt_warn("restoring %s onto the parameter servers: global step %lld -> %lld (%lld step(s) to redo)", path,
@@ -253,7 +253,7 @@ static enum dt_status chief_restore(struct dt_ps_chief *ch, struct dt_ps_client 
 			dt_info("restored global step %lld onto %d parameter server(s)", (long long)step, num_ps);
 	} else if (!st && n > 0) {
 		for (int ps = 0; ps < num_ps && !st; ps++) {
-			if (!todo[ps])
+			if (!empty[ps])
 				continue;
 			dt_warn("no checkpoint to restore ps:%d from: re-initializing it from this chief's latest copy of the "
 				"variables (global step %lld); its optimizer slots start over", ps, (long long)gstep);
@@ -263,7 +263,7 @@ static enum dt_status chief_restore(struct dt_ps_chief *ch, struct dt_ps_client 
 				st = dt_ps_client_init(c, ps, round_deadline(ch), err);
 		}
 	}
-	free(todo);
+	free(empty);
 	return st;
 }
 
