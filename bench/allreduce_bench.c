@@ -27,7 +27,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
-#include "dist/collective.h"
+#include "distribute/collective.h"
 #include "net/socket.h"
 
 #define MAX_RANKS 64

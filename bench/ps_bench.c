@@ -4,8 +4,8 @@
  *
  * For each model size (1, 10, 100 MB of float32, one variable split by rows
  * as the placement splits it) and each number of ps (1, 2), the ps tasks run
- * as child processes (dist/ps_server.h with SGD), and this process is the
- * trainer (dist/ps_client.h): every round pushes the whole gradient buffer
+ * as child processes (distribute/ps_server.h with SGD), and this process is the
+ * trainer (distribute/ps_client.h): every round pushes the whole gradient buffer
  * and pulls the whole parameter buffer (2 × size bytes on the wire). The raw
  * copy sends size bytes to a child that reads them and sends size bytes back
  * (also 2 × size). Rates are MB/s of bytes moved, medians of --reps,
@@ -21,10 +21,10 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "dist/placement.h"
-#include "dist/ps_client.h"
-#include "dist/ps_server.h"
-#include "dist/ps_wire.h"
+#include "distribute/placement.h"
+#include "distribute/ps_client.h"
+#include "distribute/ps_server.h"
+#include "distribute/ps_wire.h"
 #include "net/handshake.h"
 #include "net/loop.h"
 #include "net/socket.h"

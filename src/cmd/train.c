@@ -16,7 +16,7 @@
 #include "cmd/cmd.h"
 #include "base/strutil.h"
 #include "cluster/resolve.h"
-#include "dist/mirrored.h"
+#include "distribute/mirrored.h"
 #include "nn/hparams.h"
 #include "nn/model.h"
 #include "tensor/blas.h"

@@ -10,7 +10,7 @@
  *
  *     0          never valid (a zeroed header is not a message)
  *     1 ..  15   connection control: handshake, heartbeat, error, shutdown, echo (here)
- *    16 ..  63   parameter server: INIT, PULL, PUSH, ... (added by src/dist/)
+ *    16 ..  63   parameter server: INIT, PULL, PUSH, ... (added by src/distribute/)
  *    64 ..  95   collectives: ring all-reduce segments, broadcast, barrier
  *    96 .. 127   coordination between the chief and the other tasks
  *   128 .. 65535 unassigned
@@ -83,7 +83,7 @@ _Static_assert(DT_MSG_HEARTBEAT == 4, "HEARTBEAT is wire type 4");
 _Static_assert(DT_MSG_ERROR == 5, "ERROR is wire type 5");
 _Static_assert(DT_MSG_SHUTDOWN == 6, "SHUTDOWN is wire type 6");
 _Static_assert(DT_MSG_ECHO == 7, "ECHO is wire type 7");
-/* Parameter-server messages (src/dist/ps_wire.h has their payloads). */
+/* Parameter-server messages (src/distribute/ps_wire.h has their payloads). */
 _Static_assert(DT_MSG_PS_STATUS == 16, "PS_STATUS is wire type 16");
 _Static_assert(DT_MSG_PS_INIT == 17, "PS_INIT is wire type 17");
 _Static_assert(DT_MSG_PS_PULL == 18, "PS_PULL is wire type 18");
@@ -95,11 +95,11 @@ _Static_assert(DT_MSG_PS_SYNC_PUSH == 23, "PS_SYNC_PUSH is wire type 23");
 _Static_assert(DT_MSG_PS_SYNC_PULL == 24, "PS_SYNC_PULL is wire type 24");
 _Static_assert(DT_MSG_PS_REPLICA_SETUP == 25, "PS_REPLICA_SETUP is wire type 25");
 _Static_assert(DT_MSG_PS_REPLICA_STEP == 26, "PS_REPLICA_STEP is wire type 26");
-/* Checkpoints and recovery (src/dist/ps_snapshot.h), numbered down from the top of the range. */
+/* Checkpoints and recovery (src/distribute/ps_snapshot.h), numbered down from the top of the range. */
 _Static_assert(DT_MSG_PS_SET_STEP == 45, "PS_SET_STEP is wire type 45");
 _Static_assert(DT_MSG_PS_RESTORE == 46, "PS_RESTORE is wire type 46");
 _Static_assert(DT_MSG_PS_SNAPSHOT == 47, "PS_SNAPSHOT is wire type 47");
-/* Collectives (src/dist/ring_wire.h has their payloads). */
+/* Collectives (src/distribute/ring_wire.h has their payloads). */
 _Static_assert(DT_MSG_COLL_START == 64, "COLL_START is wire type 64");
 _Static_assert(DT_MSG_COLL_DATA == 65, "COLL_DATA is wire type 65");
 _Static_assert(DT_MSG_COLL_ABORT == 66, "COLL_ABORT is wire type 66");
@@ -137,7 +137,7 @@ const char *dt_msg_name(uint16_t type);
 
 /* ---- the model signature carried by HELLO ---- */
 
-/* Element types on the wire; pinned like the message numbers. dist/ maps its
+/* Element types on the wire; pinned like the message numbers. distribute/ maps its
  * tensor dtypes onto these. */
 enum dt_wire_dtype {
 	DT_WIRE_F32 = 1,

@@ -13,9 +13,9 @@
 #include "base/rng.h"
 #include "data/pipeline.h"
 #include "data/problem.h"
-#include "dist/collective.h"
-#include "dist/mirrored.h"
-#include "dist/ps_wire.h"
+#include "distribute/collective.h"
+#include "distribute/mirrored.h"
+#include "distribute/ps_wire.h"
 #include "net/handshake.h"
 #include "nn/model.h"
 #include "nn/optimizer.h"
@@ -101,7 +101,7 @@ static void note_rank(void *arg, enum dt_job job, int index, int rank)
  * thread says its whole range is final: during the backward pass when it
  * is overlapped (ready grows as layers finish), or all at once after it.
  * Meanwhile the main thread applies the optimizer to the buckets already
- * reduced. One comm, one user at a time (dist/collective.h): the main
+ * reduced. One comm, one user at a time (distribute/collective.h): the main
  * thread touches the comm only between steps, once every bucket is done.
  */
 struct comm_thread {
@@ -298,7 +298,7 @@ static enum dt_status setup(const struct dt_allreduce_run_config *cfg, struct ru
 	r->nbuckets = dt_allreduce_plan_buckets(r->model, cfg->bucket_mb, &r->buckets);
 	/* The all-reduce starts during the backward pass unless there is only
 	 * one bucket (nothing to start early), the worker's replicas sum their
-	 * gradients only after all of theirs is done (dist/mirrored.h), or the
+	 * gradients only after all of theirs is done (distribute/mirrored.h), or the
 	 * debug switch turns it off (tests compare both ways bit for bit). */
 	const char *no_overlap = getenv("DTRAIN_ALLREDUCE_NO_OVERLAP");
 	int disabled = no_overlap && *no_overlap && strcmp(no_overlap, "0") != 0;

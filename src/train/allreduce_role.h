@@ -7,13 +7,13 @@
  *   - ranks: the chief's job first (master:0, else chief:0, else worker:0
  *     is rank 0), then the other trainer jobs alphabetically, in index
  *     order; the data shard is the rank, of num_worker_replicas;
- *   - start: every rank connects to every other (dist/collective.h) with the
+ *   - start: every rank connects to every other (distribute/collective.h) with the
  *     model signature and cluster fingerprint in its hello, retrying until
  *     connect_s and then failing with the ranks that are missing; rank 0
  *     initializes the variables from the seed and broadcasts them, so every
  *     replica starts bit-identical;
  *   - each step: forward/backward on this rank's batch (hp.batch_size per
- *     worker, split across `replicas` threads when > 1: dist/mirrored.h),
+ *     worker, split across `replicas` threads when > 1: distribute/mirrored.h),
  *     and the gradient all-reduced (summed) in buckets of whole layers on a
  *     communication thread, in reverse layer order (the end of the flat
  *     buffer first), the same buckets in the same order on every rank. With

@@ -12,7 +12,7 @@
 #include "base/rng.h"
 #include "data/pipeline.h"
 #include "data/problem.h"
-#include "dist/mirrored.h"
+#include "distribute/mirrored.h"
 #include "nn/model.h"
 #include "nn/optimizer.h"
 #include "tensor/blas.h"

@@ -37,7 +37,7 @@ struct dt_train_config {
 	uint64_t seed;
 	int threads;              /* OpenBLAS threads (the process's one pool) */
 	int prefetch;             /* prepare the next batch on a background thread */
-	int replicas;             /* mirrored replicas on threads splitting each batch (dist/mirrored.h); <= 1: one */
+	int replicas;             /* mirrored replicas on threads splitting each batch (distribute/mirrored.h); <= 1: one */
 
 	/* Checkpoints and summaries (train/checkpoint.h). */
 	const char *output_dir;   /* NULL or "": no checkpoints, no summaries */

@@ -11,7 +11,7 @@
  *     restarted chief with live ps just continues);
  *   - after each of its steps, when the saver says a checkpoint is due:
  *     reads the global step from ps:0, pulls a snapshot of every shard
- *     (dist/ps_snapshot.h) into a checkpoint-shaped buffer and saves it;
+ *     (distribute/ps_snapshot.h) into a checkpoint-shaped buffer and saves it;
  *   - at the end, before ending the run on the ps: the final checkpoint,
  *     whose values it then evaluates, so its printed accuracy is the
  *     checkpoint's;
@@ -37,9 +37,9 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "dist/placement.h"
-#include "dist/ps_client.h"
-#include "dist/ps_snapshot.h"
+#include "distribute/placement.h"
+#include "distribute/ps_client.h"
+#include "distribute/ps_snapshot.h"
 #include "nn/model.h"
 #include "nn/optimizer.h"
 #include "train/checkpoint.h"

@@ -4,9 +4,9 @@
  *
  *   std server (job ps, --schedule=run_std_server): builds the model only to
  *     learn its variables, computes the placement, holds its shards
- *     (dist/ps_server.h) and serves until the chief ends the run; then it
+ *     (distribute/ps_server.h) and serves until the chief ends the run; then it
  *     closes every connection in order and returns DT_OK. The same server
- *     serves synchronous trainers (dist/ps_sync.h) and, in t2t's one-master
+ *     serves synchronous trainers (distribute/ps_sync.h) and, in t2t's one-master
  *     layout, computes as an in-graph replica (train/sync_roles.h); a
  *     synchronous step that times out, or an in-graph master lost mid-run,
  *     ends it with DT_TIMEOUT/DT_PEER (exit 3).

@@ -6,7 +6,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
-#include "dist/ps_wire.h"
+#include "distribute/ps_wire.h"
 #include "net/handshake.h"
 
 void dt__role_release(struct dt__role *r)

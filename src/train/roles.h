@@ -10,8 +10,8 @@
 
 #include "base/err.h"
 #include "data/problem.h"
-#include "dist/placement.h"
-#include "dist/ps_client.h"
+#include "distribute/placement.h"
+#include "distribute/ps_client.h"
 #include "net/loop.h"
 #include "net/messages.h"
 #include "nn/model.h"

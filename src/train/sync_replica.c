@@ -10,7 +10,7 @@
 #include "base/rng.h"
 #include "data/pipeline.h"
 #include "data/problem.h"
-#include "dist/ps_wire.h"
+#include "distribute/ps_wire.h"
 #include "net/conn.h"
 #include "train/sync_roles.h"
 

@@ -10,8 +10,8 @@
 #include "base/log.h"
 #include "base/rng.h"
 #include "data/pipeline.h"
-#include "dist/ps_client.h"
-#include "dist/ps_wire.h"
+#include "distribute/ps_client.h"
+#include "distribute/ps_wire.h"
 #include "net/conn.h"
 #include "net/socket.h"
 #include "nn/optimizer.h"
@@ -138,7 +138,7 @@ enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct 
 	chief_cfg.train = &chief_tc;
 	if (chief) {
 		/* The configuration first: a ps is "initialized" only after it, and
-		 * a restore sets the synchronous step (dist/ps_sync.h). */
+		 * a restore sets the synchronous step (distribute/ps_sync.h). */
 		st = dt_ps_client_sync_config(c, &sc, dt_deadline_in(round_s), err);
 		if (!st)
 			st = dt_ps_chief_init(&ch, &chief_cfg, r.model, &r.placement, err);

@@ -9,7 +9,7 @@
  *    initializes them; each step every trainer computes gradients on its
  *    shard of the data at the variables of step s, pushes them tagged with
  *    s, and waits at the ps's barrier until the ps has applied the average
- *    of the first replicas_to_aggregate (dist/ps_sync.h); the release brings
+ *    of the first replicas_to_aggregate (distribute/ps_sync.h); the release brings
  *    the new variables. The other trainers are backups. The chief ends the
  *    run at train_steps and evaluates.
  *
@@ -38,7 +38,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "dist/ps_server.h"
+#include "distribute/ps_server.h"
 #include "nn/model.h"
 #include "train/local.h"
 #include "train/ps_roles.h"

@@ -1,5 +1,5 @@
 /* libFuzzer target: the collective frames a ring link receives
- * (dist/ring_wire.c): the header check and the COLL_START, COLL_STALL,
+ * (distribute/ring_wire.c): the header check and the COLL_START, COLL_STALL,
  * COLL_REF, COLL_PEER and COLL_ABORT payload decoders, over a stream of frames the way ring.c walks
  * its receive buffer. A START that decodes must re-encode to the same bytes.
  *
@@ -15,7 +15,7 @@
 #include "base/alloc.h"
 #include "base/crc32c.h"
 #include "net/bytes.h"
-#include "dist/ring_wire.h"
+#include "distribute/ring_wire.h"
 #include "net/messages.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,4 +1,4 @@
-/* libFuzzer target: every parameter-server payload decoder (dist/ps_wire.h):
+/* libFuzzer target: every parameter-server payload decoder (distribute/ps_wire.h):
  * ranges, pushes, status, step, and the synchronous and in-graph replica
  * payloads.
  *
@@ -16,7 +16,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
-#include "dist/ps_wire.h"
+#include "distribute/ps_wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /* libFuzzer target: the snapshot and restore payloads of the parameter
- * server (dist/ps_snapshot.h), which a ps decodes from any peer that passed
+ * server (distribute/ps_snapshot.h), which a ps decodes from any peer that passed
  * the handshake.
  *
  * Input: byte 0 picks the decoder (even: PS_SNAPSHOT/PS_RESTORE's snapshot,
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/ps_snapshot.h"
+#include "distribute/ps_snapshot.h"
 #include "nn/hparams.h"
 #include "nn/optimizer.h"
 

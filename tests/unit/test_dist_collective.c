@@ -1,5 +1,5 @@
 /*
- * Tests of the ring collectives (src/dist/collective.h): ranks as threads
+ * Tests of the ring collectives (src/distribute/collective.h): ranks as threads
  * over loopback sockets (the same code path as processes), then ranks as
  * forked processes for the failure cases (SIGKILL, SIGSTOP).
  */
@@ -18,8 +18,8 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
-#include "dist/collective.h"
-#include "dist/ring_wire.h"
+#include "distribute/collective.h"
+#include "distribute/ring_wire.h"
 #include "dt_test.h"
 #include "net/bytes.h"
 #include "net/handshake.h"

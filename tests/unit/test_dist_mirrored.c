@@ -1,5 +1,5 @@
 /*
- * Mirrored replicas in one process (dist/mirrored.h): the gradient a group
+ * Mirrored replicas in one process (distribute/mirrored.h): the gradient a group
  * of N replicas leaves in the primary equals the one-replica gradient of the
  * whole batch, for even and uneven splits and batches smaller than N; the
  * loss and the count of correct predictions too; and the replicas follow the
@@ -13,7 +13,7 @@
 #include "dt_test.h"
 #include "base/alloc.h"
 #include "base/rng.h"
-#include "dist/mirrored.h"
+#include "distribute/mirrored.h"
 #include "nn/hparams.h"
 #include "nn/model.h"
 #include "tensor/blas.h"

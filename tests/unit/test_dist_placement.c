@@ -1,9 +1,9 @@
-/* Placement of variables over parameter servers (dist/placement.c). */
+/* Placement of variables over parameter servers (distribute/placement.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "dt_test.h"
-#include "dist/placement.h"
+#include "distribute/placement.h"
 
 /* Lays out variables back to back as a model's flat buffer does. */
 static int make_vars(struct dt_variable *vars, const int64_t (*shapes)[2], int n)

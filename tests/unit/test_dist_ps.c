@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "dist/placement.h"
-#include "dist/ps_client.h"
-#include "dist/ps_server.h"
-#include "dist/ps_wire.h"
+#include "distribute/placement.h"
+#include "distribute/ps_client.h"
+#include "distribute/ps_server.h"
+#include "distribute/ps_wire.h"
 #include "dt_test.h"
 #include "net/bytes.h"
 #include "net/frame.h"

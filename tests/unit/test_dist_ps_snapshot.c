@@ -1,4 +1,4 @@
-/* Snapshots and restores of a parameter server (dist/ps_snapshot.h): the
+/* Snapshots and restores of a parameter server (distribute/ps_snapshot.h): the
  * payload codec against hostile input, and the server's handling in one
  * process — a snapshot of a trained ps restored onto a fresh one gives the
  * same values, slots and update counts; only the chief restores; the step
@@ -8,11 +8,11 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "dist/placement.h"
-#include "dist/ps_client.h"
-#include "dist/ps_server.h"
-#include "dist/ps_snapshot.h"
-#include "dist/ps_wire.h"
+#include "distribute/placement.h"
+#include "distribute/ps_client.h"
+#include "distribute/ps_server.h"
+#include "distribute/ps_snapshot.h"
+#include "distribute/ps_wire.h"
 #include "dt_test.h"
 #include "net/bytes.h"
 #include "net/handshake.h"

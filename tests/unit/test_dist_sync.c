@@ -1,6 +1,6 @@
 /* Synchronous training through the ps: the accumulators and the barrier
- * (dist/ps_sync.h) driven directly with made-up times, the payload codecs
- * (dist/ps_wire.h) with truncated and garbage inputs, and one trainer
+ * (distribute/ps_sync.h) driven directly with made-up times, the payload codecs
+ * (distribute/ps_wire.h) with truncated and garbage inputs, and one trainer
  * against two real servers on one loop. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,11 +8,11 @@
 
 #include "base/clock.h"
 #include "base/rng.h"
-#include "dist/placement.h"
-#include "dist/ps_client.h"
-#include "dist/ps_server.h"
-#include "dist/ps_sync.h"
-#include "dist/ps_wire.h"
+#include "distribute/placement.h"
+#include "distribute/ps_client.h"
+#include "distribute/ps_server.h"
+#include "distribute/ps_sync.h"
+#include "distribute/ps_wire.h"
 #include "dt_test.h"
 #include "net/bytes.h"
 #include "net/handshake.h"

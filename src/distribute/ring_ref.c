@@ -5,7 +5,7 @@
  * handshakes that keep those bytes stable while they are read: COLL_DONE
  * from the reader, and the care both sides take when one of them fails.
  */
-#include "dist/ring_run.h"
+#include "distribute/ring_run.h"
 
 #include <errno.h>
 #include <poll.h>

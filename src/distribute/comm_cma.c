@@ -25,7 +25,7 @@
  *      with 0 or the errno that ruled it out;
  *   4. COLL_PEER_OK from the right: may we send COLL_REFs?
  */
-#include "dist/comm_internal.h"
+#include "distribute/comm_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

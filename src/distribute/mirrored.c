@@ -1,4 +1,4 @@
-#include "dist/mirrored.h"
+#include "distribute/mirrored.h"
 
 #include <pthread.h>
 #include <stdlib.h>

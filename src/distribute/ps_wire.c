@@ -1,4 +1,4 @@
-#include "dist/ps_wire.h"
+#include "distribute/ps_wire.h"
 
 #include <string.h>
 

@@ -24,7 +24,7 @@
  * stage buffer and are reduced or copied into place as they arrive, whole
  * floats at a time, so reduction overlaps the transfer of the next bytes.
  */
-#include "dist/ring_run.h"
+#include "distribute/ring_run.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -18,7 +18,7 @@
  *   PS_STEP    adds to the global step (ps 0 only)
  *   PS_END     from the chief only: the run is over; dt_ps_server_ended()
  *              turns true and the caller shuts the server down
- *   PS_SYNC_*  synchronous training (dist/ps_sync.h): once a trainer has
+ *   PS_SYNC_*  synchronous training (distribute/ps_sync.h): once a trainer has
  *              configured the ps for it, PS_PUSH and PS_STEP are refused, the
  *              ps keeps the step itself, and a step that times out fails the
  *              server (dt_ps_server_failure)
@@ -39,15 +39,15 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "dist/placement.h"
-#include "dist/ps_sync.h"
+#include "distribute/placement.h"
+#include "distribute/ps_sync.h"
 #include "net/loop.h"
 #include "net/messages.h"
 #include "nn/hparams.h"
 
 struct dt_ps_server;
 
-/* Messages the ps does not know itself, for a layer above (dist/ cannot
+/* Messages the ps does not know itself, for a layer above (distribute/ cannot
  * depend on train/). */
 struct dt_ps_server_extension {
 	/* Returns 1 when it handled (and answered) the frame. */

@@ -1,4 +1,4 @@
-#include "dist/ps_server.h"
+#include "distribute/ps_server.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -7,8 +7,8 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
-#include "dist/ps_snapshot.h"
-#include "dist/ps_wire.h"
+#include "distribute/ps_snapshot.h"
+#include "distribute/ps_wire.h"
 #include "net/bytes.h"
 #include "net/conn.h"
 #include "net/server.h"
@@ -31,7 +31,7 @@ struct dt_ps_server {
 	int ended;
 	struct dt_loop *loop;
 	int async_used;              /* a PS_PUSH or PS_STEP came: no synchronous training on this ps */
-	struct dt_ps_sync *sync;     /* the synchronous side (dist/ps_sync.h) */
+	struct dt_ps_sync *sync;     /* the synchronous side (distribute/ps_sync.h) */
 	struct dt_timer sync_timer;  /* fires at the open step's deadline */
 	struct dt_ps_server_stats stats;
 	char name[16];               /* "ps:1" */
@@ -130,7 +130,7 @@ static void arm_sync_timer(struct dt_ps_server *s, struct dt_loop *loop)
 		dt_timer_start(loop, &s->sync_timer, d);
 }
 
-/* PS_RESTORE and PS_SET_STEP, from the chief only (dist/ps_snapshot.h). On
+/* PS_RESTORE and PS_SET_STEP, from the chief only (distribute/ps_snapshot.h). On
  * a synchronous ps every ps has a step (ps:0's is the global step): SET_STEP
  * sets it on any ps, and both go to the accumulators' state
  * (dt_ps_sync_restore), whose `applied` is Adam's update count there. */
@@ -295,7 +295,7 @@ static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t
 		dt_ps_sync_on_frame(s->sync, c, h, p);
 		arm_sync_timer(s, dt_conn_loop(c));
 		return;
-	case DT_MSG_PS_SNAPSHOT: /* checkpoints and recovery: dist/ps_snapshot.h */
+	case DT_MSG_PS_SNAPSHOT: /* checkpoints and recovery: distribute/ps_snapshot.h */
 		if (!(sh = shard_of(s, c, h, p, DT_PS_RANGE_BYTES, 0)))
 			return;
 		if (!sh->initialized) {

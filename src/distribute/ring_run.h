@@ -2,7 +2,7 @@
  * ring_run.h — one collective in flight: the state the progress engine
  * (ring.c) keeps while it runs a plan, shared with ring_ref.c, the engine's
  * same-host part (segments sent and read by reference). Not for use outside
- * src/dist/ring*.c.
+ * src/distribute/ring*.c.
  *
  * A run lives on the caller's stack for one call; it borrows the comm and
  * the caller's buffer. Any failure goes through dt__ring_fail, which marks
@@ -11,7 +11,7 @@
 #ifndef DT_DIST_RING_RUN_H
 #define DT_DIST_RING_RUN_H
 
-#include "dist/comm_internal.h"
+#include "distribute/comm_internal.h"
 
 struct dt__ring_run {
 	struct dt_comm *c;

@@ -1,4 +1,4 @@
-#include "dist/ps_sync.h"
+#include "distribute/ps_sync.h"
 
 #include <stdio.h>
 #include <stdlib.h>

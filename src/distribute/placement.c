@@ -1,4 +1,4 @@
-#include "dist/placement.h"
+#include "distribute/placement.h"
 
 #include <stdlib.h>
 #include <string.h>

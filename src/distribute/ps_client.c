@@ -1,4 +1,4 @@
-#include "dist/ps_client.h"
+#include "distribute/ps_client.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -6,7 +6,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
-#include "dist/ps_wire.h"
+#include "distribute/ps_wire.h"
 #include "net/bytes.h"
 #include "net/conn.h"
 #include "net/socket.h"

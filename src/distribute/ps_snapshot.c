@@ -1,4 +1,4 @@
-#include "dist/ps_snapshot.h"
+#include "distribute/ps_snapshot.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -18,7 +18,7 @@
  *   PS_END    request   empty (the chief only): the run is over
  *             reply     empty, then the ps closes every connection in order and exits
  *
- * Synchronous training through the ps (dist/ps_sync.h):
+ * Synchronous training through the ps (distribute/ps_sync.h):
  *
  *   PS_SYNC_CONFIG request u32 replicas to aggregate, u32 total replicas,
  *                          f64 step timeout s, f64 first-step timeout s
@@ -38,7 +38,7 @@
  *                    reply   f64 sum of the replicas' mean losses, u32 correct, u32 examples,
  *                            u64 count, then count f32: the sum of the replicas' mean gradients
  *
- * A range (offset, count) must be exactly one shard of dist/placement.h's map
+ * A range (offset, count) must be exactly one shard of distribute/placement.h's map
  * held by the receiving ps; anything else is refused with an ERROR reply.
  * A push is applied only after its whole payload has arrived (the connection
  * layer delivers complete frames only), so a worker that dies mid-push leaves

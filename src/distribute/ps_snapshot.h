@@ -39,8 +39,8 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "dist/placement.h"
-#include "dist/ps_wire.h"
+#include "distribute/placement.h"
+#include "distribute/ps_wire.h"
 #include "net/conn.h"
 #include "nn/optimizer.h"
 
@@ -68,7 +68,7 @@ enum dt_status dt_ps_snapshot_decode(const uint8_t *p, size_t len, struct dt_ps_
 /* PS_SET_STEP's payload: one u64 < 2^63. */
 enum dt_status dt_ps_set_step_decode(const uint8_t *p, size_t len, int64_t *step, struct dt_err *err) DT_MUST_CHECK;
 
-/* ---- the ps side (dist/ps_server.c) ---- */
+/* ---- the ps side (distribute/ps_server.c) ---- */
 
 /* Copies shard [offset, offset + count) of params and of opt's slots (both
  * over the whole flat buffer) into a new snapshot payload and sends it as

@@ -1,7 +1,7 @@
 /*
  * comm_internal.h — the communicator's state, shared by comm.c (rendezvous,
  * lifetime) and ring.c (the progress engine and the collectives). Not for
- * use outside src/dist/comm*.c and ring*.c.
+ * use outside src/distribute/comm*.c and ring*.c.
  */
 #ifndef DT_DIST_COMM_INTERNAL_H
 #define DT_DIST_COMM_INTERNAL_H
@@ -11,8 +11,8 @@
 #include <sys/types.h>
 
 #include "base/err.h"
-#include "dist/collective.h"
-#include "dist/ring_wire.h"
+#include "distribute/collective.h"
+#include "distribute/ring_wire.h"
 #include "net/socket.h"
 
 /* One DATA frame of a collective's plan: buf[off, off + len). */

@@ -15,7 +15,7 @@
  *   6. a barrier (#0, "dtrain/rendezvous") over the ring, so dt_comm_new
  *      returns only once every rank is connected.
  */
-#include "dist/comm_internal.h"
+#include "distribute/comm_internal.h"
 
 #include <errno.h>
 #include <poll.h>

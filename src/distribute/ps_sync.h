@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "dist/ps_wire.h"
+#include "distribute/ps_wire.h"
 #include "net/conn.h"
 #include "nn/optimizer.h"
 
@@ -122,7 +122,7 @@ int64_t dt_ps_sync_step(const struct dt_ps_sync *s);
  * (Adam's bias-correction count; dt_ps_sync_stats.applied). Drops the open
  * step's gradients; waiters are released if the step passed them. The step
  * after a restore has the first step's timeout. ps_server.c calls it for
- * PS_SET_STEP and PS_RESTORE (dist/ps_snapshot.h) on a synchronous ps. */
+ * PS_SET_STEP and PS_RESTORE (distribute/ps_snapshot.h) on a synchronous ps. */
 void dt_ps_sync_restore(struct dt_ps_sync *s, int64_t step, uint64_t applied, int64_t now);
 void dt_ps_sync_get_stats(const struct dt_ps_sync *s, struct dt_ps_sync_stats *out);
 

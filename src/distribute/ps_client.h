@@ -3,7 +3,7 @@
  *
  * The client connects to all ps tasks (with backoff until a deadline), then
  * moves the model's flat buffers to and from them shard by shard, as
- * dist/placement.h maps it. Every shard is its own request, and all of a
+ * distribute/placement.h maps it. Every shard is its own request, and all of a
  * round's requests are in flight at once on all servers, so pulls and pushes
  * to different servers proceed in parallel. Nothing is copied: pushes are
  * written straight from the gradient buffer (dt_conn_sendv_ref) and pull
@@ -13,7 +13,7 @@
  * push → step → pull: the server handles a connection's frames in order, so
  * the pull sees this worker's own push applied; one round trip per step.
  *
- * A synchronous round (dt_ps_client_sync_round, dist/ps_sync.h) is the same
+ * A synchronous round (dt_ps_client_sync_round, distribute/ps_sync.h) is the same
  * shape: PS_SYNC_PUSH of every shard tagged with the trainer's step, then
  * PS_SYNC_PULL of every shard, which each ps holds at its barrier until the
  * step is applied; pull replies land in a staging buffer per shard (they
@@ -33,8 +33,8 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "dist/placement.h"
-#include "dist/ps_wire.h"
+#include "distribute/placement.h"
+#include "distribute/ps_wire.h"
 #include "net/loop.h"
 #include "net/messages.h"
 
@@ -78,7 +78,7 @@ void dt_ps_client_set_buffers(struct dt_ps_client *c, float *params, float *grad
 enum dt_status dt_ps_client_round(struct dt_ps_client *c, int push, float lr, int64_t step_inc, int pull,
 				  int64_t *global_step, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
 
-/* ---- synchronous training (dist/ps_sync.h) ---- */
+/* ---- synchronous training (distribute/ps_sync.h) ---- */
 
 /* PS_SYNC_CONFIG to every ps: the chief's configures them, the others' must match. */
 enum dt_status dt_ps_client_sync_config(struct dt_ps_client *c, const struct dt_ps_sync_config *cfg, int64_t deadline,
@@ -107,7 +107,7 @@ int dt_ps_client_ended_by_ps(const struct dt_ps_client *c);
 
 /* ---- recovery (train/ps_recovery.h) ---- */
 
-/* The connection to ps `ps` (for dist/ps_snapshot.h's calls on an idle client). */
+/* The connection to ps `ps` (for distribute/ps_snapshot.h's calls on an idle client). */
 struct dt_conn *dt_ps_client_conn(struct dt_ps_client *c, int ps);
 /* True when the connection to ps `ps` closed with an error (the ps died or
  * went silent), not in order. */

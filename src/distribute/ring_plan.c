@@ -11,7 +11,7 @@
  *     receives rank r-t-1's into scratch[n][bytes]; the caller sums them.
  *   - broadcast: segments forwarded along the ring from the root.
  */
-#include "dist/comm_internal.h"
+#include "distribute/comm_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "dist/ring_wire.h"
+#include "distribute/ring_wire.h"
 
 #include <stdio.h>
 #include <string.h>
