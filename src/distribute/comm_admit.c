@@ -32,6 +32,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/strutil.h"
 #include "net/conn.h"
 #include "net/handshake.h"
 
@@ -72,7 +73,7 @@ static void drop(struct pending *p, const char *why)
 	struct admission *a = p->a;
 	if (why) {
 		a->strangers++;
-		snprintf(a->last, sizeof(a->last), "%s", why);
+		dt_fmt(a->last, sizeof(a->last), "%s", why);
 	}
 	dt_sock_close(p->fd);
 	p->fd = -1;
@@ -92,7 +93,7 @@ static void drop_oldest(struct admission *a, const struct pending *keep, const c
 	}
 	if (old) {
 		char text[DT_ERR_MSG_MAX];
-		snprintf(text, sizeof(text), "closed %s before its hello: %s", old->addr, why);
+		dt_fmt(text, sizeof(text), "closed %s before its hello: %s", old->addr, why);
 		drop(old, text);
 	}
 }
@@ -105,14 +106,14 @@ static int on_header(void *arg, const struct dt_frame_header *h, void **dest, ch
 	struct pending *p = arg;
 	struct admission *a = p->a;
 	if (h->type != DT_MSG_HELLO) {
-		snprintf(why, cap, "expected a hello first, got %s", dt_msg_name(h->type));
+		dt_fmt(why, cap, "expected a hello first, got %s", dt_msg_name(h->type));
 		return -1;
 	}
 	a->bytes += h->length - p->bytes;
 	p->bytes = h->length;
 	while (a->bytes > a->budget && a->npending > 1) {
 		char text[160];
-		snprintf(text, sizeof(text), "pending connections announced %llu hello bytes, over the %llu-byte budget",
+		dt_fmt(text, sizeof(text), "pending connections announced %llu hello bytes, over the %llu-byte budget",
 			 (unsigned long long)a->bytes, (unsigned long long)a->budget);
 		drop_oldest(a, p, text);
 	}
@@ -147,20 +148,20 @@ static enum dt_status judge(struct admission *a, struct pending *p, int64_t dead
 	if (st) {
 		dt_hello_release(&remote);
 		char text[DT_ERR_MSG_MAX];
-		snprintf(text, sizeof(text), "bad hello from %s: %s", p->addr, e.msg);
+		dt_fmt(text, sizeof(text), "bad hello from %s: %s", p->addr, e.msg);
 		drop(p, text);
 		return DT_OK;
 	}
 	int claims_left = strcmp(remote.role, role_of(want)) == 0 && remote.index == want->index;
 	if (!code && !claims_left) {
-		snprintf(reason, sizeof(reason), "%s:%u is not this rank's left neighbour %s:%u in the ring", remote.role,
+		dt_fmt(reason, sizeof(reason), "%s:%u is not this rank's left neighbour %s:%u in the ring", remote.role,
 			 remote.index, role_of(want), want->index);
 		code = DT_REFUSE_IDENTITY;
 	}
 	if (code) {
 		send_refuse(p->fd, code, reason, deadline, p->addr);
 		char text[DT_REASON_MAX + DT_PEER_LABEL_MAX + 64];
-		snprintf(text, sizeof(text), "refused %s:%u at %s: %s", remote.role, remote.index, p->addr, reason);
+		dt_fmt(text, sizeof(text), "refused %s:%u at %s: %s", remote.role, remote.index, p->addr, reason);
 		dt_hello_release(&remote);
 		if (claims_left) {
 			st = dt_err_set(err, DT_CONFIG, "%s", text);
@@ -201,7 +202,7 @@ static enum dt_status accept_some(struct admission *a, int lfd, int64_t deadline
 			return DT_OK;
 		if (a->npending >= DT_NET_PENDING_MAX) {
 			char why[96];
-			snprintf(why, sizeof(why), "%d connections were waiting to be judged, the most a ring rank keeps",
+			dt_fmt(why, sizeof(why), "%d connections were waiting to be judged, the most a ring rank keeps",
 				 DT_NET_PENDING_MAX);
 			drop_oldest(a, NULL, why);
 		}
@@ -212,7 +213,7 @@ static enum dt_status accept_some(struct admission *a, int lfd, int64_t deadline
 		DT_ASSERT(p);
 		int64_t own = dt_deadline_in(DT_NET_HANDSHAKE_S);
 		*p = (struct pending){ .a = a, .fd = fd, .order = a->next_order++, .deadline = own < deadline ? own : deadline };
-		snprintf(p->addr, sizeof(p->addr), "%s", addr);
+		dt_fmt(p->addr, sizeof(p->addr), "%s", addr);
 		dt_frame_decoder_init(&p->dec, a->hello_cap);
 		p->dec.on_header = on_header;
 		p->dec.on_header_arg = p;
@@ -244,7 +245,7 @@ enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_c
 				continue;
 			if (now >= p->deadline) {
 				char text[DT_ERR_MSG_MAX];
-				snprintf(text, sizeof(text), "no hello from %s within %.1f s", p->addr, DT_NET_HANDSHAKE_S);
+				dt_fmt(text, sizeof(text), "no hello from %s within %.1f s", p->addr, DT_NET_HANDSHAKE_S);
 				drop(p, text);
 				continue;
 			}
