@@ -352,3 +352,67 @@ DT_TEST(nn_graph, sequence_labels_any_class_count)
 	DT_CHECK_CONTAINS(err.msg, "example 1, position 1: label 300 out of range [0, 300)");
 	dt_model_free(m);
 }
+
+/* ---- the built-ins, as before ---------------------------------------------------- */
+
+static uint64_t fnv(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+/* Computed with the models as they were before the graph builder (commit
+ * bdaac0f): seed 7, 8 examples of 28x28x1 from stream 11, labels i*3 % 10,
+ * dropout stream 5; FNV-1a of the initial parameters and of the gradients,
+ * the bits of the training and evaluation losses. */
+static const struct {
+	const char *name;
+	uint64_t params, grads;
+	uint32_t loss, eval;
+	int correct;
+} before[] = {
+	{ "mlp", 0xedef942c78925caeull, 0x3225a3605a06b668ull, 0x401dde1cu, 0x401dde1cu, 1 },
+	{ "lenet", 0x83d4482bfa7a0d3full, 0xcbf18698c77d121eull, 0x401887c4u, 0x401887c4u, 1 },
+	{ "cnn", 0x9c4f7afaedaff52eull, 0x2a5eb0703239418eull, 0x40352774u, 0x402cef1eu, 1 },
+};
+
+DT_TEST(nn_graph, builtin_models_give_the_same_bits_as_before)
+{
+	for (size_t k = 0; k < sizeof(before) / sizeof(before[0]); k++) {
+		struct dt_err err = DT_ERR_INIT;
+		struct dt_hparams hp;
+		DT_CHECK_OK(dt_hparams_from_set(dt_hparams_default_set(before[k].name), &hp, &err), &err);
+		struct dt_model *m;
+		enum { NB = 8 };
+		DT_CHECK_OK(dt_model_new(&hp, 28, 28, 1, 10, NB, &m, &err), &err);
+		dt_model_init_params(m, 7);
+		const size_t np = dt_model_num_params(m);
+		float *x = dt_xmalloc((size_t)NB * 784 * sizeof(float));
+		uint8_t lab[NB];
+		struct dt_rng data, drop;
+		dt_rng_seed(&data, 11);
+		for (size_t i = 0; i < (size_t)NB * 784; i++)
+			x[i] = dt_rng_uniform(&data);
+		for (int i = 0; i < NB; i++)
+			lab[i] = (uint8_t)(i * 3 % 10);
+		DT_CHECK_UINT_EQ(fnv(dt_model_params(m), np * sizeof(float)), before[k].params);
+		dt_rng_seed(&drop, 5);
+		int c = 0, ce = 0;
+		float loss = dt_model_train_batch(m, x, lab, NB, &drop, &c);
+		DT_CHECK_UINT_EQ(fnv(dt_model_grads(m), np * sizeof(float)), before[k].grads);
+		float el = dt_model_eval_batch(m, x, lab, NB, &ce);
+		uint32_t lb, eb;
+		memcpy(&lb, &loss, 4);
+		memcpy(&eb, &el, 4);
+		DT_CHECK_UINT_EQ(lb, before[k].loss);
+		DT_CHECK_UINT_EQ(eb, before[k].eval);
+		DT_CHECK_INT_EQ(c, before[k].correct);
+		free(x);
+		dt_model_free(m);
+	}
+}
