@@ -292,16 +292,22 @@ static enum dt_status chief_restore(struct dt_ps_chief *ch, struct dt_ps_client 
 }
 
 /* One pass of the recovery: reconnect every lost ps, restore (chief) or wait
- * for the model (worker), pull. */
+ * for the model (worker), pull. *reconnected is 0 when the failure was a ps
+ * that did not come back (its deadline has passed: final). */
 static enum dt_status recover_once(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
-				   struct dt_ps_chief *ch, int64_t *gstep, int *ended, struct dt_err *err)
+				   struct dt_ps_chief *ch, int64_t *gstep, int *ended, int *reconnected,
+				   struct dt_err *err)
 {
 	const int num_ps = cfg->cluster->num_ps_replicas;
 	enum dt_status st = DT_OK;
+	*reconnected = 0;
 	for (int ps = 0; ps < num_ps && !st && !*ended; ps++)
 		if (dt_ps_client_lost(c, ps))
 			st = dt__reconnect(cfg, r, c, ps, *gstep, DT_DEADLINE_NONE, ch ? NULL : ended, err);
-	if (!st && !*ended)
+	if (st)
+		return st;
+	*reconnected = 1;
+	if (!*ended)
 		st = ch ? chief_restore(ch, c, *gstep, err) : dt__wait_for_model(cfg, r, c, ended, err);
 	if (!st && !*ended)
 		st = dt_ps_client_round(c, 0, 0, 0, 1, gstep, dt_deadline_in(or_default(cfg->round_s, 60)), err);
@@ -319,8 +325,9 @@ enum dt_status dt_ps_recover(const struct dt_ps_run_config *cfg, struct dt__role
 	 * connection that came back and was lost again, so they end when the
 	 * ps stops coming back (--connect_timeout) or stops dying. */
 	for (int pass = 1;; pass++) {
-		enum dt_status st = recover_once(cfg, r, c, ch, gstep, ended, &e);
-		if (st && dt_retry_transient(st) && dt_ps_any_lost(c, num_ps)) {
+		int reconnected = 0;
+		enum dt_status st = recover_once(cfg, r, c, ch, gstep, ended, &reconnected, &e);
+		if (st && reconnected && dt_retry_transient(st) && dt_ps_any_lost(c, num_ps)) {
 			dt_warn("a parameter server was lost again during recovery pass %d (%s): recovering again", pass,
 				e.msg);
 			continue;
