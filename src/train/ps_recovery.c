@@ -303,7 +303,7 @@ static enum dt_status recover_once(const struct dt_ps_run_config *cfg, struct dt
 	*reconnected = 0;
 	for (int ps = 0; ps < num_ps && !st && !*ended; ps++)
 		if (dt_ps_client_lost(c, ps))
-			st = dt__reconnect(cfg, r, c, ps, *gstep, DT_DEADLINE_NONE, ch ? NULL : ended, err);
+			st = dt__reconnect(cfg, c, ps, *gstep, DT_DEADLINE_NONE, ch ? NULL : ended, err);
 	if (st)
 		return st;
 	*reconnected = 1;

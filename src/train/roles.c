@@ -84,10 +84,9 @@ static int run_over_fn(void *arg)
 	return run_over_on_disk(o->cfg, &o->step, o->path, sizeof(o->path));
 }
 
-enum dt_status dt__reconnect(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c, int ps,
-			     int64_t gstep, int64_t cap, int *ended, struct dt_err *err)
+enum dt_status dt__reconnect(const struct dt_ps_run_config *cfg, struct dt_ps_client *c, int ps, int64_t gstep,
+			     int64_t cap, int *ended, struct dt_err *err)
 {
-	(void)r;
 	const double wait_s = dt__or_default(cfg->connect_s, 120);
 	struct dt_conn *old = dt_ps_client_conn(c, ps);
 	char peer[160], at[48] = "", name[96];
@@ -137,7 +136,7 @@ enum dt_status dt__wait_for_model(const struct dt_ps_run_config *cfg, struct dt_
 			/* Restarted (or paused) while we wait: reconnect within the
 			 * same wait, and look at every ps again (another may have been
 			 * restarted meanwhile, empty). */
-			if ((st = dt__reconnect(cfg, r, c, ps, -1, deadline, ended, err)) || *ended)
+			if ((st = dt__reconnect(cfg, c, ps, -1, deadline, ended, err)) || *ended)
 				return st;
 			ps = 0;
 			continue;

@@ -55,8 +55,8 @@ enum dt_status dt__wait_for_model(const struct dt_ps_run_config *cfg, struct dt_
  * run's final checkpoint in --output_dir, and when it is there stops
  * waiting, sets *ended and says so (a worker paused across the end of the
  * run finds its ps gone for good). */
-enum dt_status dt__reconnect(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c, int ps,
-			     int64_t gstep, int64_t cap, int *ended, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt__reconnect(const struct dt_ps_run_config *cfg, struct dt_ps_client *c, int ps, int64_t gstep,
+			     int64_t cap, int *ended, struct dt_err *err) DT_MUST_CHECK;
 
 /* Connects to every ps of the cluster, with the buffers of r's model. */
 enum dt_status dt__connect_ps(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client **out,
