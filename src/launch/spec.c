@@ -515,8 +515,12 @@ enum dt_status dt_launch_spec_load(const char *path, struct dt_launch_spec *out,
 	size_t len = 0;
 	dt_launch_spec_init(out);
 	enum dt_status st = dt_read_file(path, SPEC_MAX_BYTES, &text, &len, err);
-	if (st)
-		return dt_err_prefix(err, "cannot read the experiment spec");
+	if (st) { /* a spec that is not there is a bad spec: exit 2, as EXIT_CODES.md says */
+		dt_err_prefix(err, "cannot read the experiment spec");
+		if (err)
+			err->status = DT_CONFIG;
+		return DT_CONFIG;
+	}
 	st = dt_launch_spec_parse(text, len, path, out, err);
 	free(text);
 	return st;

@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/rng.h"
 #include "data/pipeline.h"
 #include "data/problem.h"
@@ -680,6 +681,7 @@ static enum dt_status train_loop(const struct dt_allreduce_run_config *cfg, stru
 		w.examples += b->size;
 		w.steps++;
 		dt_summary_step(r->summary, step, loss, correct, lr); /* rank 0's own batch, as TF's chief */
+		dt_progress_step(step, tc->train_steps); /* the launcher's STEP and STEPS/S */
 		if ((tc->log_every > 0 && step % tc->log_every == 0) || step == tc->train_steps) {
 			if ((st = log_window(cfg, r, step, lr, &w, train_start, res, err)))
 				return dt_err_prefix(err, "training stopped at step %lld", (long long)step);

@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/rng.h"
 #include "data/pipeline.h"
 #include "distribute/ps_client.h"
@@ -218,6 +219,7 @@ enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct 
 		step = sr.min_step;
 		gstep = sr.global_step;
 		local_steps++;
+		dt_progress_step(gstep, tc->train_steps); /* the launcher's STEP and STEPS/S */
 		w.loss_sum += (double)loss;
 		w.correct += correct;
 		w.examples += b->size;
@@ -594,6 +596,7 @@ enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct d
 		w.examples += examples;
 		w.steps++;
 		dt_summary_step(k.summary, step + 1, (float)loss, (int)correct, lr);
+		dt_progress_step(step + 1, tc->train_steps); /* the launcher's STEP and STEPS/S */
 		if (k.saving && (dt_saver_due(&k.saver, step + 1) || step + 1 == tc->train_steps)) {
 			int64_t s0 = dt_now_ns();
 			if ((st = master_save(&k, r.model, &opt, step + 1, err)))
