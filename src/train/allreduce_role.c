@@ -373,7 +373,8 @@ static enum dt_status chief_restore(const struct dt_train_config *tc, struct run
 	if (tc->save_summary_steps > 0) {
 		/* examples/sec counts every worker's batch: the global batch. */
 		struct dt_summary_config sc = { .dir = tc->output_dir, .every = tc->save_summary_steps,
-						.last_step = tc->train_steps, .batch_size = tc->hp.batch_size * r->size };
+						.last_step = tc->train_steps, .batch_size = tc->hp.batch_size * r->size,
+						.hp = &tc->hp };
 		if ((st = dt_summary_new(&sc, &r->summary, err)))
 			return st;
 	}

@@ -181,7 +181,8 @@ static enum dt_status open_summaries(const struct dt_train_config *cfg, struct r
 	enum dt_status st;
 	if (cfg->save_summary_steps > 0) {
 		struct dt_summary_config sc = { .dir = cfg->output_dir, .every = cfg->save_summary_steps,
-						.last_step = cfg->train_steps, .batch_size = cfg->hp.batch_size };
+						.last_step = cfg->train_steps, .batch_size = cfg->hp.batch_size,
+						.hp = &cfg->hp };
 		if ((st = dt_summary_new(&sc, &r->summary, err)))
 			return st;
 	}

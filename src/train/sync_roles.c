@@ -147,7 +147,8 @@ enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct 
 		ch.meta[0].value = "parameter_server_sync";
 		if (!st && ch.saving && tc->save_summary_steps > 0) {
 			struct dt_summary_config smc = { .dir = tc->output_dir, .every = tc->save_summary_steps,
-							 .last_step = tc->train_steps, .batch_size = tc->hp.batch_size * aggregate };
+							 .last_step = tc->train_steps, .batch_size = tc->hp.batch_size * aggregate,
+							 .hp = &tc->hp };
 			st = dt_summary_new(&smc, &ch.summary, err);
 		}
 		/* Restores the newest checkpoint onto ps tasks that are not
@@ -415,7 +416,8 @@ static enum dt_status master_restore(const struct dt_train_config *tc, struct ma
 	k->meta[1] = (struct dt_ckpt_kv){ "num_replicas", k->replicas };
 	if (tc->save_summary_steps > 0) {
 		struct dt_summary_config sc = { .dir = tc->output_dir, .every = tc->save_summary_steps,
-						.last_step = tc->train_steps, .batch_size = global_batch };
+						.last_step = tc->train_steps, .batch_size = global_batch,
+						.hp = &tc->hp };
 		if ((st = dt_summary_new(&sc, &k->summary, err)))
 			return st;
 	}
