@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/rng.h"
 #include "data/pipeline.h"
 #include "data/problem.h"
@@ -372,7 +373,8 @@ static enum dt_status chief_restore(const struct dt_train_config *tc, struct run
 	if (tc->save_summary_steps > 0) {
 		/* examples/sec counts every worker's batch: the global batch. */
 		struct dt_summary_config sc = { .dir = tc->output_dir, .every = tc->save_summary_steps,
-						.last_step = tc->train_steps, .batch_size = tc->hp.batch_size * r->size };
+						.last_step = tc->train_steps, .batch_size = tc->hp.batch_size * r->size,
+						.hp = &tc->hp };
 		if ((st = dt_summary_new(&sc, &r->summary, err)))
 			return st;
 	}
@@ -680,6 +682,7 @@ static enum dt_status train_loop(const struct dt_allreduce_run_config *cfg, stru
 		w.examples += b->size;
 		w.steps++;
 		dt_summary_step(r->summary, step, loss, correct, lr); /* rank 0's own batch, as TF's chief */
+		dt_progress_step(step, tc->train_steps); /* the launcher's STEP and STEPS/S */
 		if ((tc->log_every > 0 && step % tc->log_every == 0) || step == tc->train_steps) {
 			if ((st = log_window(cfg, r, step, lr, &w, train_start, res, err)))
 				return dt_err_prefix(err, "training stopped at step %lld", (long long)step);

@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "nn/model.h"
 #include "tensor/blas.h"
 #include "train/checkpoint.h"
@@ -197,6 +198,10 @@ static enum dt_status evaluate_one(struct evaluator *e, const char *path, int64_
 		return st;
 	dt_info("evaluated '%s': global step %lld, accuracy %.4f, loss %.4f", path, (long long)loaded, r.accuracy,
 		r.loss);
+	char note[200];
+	snprintf(note, sizeof(note), "eval at global step %lld: accuracy %.4f, loss %.4f", (long long)loaded,
+		 r.accuracy, r.loss);
+	dt_progress_note(loaded, cfg->train_steps, note); /* `dtrain status` shows the newest evaluation */
 	dt_eval_write_summary(e->events, loaded, &r);
 	if (cfg->report)
 		cfg->report(cfg->report_ctx, cfg->split, loaded, &r);

@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/rng.h"
 #include "data/pipeline.h"
 #include "data/problem.h"
@@ -180,7 +181,8 @@ static enum dt_status open_summaries(const struct dt_train_config *cfg, struct r
 	enum dt_status st;
 	if (cfg->save_summary_steps > 0) {
 		struct dt_summary_config sc = { .dir = cfg->output_dir, .every = cfg->save_summary_steps,
-						.last_step = cfg->train_steps, .batch_size = cfg->hp.batch_size };
+						.last_step = cfg->train_steps, .batch_size = cfg->hp.batch_size,
+						.hp = &cfg->hp };
 		if ((st = dt_summary_new(&sc, &r->summary, err)))
 			return st;
 	}
@@ -272,6 +274,7 @@ enum dt_status dt_train_local(const struct dt_train_config *cfg, struct dt_train
 		w.examples += batch;
 		w.steps++;
 		dt_summary_step(r.summary, step, loss, correct, lr);
+		dt_progress_step(step, cfg->train_steps); /* the launcher's STEP and STEPS/S */
 		if ((cfg->log_every > 0 && step % cfg->log_every == 0) || step == cfg->train_steps) {
 			window_loss = w.loss_sum / (double)w.steps;
 			if (cfg->log_every > 0)

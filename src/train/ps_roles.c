@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/rng.h"
 #include "data/pipeline.h"
 #include "data/problem.h"
@@ -409,6 +410,7 @@ enum dt_status dt_train_ps_trainer(const struct dt_ps_run_config *cfg, struct dt
 		if (round_params)
 			memcpy(params, round_params, bytes);
 		local_steps++;
+		dt_progress_step(gstep, tc->train_steps); /* the launcher's STEP and STEPS/S */
 		w.loss_sum += (double)loss;
 		w.correct += correct;
 		w.examples += size;

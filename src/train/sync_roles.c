@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/retry.h"
+#include "base/progress.h"
 #include "base/rng.h"
 #include "data/pipeline.h"
 #include "distribute/ps_client.h"
@@ -148,7 +149,8 @@ enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct 
 		ch.meta[0].value = "parameter_server_sync";
 		if (!st && ch.saving && tc->save_summary_steps > 0) {
 			struct dt_summary_config smc = { .dir = tc->output_dir, .every = tc->save_summary_steps,
-							 .last_step = tc->train_steps, .batch_size = tc->hp.batch_size * aggregate };
+							 .last_step = tc->train_steps, .batch_size = tc->hp.batch_size * aggregate,
+							 .hp = &tc->hp };
 			st = dt_summary_new(&smc, &ch.summary, err);
 		}
 		/* Restores the newest checkpoint onto ps tasks that are not
@@ -220,6 +222,7 @@ enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct 
 		step = sr.min_step;
 		gstep = sr.global_step;
 		local_steps++;
+		dt_progress_step(gstep, tc->train_steps); /* the launcher's STEP and STEPS/S */
 		w.loss_sum += (double)loss;
 		w.correct += correct;
 		w.examples += b->size;
@@ -422,7 +425,8 @@ static enum dt_status master_restore(const struct dt_train_config *tc, struct ma
 	k->meta[1] = (struct dt_ckpt_kv){ "num_replicas", k->replicas };
 	if (tc->save_summary_steps > 0) {
 		struct dt_summary_config sc = { .dir = tc->output_dir, .every = tc->save_summary_steps,
-						.last_step = tc->train_steps, .batch_size = global_batch };
+						.last_step = tc->train_steps, .batch_size = global_batch,
+						.hp = &tc->hp };
 		if ((st = dt_summary_new(&sc, &k->summary, err)))
 			return st;
 	}
@@ -603,6 +607,7 @@ enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct d
 		w.examples += examples;
 		w.steps++;
 		dt_summary_step(k.summary, step + 1, (float)loss, (int)correct, lr);
+		dt_progress_step(step + 1, tc->train_steps); /* the launcher's STEP and STEPS/S */
 		if (k.saving && (dt_saver_due(&k.saver, step + 1) || step + 1 == tc->train_steps)) {
 			int64_t s0 = dt_now_ns();
 			if ((st = master_save(&k, r.model, &opt, step + 1, err)))
