@@ -333,12 +333,10 @@ enum dt_status dt_train_ps_trainer(const struct dt_ps_run_config *cfg, struct dt
 	const double round_s = dt__or_default(cfg->round_s, 60);
 	int64_t gstep = 0;
 	int ended = 0;
-	if (chief && !(st = dt_ps_chief_init(&ch, cfg, r.model, &r.placement, err)))
-		st = dt_ps_chief_start(&ch, c, err); /* restores a checkpoint, or initializes (train/ps_recovery.h) */
-	else if (!chief)
-		st = dt__wait_for_model(cfg, &r, c, &ended, err);
-	if (!st && !ended)
-		st = dt_ps_client_round(c, 0, 0, 0, 1, &gstep, dt_deadline_in(round_s), err);
+	/* The chief restores a checkpoint or initializes, a worker waits for the
+	 * model; then the first pull (train/ps_recovery.h). */
+	if (!chief || !(st = dt_ps_chief_init(&ch, cfg, r.model, &r.placement, err)))
+		st = dt_ps_trainer_start(cfg, &r, c, chief ? &ch : NULL, &gstep, &ended, err);
 	if (st)
 		goto out;
 
