@@ -599,8 +599,10 @@ void chaos_run_mode(enum chaos_mode mode, uint64_t seed, int failures, const str
 				 r->detail, r->expect, r->actual, wall, lost, acc, calm, bad ? "BAD" : "ok",
 				 bad ? reason : "");
 			fputs(line, stderr);
-			if (rec_file)
+			if (rec_file) {
 				fputs(line, rec_file);
+				fflush(rec_file); /* a long run's table counts what a killed test did */
+			}
 			t->injected++;
 			bad ? t->bad++ : t->ok++;
 		}
