@@ -20,6 +20,7 @@
 #define LOG_EVERY 25
 #define MAX_ROLES 4
 #define MAX_PER_SCENARIO 3
+#define CONNECT_TIMEOUT_S 60.0 /* --connect_timeout */
 #define END_WAIT_S 150.0  /* a whole job's remaining run, restarts included, on a loaded machine */
 
 /* Each mode's job and the deadlines its documentation promises. */
@@ -144,7 +145,7 @@ static void job_start_role(struct job *j, int i)
 		argv[n++] = "--log_every=25";
 		argv[n++] = "--save_checkpoints_steps=100";
 		argv[n++] = j->c.out_flag;
-		argv[n++] = "--connect_timeout=60";
+		argv[n++] = "--connect_timeout=60"; /* CONNECT_TIMEOUT_S */
 		if (j->mode == CHAOS_SYNC || j->mode == CHAOS_INGRAPH)
 			argv[n++] = "--sync";
 		if (mi->timeout_s > 0)
@@ -371,7 +372,10 @@ static void dump_logs(struct job *j)
  * job starts again. Returns the record's verdict. */
 static void survivors_then_restart(struct job *j, int victim, struct record *rec, long *lost)
 {
-	double deadline = 2 * j->mi->timeout_s + 30;
+	/* A trainer's wait for a peer is bounded by --connect_timeout (60 s: the
+	 * first step's, and a reconnect's) or the step deadline; 20 s of slack
+	 * for a loaded machine. */
+	double deadline = CONNECT_TIMEOUT_S + j->mi->timeout_s + 20;
 	long before = max_step_of_job(j);
 	int all = wait_all(j, deadline);
 	codes(j, rec->actual, sizeof(rec->actual));
