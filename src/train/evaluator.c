@@ -136,13 +136,18 @@ static enum dt_status next_checkpoint(struct evaluator *e, char *path, size_t ca
 	return st;
 }
 
-/* True when `path` opens and carries a model signature other than ours:
- * a different model, which no retry can fix. */
+/* True when `path` opens, its header checks out, and it carries a model
+ * signature other than ours: a different model, which no retry can fix. (A
+ * damaged header's signature says nothing: that file is skipped instead.) */
 static int other_model(const struct evaluator *e, const char *path)
 {
 	struct dt_st_file *f;
 	if (dt_st_open(path, &f, NULL))
 		return 0;
+	if (dt_ckpt_check_header(f, NULL)) {
+		dt_st_free(f);
+		return 0;
+	}
 	const char *sig = dt_st_meta(f, "model_signature");
 	int differs = sig && strcmp(sig, e->signature) != 0;
 	dt_st_free(f);
