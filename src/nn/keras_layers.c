@@ -323,8 +323,8 @@ static enum dt_status conv_like(struct dt__keras *k, const char *layer, const ch
 {
 	const int depthwise = strcmp(cls, "DepthwiseConv2D") == 0, separable = strcmp(cls, "SeparableConv2D") == 0;
 	static const char *const conv_known[] = { CONV_FIELDS, "filters", "groups", "kernel_initializer", NULL };
-	static const char *const dw_known[] = { CONV_FIELDS, "depth_multiplier", "depthwise_initializer", NULL };
-	static const char *const sep_known[] = { CONV_FIELDS, "filters", "depth_multiplier", "depthwise_initializer",
+	static const char *const dw_known[] = { CONV_FIELDS, "groups", "depth_multiplier", "depthwise_initializer", NULL };
+	static const char *const sep_known[] = { CONV_FIELDS, "filters", "groups", "depth_multiplier", "depthwise_initializer",
 						 "pointwise_initializer", NULL };
 	enum dt_status st = check_fields(k, layer, cls, cfg, depthwise ? dw_known : separable ? sep_known : conv_known);
 	int filters = 0, ks[2], strides[2], dil[2], mult = 1, groups;

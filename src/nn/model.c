@@ -14,6 +14,7 @@
 #include "base/alloc.h"
 #include "base/strutil.h"
 #include "nn/graph.h"
+#include "nn/keras.h"
 #include "nn/model_impl.h"
 #include "tensor/kernels.h"
 
@@ -136,10 +137,38 @@ static enum dt_status unknown_model(const char *name, struct dt_err *err)
 	return dt_err_set(err, DT_USAGE, "unknown model '%s'; valid: %s", name, valid);
 }
 
+/* A Keras model for data of (height, width, channels) and num_classes:
+ * the JSON must agree, or the run is misconfigured. */
+static enum dt_status keras_model_new(const char *path, int height, int width, int channels, int num_classes,
+				      int max_batch, struct dt_model **out, struct dt_err *err)
+{
+	struct dt_keras_info info;
+	enum dt_status st = dt_keras_load(path, max_batch, out, &info, err);
+	if (st)
+		return st;
+	const int *s = info.input_shape;
+	const int rank3 = info.input_rank == 3 && s[0] == height && s[1] == width && s[2] == channels;
+	if (info.num_inputs != 1 || info.input_is_int || !rank3 || info.classes != num_classes) {
+		dt_model_free(*out);
+		*out = NULL;
+		dt_err_set(err, DT_USAGE,
+			   "keras model '%s' takes %d float input(s) of shape (%d, %d, %d) and gives %d classes, but the data "
+			   "has images of (%d, %d, %d) and %d classes",
+			   path, info.num_inputs, s[0], info.input_rank > 1 ? s[1] : 0, info.input_rank > 2 ? s[2] : 0,
+			   info.classes, height, width, channels, num_classes);
+		dt_err_hint(err, "build the Keras model with input_shape=(%d, %d, %d) and %d output units", height, width,
+			    channels, num_classes);
+		return DT_USAGE;
+	}
+	return DT_OK;
+}
+
 enum dt_status dt_model_new(const struct dt_hparams *hp, int height, int width, int channels, int num_classes,
 			    int max_batch, struct dt_model **out, struct dt_err *err)
 {
 	*out = NULL;
+	if (hp->keras_model[0])
+		return keras_model_new(hp->keras_model, height, width, channels, num_classes, max_batch, out, err);
 	int which = -1;
 	for (size_t i = 0; i < DT_ARRAY_LEN(model_names); i++)
 		if (strcmp(hp->model, model_names[i]) == 0)
