@@ -414,6 +414,11 @@ static enum dt_status pooling(struct dt__keras *k, const char *layer, const char
 	if (st)
 		return st;
 	snprintf(out, DT_LAYER_NAME_MAX, "%s", layer);
+	int keep = 0;
+	if (global && (st = get_bool(k, layer, cls, cfg, "keepdims", 0, &keep)))
+		return st;
+	if (keep)
+		return FAIL("field 'keepdims' is true (supported: false)");
 	if (global)
 		return graph_st(k, layer, cls,
 				dt_graph_global_pool(k->g, layer, in, is_max ? DT_POOL_MAX : DT_POOL_AVG, k->err));
