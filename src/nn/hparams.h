@@ -31,6 +31,10 @@ struct dt_hparams {
 	double weight_decay;              /* L2 added to gradients of kernels; 0 disables */
 	int sync;                         /* synchronous distributed training (later issues) */
 	int scale_lr_by_workers;          /* async: lr /= sqrt(workers), as t2t does */
+	/* Not an hparam (no name in the table): the model's JSON when it is a
+	 * Keras model (dtrain train --keras_model; model is then "keras"), read by
+	 * dt_model_new wherever a role builds its model. "" otherwise. */
+	char keras_model[1024];
 };
 
 /* Names of the registered sets ("mlp_base", "lenet_base", "cnn_base", ...). */
