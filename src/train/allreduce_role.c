@@ -281,10 +281,10 @@ static enum dt_status setup(const struct dt_allreduce_run_config *cfg, struct ru
 	walk_ranks(cl, note_rank, &arg);
 
 	int64_t t0 = dt_now_ns();
-	if ((st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TRAIN, tc->seed, &r->train, err)))
+	if ((st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TRAIN, tc->seed, &r->train, err)))
 		return st;
 	if (((r->rank == 0 && tc->eval_at_end) || tc->eval_every > 0) &&
-	    (st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TEST, tc->seed, &r->test, err)))
+	    (st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TEST, tc->seed, &r->test, err)))
 		return st;
 	res->load_seconds = (double)(dt_now_ns() - t0) / 1e9;
 	const struct dt_dataset *d = &r->train;
@@ -444,7 +444,7 @@ static enum dt_status connect_and_init(const struct dt_allreduce_run_config *cfg
 		dt_warn("evaluating every %lld steps as %s does (this task has --eval_every=%lld)",
 			(long long)r->eval_every, r->ranks.names[0], (long long)tc->eval_every);
 	if (r->eval_every > 0 && r->test.count == 0 &&
-	    (st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TEST, tc->seed, &r->test, err)))
+	    (st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TEST, tc->seed, &r->test, err)))
 		return st;
 	if (r->rank == 0)
 		dt_info("%s the variables and broadcast them to %d worker(s)", pos[0] ? "restored" : "initialized",

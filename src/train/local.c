@@ -75,10 +75,10 @@ static enum dt_status setup(const struct dt_train_config *cfg, struct run *r, st
 	dt_info("blas: OpenBLAS core %s (%s), %d thread(s)", blas.core, blas.core_source, blas.threads);
 
 	int64_t t0 = dt_now_ns();
-	if ((st = dt_problem_load(cfg->problem, cfg->data_dir, DT_SPLIT_TRAIN, cfg->seed, &r->train, err)))
+	if ((st = dt_problem_load(cfg->problem, cfg->data_dir, cfg->data, DT_SPLIT_TRAIN, cfg->seed, &r->train, err)))
 		return st;
 	if (cfg->eval_at_end || cfg->eval_every > 0 || cfg->eval_after_save)
-		if ((st = dt_problem_load(cfg->problem, cfg->data_dir, DT_SPLIT_TEST, cfg->seed, &r->test, err)))
+		if ((st = dt_problem_load(cfg->problem, cfg->data_dir, cfg->data, DT_SPLIT_TEST, cfg->seed, &r->test, err)))
 			return st;
 	res->load_seconds = (double)(dt_now_ns() - t0) / 1e9;
 	dt_info("data: %u train, %u test examples: %s (%.2f s)", r->train.count, r->test.count, r->train.source,
