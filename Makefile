@@ -140,6 +140,11 @@ $(BUILD)/bench-allreduce: $(BUILD)/bench/allreduce_bench.o $(BUILD)/libdtrain.a
 	@echo "  LINK    $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# image_folder decode throughput (docs/DATA.md's Performance).
+$(BUILD)/bench-images: $(BUILD)/bench/image_bench.o $(BUILD)/libdtrain.a
+	@echo "  LINK    $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 clean:
 	rm -rf build build-san build-fuzz
 
