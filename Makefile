@@ -22,10 +22,10 @@ WARNINGS += -Werror
 endif
 
 OPT      := $(if $(SANITIZE),-O1 -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-recover=all,-O2 -march=native) -fno-math-errno
-CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE -MMD -MP
+CPPFLAGS := -Iinclude -Isrc -I/usr/include/hdf5/serial -D_GNU_SOURCE -MMD -MP
 CFLAGS   := -std=c11 -g $(OPT) $(WARNINGS) -pthread
 LDFLAGS  := $(if $(SANITIZE),-fsanitize=$(SANITIZE)) -pthread
-LDLIBS   := -ldl -lz -ljansson -lyaml -ljpeg -lpng16 -lgif -lm
+LDLIBS   := -ldl -lz -ljansson -lyaml -ljpeg -lpng16 -lgif -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5 -lm
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -92,7 +92,7 @@ run-cluster: $(BUILD)/dtrain
 
 # libFuzzer targets: the library is compiled once with clang's coverage
 # instrumentation into build-fuzz/libdtrain.a; each target links against it.
-FUZZ_CFLAGS := -std=c11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -Iinclude -Isrc -D_GNU_SOURCE -pthread
+FUZZ_CFLAGS := -std=c11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -Iinclude -Isrc -I/usr/include/hdf5/serial -D_GNU_SOURCE -pthread
 FUZZ_OBJ := $(LIB_SRC:%.c=build-fuzz/%.o)
 build-fuzz/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
