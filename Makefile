@@ -22,10 +22,14 @@ WARNINGS += -Werror
 endif
 
 OPT      := $(if $(SANITIZE),-O1 -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-recover=all,-O2 -march=native) -fno-math-errno
-CPPFLAGS := -Iinclude -Isrc -I/usr/include/hdf5/serial -D_GNU_SOURCE -MMD -MP
+# Debian keeps HDF5 in a directory of its own (the serial flavour); pkg-config knows it once
+# libhdf5-dev is installed, and the fallback names it before (the first make installs it).
+HDF5_CFLAGS := $(or $(shell pkg-config --cflags hdf5 2>/dev/null),-I/usr/include/hdf5/serial)
+HDF5_LIBS   := $(or $(shell pkg-config --libs hdf5 2>/dev/null),-L/usr/lib/$(shell $(CC) -print-multiarch)/hdf5/serial -lhdf5)
+CPPFLAGS := -Iinclude -Isrc $(HDF5_CFLAGS) -D_GNU_SOURCE -MMD -MP
 CFLAGS   := -std=c11 -g $(OPT) $(WARNINGS) -pthread
 LDFLAGS  := $(if $(SANITIZE),-fsanitize=$(SANITIZE)) -pthread
-LDLIBS   := -ldl -lz -ljansson -lyaml -ljpeg -lpng16 -lgif -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5 -lm
+LDLIBS   := -ldl -lz -ljansson -lyaml -ljpeg -lpng16 -lgif $(HDF5_LIBS) -lm
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -92,7 +96,7 @@ run-cluster: $(BUILD)/dtrain
 
 # libFuzzer targets: the library is compiled once with clang's coverage
 # instrumentation into build-fuzz/libdtrain.a; each target links against it.
-FUZZ_CFLAGS := -std=c11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -Iinclude -Isrc -I/usr/include/hdf5/serial -D_GNU_SOURCE -pthread
+FUZZ_CFLAGS := -std=c11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -Iinclude -Isrc $(HDF5_CFLAGS) -D_GNU_SOURCE -pthread
 FUZZ_OBJ := $(LIB_SRC:%.c=build-fuzz/%.o)
 build-fuzz/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
