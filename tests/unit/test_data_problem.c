@@ -81,10 +81,14 @@ DT_TEST(data_problem, registry_lists_names_and_default_dirs)
 {
 	size_t n = 0;
 	const char *const *names = dt_problem_names(&n);
-	DT_CHECK_UINT_EQ(n, 3);
+	DT_CHECK_UINT_EQ(n, 5);
 	DT_CHECK_STR_EQ(names[0], "fashion_mnist");
 	DT_CHECK_STR_EQ(names[1], "mnist");
 	DT_CHECK_STR_EQ(names[2], "synthetic");
+	DT_CHECK_STR_EQ(names[3], "image_folder");
+	DT_CHECK_STR_EQ(names[4], "csv");
+	DT_CHECK(dt_problem_default_dir("image_folder") == NULL);
+	DT_CHECK(dt_problem_default_dir("csv") == NULL);
 	DT_CHECK_STR_EQ(dt_problem_default_dir("fashion_mnist"), FASHION_DIR);
 	DT_CHECK(dt_problem_default_dir("mnist") == NULL);
 	DT_CHECK(dt_problem_default_dir("synthetic") == NULL);
@@ -97,7 +101,7 @@ DT_TEST(data_problem, unknown_problem_lists_the_valid_ones)
 	struct dt_err err = DT_ERR_INIT;
 	DT_CHECK_INT_EQ(dt_problem_load("cifar10", NULL, NULL, DT_SPLIT_TRAIN, 1, &ds, &err), DT_USAGE);
 	DT_CHECK_CONTAINS(err.msg, "unknown problem 'cifar10'");
-	DT_CHECK_CONTAINS(err.msg, "fashion_mnist, mnist, synthetic");
+	DT_CHECK_CONTAINS(err.msg, "fashion_mnist, mnist, synthetic, image_folder, csv");
 	DT_CHECK(ds.images == NULL);
 	dt_dataset_release(&ds);
 	dt_dataset_release(NULL);
