@@ -128,7 +128,8 @@ static enum dt_status list_classes(const char *dir, struct list *classes, struct
 		free(path);
 	}
 	closedir(d);
-	qsort(classes->items, classes->n, sizeof(char *), cmp_str);
+	if (classes->n > 1)
+		qsort(classes->items, classes->n, sizeof(char *), cmp_str);
 	return DT_OK;
 }
 
@@ -273,7 +274,8 @@ enum dt_status dt__image_folder_load(const char *dir, const struct dt_data_optio
 		uint32_t first = files.n;
 		st = walk(cdir, 0, &files, err);
 		free(cdir);
-		qsort(files.items + first, files.n - first, sizeof(char *), cmp_str);
+		if (files.n > first)
+			qsort(files.items + first, files.n - first, sizeof(char *), cmp_str);
 		all_labels = dt_xrealloc(all_labels, files.n ? files.n : 1);
 		for (uint32_t i = first; i < files.n; i++)
 			all_labels[i] = (uint8_t)c;
