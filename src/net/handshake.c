@@ -176,29 +176,19 @@ enum dt_status dt_frame_send_fd(int fd, uint16_t type, uint32_t flags, uint64_t 
 	return dt_sock_sendv_all(fd, iov, len ? 2 : 1, deadline, peer, err);
 }
 
-/* Header bytes to read next: up to the next point where the decoder checks something. */
-static size_t header_want(const struct dt_frame_decoder *d)
-{
-	if (d->hdr_have_ < 4)
-		return 4 - d->hdr_have_;
-	if (d->hdr_have_ < 6)
-		return 6 - d->hdr_have_;
-	return DT_FRAME_HEADER_SIZE - d->hdr_have_;
-}
-
 enum dt_status dt_frame_recv_fd_some(int fd, struct dt_frame_decoder *d, const char *peer, int *ready,
 				     struct dt_err *err)
 {
 	*ready = 0;
 	for (;;) {
 		enum dt_frame_event ev = DT_FRAME_NEED_MORE;
-		uint8_t tmp[DT_FRAME_HEADER_SIZE];
+		uint8_t tmp[DT_FRAME_HEADER_SIZE]; /* header and trailer bytes */
 		uint8_t *where;
 		size_t want;
 		int in_payload = dt_frame_decoder_window(d, &where, &want);
 		if (!in_payload) {
 			where = tmp;
-			want = header_want(d);
+			want = dt_frame_decoder_want(d); /* never past the frame's end */
 		}
 		ssize_t n = recv(fd, where, want, MSG_DONTWAIT);
 		if (n > 0) {
