@@ -29,7 +29,14 @@ static void send_hello_ok(struct dt_conn *c)
 static void violation(struct dt_conn *c)
 {
 	const char *detail = c->dec.detail;
-	if (c->dec.error == DT_FRAME_REJECTED && c->mismatch_code) {
+	if (c->state == CS_AUTH && c->dec.header.type == DT_MSG_HELLO && !c->mismatch_code) {
+		/* A hello longer than an auth_hello's cap is refused for what it is. */
+		c->mismatch_code = DT_REFUSE_AUTH;
+		dt_fmt(c->mismatch, sizeof(c->mismatch),
+		       "this task requires the cluster secret and the peer sent a hello without it (start every task "
+		       "with the same --cluster_secret_file)");
+	}
+	if ((c->dec.error == DT_FRAME_REJECTED || c->dec.error == DT_FRAME_TOO_LARGE) && c->mismatch_code) {
 		/* One side has a cluster secret and the other none: a configuration
 		 * error that retrying will not fix, said as such. */
 		if (c->state == CS_CLIENT_AUTH) {
