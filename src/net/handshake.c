@@ -13,6 +13,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "net/auth.h"
 #include "net/socket.h"
 
 /* ---- incarnation ---- */
@@ -165,6 +166,29 @@ enum dt_status dt_handshake_judge(const struct dt_hello *local, const uint8_t *p
 }
 
 /* ---- blocking frame I/O ---- */
+
+enum dt_status dt_frame_send_fd_sealed(int fd, struct dt_wire_sec *sec, uint16_t type, uint32_t flags, uint8_t *payload,
+				       size_t len, int64_t deadline, const char *peer, struct dt_err *err)
+{
+	uint8_t hdr[DT_FRAME_HEADER_SIZE], tag[DT_AUTH_TAG_BYTES];
+	struct dt_frame_header h = dt_frame_header_make(type, flags, 0, len);
+	dt_frame_header_pack(&h, hdr);
+	struct iovec part = { payload, len };
+	dt_wire_seal(sec, hdr, &part, len ? 1 : 0, tag);
+	struct iovec iov[3] = { { hdr, sizeof(hdr) }, { payload, len }, { tag, sizeof(tag) } };
+	if (!len)
+		iov[1] = iov[2];
+	return dt_sock_sendv_all(fd, iov, len ? 3 : 2, deadline, peer, err);
+}
+
+enum dt_status dt_frame_open_fd(struct dt_frame_decoder *d, struct dt_wire_sec *sec, const char *peer,
+				struct dt_err *err)
+{
+	if (dt_wire_open(sec, d->hdr_raw, dt_frame_decoder_payload(d), (size_t)d->header.length, d->tag) == 0)
+		return DT_OK;
+	return dt_err_set(err, DT_PROTOCOL, "a %s frame from %s failed its authentication check", dt_msg_name(d->header.type),
+			  peer);
+}
 
 enum dt_status dt_frame_send_fd(int fd, uint16_t type, uint32_t flags, uint64_t request_id, const void *payload,
 				size_t len, int64_t deadline, const char *peer, struct dt_err *err)
