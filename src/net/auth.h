@@ -134,7 +134,8 @@ uint32_t dt_auth_server_check(struct dt_auth_hs *hs, const uint8_t *in, size_t l
 void dt_wire_seal(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE], const struct iovec *parts,
 		  int nparts, uint8_t tag[DT_AUTH_TAG_BYTES]);
 /* Checks the next incoming frame (and decrypts its payload in place); 0 if
- * it is authentic, -1 if not (nothing is decrypted then). A NULL payload
+ * it is authentic, -1 if not (in encrypt mode the payload is then cleared,
+ * never decrypted: a frame received in place leaves no forged bytes). A NULL payload
  * (the receiver dropped it) is checked as impossible: -1. */
 int dt_wire_open(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE], uint8_t *payload, size_t len,
 		 const uint8_t tag[DT_AUTH_TAG_BYTES]);
