@@ -315,6 +315,7 @@ static enum dt_status setup(const struct dt_allreduce_run_config *cfg, struct ru
 	/* The hello carries the cluster and the model: a peer started with
 	 * another model or cluster spec is refused by name. */
 	dt_hello_init(&r->hello, dt_job_name(cl->task.job), (uint32_t)cl->task.index, dt_ps_cluster_fingerprint(cl));
+	r->hello.auth = tc->auth; /* the ring's handshakes authenticate with it */
 	int nvars = dt_model_num_variables(r->model);
 	struct dt_variable *vars = dt_xcalloc((size_t)nvars, sizeof(*vars));
 	for (int i = 0; i < nvars; i++)
