@@ -329,6 +329,11 @@ static enum dt_status maybe_evaluate(struct dt_session *s, struct dt_err *err)
 	return DT_OK;
 }
 
+float dt__session_compute(struct dt_session *s, const struct dt_batch *b, struct dt_rng *rng, int *correct)
+{
+	return dt_mirrored_step(s->mirror, s->model, b->x, b->y, b->size, rng, correct);
+}
+
 enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 {
 	const struct dt_train_config *tc = s->cfg;
@@ -344,8 +349,7 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 	int correct = 0;
 	int64_t t0 = dt_now_ns();
 	float loss = s->strategy->compute ? s->strategy->compute(s, s->self, b, &s->dropout_rng, &correct)
-					  : dt_mirrored_step(s->mirror, s->model, b->x, b->y, b->size, &s->dropout_rng,
-							     &correct);
+					  : dt__session_compute(s, b, &s->dropout_rng, &correct);
 	if (!isfinite(loss)) {
 		const char *on = s->info.task_name ? " on " : "", *name = s->info.task_name ? s->info.task_name : "";
 		return dt_err_set(err, DT_RUNTIME, "training diverged at step %lld%s%s: loss is %f", (long long)step, on,
