@@ -525,9 +525,6 @@ enum dt_status dt_train_allreduce(const struct dt_allreduce_run_config *cfg, str
 	 * flips the lowest bit of its first variable after step N. */
 	const char *diverge_env = getenv("DTRAIN_TEST_DIVERGE_AT_STEP");
 	r.diverge_at = diverge_env ? atoll(diverge_env) : 0;
-	struct dt_train_setup t;
-	memset(&t, 0, sizeof(t));
-	struct dt_session *s = NULL;
 	enum dt_status st = DT_OK;
 	r.rank = dt_allreduce_rank(cl, &r.size);
 	if (r.rank < 0)
@@ -538,21 +535,9 @@ enum dt_status dt_train_allreduce(const struct dt_allreduce_run_config *cfg, str
 		r.ranks.names = dt_xcalloc((size_t)r.size, sizeof(*r.ranks.names));
 		struct { const struct dt_cluster *cl; struct rank_table *t; } arg = { cl, &r.ranks };
 		walk_ranks(cl, note_rank, &arg);
-		st = dt_train_setup_load(tc, (r.rank == 0 && tc->eval_at_end) || tc->eval_every > 0, &t, err);
+		st = dt_train_run(tc, (r.rank == 0 && tc->eval_at_end) || tc->eval_every > 0, &strategy_ring, &r, res,
+				  err);
 	}
-	if (!st) {
-		struct dt_session_config sc;
-		dt_train_setup_session(&t, tc, &sc);
-		sc.strategy = &strategy_ring;
-		sc.strategy_arg = &r;
-		if (!(st = dt_session_new(&sc, &s, err)))
-			st = dt_session_run(s, err);
-	}
-	if (s)
-		dt_session_result(s, res);
-	res->load_seconds = t.load_seconds;
-	dt_session_free(s);
 	ring_release(&r);
-	dt_train_setup_release(&t);
 	return st;
 }

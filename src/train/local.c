@@ -56,20 +56,6 @@ enum dt_status dt_train_local(const struct dt_train_config *cfg, struct dt_train
 	enum dt_status st = dt_hparams_validate(&cfg->hp, err);
 	if (st)
 		return st;
-	struct dt_train_setup t;
-	memset(&t, 0, sizeof(t));
-	struct dt_session *s = NULL;
-	if (!(st = dt_train_setup_load(cfg, cfg->eval_at_end || cfg->eval_every > 0 || cfg->eval_after_save, &t, err))) {
-		struct dt_session_config sc;
-		dt_train_setup_session(&t, cfg, &sc);
-		sc.strategy = &dt_strategy_local;
-		if (!(st = dt_session_new(&sc, &s, err)))
-			st = dt_session_run(s, err);
-	}
-	if (s)
-		dt_session_result(s, res);
-	res->load_seconds = t.load_seconds;
-	dt_session_free(s);
-	dt_train_setup_release(&t);
-	return st;
+	return dt_train_run(cfg, cfg->eval_at_end || cfg->eval_every > 0 || cfg->eval_after_save, &dt_strategy_local,
+			    NULL, res, err);
 }
