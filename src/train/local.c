@@ -32,15 +32,16 @@ static enum dt_status local_start(struct dt_session *s, void *self, struct dt_st
 	return dt__session_restore_or_init(s, out, err);
 }
 
-static enum dt_status local_apply(struct dt_session *s, void *self, int64_t step, float lr, struct dt_err *err)
+static enum dt_status local_apply(struct dt_session *s, void *self, const struct dt_step_figures *fig, float lr,
+				  struct dt_strategy_step *io, struct dt_err *err)
 {
-	(void)self, (void)err;
+	(void)self, (void)fig, (void)err;
 	struct dt_model *m = dt__session_model(s);
 	const float wd = (float)dt__session_config(s)->hp.weight_decay;
 	if (wd > 0)
 		dt_train_add_weight_decay(m, wd);
 	dt_optimizer_apply(dt__session_optimizer(s), dt_model_params(m), dt_model_grads(m), 0, dt_model_num_params(m),
-			   lr, step);
+			   lr, io->step);
 	return DT_OK;
 }
 
