@@ -252,22 +252,11 @@ static void ps_async_release(struct ps_async *a)
 	free(a->round_grads);
 }
 
-/* Forward/backward of the next batch of this trainer's shard, leaving the
- * gradient, weight decay included, in the model's grads buffer. */
-static enum dt_status push_gradient(struct dt_session *s, struct dt_step_figures *out, struct dt_err *err)
-{
-	enum dt_status st = dt__session_compute(s, out, err);
-	const float wd = (float)dt__session_config(s)->hp.weight_decay;
-	if (!st && isfinite(out->loss) && wd > 0)
-		dt_train_add_weight_decay(dt__session_model(s), wd);
-	return st;
-}
-
 static void compute_next(void *arg)
 {
 	struct ps_async *a = arg;
 	a->next_err = (struct dt_err)DT_ERR_INIT;
-	a->next_st = push_gradient(a->s, &a->next, &a->next_err);
+	a->next_st = dt__session_compute_decayed(a->s, &a->next, &a->next_err);
 }
 
 static enum dt_status async_connect(struct dt_session *s, void *self, struct dt_strategy_info *info,
@@ -321,7 +310,7 @@ static enum dt_status async_compute(struct dt_session *s, void *self, struct dt_
 {
 	struct ps_async *a = self;
 	if (!a->have)
-		return push_gradient(s, out, err);
+		return dt__session_compute_decayed(s, out, err);
 	a->have = 0;
 	*out = a->next;
 	if (a->next_st && err)
