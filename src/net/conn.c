@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/strutil.h"
 #include "net/conn_internal.h"
 #include "net/handshake.h"
 
@@ -20,7 +21,7 @@ static void set_why(struct dt_conn *c, enum dt_status st, const char *fmt, va_li
 		return;
 	c->why_set = 1;
 	c->why.status = st;
-	vsnprintf(c->why.msg, sizeof(c->why.msg), fmt, ap);
+	dt_vfmt(c->why.msg, sizeof(c->why.msg), fmt, ap);
 }
 
 void dt__conn_teardown_fd(struct dt_conn *c)
@@ -203,15 +204,18 @@ static enum dt_status conn_new(struct dt_loop *loop, int fd, const char *peer, c
 	c->loop = loop;
 	c->fd = fd;
 	c->state = state;
-	snprintf(c->peer, sizeof(c->peer), "%s", peer);
-	snprintf(c->addr, sizeof(c->addr), "%s", peer);
+	dt_fmt(c->peer, sizeof(c->peer), "%s", peer);
+	dt_fmt(c->addr, sizeof(c->addr), "%s", peer);
 	if (cfg)
 		c->cfg = *cfg;
 	apply_defaults(&c->cfg);
 	dt_frame_decoder_init(&c->dec, state == CS_OPEN ? c->cfg.max_payload : DT_MSG_CAP_HANDSHAKE);
 	c->dec.on_header = dt__conn_on_header;
 	c->dec.on_header_arg = c;
-	c->rbuf = dt_xmalloc(RBUF_CAP);
+	/* An accepted peer gets a small read buffer until it is judged: a
+	 * thousand strangers then cost a few MiB, not 64 KiB each (open_now grows it). */
+	c->rcap = state == CS_HANDSHAKE ? RBUF_PENDING : RBUF_CAP;
+	c->rbuf = dt_xmalloc(c->rcap);
 	c->last_rx = c->last_tx = dt_now_ns();
 	dt_timer_init(&c->timer, on_timer, c);
 	enum dt_status st = dt_sock_set_nonblocking(fd, err);
@@ -255,6 +259,9 @@ enum dt_status dt__conn_accept(struct dt_loop *loop, int fd, const char *addr, c
 		return st;
 	struct dt_conn *c = *out;
 	c->acc = *opts;
+	if (!c->acc.hello_cap)
+		c->acc.hello_cap = dt_handshake_hello_cap(opts->local);
+	c->dec.max_payload = c->acc.hello_cap;
 	c->handshake_by = dt_now_ns() + (int64_t)(c->cfg.handshake_s * 1e9);
 	dt__conn_schedule_next(c);
 	return DT_OK;
@@ -315,9 +322,9 @@ enum dt_status dt_conn_connect(struct dt_loop *loop, const char *host, int port,
 	if (expect_role)
 		snprintf(task, sizeof(task), "%s:%u", expect_role, expect_index);
 	if (task[0])
-		snprintf(peer, sizeof(peer), "%s at %s:%d", task, host, port);
+		dt_fmt(peer, sizeof(peer), "%s at %s:%d", task, host, port);
 	else
-		snprintf(peer, sizeof(peer), "%s:%d", host, port);
+		dt_fmt(peer, sizeof(peer), "%s:%d", host, port);
 	struct connect_wait w = { loop, NULL };
 	struct dt_connect_opts opts = { 0.01, 1.0, 5.0, 0, 0, 0, pause_in_loop, &w };
 	int fd;
@@ -385,6 +392,24 @@ void dt_conn_free(struct dt_conn *c)
 		return;
 	}
 	dt__conn_really_free(c);
+}
+
+int dt__conn_is_pending(const struct dt_conn *c)
+{
+	return c->state == CS_HANDSHAKE;
+}
+
+void dt__conn_evict(struct dt_conn *c, const char *why)
+{
+	if (c->state != CS_HANDSHAKE)
+		return;
+	c->evicted = 1;
+	dt__conn_fail(c, DT_TIMEOUT, "closed %s before its hello: %s", c->peer, why);
+}
+
+int dt__conn_was_evicted(const struct dt_conn *c)
+{
+	return c->evicted;
 }
 
 void dt_conn_shutdown(struct dt_conn *c, const char *reason)

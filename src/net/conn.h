@@ -221,8 +221,24 @@ struct dt__conn_accept_opts {
 	const struct dt_hello *local;
 	uint32_t (*admit)(void *arg, struct dt_conn *c, const struct dt_hello *remote, char *why, size_t cap);
 	void *admit_arg;
+	/* The largest HELLO payload taken before the peer is judged; a header
+	 * announcing more closes the conn before anything is allocated for it.
+	 * 0: dt_handshake_hello_cap(local). */
+	uint64_t hello_cap;
+	/* Optional: told the length a HELLO header announces, after the cap check
+	 * and before the payload buffer is allocated, so the owner can keep a
+	 * budget over all its unjudged conns (server.c evicts older ones). */
+	void (*reserve)(void *arg, struct dt_conn *c, uint64_t bytes);
+	void *reserve_arg;
 };
 enum dt_status dt__conn_accept(struct dt_loop *loop, int fd, const char *addr, const struct dt_conn_config *cfg,
 			       const struct dt__conn_accept_opts *opts, struct dt_conn **out, struct dt_err *err) DT_MUST_CHECK;
+/* 1 while the conn waits for its peer's HELLO (not judged yet). */
+int dt__conn_is_pending(const struct dt_conn *c);
+/* Closes an unjudged conn at once to make room for newer ones (DT_TIMEOUT
+ * with `why`); its on_close follows from the loop. */
+void dt__conn_evict(struct dt_conn *c, const char *why);
+/* 1 if dt__conn_evict closed it. */
+int dt__conn_was_evicted(const struct dt_conn *c);
 
 #endif
