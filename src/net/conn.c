@@ -313,9 +313,11 @@ static int handshake_over(void *arg)
 	return w->c->state != CS_CLIENT_HELLO;
 }
 
-enum dt_status dt_conn_connect(struct dt_loop *loop, const char *host, int port, const struct dt_hello *local,
-			       const char *expect_role, uint32_t expect_index, const struct dt_conn_config *cfg,
-			       int64_t deadline, struct dt_conn **out, struct dt_err *err)
+/* One attempt: the TCP connection (refusals retried inside until tcp_by),
+ * then the handshake until min(deadline, handshake_s). */
+static enum dt_status connect_once(struct dt_loop *loop, const char *host, int port, const struct dt_hello *local,
+				   const char *expect_role, uint32_t expect_index, const struct dt_conn_config *cfg,
+				   int64_t tcp_by, int64_t deadline, struct dt_conn **out, struct dt_err *err)
 {
 	*out = NULL;
 	char task[64] = "", peer[DT_PEER_LABEL_MAX];
@@ -328,7 +330,7 @@ enum dt_status dt_conn_connect(struct dt_loop *loop, const char *host, int port,
 	struct connect_wait w = { loop, NULL };
 	struct dt_connect_opts opts = { 0.01, 1.0, 5.0, 0, 0, 0, pause_in_loop, &w };
 	int fd;
-	enum dt_status st = dt_sock_connect(host, port, task[0] ? task : NULL, deadline, &opts, &fd, err);
+	enum dt_status st = dt_sock_connect(host, port, task[0] ? task : NULL, tcp_by, &opts, &fd, err);
 	if (st)
 		return st;
 	struct dt_conn *c;
@@ -351,6 +353,46 @@ enum dt_status dt_conn_connect(struct dt_loop *loop, const char *host, int port,
 	c->quiet_failure = 0;
 	*out = c;
 	return DT_OK;
+}
+
+enum dt_status dt_conn_connect(struct dt_loop *loop, const char *host, int port, const struct dt_hello *local,
+			       const char *expect_role, uint32_t expect_index, const struct dt_conn_config *cfg,
+			       int64_t deadline, struct dt_conn **out, struct dt_err *err)
+{
+	return connect_once(loop, host, port, local, expect_role, expect_index, cfg, deadline, deadline, out, err);
+}
+
+enum dt_status dt_conn_dial(struct dt_loop *loop, const char *host, int port, const struct dt_hello *local,
+			    const char *expect_role, uint32_t expect_index, const struct dt_conn_config *cfg,
+			    struct dt_retry *rt, const struct dt_dial_stop *stop, struct dt_conn **out, struct dt_err *err)
+{
+	*out = NULL;
+	struct dt_err attempt_err = DT_ERR_INIT;
+	for (;;) {
+		/* A refused port is knocked on for DT_DIAL_SLICE_S inside one
+		 * attempt, so `stop` is asked at least that often; a hello gets
+		 * its whole handshake_s. */
+		int64_t now = dt_now_ns();
+		enum dt_status st = connect_once(loop, host, port, local, expect_role, expect_index, cfg,
+						 dt_retry_attempt_deadline(rt, now + (int64_t)(DT_DIAL_SLICE_S * 1e9)),
+						 rt->deadline, out, &attempt_err);
+		if (!st)
+			return DT_OK;
+		if (!dt_retry_failed(rt, st, &attempt_err, dt_now_ns()))
+			break;
+		if (stop && stop->fn(stop->arg))
+			return DT_OK; /* *out stays NULL */
+		struct connect_wait w = { loop, NULL };
+		pause_in_loop(&w, (double)(rt->next_at - dt_now_ns()) / 1e9);
+		if (stop && stop->fn(stop->arg))
+			return DT_OK;
+	}
+	char what[DT_PEER_LABEL_MAX + 64];
+	if (expect_role)
+		snprintf(what, sizeof(what), "cannot reach %s:%u at %s:%d", expect_role, expect_index, host, port);
+	else
+		snprintf(what, sizeof(what), "cannot reach %s:%d", host, port);
+	return dt_retry_give_up(rt, what, dt_now_ns(), err);
 }
 
 void dt__conn_really_free(struct dt_conn *c)

@@ -47,6 +47,7 @@
 #include <sys/uio.h>
 
 #include "base/err.h"
+#include "base/retry.h"
 #include "net/frame.h"
 #include "net/loop.h"
 #include "net/messages.h"
@@ -107,6 +108,28 @@ enum dt_status dt_conn_open(struct dt_loop *loop, int fd, const char *peer, cons
 enum dt_status dt_conn_connect(struct dt_loop *loop, const char *host, int port, const struct dt_hello *local,
 			       const char *expect_role, uint32_t expect_index, const struct dt_conn_config *cfg,
 			       int64_t deadline, struct dt_conn **out, struct dt_err *err) DT_MUST_CHECK;
+
+/* dt_conn_connect retried as one wait (base/retry.h): a failure a retry can
+ * fix — refused, reset, closed during the handshake, a connect or a HELLO
+ * with no answer (a peer paused with SIGSTOP still completes TCP
+ * handshakes in its kernel, then never answers) — is tried again with
+ * backoff until rt->deadline, each HELLO with its whole handshake_s; a
+ * refusal by the peer (DT_CONFIG) or a local failure ends it at once with
+ * its own error. Past the deadline: DT_TIMEOUT "cannot reach ps:0 at
+ * host:port within <rt's deadline name> (N attempts over S s); the last:
+ * ...". `stop` (may be NULL) is asked between attempts, at least every
+ * DT_DIAL_SLICE_S: when it says so the dial ends with DT_OK and *out NULL
+ * (a reason not to wait any more was found elsewhere). `rt` is updated
+ * (attempts, last error). Runs `loop` while it waits, like dt_conn_connect. */
+#define DT_DIAL_SLICE_S 2.0
+struct dt_dial_stop {
+	int (*fn)(void *arg);
+	void *arg;
+};
+enum dt_status dt_conn_dial(struct dt_loop *loop, const char *host, int port, const struct dt_hello *local,
+			    const char *expect_role, uint32_t expect_index, const struct dt_conn_config *cfg,
+			    struct dt_retry *rt, const struct dt_dial_stop *stop, struct dt_conn **out,
+			    struct dt_err *err) DT_MUST_CHECK;
 
 /* The client handshake without waiting, over a connected descriptor (taken
  * over, closed on failure): sends HELLO and returns. on_open runs once the

@@ -284,14 +284,10 @@ static enum dt_status async_start(struct dt_session *s, void *self, struct dt_st
 {
 	struct ps_async *a = self;
 	int ended = 0;
-	enum dt_status st;
+	enum dt_status st = DT_OK;
 	memset(out, 0, sizeof(*out));
-	if (a->chief && !(st = dt_ps_chief_init(&a->ch, &a->chief_cfg, a->r->model, &a->r->placement, err)))
-		st = dt_ps_chief_start(&a->ch, a->c, err);
-	else if (!a->chief)
-		st = dt__wait_for_model(a->cfg, a->r, a->c, &ended, err);
-	if (!st && !ended)
-		st = dt_ps_client_round(a->c, 0, 0, 0, 1, &out->step, dt_deadline_in(a->round_s), err);
+	if (!a->chief || !(st = dt_ps_chief_init(&a->ch, &a->chief_cfg, a->r->model, &a->r->placement, err)))
+		st = dt_ps_trainer_start(a->cfg, a->r, a->c, a->chief ? &a->ch : NULL, &out->step, &ended, err);
 	if (st)
 		return st;
 	if (ended)

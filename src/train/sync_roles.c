@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/retry.h"
 #include "distribute/ps_client.h"
 #include "distribute/ps_wire.h"
 #include "net/conn.h"
@@ -348,14 +350,21 @@ static enum dt_status connect_replicas(const struct dt_ps_run_config *cfg, struc
 {
 	const struct dt_cluster *cl = cfg->cluster;
 	struct dt_conn_config cc = { 0 };
-	int64_t deadline = dt_deadline_in(dt__or_default(cfg->connect_s, 120));
+	const double connect_s = dt__or_default(cfg->connect_s, 120);
+	int64_t deadline = dt_deadline_in(connect_s);
+	char name[64];
+	snprintf(name, sizeof(name), "--connect_timeout=%g s", connect_s);
 	for (int i = 0; i < m->ntasks; i++) {
 		char host[DT_HOST_MAX];
 		int port;
+		/* Retried whatever the failure (a std server paused or still
+		 * starting) until --connect_timeout, like the ps clients. */
+		struct dt_retry rt;
+		dt_retry_init(&rt, dt_now_ns(), deadline, name, (uint64_t)getpid() ^ (uint64_t)i);
 		enum dt_status st = dt_sock_split_hostport(cl->jobs[DT_JOB_PS].addrs[i], host, sizeof(host), &port, err);
 		if (!st)
-			st = dt_conn_connect(r->loop, host, port, &r->hello, "ps", (uint32_t)i, &cc, deadline,
-					     &m->tasks[i].conn, err);
+			st = dt_conn_dial(r->loop, host, port, &r->hello, "ps", (uint32_t)i, &cc, &rt, NULL, &m->tasks[i].conn,
+					  err);
 		if (st)
 			return st;
 	}
