@@ -24,6 +24,9 @@
  *    its CPU threads. The master computes nothing (t2t: --worker_gpu=0 in
  *    this layout; another value is ignored with a warning).
  *
+ * Both trainers are the session's loop (train/session.h) with a strategy
+ * each (train/strategy.h).
+ *
  * With eval_every, the chief (or master) evaluates a copy of the variables
  * on a thread of its own while it trains on (train/common.h,
  * dt_train_bg_eval_*), so the barrier never waits on an evaluation.
