@@ -301,7 +301,7 @@ static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *
 	enum dt_status st = reduce(s, v, 3, "log/window", err);
 	if (st)
 		return dt_err_prefix(err, "training stopped at step %lld", (long long)s->step);
-	double loss = v[0] / ((double)w->steps * s->info.shard_count);
+	double loss = v[0] / ((double)w->steps * (s->strategy->reduce ? s->info.shard_count : 1));
 	s->res.final_loss = loss;
 	if (tc->log_every > 0 || s->info.log_last_step) {
 		int64_t now = dt_now_ns();
