@@ -1,2 +1,0 @@
-#include "dtrain.h"
-const char *dtrain_version(void) { return DTRAIN_VERSION; }
