@@ -68,6 +68,11 @@ struct dt_train_result {
 /* Sensible defaults (cnn on fashion_mnist, 2000 steps, seed 1, 1 thread). */
 void dt_train_config_defaults(struct dt_train_config *cfg);
 
+/* Trains on one process through the session (train/session.h) with the
+ * local strategy (train/strategy.h), which dt_strategy_local is. */
+struct dt_strategy;
+extern const struct dt_strategy dt_strategy_local;
+
 enum dt_status dt_train_local(const struct dt_train_config *cfg, struct dt_train_result *res,
 			      struct dt_err *err) DT_MUST_CHECK;
 
