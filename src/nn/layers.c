@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "nn/layers_more.h"
 
 /*
  * Convolutions run im2col + matmul on a chunk of images at a time, sized so
@@ -54,6 +55,8 @@ enum dt_status dt_layer_dense(struct dt_layer *l, const char *name, struct dt_sh
 	init_common(l, DT_LAYER_DENSE, name, in);
 	l->out = (struct dt_shape){ 1, 1, units };
 	l->relu = relu;
+	l->act = relu ? DT_ACT_RELU : DT_ACT_LINEAR;
+	l->dense_rows = 1;
 	l->kernel_count = dt_shape_elems(in) * (size_t)units;
 	l->bias_count = (size_t)units;
 	return DT_OK;
@@ -76,6 +79,7 @@ enum dt_status dt_layer_conv2d(struct dt_layer *l, const char *name, struct dt_s
 	l->geom = g;
 	l->out = (struct dt_shape){ g.OH, g.OW, filters };
 	l->relu = relu;
+	l->act = relu ? DT_ACT_RELU : DT_ACT_LINEAR;
 	l->kernel_count = (size_t)dt_conv_k(&g) * (size_t)filters;
 	l->bias_count = (size_t)filters;
 	size_t per_image = (size_t)g.OH * (size_t)g.OW * (size_t)dt_conv_k(&g);
@@ -161,8 +165,14 @@ void dt_layer_alloc_state(struct dt_layer *l, int max_batch)
 	l->max_batch = max_batch;
 	if (l->kind == DT_LAYER_DROPOUT)
 		l->mask = dt_xalloc_aligned((size_t)max_batch * dt_shape_elems(l->in), sizeof(float));
-	else if (l->kind == DT_LAYER_MAXPOOL2 || (l->kind == DT_LAYER_CONV2D && l->pool))
+	else if (l->kind == DT_LAYER_MAXPOOL2 || (l->kind == DT_LAYER_CONV2D && l->pool) ||
+		 (l->kind == DT_LAYER_POOL && l->pool_max))
 		l->argmax = dt_xalloc_aligned((size_t)max_batch * dt_shape_elems(l->out), sizeof(int32_t));
+	else if (l->kind == DT_LAYER_DENSE && l->act == DT_ACT_GELU)
+		l->pre = dt_xalloc_aligned((size_t)max_batch * dt_shape_elems(l->out), sizeof(float));
+	else if (l->kind == DT_LAYER_LAYERNORM)
+		l->stats = dt_xalloc_aligned(2 * (size_t)max_batch * (dt_shape_elems(l->in) / (size_t)l->in.c),
+					     sizeof(float));
 }
 
 void dt_layer_release(struct dt_layer *l)
@@ -171,8 +181,12 @@ void dt_layer_release(struct dt_layer *l)
 		return;
 	free(l->mask);
 	free(l->argmax);
+	free(l->pre);
+	free(l->stats);
 	l->mask = NULL;
 	l->argmax = NULL;
+	l->pre = NULL;
+	l->stats = NULL;
 	l->max_batch = 0;
 }
 
@@ -188,23 +202,33 @@ size_t dt_layer_scratch_floats(const struct dt_layer *l, int batch)
 
 int dt_layer_is_view(const struct dt_layer *l)
 {
-	return l->kind == DT_LAYER_FLATTEN;
+	return l->kind == DT_LAYER_FLATTEN || l->kind == DT_LAYER_RESHAPE;
 }
 
 /* ---- dense ---------------------------------------------------------------- */
 
+/* Rows are examples (flat input) or every position of the last axis. */
 static void dense_forward(const struct dt_layer *l, const float *x, float *y, int B)
 {
-	const int IN = (int)dt_shape_elems(l->in), OUT = l->out.c;
+	const int OUT = l->out.c, IN = (int)(l->kernel_count / (size_t)OUT);
+	B *= l->dense_rows;
 	/* y (B, OUT) = x (B, IN) kernel (IN, OUT) */
 	dt_matmul(0, 0, B, OUT, IN, 1.0f, x, IN, l->kernel, OUT, 0.0f, y, OUT);
 	dt_bias_act_forward(y, l->bias, B, OUT, l->relu);
+	if (l->act != DT_ACT_RELU && l->act != DT_ACT_LINEAR) {
+		if (l->pre)
+			memcpy(l->pre, y, (size_t)B * (size_t)OUT * sizeof(float));
+		dt_act_forward(l->act, y, y, B, OUT);
+	}
 }
 
 static void dense_backward(const struct dt_layer *l, const float *x, const float *y, float *dy, float *dx, int B)
 {
-	const int IN = (int)dt_shape_elems(l->in), OUT = l->out.c;
+	const int OUT = l->out.c, IN = (int)(l->kernel_count / (size_t)OUT);
+	B *= l->dense_rows;
 	memset(l->dbias, 0, (size_t)OUT * sizeof(float));
+	if (l->act != DT_ACT_RELU && l->act != DT_ACT_LINEAR)
+		dt_act_backward(l->act, l->pre, y, dy, dy, B, OUT);
 	dt_bias_act_backward(dy, y, l->dbias, B, OUT, l->relu); /* dy (B, OUT) becomes dL/d(pre-activation) */
 	/* dkernel (IN, OUT) = x^T (IN, B) dy (B, OUT) */
 	dt_matmul(1, 0, IN, OUT, B, 1.0f, x, IN, dy, OUT, 0.0f, l->dkernel, OUT);
@@ -324,6 +348,9 @@ void dt_layer_forward(struct dt_layer *l, const float *x, float *y, int B, int t
 		if (y != x)
 			memcpy(y, x, n * sizeof(float));
 		break;
+	default:
+		dt__layer_forward_more(l, x, y, B, n);
+		break;
 	}
 }
 
@@ -353,6 +380,9 @@ void dt_layer_backward(struct dt_layer *l, const float *x, const float *y, float
 	case DT_LAYER_FLATTEN:
 		if (dx && dx != dy)
 			memcpy(dx, dy, n * sizeof(float));
+		break;
+	default:
+		dt__layer_backward_more(l, x, y, dy, dx, B, n);
 		break;
 	}
 }

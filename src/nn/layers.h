@@ -19,6 +19,22 @@
  *   dropout  any -> same           inverted: kept values scaled by 1/(1-rate)
  *   flatten  (H, W, C) -> (H*W*C)  a view: output memory is the input's
  *
+ * and, for the graph builder (nn/graph.h; layers_more.c):
+ *   pool       (H, W, C) -> (OH, OW, C)  max or average, any window, strides,
+ *                                  padding valid or same (tensor/kernels.h)
+ *   activation any -> same         sigmoid, tanh, softmax (last axis), gelu, relu, linear
+ *   reshape    any -> same count   a view, like flatten
+ *   embedding  (T) int32 ids -> (T, D)   table (V, D) in `kernel`; through
+ *                                  dt_layer_embedding_forward/backward, not the float entry points
+ *   layernorm  (..., D) -> same    over the last axis; gamma in `kernel`, beta in `bias`
+ *   add, concat, input             shapes only: the graph runs them (several inputs)
+ *   custom                         a custom model's whole parameter buffer (nn/custom.h)
+ *
+ * Dense reads its input as flat (IN = H*W*C) from dt_layer_dense, or applies
+ * to the last axis (Keras's Dense: (..., IN) -> (..., OUT), `dense_rows`
+ * rows per example) from dt_layer_dense_act with last_axis set. Its fused
+ * activation may be any enum dt_act; GELU keeps its pre-activation (`pre`).
+ *
  * ReLU after a dense or conv layer is fused into it (`relu` flag): the bias
  * add and the clamp are one pass forward, and the mask and bias gradient
  * one pass backward. The stand-alone relu layer exists for other uses.
@@ -47,7 +63,8 @@
 #include "tensor/kernels.h"
 
 enum dt_layer_kind { DT_LAYER_DENSE, DT_LAYER_CONV2D, DT_LAYER_MAXPOOL2, DT_LAYER_RELU, DT_LAYER_DROPOUT,
-		     DT_LAYER_FLATTEN };
+		     DT_LAYER_FLATTEN, DT_LAYER_POOL, DT_LAYER_ACTIVATION, DT_LAYER_RESHAPE, DT_LAYER_EMBEDDING,
+		     DT_LAYER_LAYERNORM, DT_LAYER_ADD, DT_LAYER_CONCAT, DT_LAYER_INPUT, DT_LAYER_CUSTOM };
 
 /* The shape of one example: (H, W, C); a flat vector of N is (1, 1, N). */
 struct dt_shape {
@@ -76,7 +93,15 @@ struct dt_layer {
 	float *dkernel, *dbias;       /* their gradients, same shapes */
 	int max_batch;                /* examples the state below holds */
 	float *mask;                  /* dropout: (max_batch, IN), owned */
-	int32_t *argmax;              /* maxpool2, pooled conv2d: (max_batch, out), owned */
+	int32_t *argmax;              /* maxpool2, pooled conv2d, max pool: (max_batch, out), owned */
+	enum dt_act act;              /* dense: fused activation (relu sets `relu` too); activation */
+	int dense_rows;               /* dense: rows per example (1 when the input is read flat) */
+	struct dt_pool_geom pgeom;    /* pool */
+	int pool_max;                 /* pool: 1 max, 0 average */
+	float eps;                    /* layernorm */
+	int vocab;                    /* embedding: rows of the table */
+	float *pre;                   /* dense with GELU: pre-activations (max_batch, out), owned */
+	float *stats;                 /* layernorm: mean then rstd per row, (2, max_batch * rows), owned */
 };
 
 /* Constructors: fill *l (no allocation). `name` is copied. A shape that does
@@ -94,6 +119,36 @@ enum dt_status dt_layer_dropout(struct dt_layer *l, const char *name, struct dt_
 				struct dt_err *err) DT_MUST_CHECK;
 enum dt_status dt_layer_flatten(struct dt_layer *l, const char *name, struct dt_shape in,
 				struct dt_err *err) DT_MUST_CHECK;
+
+/* The graph builder's layers (layers_more.c); same contract as above. */
+enum dt_status dt_layer_dense_act(struct dt_layer *l, const char *name, struct dt_shape in, int units,
+				  enum dt_act act, int last_axis, struct dt_err *err) DT_MUST_CHECK;
+/* conv2d with Keras's "same" padding: OH = ceil(H / stride). The kernels
+ * pad the same amount before the rows and the columns, so a shape needing
+ * different amounts → DT_CONFIG saying so. */
+enum dt_status dt_layer_conv2d_same(struct dt_layer *l, const char *name, struct dt_shape in, int kh, int kw,
+				    int filters, int stride, int relu, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_layer_pool(struct dt_layer *l, const char *name, struct dt_shape in, int is_max, int ph, int pw,
+			     int sh, int sw, int same, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_layer_activation(struct dt_layer *l, const char *name, struct dt_shape in, enum dt_act act,
+				   struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_layer_reshape(struct dt_layer *l, const char *name, struct dt_shape in, struct dt_shape out,
+				struct dt_err *err) DT_MUST_CHECK;
+/* in (1, 1, T) or (1, T1, T2) ids -> out (1, T, D) or (T1, T2, D). */
+enum dt_status dt_layer_embedding(struct dt_layer *l, const char *name, struct dt_shape in, int vocab, int dim,
+				  struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_layer_layernorm(struct dt_layer *l, const char *name, struct dt_shape in, float eps,
+				  struct dt_err *err) DT_MUST_CHECK;
+/* Shape-only layers: out is given (add, concat, input) or the whole
+ * parameter count (custom, in kernel_count). No checks beyond emptiness. */
+void dt_layer_shape_only(struct dt_layer *l, enum dt_layer_kind kind, const char *name, struct dt_shape in,
+			 struct dt_shape out);
+
+/* Embedding: y (B, T, D) = table[ids (B, T)]; ids in [0, vocab) (the
+ * caller checks). Backward overwrites the table's gradient: zero, then
+ * adds dy into the rows the batch used (only they are computed). */
+void dt_layer_embedding_forward(const struct dt_layer *l, const int32_t *ids, float *y, int B);
+void dt_layer_embedding_backward(const struct dt_layer *l, const int32_t *ids, const float *dy, int B);
 
 /* Fuses a following 2x2 max pooling into conv layer l (see above): its
  * output becomes (OH/2, OW/2, OC). Needs OH, OW >= 2 (else DT_CONFIG). */

@@ -1,3 +1,9 @@
+/*
+ * Models: the registry of built-in models (built through the graph
+ * builder), variables and their initializers, the accessors, and the entry
+ * points, which check a batch and hand it to the graph executor (exec.c)
+ * or to a custom model's callback (custom.c).
+ */
 #include "nn/model.h"
 
 #include <math.h>
@@ -7,190 +13,91 @@
 
 #include "base/alloc.h"
 #include "base/strutil.h"
-#include "nn/layers.h"
+#include "nn/graph.h"
+#include "nn/model_impl.h"
 #include "tensor/kernels.h"
-#include "tensor/tensor.h"
 
-#define MAX_LAYERS 32
-#define MAX_VARS (2 * MAX_LAYERS)
+/* ---- the registry ------------------------------------------------------------ */
 
-struct dt_model {
-	char name[DT_HP_NAME_MAX];
-	struct dt_shape input;         /* (H, W, C) of one example */
-	int num_classes;
-	int max_batch;
-	int num_layers;
-	struct dt_layer layers[MAX_LAYERS];
-	int first_compute;             /* first layer that is not a view: it needs no dx */
-	int num_vars;
-	struct dt_variable vars[MAX_VARS];
-	int var_layer[MAX_VARS];       /* layer owning each variable */
-	int var_is_kernel[MAX_VARS];
-	size_t num_params;
-	float *params, *grads;         /* (num_params) each, 64-byte aligned, owned */
-	float *acts;                   /* every layer output, one allocation, owned */
-	float *out[MAX_LAYERS];        /* layer i's output (max_batch, out_i) in acts; NULL for views */
-	const float *act[MAX_LAYERS + 1]; /* this step's activations: act[0] = x, act[i+1] = output of layer i */
-	float *dbuf[2];                /* ping-pong activation gradients, (max_batch, largest activation) */
-	float *scratch;                /* im2col rows, the largest any layer needs */
-};
-
-/* ---- building ------------------------------------------------------------- */
-
-/* The layer being appended goes through this; it numbers layers per type
- * (conv_1, conv_2, dense_1, ...) and records their variables. */
-struct builder {
-	struct dt_model *m;
-	struct dt_shape cur;
-	int n_conv, n_dense, n_pool, n_flatten, n_dropout, n_relu;
+/* Every built-in call below is valid for the shapes dt_model_new accepts,
+ * except windows that do not fit a small input, which the builder reports;
+ * the first failure is kept and the rest skipped. */
+struct build {
+	struct dt_graph *g;
 	enum dt_status st;
 	struct dt_err *err;
 };
 
-static struct dt_layer *next_layer(struct builder *b, char *name, size_t cap, const char *prefix, int *counter)
+static void dense(struct build *b, int units, int relu)
 {
-	if (b->st)
-		return NULL;
-	if (b->m->num_layers >= MAX_LAYERS) {
-		b->st = dt_err_set(b->err, DT_INTERNAL, "model has more than %d layers", MAX_LAYERS);
-		return NULL;
-	}
-	snprintf(name, cap, "%s_%d", prefix, ++*counter);
-	return &b->m->layers[b->m->num_layers];
+	if (!b->st)
+		b->st = dt_graph_dense(b->g, NULL, NULL, units, relu ? DT_ACT_RELU : DT_ACT_LINEAR,
+				       relu ? "he_normal" : "glorot_uniform", b->err);
 }
 
-static void add_var(struct builder *b, const char *layer, const char *suffix, int ndim, const int64_t *shape,
-		    size_t count, int is_kernel)
+static void conv(struct build *b, int k, int filters, enum dt_padding pad)
 {
-	struct dt_model *m = b->m;
-	DT_ASSERT(m->num_vars < MAX_VARS);
-	struct dt_variable *v = &m->vars[m->num_vars];
-	memset(v, 0, sizeof(*v));
-	snprintf(v->name, sizeof(v->name), "%s/%s", layer, suffix);
-	v->ndim = ndim;
-	for (int i = 0; i < ndim; i++)
-		v->shape[i] = shape[i];
-	v->offset = m->num_params;
-	v->count = count;
-	m->var_layer[m->num_vars] = m->num_layers;
-	m->var_is_kernel[m->num_vars] = is_kernel;
-	m->num_params += count;
-	m->num_vars++;
+	if (!b->st)
+		b->st = dt_graph_conv2d(b->g, NULL, NULL, filters, k, k, 1, pad, DT_ACT_RELU, "he_normal", b->err);
 }
 
-/* Commits the layer just filled in: its variables, the running shape. */
-static void commit(struct builder *b, enum dt_status st)
+/* Fused into the conv before it when the graph is compiled. */
+static void pool(struct build *b)
 {
-	if (st) {
-		b->st = st;
-		return;
-	}
-	struct dt_layer *l = &b->m->layers[b->m->num_layers];
-	if (l->kind == DT_LAYER_DENSE) {
-		int64_t ks[2] = { (int64_t)dt_shape_elems(l->in), l->out.c }, bs[1] = { l->out.c };
-		add_var(b, l->name, "kernel", 2, ks, l->kernel_count, 1);
-		add_var(b, l->name, "bias", 1, bs, l->bias_count, 0);
-	} else if (l->kind == DT_LAYER_CONV2D) {
-		int64_t ks[4] = { l->geom.KH, l->geom.KW, l->geom.C, l->out.c }, bs[1] = { l->out.c };
-		add_var(b, l->name, "kernel", 4, ks, l->kernel_count, 1);
-		add_var(b, l->name, "bias", 1, bs, l->bias_count, 0);
-	}
-	b->cur = l->out;
-	b->m->num_layers++;
+	if (!b->st)
+		b->st = dt_graph_pool(b->g, NULL, NULL, DT_POOL_MAX, 2, 2, 2, 2, DT_PADDING_VALID, b->err);
 }
 
-static void add_conv(struct builder *b, int k, int filters, int stride, int pad, int relu)
+static void flatten(struct build *b)
 {
-	char name[DT_LAYER_NAME_MAX];
-	struct dt_layer *l = next_layer(b, name, sizeof(name), "conv", &b->n_conv);
-	if (l)
-		commit(b, dt_layer_conv2d(l, name, b->cur, k, k, filters, stride, pad, relu, b->err));
-}
-
-static void add_dense(struct builder *b, int units, int relu)
-{
-	char name[DT_LAYER_NAME_MAX];
-	struct dt_layer *l = next_layer(b, name, sizeof(name), "dense", &b->n_dense);
-	if (l)
-		commit(b, dt_layer_dense(l, name, b->cur, units, relu, b->err));
-}
-
-/* A pool right after a conv layer is fused into it (nn/layers.h). */
-static void add_pool(struct builder *b)
-{
-	if (b->st)
-		return;
-	struct dt_model *m = b->m;
-	if (m->num_layers > 0) {
-		struct dt_layer *prev = &m->layers[m->num_layers - 1];
-		if (prev->kind == DT_LAYER_CONV2D && !prev->pool) {
-			b->st = dt_layer_fuse_pool(prev, b->err);
-			b->cur = prev->out;
-			return;
-		}
-	}
-	char name[DT_LAYER_NAME_MAX];
-	struct dt_layer *l = next_layer(b, name, sizeof(name), "pool", &b->n_pool);
-	if (l)
-		commit(b, dt_layer_maxpool2(l, name, b->cur, b->err));
-}
-
-static void add_flatten(struct builder *b)
-{
-	char name[DT_LAYER_NAME_MAX];
-	struct dt_layer *l = next_layer(b, name, sizeof(name), "flatten", &b->n_flatten);
-	if (l)
-		commit(b, dt_layer_flatten(l, name, b->cur, b->err));
+	if (!b->st)
+		b->st = dt_graph_flatten(b->g, NULL, NULL, b->err);
 }
 
 /* Dropout follows every hidden dense layer when hp->dropout > 0. */
-static void add_dropout(struct builder *b, double rate)
+static void dropout(struct build *b, double rate)
 {
-	if (rate <= 0)
-		return;
-	char name[DT_LAYER_NAME_MAX];
-	struct dt_layer *l = next_layer(b, name, sizeof(name), "dropout", &b->n_dropout);
-	if (l)
-		commit(b, dt_layer_dropout(l, name, b->cur, (float)rate, b->err));
+	if (!b->st && rate > 0)
+		b->st = dt_graph_dropout(b->g, NULL, NULL, (float)rate, b->err);
 }
 
 /* mlp: 784-256-128-10 with ReLU (for 28x28x1 inputs). */
-static void build_mlp(struct builder *b, const struct dt_hparams *hp, int num_classes)
+static void build_mlp(struct build *b, const struct dt_hparams *hp, int num_classes)
 {
-	add_flatten(b);
-	add_dense(b, 256, 1);
-	add_dropout(b, hp->dropout);
-	add_dense(b, 128, 1);
-	add_dropout(b, hp->dropout);
-	add_dense(b, num_classes, 0);
+	flatten(b);
+	dense(b, 256, 1);
+	dropout(b, hp->dropout);
+	dense(b, 128, 1);
+	dropout(b, hp->dropout);
+	dense(b, num_classes, 0);
 }
 
 /* lenet: LeNet-5 with ReLU and max pooling. */
-static void build_lenet(struct builder *b, const struct dt_hparams *hp, int num_classes)
+static void build_lenet(struct build *b, const struct dt_hparams *hp, int num_classes)
 {
-	add_conv(b, 5, 6, 1, 2, 1);
-	add_pool(b);
-	add_conv(b, 5, 16, 1, 0, 1);
-	add_pool(b);
-	add_flatten(b);
-	add_dense(b, 120, 1);
-	add_dropout(b, hp->dropout);
-	add_dense(b, 84, 1);
-	add_dropout(b, hp->dropout);
-	add_dense(b, num_classes, 0);
+	conv(b, 5, 6, DT_PADDING_SAME);
+	pool(b);
+	conv(b, 5, 16, DT_PADDING_VALID);
+	pool(b);
+	flatten(b);
+	dense(b, 120, 1);
+	dropout(b, hp->dropout);
+	dense(b, 84, 1);
+	dropout(b, hp->dropout);
+	dense(b, num_classes, 0);
 }
 
 /* cnn: two 3x3 conv blocks (32, 64 filters) and a 128-unit dense layer. */
-static void build_cnn(struct builder *b, const struct dt_hparams *hp, int num_classes)
+static void build_cnn(struct build *b, const struct dt_hparams *hp, int num_classes)
 {
-	add_conv(b, 3, 32, 1, 1, 1);
-	add_pool(b);
-	add_conv(b, 3, 64, 1, 1, 1);
-	add_pool(b);
-	add_flatten(b);
-	add_dense(b, 128, 1);
-	add_dropout(b, hp->dropout);
-	add_dense(b, num_classes, 0);
+	conv(b, 3, 32, DT_PADDING_SAME);
+	pool(b);
+	conv(b, 3, 64, DT_PADDING_SAME);
+	pool(b);
+	flatten(b);
+	dense(b, 128, 1);
+	dropout(b, hp->dropout);
+	dense(b, num_classes, 0);
 }
 
 /* X(name, builder) — the model registry. */
@@ -205,7 +112,7 @@ static const char *const model_names[] = {
 #undef NAME
 };
 
-typedef void (*build_fn)(struct builder *b, const struct dt_hparams *hp, int num_classes);
+typedef void (*build_fn)(struct build *b, const struct dt_hparams *hp, int num_classes);
 static const build_fn model_builders[] = {
 #define FN(name, fn) fn,
 	DT_MODEL_LIST(FN)
@@ -229,44 +136,6 @@ static enum dt_status unknown_model(const char *name, struct dt_err *err)
 	return dt_err_set(err, DT_USAGE, "unknown model '%s'; valid: %s", name, valid);
 }
 
-/* Allocates the flat buffers and activations once the layers are known. */
-static void allocate(struct dt_model *m)
-{
-	m->params = dt_xalloc_aligned(m->num_params ? m->num_params : 1, sizeof(float));
-	m->grads = dt_xalloc_aligned(m->num_params ? m->num_params : 1, sizeof(float));
-	size_t off = 0, act_floats = 0, largest = dt_shape_elems(m->input), scratch = 0;
-	for (int i = 0; i < m->num_layers; i++) {
-		struct dt_layer *l = &m->layers[i];
-		dt_layer_bind(l, m->params + off, m->grads + off);
-		off += dt_layer_num_params(l);
-		dt_layer_alloc_state(l, m->max_batch);
-		size_t e = dt_shape_elems(l->out);
-		if (!dt_layer_is_view(l))
-			act_floats += (e + 15) / 16 * 16; /* each output 64-byte aligned */
-		if (e > largest)
-			largest = e;
-		size_t s = dt_layer_scratch_floats(l, m->max_batch);
-		if (s > scratch)
-			scratch = s;
-	}
-	DT_ASSERT(off == m->num_params);
-	const size_t B = (size_t)m->max_batch;
-	m->acts = dt_xalloc_aligned(act_floats * B, sizeof(float));
-	float *p = m->acts;
-	for (int i = 0; i < m->num_layers; i++) {
-		if (dt_layer_is_view(&m->layers[i]))
-			continue;
-		m->out[i] = p;
-		p += (dt_shape_elems(m->layers[i].out) + 15) / 16 * 16 * B;
-	}
-	m->dbuf[0] = dt_xalloc_aligned(largest * B, sizeof(float));
-	m->dbuf[1] = dt_xalloc_aligned(largest * B, sizeof(float));
-	m->scratch = dt_xalloc_aligned(scratch ? scratch : 1, sizeof(float));
-	m->first_compute = 0;
-	while (m->first_compute < m->num_layers && dt_layer_is_view(&m->layers[m->first_compute]))
-		m->first_compute++;
-}
-
 enum dt_status dt_model_new(const struct dt_hparams *hp, int height, int width, int channels, int num_classes,
 			    int max_batch, struct dt_model **out, struct dt_err *err)
 {
@@ -288,48 +157,131 @@ enum dt_status dt_model_new(const struct dt_hparams *hp, int height, int width, 
 	if (!(hp->dropout >= 0 && hp->dropout < 1))
 		return dt_err_set(err, DT_CONFIG, "model '%s': dropout must be in [0, 1), got %g", hp->model, hp->dropout);
 
-	struct dt_model *m = dt_xcalloc(1, sizeof(*m));
-	snprintf(m->name, sizeof(m->name), "%s", hp->model);
-	m->input = (struct dt_shape){ height, width, channels };
-	m->num_classes = num_classes;
-	m->max_batch = max_batch;
-	struct builder b = { .m = m, .cur = m->input, .err = err };
-	model_builders[which](&b, hp, num_classes);
-	if (b.st) {
+	struct build b = { .g = dt_graph_new(), .err = err };
+	const int shape[3] = { height, width, channels };
+	b.st = dt_graph_input(b.g, "x", DT_FLOAT32, 3, shape, err);
+	if (!b.st)
+		model_builders[which](&b, hp, num_classes);
+	if (!b.st)
+		b.st = dt_graph_loss(b.g, NULL, DT_LOSS_SOFTMAX_XENT, err);
+	if (!b.st)
+		b.st = dt_model_from_graph(b.g, hp->model, max_batch, out, err);
+	dt_graph_free(b.g);
+	if (b.st)
 		dt_err_prefix(err, "cannot build model '%s' for input (%d, %d, %d)", hp->model, height, width, channels);
-		free(m);
-		return b.st;
-	}
-	allocate(m);
-	*out = m;
-	return DT_OK;
+	return b.st;
 }
 
 void dt_model_free(struct dt_model *m)
 {
 	if (!m)
 		return;
-	for (int i = 0; i < m->num_layers; i++)
-		dt_layer_release(&m->layers[i]);
+	for (int i = 0; i < m->num_nodes; i++)
+		dt_layer_release(&m->nodes[i].layer);
+	if (m->custom_free)
+		m->custom_free(m->custom_state);
+	free(m->nodes);
+	free(m->store);
+	free(m->needs_grad);
+	free(m->written);
+	free(m->out);
+	free(m->grad);
+	free(m->val);
+	free(m->layer_node);
+	free(m->vars);
+	free(m->var_is_kernel);
+	free(m->var_init);
 	free(m->params);
 	free(m->grads);
 	free(m->acts);
-	free(m->dbuf[0]);
-	free(m->dbuf[1]);
+	free(m->dacts);
 	free(m->scratch);
+	free(m->tmp);
+	free(m->labels32);
 	free(m);
 }
 
-/* ---- initialization ------------------------------------------------------- */
+/* ---- variables and initialization ------------------------------------------- */
 
-/* Keras's truncated normal: redraw beyond 2 standard deviations; the
- * constant makes the truncated distribution's deviation equal `stddev`. */
-static float truncated_normal(struct dt_rng *rng, float stddev)
+void dt__model_add_var(struct dt_model *m, const char *node, const char *suffix, int ndim, const int64_t *shape,
+		       int is_kernel, struct dt_init init)
+{
+	DT_ASSERT(ndim >= 0 && ndim <= DT_MAX_DIMS);
+	if (m->num_vars == m->cap_vars) {
+		m->cap_vars = m->cap_vars ? 2 * m->cap_vars : 16;
+		m->vars = dt_xrealloc(m->vars, (size_t)m->cap_vars * sizeof(*m->vars));
+		m->var_is_kernel = dt_xrealloc(m->var_is_kernel, (size_t)m->cap_vars * sizeof(int));
+		m->var_init = dt_xrealloc(m->var_init, (size_t)m->cap_vars * sizeof(*m->var_init));
+	}
+	struct dt_variable *v = &m->vars[m->num_vars];
+	memset(v, 0, sizeof(*v));
+	if (suffix)
+		snprintf(v->name, sizeof(v->name), "%s/%s", node, suffix);
+	else
+		snprintf(v->name, sizeof(v->name), "%s", node);
+	v->ndim = ndim;
+	size_t count = 1;
+	for (int i = 0; i < ndim; i++) {
+		v->shape[i] = shape[i];
+		count *= (size_t)shape[i];
+	}
+	v->offset = m->num_params;
+	v->count = count;
+	m->var_is_kernel[m->num_vars] = is_kernel;
+	m->var_init[m->num_vars] = init;
+	m->num_params += count;
+	m->num_vars++;
+}
+
+void dt__model_alloc_params(struct dt_model *m)
+{
+	const size_t n = m->num_params ? m->num_params : 1;
+	m->params = dt_xalloc_aligned(n, sizeof(float));
+	m->grads = dt_xalloc_aligned(n, sizeof(float));
+	memset(m->params, 0, n * sizeof(float));
+	memset(m->grads, 0, n * sizeof(float));
+}
+
+static const char *const init_names[] = { "glorot_uniform", "he_normal", "zeros", "ones", "random_normal",
+					  "truncated_normal" };
+
+enum dt_status dt_init_parse(const char *text, struct dt_init *out, struct dt_err *err)
+{
+	char valid[160];
+	dt_join(valid, sizeof(valid), init_names, DT_ARRAY_LEN(init_names), ", ");
+	if (!text)
+		return dt_err_set(err, DT_USAGE, "missing initializer name; valid: %s", valid);
+	size_t len = strcspn(text, "(");
+	for (size_t i = 0; i < DT_ARRAY_LEN(init_names); i++) {
+		if (strlen(init_names[i]) != len || strncmp(text, init_names[i], len) != 0)
+			continue;
+		*out = (struct dt_init){ .kind = (enum dt_init_kind)i, .stddev = 0.0f };
+		if (text[len] == '\0')
+			return DT_OK;
+		char *end = NULL;
+		double sd = strtod(text + len + 1, &end);
+		if ((out->kind != DT_INIT_RANDOM_NORMAL && out->kind != DT_INIT_TRUNCATED_NORMAL) || end == text + len + 1 ||
+		    strcmp(end, ")") != 0 || !(sd > 0 && sd < 1e6))
+			return dt_err_set(err, DT_USAGE,
+					  "bad initializer '%s': only random_normal(stddev) and truncated_normal(stddev) take a "
+					  "positive stddev in parentheses",
+					  text);
+		out->stddev = (float)sd;
+		return DT_OK;
+	}
+	return dt_err_set(err, DT_USAGE, "unknown initializer '%s'; valid: %s (the normal ones also as name(stddev))",
+			  text, valid);
+}
+
+/* Keras's truncated normal: redraw beyond 2 standard deviations; `fix`
+ * (the variance-scaling initializers) makes the truncated distribution's
+ * deviation equal `stddev`. */
+static float truncated_normal(struct dt_rng *rng, float stddev, int fix)
 {
 	for (;;) {
 		float z = dt_rng_normal(rng);
 		if (z >= -2.0f && z <= 2.0f)
-			return z * stddev / 0.87962566103423978f;
+			return fix ? z * stddev / 0.87962566103423978f : z * stddev;
 	}
 }
 
@@ -337,34 +289,52 @@ void dt_model_init_params(struct dt_model *m, uint64_t seed)
 {
 	for (int i = 0; i < m->num_vars; i++) {
 		const struct dt_variable *v = &m->vars[i];
+		const struct dt_init in = m->var_init[i];
 		float *p = m->params + v->offset;
-		if (!m->var_is_kernel[i]) {
-			memset(p, 0, v->count * sizeof(float));
+		if (in.kind == DT_INIT_ZEROS || in.kind == DT_INIT_ONES) {
+			for (size_t j = 0; j < v->count; j++)
+				p[j] = in.kind == DT_INIT_ONES ? 1.0f : 0.0f;
 			continue;
 		}
-		const struct dt_layer *l = &m->layers[m->var_layer[i]];
-		/* fan_in / fan_out as Keras counts them: a conv kernel
-		 * (KH, KW, C, OC) has fan_in KH*KW*C and fan_out KH*KW*OC. */
-		int64_t receptive = v->ndim == 4 ? v->shape[0] * v->shape[1] : 1;
-		double fan_in = (double)(receptive * v->shape[v->ndim - 2]);
-		double fan_out = (double)(receptive * v->shape[v->ndim - 1]);
+		int64_t receptive = 1;
+		for (int d = 0; d + 2 < v->ndim; d++)
+			receptive *= v->shape[d];
+		double fan_in = v->ndim >= 2 ? (double)(receptive * v->shape[v->ndim - 2]) : (double)v->count;
+		double fan_out = v->ndim >= 1 ? (double)(receptive * v->shape[v->ndim - 1]) : 1.0;
 		char purpose[DT_VAR_NAME_MAX + 8];
 		snprintf(purpose, sizeof(purpose), "init/%s", v->name);
 		struct dt_rng rng;
 		dt_rng_derive(&rng, seed, purpose, 0);
-		if (l->relu) { /* He-normal */
+		const float sd = in.stddev > 0.0f ? in.stddev : 0.05f;
+		switch (in.kind) {
+		case DT_INIT_HE_NORMAL: {
 			float stddev = (float)sqrt(2.0 / fan_in);
 			for (size_t j = 0; j < v->count; j++)
-				p[j] = truncated_normal(&rng, stddev);
-		} else { /* Glorot-uniform */
+				p[j] = truncated_normal(&rng, stddev, 1);
+			break;
+		}
+		case DT_INIT_GLOROT_UNIFORM: {
 			float limit = (float)sqrt(6.0 / (fan_in + fan_out));
 			for (size_t j = 0; j < v->count; j++)
 				p[j] = (2.0f * dt_rng_uniform(&rng) - 1.0f) * limit;
+			break;
+		}
+		case DT_INIT_RANDOM_NORMAL:
+			for (size_t j = 0; j < v->count; j++)
+				p[j] = dt_rng_normal(&rng) * sd;
+			break;
+		case DT_INIT_TRUNCATED_NORMAL:
+			for (size_t j = 0; j < v->count; j++)
+				p[j] = truncated_normal(&rng, sd, 0);
+			break;
+		case DT_INIT_ZEROS:
+		case DT_INIT_ONES:
+			break;
 		}
 	}
 }
 
-/* ---- accessors ------------------------------------------------------------ */
+/* ---- accessors ---------------------------------------------------------------- */
 
 size_t dt_model_num_params(const struct dt_model *m)
 {
@@ -405,13 +375,43 @@ int dt_model_max_batch(const struct dt_model *m)
 
 int dt_model_num_layers(const struct dt_model *m)
 {
-	return m->num_layers;
+	return m->custom ? 1 : m->num_layers;
 }
 
 const struct dt_layer *dt_model_layer(const struct dt_model *m, int i)
 {
+	if (m->custom) {
+		DT_ASSERT(i == 0);
+		return &m->custom_layer;
+	}
 	DT_ASSERT(i >= 0 && i < m->num_layers);
-	return &m->layers[i];
+	return &m->nodes[m->layer_node[i]].layer;
+}
+
+int dt_model_num_inputs(const struct dt_model *m)
+{
+	return m->num_inputs;
+}
+
+const struct dt_io_info *dt_model_input(const struct dt_model *m, int i)
+{
+	DT_ASSERT(i >= 0 && i < m->num_inputs);
+	return &m->inputs[i];
+}
+
+const struct dt_io_info *dt_model_target(const struct dt_model *m)
+{
+	return &m->target;
+}
+
+enum dt_loss dt_model_loss(const struct dt_model *m)
+{
+	return m->loss;
+}
+
+const char *dt_model_name(const struct dt_model *m)
+{
+	return m->name;
 }
 
 void dt_model_describe(const struct dt_model *m, char *buf, size_t cap)
@@ -423,66 +423,114 @@ void dt_model_describe(const struct dt_model *m, char *buf, size_t cap)
 		scaled /= 1024;
 		unit = "MiB";
 	}
-	snprintf(buf, cap, "%s: %d layers, %zu parameters (%.1f %s)", m->name, m->num_layers, m->num_params, scaled,
-		 unit);
+	snprintf(buf, cap, "%s: %d layers, %zu parameters (%.1f %s)", m->name, dt_model_num_layers(m), m->num_params,
+		 scaled, unit);
 }
 
-/* ---- forward and backward ------------------------------------------------- */
-
-static void forward(struct dt_model *m, const float *x, int B, int training, struct dt_rng *rng)
+const float *dt_model_logits(const struct dt_model *m)
 {
-	DT_ASSERT(B >= 1 && B <= m->max_batch);
-	m->act[0] = x;
-	for (int i = 0; i < m->num_layers; i++) {
-		struct dt_layer *l = &m->layers[i];
-		if (dt_layer_is_view(l)) {
-			m->act[i + 1] = m->act[i];
-			continue;
-		}
-		dt_layer_forward(l, m->act[i], m->out[i], B, training, rng, m->scratch);
-		m->act[i + 1] = m->out[i];
+	return m->custom ? NULL : m->val[m->output];
+}
+
+/* ---- entry points -------------------------------------------------------------- */
+
+static enum dt_status check_batch(const struct dt_model *m, const struct dt_model_batch *b, struct dt_err *err)
+{
+	if (!b)
+		return dt_err_set(err, DT_USAGE, "model '%s': no batch (NULL)", m->name);
+	if (b->size < 1 || b->size > m->max_batch)
+		return dt_err_set(err, DT_USAGE, "model '%s': batch of %d examples, must be 1 to %d (max_batch)", m->name,
+				  b->size, m->max_batch);
+	if (b->num_inputs != m->num_inputs)
+		return dt_err_set(err, DT_USAGE, "model '%s': batch has %d input tensors, the model takes %d", m->name,
+				  b->num_inputs, m->num_inputs);
+	for (int i = 0; i < m->num_inputs; i++) {
+		if (!b->inputs[i].data)
+			return dt_err_set(err, DT_USAGE, "model '%s': input '%s' has no data (NULL)", m->name, m->inputs[i].name);
+		if (b->inputs[i].dtype != m->inputs[i].dtype)
+			return dt_err_set(err, DT_USAGE, "model '%s': input '%s' must be %s, got %s", m->name, m->inputs[i].name,
+					  dt_dtype_name(m->inputs[i].dtype), dt_dtype_name(b->inputs[i].dtype));
 	}
+	if (!b->targets.data)
+		return dt_err_set(err, DT_USAGE, "model '%s': batch has no targets (NULL)", m->name);
+	if (b->targets.dtype != m->target.dtype)
+		return dt_err_set(err, DT_USAGE, "model '%s': targets must be %s, got %s", m->name,
+				  dt_dtype_name(m->target.dtype), dt_dtype_name(b->targets.dtype));
+	return DT_OK;
+}
+
+static enum dt_status run(struct dt_model *m, const struct dt_model_batch *b, int training, struct dt_rng *rng,
+			  dt_grads_ready_fn on_ready, void *arg, struct dt_step_result *res, struct dt_err *err)
+{
+	struct dt_step_result local;
+	if (!res)
+		res = &local;
+	memset(res, 0, sizeof(*res));
+	enum dt_status st = check_batch(m, b, err);
+	if (st)
+		return st;
+	struct dt_fp_mode fp = dt_fp_flush_denormals();
+	if (m->custom) {
+		st = m->custom(m, b, training, rng, res, err);
+		if (!st && training && on_ready && m->num_params > 0)
+			on_ready(arg, 0, m->num_params);
+	} else {
+		st = dt__graph_run(m, b, training, rng, on_ready, arg, res, err);
+	}
+	dt_fp_restore(fp);
+	return st;
+}
+
+enum dt_status dt_model_step(struct dt_model *m, const struct dt_model_batch *b, struct dt_rng *rng,
+			     dt_grads_ready_fn on_ready, void *arg, struct dt_step_result *res, struct dt_err *err)
+{
+	return run(m, b, 1, rng, on_ready, arg, res, err);
+}
+
+enum dt_status dt_model_evaluate(struct dt_model *m, const struct dt_model_batch *b, struct dt_step_result *res,
+				 struct dt_err *err)
+{
+	return run(m, b, 0, NULL, NULL, NULL, res, err);
+}
+
+/* The uint8 entry points: one float input, softmax cross-entropy, one label
+ * per example (what the built-ins are). A label out of range is the
+ * caller's bug here, as it always was. */
+static float u8_run(struct dt_model *m, const float *x, const uint8_t *labels, int batch, int training,
+		    struct dt_rng *rng, int *correct, dt_grads_ready_fn on_ready, void *arg)
+{
+	DT_ASSERT(!m->custom && m->num_inputs == 1 && m->inputs[0].dtype == DT_FLOAT32 &&
+		  m->loss == DT_LOSS_SOFTMAX_XENT && m->rows == 1);
+	DT_ASSERT(batch >= 1 && batch <= m->max_batch);
+	for (int i = 0; i < batch; i++)
+		m->labels32[i] = labels[i];
+	struct dt_model_batch b = { .size = batch, .num_inputs = 1 };
+	b.inputs[0] = (struct dt_data){ DT_FLOAT32, x };
+	b.targets = (struct dt_data){ DT_INT32, m->labels32 };
+	struct dt_step_result res;
+	struct dt_err err = DT_ERR_INIT;
+	enum dt_status st = run(m, &b, training, rng, on_ready, arg, &res, &err);
+	if (st == DT_RUNTIME) /* a non-finite loss: the old entry points returned it */
+		return NAN;
+	DT_ASSERT(st == DT_OK);
+	if (correct)
+		*correct = res.correct;
+	return res.loss;
 }
 
 float dt_model_train_batch(struct dt_model *m, const float *x, const uint8_t *labels, int batch,
 			   struct dt_rng *rng, int *correct)
 {
-	return dt_model_train_batch_notify(m, x, labels, batch, rng, correct, NULL, NULL);
+	return u8_run(m, x, labels, batch, 1, rng, correct, NULL, NULL);
 }
 
 float dt_model_train_batch_notify(struct dt_model *m, const float *x, const uint8_t *labels, int batch,
 				  struct dt_rng *rng, int *correct, dt_grads_ready_fn on_ready, void *arg)
 {
-	struct dt_fp_mode fp = dt_fp_flush_denormals();
-	forward(m, x, batch, 1, rng);
-	float *dy = m->dbuf[0], *dx = m->dbuf[1];
-	float loss = dt_softmax_xent(m->act[m->num_layers], labels, batch, m->num_classes, dy, correct);
-	for (int i = m->num_layers - 1; i >= m->first_compute; i--) {
-		struct dt_layer *l = &m->layers[i];
-		if (dt_layer_is_view(l))
-			continue; /* the gradient passes through unchanged */
-		dt_layer_backward(l, m->act[i], m->act[i + 1], dy, i > m->first_compute ? dx : NULL, batch, m->scratch);
-		size_t count = dt_layer_num_params(l);
-		if (on_ready && count > 0)
-			on_ready(arg, (size_t)(l->dkernel - m->grads), count);
-		float *t = dy;
-		dy = dx;
-		dx = t;
-	}
-	dt_fp_restore(fp);
-	return loss;
+	return u8_run(m, x, labels, batch, 1, rng, correct, on_ready, arg);
 }
 
 float dt_model_eval_batch(struct dt_model *m, const float *x, const uint8_t *labels, int batch, int *correct)
 {
-	struct dt_fp_mode fp = dt_fp_flush_denormals();
-	forward(m, x, batch, 0, NULL);
-	float loss = dt_softmax_xent(m->act[m->num_layers], labels, batch, m->num_classes, NULL, correct);
-	dt_fp_restore(fp);
-	return loss;
-}
-
-const float *dt_model_logits(const struct dt_model *m)
-{
-	return m->act[m->num_layers];
+	return u8_run(m, x, labels, batch, 0, NULL, correct, NULL, NULL);
 }

@@ -1,8 +1,11 @@
 /*
  * model.h — models as named variables over one flat parameter buffer.
  *
- * A model is a sequence of layers built from the model registry ("mlp",
- * "lenet", "cnn"). Its variables (conv_1/kernel, conv_1/bias, dense_1/kernel,
+ * A model is made three ways: from the registry of built-in models ("mlp",
+ * "lenet", "cnn", dt_model_new), from a layer graph (nn/graph.h,
+ * dt_model_from_graph; the built-ins are graphs too), or from a custom
+ * definition whose callback computes the loss and gradients (nn/custom.h).
+ * Every strategy trains all three alike through the entry points below. Its variables (conv_1/kernel, conv_1/bias, dense_1/kernel,
  * ...) are views into ONE flat float buffer of parameters, and their
  * gradients into ONE flat gradient buffer of the same layout, so all-reduce,
  * parameter-server shards and checkpoints work on byte ranges (llm.c's
@@ -22,6 +25,7 @@
 #include "base/err.h"
 #include "base/rng.h"
 #include "nn/hparams.h"
+#include "tensor/tensor.h"
 
 #define DT_VAR_NAME_MAX 64
 #define DT_MAX_DIMS 4
@@ -36,6 +40,66 @@ struct dt_variable {
 
 struct dt_model;
 
+/* ---- initializers ----------------------------------------------------------- */
+
+/* Keras's initializers. Each variable draws from its own stream, derived
+ * from the seed and "init/<variable name>", so a variable's values do not
+ * depend on the others. fan_in/fan_out as Keras counts them: a kernel
+ * (..., IN, OUT) has receptive field r = the product of the leading
+ * dimensions, fan_in r*IN and fan_out r*OUT; a vector (N) has N and N. */
+enum dt_init_kind {
+	DT_INIT_GLOROT_UNIFORM,   /* U(-l, l), l = sqrt(6 / (fan_in + fan_out)) */
+	DT_INIT_HE_NORMAL,        /* truncated normal (2 sd) with sd sqrt(2 / fan_in) after truncation */
+	DT_INIT_ZEROS,
+	DT_INIT_ONES,
+	DT_INIT_RANDOM_NORMAL,    /* N(0, stddev^2) */
+	DT_INIT_TRUNCATED_NORMAL, /* N(0, stddev^2), values beyond 2 stddev redrawn */
+};
+struct dt_init {
+	enum dt_init_kind kind;
+	float stddev;             /* random_normal, truncated_normal; 0 means Keras's 0.05 */
+};
+/* Parses "glorot_uniform", "he_normal", "zeros", "ones", "random_normal",
+ * "random_normal(0.02)", "truncated_normal", "truncated_normal(0.02)".
+ * Anything else → DT_USAGE listing the valid names. */
+enum dt_status dt_init_parse(const char *text, struct dt_init *out, struct dt_err *err) DT_MUST_CHECK;
+
+/* ---- batches for the general entry points ------------------------------------ */
+
+#define DT_MODEL_MAX_INPUTS 8
+
+/* One tensor of a batch: (B, per-example shape), row-major, borrowed. */
+struct dt_data {
+	enum dt_dtype dtype;
+	const void *data;
+};
+/* inputs in the model's input order (dt_model_input); targets: int32
+ * labels (B, rows) for softmax cross-entropy, float (B, output shape) for
+ * sigmoid cross-entropy and mean squared error. */
+struct dt_model_batch {
+	int size;                                  /* B, 1 .. max_batch */
+	int num_inputs;
+	struct dt_data inputs[DT_MODEL_MAX_INPUTS];
+	struct dt_data targets;
+};
+/* What one of the model's tensors looks like per example. */
+struct dt_io_info {
+	char name[DT_VAR_NAME_MAX];
+	enum dt_dtype dtype;
+	int ndim;                                  /* 1 .. 3 */
+	int64_t shape[3];
+	size_t count;                              /* elements per example */
+};
+enum dt_loss { DT_LOSS_SOFTMAX_XENT, DT_LOSS_SIGMOID_XENT, DT_LOSS_MSE, DT_LOSS_CUSTOM };
+/* A step's outcome: the mean loss and, for the classification losses
+ * (and custom models that count), `correct` predictions out of `counted`
+ * (rows for softmax, elements for sigmoid); counted is 0 without accuracy. */
+struct dt_step_result {
+	float loss;
+	int correct;
+	int counted;
+};
+
 /* Names of the registered models. */
 const char *const *dt_model_names(size_t *count);
 
@@ -46,8 +110,9 @@ enum dt_status dt_model_new(const struct dt_hparams *hp, int height, int width, 
 			    int max_batch, struct dt_model **out, struct dt_err *err) DT_MUST_CHECK;
 void dt_model_free(struct dt_model *m);
 
-/* Seeded initializers: Glorot-uniform for kernels followed by no ReLU,
- * He-normal for kernels followed by ReLU, zeros for biases. */
+/* Seeds every variable from its initializer (above). The built-ins use
+ * He-normal for kernels followed by ReLU, Glorot-uniform for the others,
+ * zeros for biases. */
 void dt_model_init_params(struct dt_model *m, uint64_t seed);
 
 size_t dt_model_num_params(const struct dt_model *m);
@@ -55,7 +120,8 @@ float *dt_model_params(struct dt_model *m);        /* (num_params) */
 float *dt_model_grads(struct dt_model *m);         /* (num_params) */
 int dt_model_num_variables(const struct dt_model *m);
 const struct dt_variable *dt_model_variable(const struct dt_model *m, int i);
-/* True for kernels (weight decay applies), false for biases. */
+/* True for kernels and embeddings (weight decay applies), false for
+ * biases and layer norm's gamma and beta; custom variables say. */
 int dt_model_variable_is_kernel(const struct dt_model *m, int i);
 int dt_model_max_batch(const struct dt_model *m);
 /* A one-line description: "cnn: 6 layers, 421642 parameters (1.6 MiB)"
@@ -101,7 +167,38 @@ float dt_model_train_batch_notify(struct dt_model *m, const float *x, const uint
 float dt_model_eval_batch(struct dt_model *m, const float *x, const uint8_t *labels, int batch, int *correct);
 
 /* The logits (batch, num_classes) of the last train or eval batch; owned by
- * m, valid until the next call. */
+ * m, valid until the next call. For any graph model: the loss's input,
+ * (batch, output shape). NULL for a custom model. */
 const float *dt_model_logits(const struct dt_model *m);
+
+/* ---- the general entry points (any model) ------------------------------------ */
+
+/*
+ * One training step on batch b: forward, loss, backward; overwrites the
+ * gradient buffer; dropout draws from rng (may be NULL when the model has
+ * no dropout). on_ready as for dt_model_train_batch_notify (a custom model
+ * reports its whole buffer once, after its callback). Failures, with the
+ * gradient buffer then not to be applied:
+ *   DT_USAGE  a batch that does not match the model (size, count, dtypes,
+ *             NULL data), a label or token id out of range (the message
+ *             names the example, the position and the value);
+ *   DT_RUNTIME a non-finite loss or gradient (custom models: written by the
+ *             callback), naming the variable and index;
+ *   any status a custom callback returns, with its message.
+ */
+enum dt_status dt_model_step(struct dt_model *m, const struct dt_model_batch *b, struct dt_rng *rng,
+			     dt_grads_ready_fn on_ready, void *arg, struct dt_step_result *res,
+			     struct dt_err *err) DT_MUST_CHECK;
+/* Forward and loss only, dropout off; leaves the gradient buffer alone.
+ * Same failures as dt_model_step. */
+enum dt_status dt_model_evaluate(struct dt_model *m, const struct dt_model_batch *b, struct dt_step_result *res,
+				 struct dt_err *err) DT_MUST_CHECK;
+
+/* The model's inputs in order, and what its targets look like. */
+int dt_model_num_inputs(const struct dt_model *m);
+const struct dt_io_info *dt_model_input(const struct dt_model *m, int i);
+const struct dt_io_info *dt_model_target(const struct dt_model *m);
+enum dt_loss dt_model_loss(const struct dt_model *m);
+const char *dt_model_name(const struct dt_model *m);
 
 #endif

@@ -151,6 +151,39 @@ void dt_relu_backward(const float *y, const float *dy, float *dx, size_t n)
 		dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
+/* One row of softmax cross-entropy: returns -log softmax(z)[label], writes
+ * the row's gradient (scaled by inv_b) when d is not NULL, and adds 1 to
+ * *hits when the arg-max (first on ties) is the label. Shared by the uint8
+ * and int32 entry points so both give the same bits. */
+static inline __attribute__((always_inline)) float xent_row(const float *restrict z, int label, int N, float inv_b,
+							   float *restrict d, int *hits)
+{
+	int best = 0;
+	float mx = z[0];
+	for (int n = 1; n < N; n++) {
+		if (z[n] > mx) {
+			mx = z[n];
+			best = n;
+		}
+	}
+	*hits += best == label;
+	float sum = 0.0f;
+	if (d) {
+		for (int n = 0; n < N; n++) {
+			d[n] = expf(z[n] - mx);
+			sum += d[n];
+		}
+		float scale = inv_b / sum;
+		for (int n = 0; n < N; n++)
+			d[n] *= scale;
+		d[label] -= inv_b;
+	} else {
+		for (int n = 0; n < N; n++)
+			sum += expf(z[n] - mx);
+	}
+	return logf(sum) - (z[label] - mx);
+}
+
 float dt_softmax_xent(const float *restrict logits, const uint8_t *restrict labels, int B, int N,
 		      float *restrict dlogits, int *correct)
 {
@@ -159,38 +192,30 @@ float dt_softmax_xent(const float *restrict logits, const uint8_t *restrict labe
 	int hits = 0;
 	const float inv_b = 1.0f / (float)B;
 	for (int b = 0; b < B; b++) {
-		const float *restrict z = logits + (size_t)b * (size_t)N;
-		int label = labels[b];
-		DT_ASSERT(label < N);
-		int best = 0;
-		float mx = z[0];
-		for (int n = 1; n < N; n++) {
-			if (z[n] > mx) {
-				mx = z[n];
-				best = n;
-			}
-		}
-		hits += best == label;
-		float sum = 0.0f;
-		if (dlogits) {
-			float *restrict d = dlogits + (size_t)b * (size_t)N;
-			for (int n = 0; n < N; n++) {
-				d[n] = expf(z[n] - mx);
-				sum += d[n];
-			}
-			float scale = inv_b / sum;
-			for (int n = 0; n < N; n++)
-				d[n] *= scale;
-			d[label] -= inv_b;
-		} else {
-			for (int n = 0; n < N; n++)
-				sum += expf(z[n] - mx);
-		}
-		loss += (double)(logf(sum) - (z[label] - mx));
+		DT_ASSERT(labels[b] < N);
+		loss += (double)xent_row(logits + (size_t)b * (size_t)N, labels[b], N, inv_b,
+					 dlogits ? dlogits + (size_t)b * (size_t)N : NULL, &hits);
 	}
 	if (correct)
 		*correct = hits;
 	return B > 0 ? (float)(loss / B) : 0.0f;
+}
+
+float dt_softmax_xent_i32(const float *restrict logits, const int32_t *restrict labels, int R, int N,
+			  float *restrict dlogits, int *correct)
+{
+	DT_ASSERT(N > 0);
+	double loss = 0;
+	int hits = 0;
+	const float inv_b = 1.0f / (float)R;
+	for (int b = 0; b < R; b++) {
+		DT_ASSERT(labels[b] >= 0 && labels[b] < N);
+		loss += (double)xent_row(logits + (size_t)b * (size_t)N, labels[b], N, inv_b,
+					 dlogits ? dlogits + (size_t)b * (size_t)N : NULL, &hits);
+	}
+	if (correct)
+		*correct = hits;
+	return R > 0 ? (float)(loss / R) : 0.0f;
 }
 
 void dt_dropout_forward(const float *restrict x, float *restrict y, float *restrict mask, size_t n, float rate,

@@ -114,4 +114,75 @@ void dt_dropout_forward(const float *x, float *y, float *mask, size_t n, float r
 /* dx (n) = dy * mask; dx may alias dy. */
 void dt_dropout_backward(const float *mask, const float *dy, float *dx, size_t n);
 
+/* ---- activations --------------------------------------------------------- */
+
+/* Activation functions, as Keras names them. GELU is the tanh approximation
+ * (Keras's gelu(approximate=True)); softmax runs over the last axis. */
+enum dt_act { DT_ACT_LINEAR, DT_ACT_RELU, DT_ACT_SIGMOID, DT_ACT_TANH, DT_ACT_SOFTMAX, DT_ACT_GELU };
+
+/* y (R, N) = act(x (R, N)); x and y may be the same array. */
+void dt_act_forward(enum dt_act act, const float *x, float *y, int R, int N);
+/* dx (R, N) = dL/dx given dy = dL/dy, the forward input x and output y
+ * (GELU reads x, the others y; x may be NULL for them). dx may alias dy. */
+void dt_act_backward(enum dt_act act, const float *x, const float *y, const float *dy, float *dx, int R, int N);
+
+/* ---- layer normalization (over the last axis) ---------------------------- */
+
+/* y (R, D) = (x - mean) / sqrt(var + eps) * gamma (D) + beta (D) per row;
+ * mean (R) and rstd (R) keep each row's mean and 1/sqrt(var + eps). */
+void dt_layernorm_forward(const float *x, const float *gamma, const float *beta, float *y, float *mean,
+			  float *rstd, int R, int D, float eps);
+void dt_layernorm_forward_naive(const float *x, const float *gamma, const float *beta, float *y, float *mean,
+				float *rstd, int R, int D, float eps);
+/* dx (R, D) (overwritten, may be NULL), dgamma (D) and dbeta (D)
+ * (accumulated) from dy (R, D) and the forward's x, mean, rstd. */
+void dt_layernorm_backward(const float *dy, const float *x, const float *mean, const float *rstd,
+			   const float *gamma, float *dx, float *dgamma, float *dbeta, int R, int D);
+void dt_layernorm_backward_naive(const float *dy, const float *x, const float *mean, const float *rstd,
+				 const float *gamma, float *dx, float *dgamma, float *dbeta, int R, int D);
+
+/* ---- embedding ------------------------------------------------------------ */
+
+/* y (n, D) = table[ids[i]] for each of the n ids (each in [0, V), checked
+ * by the caller). */
+void dt_embedding_forward(const int32_t *ids, const float *table, float *y, size_t n, int D);
+/* dtable[ids[i]] += dy[i] (D) for each i: only the rows used are touched. */
+void dt_embedding_backward(const int32_t *ids, const float *dy, float *dtable, size_t n, int D);
+
+/* ---- general 2-D pooling -------------------------------------------------- */
+
+/* Max or average pooling with any window, strides and Keras's padding:
+ * "valid" windows lie inside the image, OH = (H - PH) / SH + 1; "same" gives
+ * OH = ceil(H / SH) with the padding split as TensorFlow splits it (the
+ * extra row or column at the bottom or right). Padding never wins a max and
+ * never counts in an average (Keras's count of valid elements). */
+struct dt_pool_geom {
+	int H, W, C;
+	int PH, PW;        /* window */
+	int SH, SW;        /* strides */
+	int top, left;     /* padding before the first row and column */
+	int OH, OW;
+};
+/* Fills g; 0, or -1 if an argument is out of range or the window does not fit. */
+int dt_pool_geom_init(struct dt_pool_geom *g, int H, int W, int C, int PH, int PW, int SH, int SW, int same);
+/* y (B, OH, OW, C); for max, argmax (B, OH, OW, C) gets the winner's pixel
+ * index ih*W + iw in its image (argmax may be NULL for average). */
+void dt_pool_forward(const struct dt_pool_geom *g, int is_max, const float *x, float *y, int32_t *argmax, int B);
+/* dx (B, H, W, C), overwritten, from dy (B, OH, OW, C). */
+void dt_pool_backward(const struct dt_pool_geom *g, int is_max, const float *dy, const int32_t *argmax, float *dx,
+		      int B);
+
+/* ---- more losses ----------------------------------------------------------- */
+
+/* dt_softmax_xent with int32 labels over R rows (every label in [0, N),
+ * checked by the caller); the same arithmetic, bit for bit. */
+float dt_softmax_xent_i32(const float *logits, const int32_t *labels, int R, int N, float *dlogits, int *correct);
+/* Mean over n elements of the sigmoid cross-entropy of logits z against
+ * targets t in [0, 1], max(z, 0) - z t + log(1 + exp(-|z|)); dz (may be
+ * NULL) = (sigmoid(z) - t) / n; *correct (may be NULL) counts elements with
+ * (z > 0) == (t > 0.5). */
+float dt_sigmoid_xent(const float *logits, const float *targets, size_t n, float *dlogits, int *correct);
+/* Mean over n elements of (p - t)^2; dp (may be NULL) = 2 (p - t) / n. */
+float dt_mse(const float *pred, const float *targets, size_t n, float *dpred);
+
 #endif

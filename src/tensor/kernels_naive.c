@@ -153,3 +153,51 @@ float dt_softmax_xent_naive(const float *logits, const uint8_t *labels, int B, i
 		*correct = hits;
 	return B > 0 ? (float)(loss / B) : 0.0f;
 }
+
+void dt_layernorm_forward_naive(const float *x, const float *gamma, const float *beta, float *y, float *mean,
+				float *rstd, int R, int D, float eps)
+{
+	for (int r = 0; r < R; r++) {
+		const float *xr = x + (size_t)r * (size_t)D;
+		double m = 0, v = 0;
+		for (int j = 0; j < D; j++)
+			m += (double)xr[j];
+		m /= D;
+		for (int j = 0; j < D; j++)
+			v += ((double)xr[j] - m) * ((double)xr[j] - m);
+		v /= D;
+		const double s = 1.0 / sqrt(v + (double)eps);
+		for (int j = 0; j < D; j++)
+			y[(size_t)r * (size_t)D + (size_t)j] = (float)(((double)xr[j] - m) * s * (double)gamma[j] + (double)beta[j]);
+		mean[r] = (float)m;
+		rstd[r] = (float)s;
+	}
+}
+
+/* Backward through the definition: xhat = (x - m) s, with m and s
+ * functions of every x in the row; each dx_j sums over all k in double. */
+void dt_layernorm_backward_naive(const float *dy, const float *x, const float *mean, const float *rstd,
+				 const float *gamma, float *dx, float *dgamma, float *dbeta, int R, int D)
+{
+	for (int r = 0; r < R; r++) {
+		const float *xr = x + (size_t)r * (size_t)D, *dyr = dy + (size_t)r * (size_t)D;
+		const double m = (double)mean[r], s = (double)rstd[r];
+		for (int j = 0; j < D; j++) {
+			dgamma[j] = (float)((double)dgamma[j] + (double)dyr[j] * ((double)xr[j] - m) * s);
+			dbeta[j] += dyr[j];
+		}
+		if (!dx)
+			continue;
+		for (int j = 0; j < D; j++) {
+			double acc = 0;
+			const double ej = (double)xr[j] - m;
+			for (int k = 0; k < D; k++) {
+				/* d xhat_k / d x_j = s (delta_jk - 1/D) - (x_k - m) s^3 (x_j - m) / D */
+				const double ek = (double)xr[k] - m;
+				const double d = s * ((j == k) - 1.0 / D) - ek * s * s * s * ej / D;
+				acc += (double)dyr[k] * (double)gamma[k] * d;
+			}
+			dx[(size_t)r * (size_t)D + (size_t)j] = (float)acc;
+		}
+	}
+}

@@ -76,3 +76,8 @@ void dt_fp_restore(struct dt_fp_mode mode)
 	(void)mode;
 #endif
 }
+
+const char *dt_dtype_name(enum dt_dtype t)
+{
+	return t == DT_INT32 ? "int32" : "float32";
+}

@@ -16,6 +16,12 @@
 
 #define DT_TENSOR_MAX_DIMS 4
 
+/* Element types of the tensors a model reads: float features and targets,
+ * int32 token ids and class labels. */
+enum dt_dtype { DT_FLOAT32, DT_INT32 };
+/* "float32", "int32". */
+const char *dt_dtype_name(enum dt_dtype t);
+
 struct dt_tensor {
 	float *data;                        /* borrowed, (shape[0], ..., shape[ndim-1]) */
 	int ndim;                           /* 0 (a scalar) .. DT_TENSOR_MAX_DIMS */

@@ -1,0 +1,268 @@
+/*
+ * The graph executor: per-node buffers, and one forward (+ loss, +
+ * backward) pass over a compiled graph (nn/model_impl.h describes the node
+ * list). Forward runs the nodes in order; backward runs them in reverse,
+ * each consumer handing its input gradient to the node it read: the first
+ * hand-over writes the gradient, later ones (a node read twice, as a
+ * residual connection does) add to it through `tmp`.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "nn/model_impl.h"
+#include "tensor/kernels.h"
+
+static int is_view(const struct dt__node *n)
+{
+	return n->fused || dt_layer_is_view(&n->layer);
+}
+
+static size_t round16(size_t n)
+{
+	return (n + 15) / 16 * 16; /* each buffer 64-byte aligned */
+}
+
+void dt__graph_allocate(struct dt_model *m)
+{
+	const int N = m->num_nodes;
+	const size_t B = (size_t)m->max_batch;
+	m->out = dt_xcalloc((size_t)N, sizeof(*m->out));
+	m->grad = dt_xcalloc((size_t)N, sizeof(*m->grad));
+	m->val = dt_xcalloc((size_t)N, sizeof(*m->val));
+	m->written = dt_xcalloc((size_t)N, sizeof(int));
+	dt__model_alloc_params(m);
+	size_t off = 0, act_floats = 0, dact_floats = 0, largest = 1, scratch = 0;
+	for (int i = 0; i < N; i++) {
+		struct dt__node *n = &m->nodes[i];
+		struct dt_layer *l = &n->layer;
+		if (n->fused)
+			continue;
+		dt_layer_bind(l, m->params + off, m->grads + off);
+		off += dt_layer_num_params(l);
+		dt_layer_alloc_state(l, m->max_batch);
+		const size_t e = dt_shape_elems(l->out);
+		largest = e > largest ? e : largest;
+		if (l->kind == DT_LAYER_INPUT || is_view(n))
+			continue;
+		act_floats += round16(e);
+		if (m->needs_grad[i] || i == m->store[m->output])
+			dact_floats += round16(e);
+		const size_t s = dt_layer_scratch_floats(l, m->max_batch);
+		scratch = s > scratch ? s : scratch;
+	}
+	DT_ASSERT(off == m->num_params);
+	m->acts = dt_xalloc_aligned(act_floats * B + 1, sizeof(float));
+	m->dacts = dt_xalloc_aligned(dact_floats * B + 1, sizeof(float));
+	float *p = m->acts, *q = m->dacts;
+	for (int i = 0; i < N; i++) {
+		struct dt__node *n = &m->nodes[i];
+		if (n->fused || n->layer.kind == DT_LAYER_INPUT || is_view(n))
+			continue;
+		const size_t e = round16(dt_shape_elems(n->layer.out)) * B;
+		m->out[i] = p;
+		p += e;
+		if (m->needs_grad[i] || i == m->store[m->output]) {
+			m->grad[i] = q;
+			q += e;
+		}
+	}
+	m->scratch = dt_xalloc_aligned(scratch + 1, sizeof(float));
+	m->tmp = dt_xalloc_aligned(largest * B, sizeof(float));
+	m->labels32 = dt_xalloc_aligned((size_t)m->rows * B + 1, sizeof(int32_t));
+}
+
+/* Token ids must index the table: checked before anything runs. */
+static enum dt_status check_ids(const struct dt_model *m, const struct dt__node *n, const int32_t *ids, int B,
+				struct dt_err *err)
+{
+	const size_t per = dt_shape_elems(n->layer.in);
+	for (size_t i = 0; i < (size_t)B * per; i++)
+		if (ids[i] < 0 || ids[i] >= n->layer.vocab)
+			return dt_err_set(err, DT_USAGE,
+					  "model '%s': example %zu, position %zu: token id %d out of range [0, %d) for embedding '%s'",
+					  m->name, i / per, i % per, (int)ids[i], n->layer.vocab, n->layer.name);
+	return DT_OK;
+}
+
+static enum dt_status forward(struct dt_model *m, const struct dt_model_batch *b, int training, struct dt_rng *rng,
+			      struct dt_err *err)
+{
+	const int B = b->size;
+	int next_input = 0;
+	for (int i = 0; i < m->num_nodes; i++) {
+		struct dt__node *n = &m->nodes[i];
+		struct dt_layer *l = &n->layer;
+		const void *x = n->ninputs > 0 ? m->val[n->inputs[0]] : NULL;
+		if (l->kind == DT_LAYER_INPUT) {
+			m->val[i] = b->inputs[next_input++].data;
+			continue;
+		}
+		if (is_view(n)) {
+			m->val[i] = x;
+			continue;
+		}
+		float *y = m->out[i];
+		m->val[i] = y;
+		const size_t e = dt_shape_elems(l->out) * (size_t)B;
+		switch (l->kind) {
+		case DT_LAYER_EMBEDDING: {
+			enum dt_status st = check_ids(m, n, x, B, err);
+			if (st)
+				return st;
+			dt_layer_embedding_forward(l, x, y, B);
+			break;
+		}
+		case DT_LAYER_ADD:
+			memcpy(y, x, e * sizeof(float));
+			for (int j = 1; j < n->ninputs; j++) {
+				const float *xj = m->val[n->inputs[j]];
+				for (size_t k = 0; k < e; k++)
+					y[k] += xj[k];
+			}
+			break;
+		case DT_LAYER_CONCAT: {
+			const size_t rows = e / (size_t)l->out.c;
+			size_t at = 0;
+			for (int j = 0; j < n->ninputs; j++) {
+				const size_t cj = (size_t)m->nodes[n->inputs[j]].layer.out.c;
+				const float *xj = m->val[n->inputs[j]];
+				for (size_t r = 0; r < rows; r++)
+					memcpy(y + r * (size_t)l->out.c + at, xj + r * cj, cj * sizeof(float));
+				at += cj;
+			}
+			break;
+		}
+		default:
+			dt_layer_forward(l, x, y, B, training, rng, m->scratch);
+			break;
+		}
+	}
+	return DT_OK;
+}
+
+/* Hands gradient `src` (rows, width) with row stride `ld` to node j's
+ * output gradient: written by the first consumer, added by the others. */
+static void give(struct dt_model *m, int j, const float *src, size_t rows, size_t width, size_t ld)
+{
+	const int t = m->store[j];
+	float *dst = m->grad[t];
+	DT_ASSERT(dst != NULL);
+	if (!m->written[t]) {
+		for (size_t r = 0; r < rows; r++)
+			memcpy(dst + r * width, src + r * ld, width * sizeof(float));
+		m->written[t] = 1;
+		return;
+	}
+	for (size_t r = 0; r < rows; r++)
+		for (size_t k = 0; k < width; k++)
+			dst[r * width + k] += src[r * ld + k];
+}
+
+static void backward(struct dt_model *m, int B, dt_grads_ready_fn on_ready, void *arg)
+{
+	for (int i = m->num_nodes - 1; i >= 0; i--) {
+		struct dt__node *n = &m->nodes[i];
+		struct dt_layer *l = &n->layer;
+		if (l->kind == DT_LAYER_INPUT || is_view(n) || !m->needs_grad[i])
+			continue;
+		const size_t np = dt_layer_num_params(l);
+		float *dy = m->grad[i];
+		const size_t e = dt_shape_elems(l->out) * (size_t)B;
+		if (!m->written[i]) {
+			/* nothing downstream reaches the loss: a zero gradient */
+			if (np)
+				memset(l->dkernel, 0, np * sizeof(float));
+		} else if (l->kind == DT_LAYER_EMBEDDING) {
+			dt_layer_embedding_backward(l, m->val[n->inputs[0]], dy, B);
+		} else if (l->kind == DT_LAYER_ADD) {
+			for (int j = 0; j < n->ninputs; j++)
+				if (m->needs_grad[n->inputs[j]])
+					give(m, n->inputs[j], dy, 1, e, e);
+		} else if (l->kind == DT_LAYER_CONCAT) {
+			const size_t rows = e / (size_t)l->out.c;
+			size_t at = 0;
+			for (int j = 0; j < n->ninputs; j++) {
+				const size_t cj = (size_t)m->nodes[n->inputs[j]].layer.out.c;
+				if (m->needs_grad[n->inputs[j]])
+					give(m, n->inputs[j], dy + at, rows, cj, (size_t)l->out.c);
+				at += cj;
+			}
+		} else {
+			const int j = n->inputs[0], t = m->store[j];
+			float *dx = NULL;
+			int accumulate = 0;
+			if (m->needs_grad[j]) {
+				accumulate = m->written[t];
+				dx = accumulate ? m->tmp : m->grad[t];
+				m->written[t] = 1;
+			}
+			dt_layer_backward(l, m->val[j], m->out[i], dy, dx, B, m->scratch);
+			if (accumulate) {
+				const size_t ne = dt_shape_elems(l->in) * (size_t)B;
+				float *g = m->grad[t];
+				for (size_t k = 0; k < ne; k++)
+					g[k] += m->tmp[k];
+			}
+		}
+		if (on_ready && np > 0)
+			on_ready(arg, (size_t)(l->dkernel - m->grads), np);
+	}
+}
+
+static enum dt_status loss(struct dt_model *m, const struct dt_model_batch *b, int training, struct dt_step_result *res,
+			   struct dt_err *err)
+{
+	const int B = b->size;
+	const float *z = m->val[m->output];
+	float *dz = training ? m->grad[m->store[m->output]] : NULL;
+	const size_t n = dt_shape_elems(m->nodes[m->output].layer.out) * (size_t)B;
+	switch (m->loss) {
+	case DT_LOSS_SOFTMAX_XENT: {
+		const int32_t *labels = b->targets.data;
+		const size_t rows = (size_t)m->rows * (size_t)B;
+		for (size_t r = 0; r < rows; r++)
+			if (labels[r] < 0 || labels[r] >= m->classes) {
+				if (m->rows == 1)
+					return dt_err_set(err, DT_USAGE, "model '%s': example %zu: label %d out of range [0, %d)",
+							  m->name, r, (int)labels[r], m->classes);
+				return dt_err_set(err, DT_USAGE,
+						  "model '%s': example %zu, position %zu: label %d out of range [0, %d)", m->name,
+						  r / (size_t)m->rows, r % (size_t)m->rows, (int)labels[r], m->classes);
+			}
+		res->loss = dt_softmax_xent_i32(z, labels, (int)rows, m->classes, dz, &res->correct);
+		res->counted = (int)rows;
+		break;
+	}
+	case DT_LOSS_SIGMOID_XENT:
+		res->loss = dt_sigmoid_xent(z, b->targets.data, n, dz, &res->correct);
+		res->counted = (int)n;
+		break;
+	case DT_LOSS_MSE:
+		res->loss = dt_mse(z, b->targets.data, n, dz);
+		break;
+	case DT_LOSS_CUSTOM:
+		DT_ASSERT(!"a graph has no custom loss");
+	}
+	if (!isfinite(res->loss))
+		return dt_err_set(err, DT_RUNTIME, "model '%s': the loss is %g; the step is not trained on", m->name,
+				  (double)res->loss);
+	return DT_OK;
+}
+
+enum dt_status dt__graph_run(struct dt_model *m, const struct dt_model_batch *b, int training, struct dt_rng *rng,
+			     dt_grads_ready_fn on_ready, void *arg, struct dt_step_result *res, struct dt_err *err)
+{
+	enum dt_status st = forward(m, b, training, rng, err);
+	if (st)
+		return st;
+	st = loss(m, b, training, res, err);
+	if (st || !training)
+		return st;
+	memset(m->written, 0, (size_t)m->num_nodes * sizeof(int));
+	m->written[m->store[m->output]] = 1;
+	backward(m, b->size, on_ready, arg);
+	return DT_OK;
+}

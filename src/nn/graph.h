@@ -1,0 +1,107 @@
+/*
+ * graph.h — layer graphs: a builder for sequential and DAG models.
+ *
+ * A graph starts with one or more named inputs (float features or int32
+ * token ids, each with a per-example shape of rank 1 to 3) and grows one
+ * node per call. Every node has a name (the caller's, or a default like
+ * today's "dense_1", "conv_2": the kind's prefix and the next free number),
+ * produces one output, and reads the outputs of nodes added before it,
+ * named by the caller; input NULL means the node added last, so a
+ * sequential model is a chain of calls with NULL inputs.
+ *
+ * Shapes are inferred as nodes are added. A call that does not fit (an
+ * unknown input, shapes that do not connect, a bad size, a duplicate name)
+ * adds nothing and returns DT_CONFIG with a message naming the node and the
+ * shapes involved; the graph stays usable. Names: 1 to 31 characters of
+ * [A-Za-z0-9_.-] (no '/': variables are named "<node>/kernel").
+ *
+ * Per-example shapes: (N), (T, D) or (H, W, C); the batch is implicit.
+ *   dense       (..., IN) -> (..., units); over the last axis (Keras's Dense);
+ *               variables <node>/kernel (IN, units), <node>/bias (units)
+ *   conv2d      (H, W, C) -> (OH, OW, filters), padding valid or same;
+ *               <node>/kernel (KH, KW, C, filters), <node>/bias (filters)
+ *   pool        (H, W, C) -> (OH, OW, C), max or average
+ *   flatten     any -> (N); reshape: any -> the given shape (one -1 allowed)
+ *   activation  any -> same; dropout any -> same (off when evaluating)
+ *   embedding   int32 (T) or (T1, T2) -> (T, dim) or (T1, T2, dim); <node>/embeddings (vocab, dim)
+ *   layer_norm  (..., D) -> same; <node>/gamma (D) = 1, <node>/beta (D) = 0
+ *   add         n same shapes -> that shape; concat: (..., Di) -> (..., sum Di)
+ *
+ * Losses, on one float node's output (logits for the cross-entropies):
+ *   softmax cross-entropy: int32 labels, one per row of the last axis
+ *     ((T, V) logits take (T) labels); accuracy counts rows;
+ *   sigmoid cross-entropy: float targets of the output's shape; accuracy
+ *     counts elements on the 0.5 threshold;
+ *   mean squared error: float targets of the output's shape.
+ *
+ * dt_model_from_graph compiles the graph into a model (nn/model.h): it
+ * fuses a ReLU activation into the conv or dense node before it and a 2x2
+ * stride-2 valid max pool into the conv node before it, when that node
+ * feeds nothing else (the built-ins' fast path), lays out the variables in
+ * node order, and allocates for max_batch examples. A graph may make any
+ * number of models (one per replica); the graph is not referenced after.
+ * Not thread-safe; the caller owns the graph (dt_graph_free).
+ */
+#ifndef DT_NN_GRAPH_H
+#define DT_NN_GRAPH_H
+
+#include "base/err.h"
+#include "nn/model.h"
+#include "tensor/kernels.h"
+
+enum dt_padding { DT_PADDING_VALID, DT_PADDING_SAME };
+enum dt_pool_kind { DT_POOL_MAX, DT_POOL_AVG };
+
+struct dt_graph;
+
+struct dt_graph *dt_graph_new(void);
+void dt_graph_free(struct dt_graph *g);
+
+/* A named input; shape (ndim 1..3) per example, every dimension >= 1. */
+enum dt_status dt_graph_input(struct dt_graph *g, const char *name, enum dt_dtype dtype, int ndim, const int *shape,
+			      struct dt_err *err) DT_MUST_CHECK;
+/* kernel_init: an initializer name (dt_init_parse); NULL: glorot_uniform.
+ * Biases start at zero. */
+enum dt_status dt_graph_dense(struct dt_graph *g, const char *name, const char *input, int units, enum dt_act act,
+			      const char *kernel_init, struct dt_err *err) DT_MUST_CHECK;
+/* act: DT_ACT_RELU or DT_ACT_LINEAR (add an activation node for others). */
+enum dt_status dt_graph_conv2d(struct dt_graph *g, const char *name, const char *input, int filters, int kh, int kw,
+			       int stride, enum dt_padding padding, enum dt_act act, const char *kernel_init,
+			       struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_graph_pool(struct dt_graph *g, const char *name, const char *input, enum dt_pool_kind kind,
+			     int ph, int pw, int sh, int sw, enum dt_padding padding, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_graph_flatten(struct dt_graph *g, const char *name, const char *input,
+				struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_graph_reshape(struct dt_graph *g, const char *name, const char *input, int ndim, const int *shape,
+				struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_graph_activation(struct dt_graph *g, const char *name, const char *input, enum dt_act act,
+				   struct dt_err *err) DT_MUST_CHECK;
+/* rate in [0, 1). */
+enum dt_status dt_graph_dropout(struct dt_graph *g, const char *name, const char *input, float rate,
+				struct dt_err *err) DT_MUST_CHECK;
+/* init NULL: random_normal(0.05). */
+enum dt_status dt_graph_embedding(struct dt_graph *g, const char *name, const char *input, int vocab, int dim,
+				  const char *init, struct dt_err *err) DT_MUST_CHECK;
+/* eps > 0 (Keras's default is 1e-3). */
+enum dt_status dt_graph_layer_norm(struct dt_graph *g, const char *name, const char *input, float eps,
+				   struct dt_err *err) DT_MUST_CHECK;
+/* n (2 .. 8) inputs by name. */
+enum dt_status dt_graph_add(struct dt_graph *g, const char *name, int n, const char *const *inputs,
+			    struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_graph_concat(struct dt_graph *g, const char *name, int n, const char *const *inputs,
+			       struct dt_err *err) DT_MUST_CHECK;
+/* The loss on node `output` (NULL: the last node); a later call replaces it. */
+enum dt_status dt_graph_loss(struct dt_graph *g, const char *output, enum dt_loss loss,
+			     struct dt_err *err) DT_MUST_CHECK;
+
+/* The name of the node added last ("" when none); owned by g. */
+const char *dt_graph_last(const struct dt_graph *g);
+int dt_graph_num_nodes(const struct dt_graph *g);
+
+/* Compiles g into a new model named `name` for up to max_batch examples.
+ * No loss set, or max_batch < 1 → DT_CONFIG. Parameters are zero until
+ * dt_model_init_params. */
+enum dt_status dt_model_from_graph(const struct dt_graph *g, const char *name, int max_batch, struct dt_model **out,
+				   struct dt_err *err) DT_MUST_CHECK;
+
+#endif

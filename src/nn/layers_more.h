@@ -1,0 +1,18 @@
+/*
+ * layers_more.h — module-shared: the forward and backward of the graph
+ * builder's single-input layers (pool, activation, reshape, layernorm),
+ * which dt_layer_forward/backward dispatch to (nn/layers.h documents them).
+ */
+#ifndef DT_NN_LAYERS_MORE_H
+#define DT_NN_LAYERS_MORE_H
+
+#include <stddef.h>
+
+#include "nn/layers.h"
+
+/* n = B * in-elements; same contract as dt_layer_forward/backward. */
+void dt__layer_forward_more(struct dt_layer *l, const float *x, float *y, int B, size_t n);
+void dt__layer_backward_more(struct dt_layer *l, const float *x, const float *y, float *dy, float *dx, int B,
+			     size_t n);
+
+#endif

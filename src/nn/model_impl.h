@@ -1,0 +1,88 @@
+/*
+ * model_impl.h — module-shared: the inside of struct dt_model, for the
+ * files that build and run models (model.c: registry, variables, the old
+ * entry points; exec.c: the graph executor; graph.c: the builder and its
+ * compilation into a model; custom.c: custom models).
+ *
+ * A graph model is a list of nodes in topological order (every node's
+ * inputs come before it). Input nodes hold the caller's tensors; views
+ * (flatten, reshape) and fused-away nodes (a ReLU or 2x2 max pool folded
+ * into the conv or dense node before it) own no memory: their output and
+ * gradient are those of their `store` node. Variables follow node order, so
+ * each node's parameters are one contiguous range of the flat buffers and
+ * the backward pass, in reverse node order, finishes ranges from the end of
+ * the buffer backwards.
+ */
+#ifndef DT_NN_MODEL_IMPL_H
+#define DT_NN_MODEL_IMPL_H
+
+#include "nn/layers.h"
+#include "nn/model.h"
+
+#define DT__MAX_NODES 256
+#define DT__MAX_NODE_INPUTS 8
+
+struct dt__node {
+	struct dt_layer layer;             /* kind, shapes (h, w, c), parameters */
+	int ninputs;
+	int inputs[DT__MAX_NODE_INPUTS];   /* node indices, each < this node's */
+	int rank;                          /* the user's per-example shape: dims[0 .. rank) */
+	int dims[3];
+	enum dt_dtype dtype;               /* of the output */
+	struct dt_init init[2];            /* kernel-like and bias-like variables */
+	int fused;                         /* folded into its input node: acts as a view */
+};
+
+typedef enum dt_status (*dt__custom_fn)(struct dt_model *m, const struct dt_model_batch *b, int training,
+					struct dt_rng *rng, struct dt_step_result *res, struct dt_err *err);
+
+struct dt_model {
+	char name[DT_HP_NAME_MAX];
+	int max_batch;
+	/* graph */
+	int num_nodes;
+	struct dt__node *nodes;            /* (num_nodes), owned */
+	int *store;                        /* (num_nodes): node owning each output's memory */
+	int *needs_grad;                   /* (num_nodes): a parameter at or before it */
+	int *written;                      /* (num_nodes): backward, gradient of this store written */
+	float **out, **grad;               /* (num_nodes): (max_batch, out) each, in acts/dacts; NULL if none */
+	const void **val;                  /* (num_nodes): this step's output of each node */
+	int num_layers;
+	int *layer_node;                   /* (num_layers): executed nodes, for dt_model_layer */
+	int num_inputs;
+	int input_node[DT_MODEL_MAX_INPUTS];
+	struct dt_io_info inputs[DT_MODEL_MAX_INPUTS];
+	struct dt_io_info target;
+	int output;                        /* the loss's input node */
+	enum dt_loss loss;
+	int classes, rows;                 /* softmax: classes (last axis) and label rows per example */
+	/* variables */
+	int num_vars, cap_vars;
+	struct dt_variable *vars;
+	int *var_is_kernel;
+	struct dt_init *var_init;
+	size_t num_params;
+	float *params, *grads;             /* (num_params) each, 64-byte aligned, owned */
+	float *acts, *dacts;               /* node outputs and their gradients, owned */
+	float *scratch;                    /* the largest any layer needs */
+	float *tmp;                        /* (max_batch, largest output): gradients to accumulate */
+	int32_t *labels32;                 /* (max_batch * rows): the uint8 entry points' labels */
+	/* custom models (custom.c) */
+	dt__custom_fn custom;
+	void *custom_state;                /* owned by custom.c */
+	void (*custom_free)(void *state);
+	struct dt_layer custom_layer;      /* one layer owning every parameter */
+};
+
+/* Appends a variable of node `node` (or -1) at the end of the flat layout. */
+void dt__model_add_var(struct dt_model *m, const char *node, const char *suffix, int ndim, const int64_t *shape,
+		       int is_kernel, struct dt_init init);
+/* Allocates params/grads (zeroed) for the variables added so far. */
+void dt__model_alloc_params(struct dt_model *m);
+/* Graph execution (exec.c): allocation of the per-node buffers once the
+ * nodes and variables are known, and one step. */
+void dt__graph_allocate(struct dt_model *m);
+enum dt_status dt__graph_run(struct dt_model *m, const struct dt_model_batch *b, int training, struct dt_rng *rng,
+			     dt_grads_ready_fn on_ready, void *arg, struct dt_step_result *res, struct dt_err *err);
+
+#endif
