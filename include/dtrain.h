@@ -192,18 +192,21 @@ typedef int dtrain_node;
 typedef enum dtrain_dtype { DTRAIN_FLOAT32, DTRAIN_INT32 } dtrain_dtype;
 
 typedef enum dtrain_activation {
-	DTRAIN_LINEAR, DTRAIN_RELU, DTRAIN_SIGMOID, DTRAIN_TANH, DTRAIN_SOFTMAX
+	DTRAIN_LINEAR, DTRAIN_RELU, DTRAIN_SIGMOID, DTRAIN_TANH, DTRAIN_SOFTMAX, DTRAIN_GELU
 } dtrain_activation;
 
 typedef enum dtrain_padding { DTRAIN_VALID, DTRAIN_SAME } dtrain_padding;
 
 /* Initializers of a custom model's variables (layers choose their own:
- * Glorot-uniform kernels, He-normal before a ReLU, zero biases). `scale` is
- * the value of CONSTANT, the standard deviation of NORMAL, the half-width
- * of UNIFORM, and unused by the others. */
+ * Glorot-uniform kernels, He-normal before a ReLU, zero biases), Keras's:
+ * GLOROT_UNIFORM U(-l, l) with l = sqrt(6 / (fan_in + fan_out)); HE_NORMAL
+ * a normal of sd sqrt(2 / fan_in) truncated at 2 sd; NORMAL and
+ * TRUNCATED_NORMAL of sd `scale` (0: 0.05); ZEROS; ONES. Fans as Keras
+ * counts them: the last dimension is fan-out, the one before fan-in, times
+ * the leading ones. Each variable draws from its own stream of the seed. */
 typedef enum dtrain_init {
-	DTRAIN_INIT_ZEROS, DTRAIN_INIT_CONSTANT, DTRAIN_INIT_NORMAL, DTRAIN_INIT_UNIFORM,
-	DTRAIN_INIT_GLOROT_UNIFORM, DTRAIN_INIT_HE_NORMAL
+	DTRAIN_INIT_GLOROT_UNIFORM, DTRAIN_INIT_HE_NORMAL, DTRAIN_INIT_ZEROS, DTRAIN_INIT_ONES,
+	DTRAIN_INIT_NORMAL, DTRAIN_INIT_TRUNCATED_NORMAL
 } dtrain_init;
 
 /* A new, empty model; NULL only when out of memory. */
@@ -227,9 +230,11 @@ DTRAIN_API void dtrain_model_free(dtrain_model *m);
  * is frozen (builder calls → DTRAIN_USAGE recorded in the model).
  */
 
-/* An input the data fills: `name` (unique), dtype, per-example shape of
- * ndim (0..4) dimensions. Labels of softmax cross-entropy are an INT32 input
- * of shape () (ndim 0). Also declares the inputs of a custom model. */
+/* An input the data fills: `name` (unique; 1 to 31 of [A-Za-z0-9_.-]),
+ * dtype, per-example shape of ndim (0..3) dimensions, ndim 0 meaning one
+ * value per example. The labels of softmax cross-entropy are an INT32 input
+ * of shape () (one class per example) or of the logits' shape less its last
+ * axis. Also declares the inputs of a custom model. */
 DTRAIN_API dtrain_node dtrain_input(dtrain_model *m, const char *name, dtrain_dtype dtype, int ndim,
 				    const int64_t *shape);
 
@@ -252,7 +257,7 @@ DTRAIN_API dtrain_node dtrain_embedding(dtrain_model *m, dtrain_node ids, int vo
 DTRAIN_API dtrain_node dtrain_layer_norm(dtrain_model *m, dtrain_node x, float epsilon);
 /* a + b, same shapes (a residual connection). */
 DTRAIN_API dtrain_node dtrain_add(dtrain_model *m, dtrain_node a, dtrain_node b);
-/* Joins n nodes along the last dimension; the others must agree. */
+/* Joins n (2..8) nodes along the last dimension; the others must agree. */
 DTRAIN_API dtrain_node dtrain_concatenate(dtrain_model *m, int n, const dtrain_node *xs);
 
 /* Losses: exactly one per model; the model's loss is its mean over the
@@ -273,8 +278,9 @@ DTRAIN_API dtrain_node dtrain_mean_squared_error(dtrain_model *m, dtrain_node pr
  * A model is a layer graph or a custom model, not both (DTRAIN_USAGE).
  */
 
-/* Declares a variable; returns its index (0, 1, ...) for dtrain_step_param
- * and dtrain_step_grad, or -1 (the error is recorded in the model as above). */
+/* Declares a variable (name: 1 to 63 of [A-Za-z0-9_./-]; ndim 1..4);
+ * returns its index (0, 1, ...) for dtrain_step_param and dtrain_step_grad,
+ * or -1 (the error is recorded in the model as above). */
 DTRAIN_API int dtrain_variable(dtrain_model *m, const char *name, int ndim, const int64_t *shape,
 			       dtrain_init init, float scale);
 

@@ -53,44 +53,92 @@ struct dt__api_var {
 	float scale;
 };
 
+/* One builder call of a layer graph, kept to replay it into the graph a
+ * session compiles (builder.c): the labels input of the loss is not a graph
+ * input there, and only the loss call says which input that is. */
+enum dt__api_op_kind {
+	OP_INPUT, OP_DENSE, OP_CONV2D, OP_MAXPOOL, OP_AVGPOOL, OP_FLATTEN, OP_RESHAPE, OP_ACTIVATE, OP_DROPOUT,
+	OP_EMBEDDING, OP_LAYER_NORM, OP_ADD, OP_CONCAT,
+};
+#define DT_API_OP_MAX_IN 8
+struct dt__api_node {
+	enum dt__api_op_kind kind;
+	char name[32];                 /* the graph node's ("dense_1"; an input's own name) */
+	int input;                     /* OP_INPUT: index in inputs[], else -1 */
+	int in[DT_API_OP_MAX_IN], nin; /* the nodes it reads */
+	int iarg[6];                   /* units, filters, kh, kw, stride, padding / size, stride / vocab, dim */
+	int shape_n, shape[4];         /* OP_RESHAPE */
+	float farg;                    /* dropout rate, layer norm epsilon */
+	int act;                       /* enum dt_act */
+};
+
+struct dt_graph;
+
 struct dtrain_model {
 	struct dt_err first; /* the first builder error (sticky), DT_OK when none */
 	int frozen;          /* a session uses it */
 	int ninputs;
 	struct dt__api_input inputs[DT_API_MAX_INPUTS];
+	/* custom model */
 	int nvars, vars_cap;
 	struct dt__api_var *vars;
 	size_t num_params;
-	dtrain_forward_backward_fn fb; /* custom model */
+	dtrain_forward_backward_fn fb;
 	void *user;
-	int layers;          /* layer-graph calls made (a graph, not a custom model) */
+	/* layer graph */
+	int nnodes, nodes_cap;
+	struct dt__api_node *nodes;
+	struct dt_graph *eager; /* every call applied as it comes, for its shape errors */
+	int loss_kind;          /* enum dt_loss; -1: no loss yet */
+	int loss_output, loss_target; /* nodes */
+	int layers;             /* layer calls made (a graph, not a custom model) */
+	/* variables of a compiled layer graph, for dtrain_model_variable_* */
+	struct dt_model *probe;
+	/* what compiled models point at (custom adapters), freed with the model */
+	void **kept;
+	int nkept;
 };
+
+/* builder.c: checks a layer graph (compiling it into m->probe) and compiles it. */
+enum dt_status dt__api_check_graph(const dtrain_model *m, struct dt_err *err);
+enum dt_status dt__api_compile_graph(const dtrain_model *m, int max_batch, struct dt_model **out,
+				     int feeds[DT_API_MAX_INPUTS], int *target_feed, struct dt_err *err);
+enum dt_status dt__api_compile_custom(const dtrain_model *m, int max_batch, struct dt_model **out,
+				      int feeds[DT_API_MAX_INPUTS], int *target_feed, struct dt_err *err);
+/* The node of a new input (its index in m->inputs): -1 after recording
+ * an error. */
+int dt__api_input_node(dtrain_model *m, int input);
+/* Keeps p until the model is freed. */
+void dt__api_model_keep(const dtrain_model *m, void *p);
+/* model.c's builder bookkeeping, shared with builder.c: records the first
+ * error (returns -1) and checks that a builder call may proceed. */
+int dt__api_fail(dtrain_model *m, enum dt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int dt__api_usable(dtrain_model *m, const char *fn);
 
 /* The input called `name`, or -1. */
 int dt__api_input_index(const dtrain_model *m, const char *name);
-/* Fills params with every variable's initializer, drawn from
- * dt_rng_derive(seed, "init/<variable>") so adding one leaves the others. */
-void dt__api_init_params(const dtrain_model *m, float *params, uint64_t seed);
 
-/* One forward/backward (training) or forward (evaluation) of a model on a
- * batch: what the session's loop calls, whatever kind the model is. */
+/* What a custom model's callback sees (model.c adapts nn/custom.h's
+ * context to it). */
 struct dtrain_step {
 	const dtrain_model *model;
 	int batch_size;
 	int training;
-	void *const *inputs;  /* [model->ninputs], (batch, shape...) */
-	const float *params;
-	float *grads;         /* NULL in evaluation */
+	const void *inputs[DT_API_MAX_INPUTS]; /* by public input index, (batch, shape...) */
+	float *const *params; /* (nvars) views */
+	float *const *grads;  /* (nvars) views; NULL in evaluation */
 	double loss;
 	int loss_set;
 	int64_t correct;      /* -1: not reported */
 };
 
-/* Runs the model on one batch: fills step->loss (and correct), and in
- * training the gradients (zeroed first). DT_RUNTIME (or the callback's
- * status) when the callback fails, DT_DATA when the loss or a gradient is
- * not finite, naming the variable. */
-enum dt_status dt__api_model_run(struct dtrain_step *step, struct dt_err *err);
+/* Compiles the model into an nn/ model for up to max_batch examples (a
+ * layer graph through nn/graph.h, a custom model through nn/custom.h), and
+ * tells which public input feeds each of its inputs and its targets:
+ * feeds[i] for dt_model_input(i), *target_feed for the targets. */
+struct dt_model;
+enum dt_status dt__api_compile(const dtrain_model *m, int max_batch, struct dt_model **out,
+			       int feeds[DT_API_MAX_INPUTS], int *target_feed, struct dt_err *err) DT_MUST_CHECK;
 
 /* ---- data (data.c) ---- */
 

@@ -1,0 +1,141 @@
+/*
+ * test_api_train.c — outside programs compiled against the INSTALLED
+ * library train the same model code in every mode, to a target:
+ * examples/layers.c (a layer graph; the mode from TF_CONFIG) locally, with
+ * mirrored replicas, through parameter servers asynchronously (chief +
+ * worker + ps) and synchronously, and with multi-worker mirrored (2
+ * workers, ring all-reduce); examples/custom_model.c (its own forward and
+ * backward) locally, mirrored and through a ps; examples/
+ * low_level_distributed.c as seed 003 runs it, from the four flags.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_util.h"
+#include "cluster_procs.h"
+
+/* The accuracy the layers example's chief printed ("... accuracy A"), or -1. */
+static double printed_accuracy(const char *out)
+{
+	const char *p = out ? strstr(out, " accuracy ") : NULL;
+	return p ? atof(p + 10) : -1;
+}
+
+static void build(struct api_tree *t, const char *example, char *exe, size_t cap)
+{
+	char src[200], name[64];
+	snprintf(src, sizeof(src), "examples/%s.c", example);
+	snprintf(name, sizeof(name), "%s_prog", example);
+	api_install(t);
+	api_compile(t, src, name, exe, cap);
+}
+
+/* One process: `exe args...`; returns its stdout (the caller frees). */
+static char *run_one(const struct api_tree *t, const char *exe, const char *const *args, int want_exit)
+{
+	const char *argv[16] = { exe };
+	int n = 1;
+	for (int i = 0; args[i]; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	const char *env[] = { t->ld_env, "TF_CONFIG=", NULL };
+	struct dt_run r;
+	dt_test_run(&r, argv, env, 240);
+	if (r.exit_code != want_exit)
+		dt_test_fail(__FILE__, __LINE__, "%s exited %d (want %d)\n--- stdout\n%s\n--- stderr\n%s", exe,
+			     r.exit_code, want_exit, r.out, r.err);
+	char *out = r.out;
+	r.out = NULL;
+	dt_run_release(&r);
+	return out;
+}
+
+static const char *const layers_args[] = { "problem=synthetic", "train_steps=300", "log_every=0", "target=0.95",
+					   NULL };
+
+DT_TEST_TIMEOUT(api_train, layers_local, 240)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "layers", exe, sizeof(exe));
+	char *out = run_one(&t, exe, layers_args, 0);
+	DT_CHECK_CONTAINS(out, "mode local step 300 ");
+	DT_CHECK(printed_accuracy(out) >= 0.95);
+	free(out);
+}
+
+DT_TEST_TIMEOUT(api_train, layers_mirrored, 240)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "layers", exe, sizeof(exe));
+	const char *args[] = { "problem=synthetic", "train_steps=300", "log_every=0", "target=0.95", "replicas=2", NULL };
+	char *out = run_one(&t, exe, args, 0);
+	DT_CHECK_CONTAINS(out, "mode mirrored step 300 ");
+	free(out);
+}
+
+/* A loopback cluster of the layers example: head ("chief" or NULL), workers,
+ * ps; extra an optional option ("sync=1"). Every task must exit 0 and the
+ * chief print `mode`. */
+static void layers_cluster(const char *head, int workers, int ps, const char *extra, const char *mode)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "layers", exe, sizeof(exe));
+	struct cluster c;
+	cluster_init(&c, head, workers, ps);
+	const char *argv[] = { exe, "problem=synthetic", "train_steps=300", "log_every=0", "target=0.95",
+			       extra ? extra : "seed=1", NULL };
+	const char *env[] = { t.ld_env, NULL };
+	for (int i = 0; i < ps; i++)
+		cluster_start(&c, "ps", i, NULL, argv, env);
+	struct task *chief = head ? cluster_start(&c, head, 0, NULL, argv, env) : NULL;
+	for (int i = 0; i < workers; i++) {
+		struct task *w = cluster_start(&c, "worker", i, NULL, argv, env);
+		if (!chief)
+			chief = w;
+	}
+	for (int i = 0; i < c.n; i++)
+		EXPECT_EXIT(&c, &c.tasks[i], 0, 200);
+	char *out = task_read(chief, 0);
+	char want[64];
+	snprintf(want, sizeof(want), "mode %s step ", mode);
+	DT_CHECK_CONTAINS(out, want);
+	DT_CHECK(printed_accuracy(out) >= 0.95);
+	free(out);
+}
+
+DT_TEST_TIMEOUT(api_train, layers_ps_async, 240) { layers_cluster("chief", 1, 1, NULL, "ps_async"); }
+DT_TEST_TIMEOUT(api_train, layers_ps_sync, 240) { layers_cluster("chief", 1, 1, "sync=1", "ps_sync"); }
+DT_TEST_TIMEOUT(api_train, layers_multi_worker_mirrored, 240)
+{
+	layers_cluster(NULL, 2, 0, NULL, "multi_worker_mirrored");
+}
+
+static const char *const custom_args[] = { "train_steps=1500", "log_every=0", "target=0.02", NULL };
+
+DT_TEST_TIMEOUT(api_train, custom_local, 240)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "custom_model", exe, sizeof(exe));
+	char *out = run_one(&t, exe, custom_args, 0);
+	DT_CHECK_CONTAINS(out, "worker:0 mode local step 1500 loss ");
+	free(out);
+	/* The target is real: far too few steps miss it (exit 1). */
+	const char *few[] = { "train_steps=3", "log_every=0", "target=0.02", NULL };
+	free(run_one(&t, exe, few, 1));
+}
+
+DT_TEST_TIMEOUT(api_train, custom_mirrored, 240)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "custom_model", exe, sizeof(exe));
+	const char *args[] = { "train_steps=1500", "log_every=0", "target=0.02", "replicas=2", NULL };
+	char *out = run_one(&t, exe, args, 0);
+	DT_CHECK_CONTAINS(out, "mode mirrored step 1500 loss ");
+	free(out);
+}
