@@ -299,12 +299,15 @@ static enum dt_status ring_connect(struct dt_session *s, void *self, struct dt_s
 	const struct dt_cluster *cl = r->cfg->cluster;
 	struct dt_model *model = dt__session_model(s);
 	r->info = info;
-	*info = (struct dt_strategy_info){
-		.chief = r->rank == 0, .shard_index = r->rank, .shard_count = r->size,
-		.global_batch = tc->hp.batch_size * r->size, .task_name = r->ranks.names[r->rank],
-		.examples_note = " (all workers)", .log_last_step = 1, .dropout_per_resume = 1, .save_rng = 0,
-		.eval_every = tc->eval_every,
-	};
+	info->chief = r->rank == 0;
+	info->shard_index = r->rank;
+	info->shard_count = r->size;
+	info->global_batch = tc->hp.batch_size * r->size;
+	info->task_name = r->ranks.names[r->rank];
+	info->examples_note = " (all workers)";
+	info->log_last_step = 1;
+	info->dropout_per_resume = 1; /* the stream is not saved: a resume derives another */
+	info->save_rng = 0;
 	r->nbuckets = dt_allreduce_plan_buckets(model, r->cfg->bucket_mb, &r->buckets);
 	/* The all-reduce starts during the backward pass unless there is only
 	 * one bucket (nothing to start early), the worker's replicas sum their
@@ -393,15 +396,24 @@ static enum dt_status ring_start(struct dt_session *s, void *self, struct dt_str
 
 /* Forward/backward; with overlap, each bucket's all-reduce starts as soon as
  * the backward pass has written it. */
-static float ring_compute(struct dt_session *s, void *self, const struct dt_batch *b, struct dt_rng *rng, int *correct)
+static enum dt_status ring_compute(struct dt_session *s, void *self, struct dt_step_figures *out, struct dt_err *err)
 {
 	struct ring *r = self;
-	if (r->nbuckets > 1)
-		comm_thread_begin_step(&r->ct);
-	if (r->overlap)
-		return dt_model_train_batch_notify(dt__session_model(s), b->x, b->y, b->size, rng, correct, grads_ready,
-						   &r->ct);
-	return dt__session_compute(s, b, rng, correct);
+	if (!r->overlap) {
+		if (r->nbuckets > 1)
+			comm_thread_begin_step(&r->ct);
+		return dt__session_compute(s, out, err);
+	}
+	const struct dt_batch *b;
+	enum dt_status st = dt__session_next_batch(s, &b, err);
+	if (st)
+		return st;
+	comm_thread_begin_step(&r->ct);
+	out->correct = 0;
+	out->examples = b->size;
+	out->loss = dt_model_train_batch_notify(dt__session_model(s), b->x, b->y, b->size, dt__session_rng(s),
+						&out->correct, grads_ready, &r->ct);
+	return DT_OK;
 }
 
 /* Applies the optimizer to bucket b of the summed gradient: the mean over the
@@ -448,9 +460,12 @@ static enum dt_status reduce_and_apply(struct dt_session *s, struct ring *r, flo
 	return DT_OK;
 }
 
-static enum dt_status ring_apply(struct dt_session *s, void *self, int64_t step, float lr, struct dt_err *err)
+static enum dt_status ring_apply(struct dt_session *s, void *self, const struct dt_step_figures *fig, float lr,
+				 struct dt_strategy_step *io, struct dt_err *err)
 {
+	(void)fig;
 	struct ring *r = self;
+	const int64_t step = io->step;
 	enum dt_status st = reduce_and_apply(s, r, lr, step, err);
 	if (st)
 		return dt_err_prefix(err, "training stopped at step %lld", (long long)step);
@@ -482,8 +497,9 @@ static enum dt_status ring_reduce(struct dt_session *s, void *self, float *v, si
 
 /* Nobody leaves (closing its connections) while a peer still reduces, and
  * nobody waits on rank 0 while it evaluates (after this). */
-static enum dt_status ring_finish(struct dt_session *s, void *self, struct dt_err *err)
+static enum dt_status ring_finish(struct dt_session *s, void *self, int64_t *step, struct dt_err *err)
 {
+	(void)step;
 	struct ring *r = self;
 	int64_t steps, compute_ns, reduce_ns, total_ns;
 	dt__session_step_times(s, &steps, &compute_ns, &reduce_ns, &total_ns);
@@ -525,9 +541,6 @@ enum dt_status dt_train_allreduce(const struct dt_allreduce_run_config *cfg, str
 	 * flips the lowest bit of its first variable after step N. */
 	const char *diverge_env = getenv("DTRAIN_TEST_DIVERGE_AT_STEP");
 	r.diverge_at = diverge_env ? atoll(diverge_env) : 0;
-	struct dt_train_setup t;
-	memset(&t, 0, sizeof(t));
-	struct dt_session *s = NULL;
 	enum dt_status st = DT_OK;
 	r.rank = dt_allreduce_rank(cl, &r.size);
 	if (r.rank < 0)
@@ -538,21 +551,9 @@ enum dt_status dt_train_allreduce(const struct dt_allreduce_run_config *cfg, str
 		r.ranks.names = dt_xcalloc((size_t)r.size, sizeof(*r.ranks.names));
 		struct { const struct dt_cluster *cl; struct rank_table *t; } arg = { cl, &r.ranks };
 		walk_ranks(cl, note_rank, &arg);
-		st = dt_train_setup_load(tc, (r.rank == 0 && tc->eval_at_end) || tc->eval_every > 0, &t, err);
+		st = dt_train_run(tc, (r.rank == 0 && tc->eval_at_end) || tc->eval_every > 0, &strategy_ring, &r, res,
+				  err);
 	}
-	if (!st) {
-		struct dt_session_config sc;
-		dt_train_setup_session(&t, tc, &sc);
-		sc.strategy = &strategy_ring;
-		sc.strategy_arg = &r;
-		if (!(st = dt_session_new(&sc, &s, err)))
-			st = dt_session_run(s, err);
-	}
-	if (s)
-		dt_session_result(s, res);
-	res->load_seconds = t.load_seconds;
-	dt_session_free(s);
 	ring_release(&r);
-	dt_train_setup_release(&t);
 	return st;
 }

@@ -232,3 +232,26 @@ void dt_train_setup_release(struct dt_train_setup *s)
 	dt_dataset_release(&s->test);
 	dt_dataset_release(&s->train);
 }
+
+enum dt_status dt_train_run(const struct dt_train_config *cfg, int load_test, const struct dt_strategy *strategy,
+			    void *arg, struct dt_train_result *res, struct dt_err *err)
+{
+	struct dt_train_setup t;
+	memset(&t, 0, sizeof(t));
+	struct dt_session *s = NULL;
+	enum dt_status st = dt_train_setup_load(cfg, load_test, &t, err);
+	if (!st) {
+		struct dt_session_config sc;
+		dt_train_setup_session(&t, cfg, &sc);
+		sc.strategy = strategy;
+		sc.strategy_arg = arg;
+		if (!(st = dt_session_new(&sc, &s, err)))
+			st = dt_session_run(s, err);
+	}
+	if (s)
+		dt_session_result(s, res);
+	res->load_seconds = t.load_seconds;
+	dt_session_free(s);
+	dt_train_setup_release(&t);
+	return st;
+}

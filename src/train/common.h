@@ -75,6 +75,11 @@ struct dt_train_setup {
 enum dt_status dt_train_setup_load(const struct dt_train_config *cfg, int load_test, struct dt_train_setup *out,
 				   struct dt_err *err) DT_MUST_CHECK;
 void dt_train_setup_release(struct dt_train_setup *s);
+struct dt_strategy;
+/* A role's whole run on a built-in problem: the setup, a session with
+ * `strategy` (its state `arg`), run to the end; *res gets its figures. */
+enum dt_status dt_train_run(const struct dt_train_config *cfg, int load_test, const struct dt_strategy *strategy,
+			    void *arg, struct dt_train_result *res, struct dt_err *err) DT_MUST_CHECK;
 struct dt_session_config;
 /* The session configuration of a setup (train, model, input, test, shapes); the caller adds the strategy. */
 void dt_train_setup_session(struct dt_train_setup *s, const struct dt_train_config *cfg,

@@ -32,15 +32,16 @@ static enum dt_status local_start(struct dt_session *s, void *self, struct dt_st
 	return dt__session_restore_or_init(s, out, err);
 }
 
-static enum dt_status local_apply(struct dt_session *s, void *self, int64_t step, float lr, struct dt_err *err)
+static enum dt_status local_apply(struct dt_session *s, void *self, const struct dt_step_figures *fig, float lr,
+				  struct dt_strategy_step *io, struct dt_err *err)
 {
-	(void)self, (void)err;
+	(void)self, (void)fig, (void)err;
 	struct dt_model *m = dt__session_model(s);
 	const float wd = (float)dt__session_config(s)->hp.weight_decay;
 	if (wd > 0)
 		dt_train_add_weight_decay(m, wd);
 	dt_optimizer_apply(dt__session_optimizer(s), dt_model_params(m), dt_model_grads(m), 0, dt_model_num_params(m),
-			   lr, step);
+			   lr, io->step);
 	return DT_OK;
 }
 
@@ -56,20 +57,6 @@ enum dt_status dt_train_local(const struct dt_train_config *cfg, struct dt_train
 	enum dt_status st = dt_hparams_validate(&cfg->hp, err);
 	if (st)
 		return st;
-	struct dt_train_setup t;
-	memset(&t, 0, sizeof(t));
-	struct dt_session *s = NULL;
-	if (!(st = dt_train_setup_load(cfg, cfg->eval_at_end || cfg->eval_every > 0 || cfg->eval_after_save, &t, err))) {
-		struct dt_session_config sc;
-		dt_train_setup_session(&t, cfg, &sc);
-		sc.strategy = &dt_strategy_local;
-		if (!(st = dt_session_new(&sc, &s, err)))
-			st = dt_session_run(s, err);
-	}
-	if (s)
-		dt_session_result(s, res);
-	res->load_seconds = t.load_seconds;
-	dt_session_free(s);
-	dt_train_setup_release(&t);
-	return st;
+	return dt_train_run(cfg, cfg->eval_at_end || cfg->eval_every > 0 || cfg->eval_after_save, &dt_strategy_local,
+			    NULL, res, err);
 }

@@ -1,9 +1,10 @@
 /*
- * local.h — training in one process: the loop every other mode builds on.
+ * local.h — training in one process, and the configuration every mode shares.
  *
  * dt_train_local() loads the problem, builds the model from the hparams,
- * initializes it from the seed, and runs `train_steps` steps of
- * pipeline → forward/backward → optimizer, logging progress (step, loss,
+ * initializes it from the seed, and runs `train_steps` steps of the session
+ * (train/session.h) with the local strategy: pipeline → forward/backward →
+ * optimizer, logging progress (step, loss,
  * batch accuracy, learning rate, examples/s, ETA). It evaluates on the test
  * split every `eval_every` steps (if > 0) and once at the end, and returns
  * the figures in a `struct dt_train_result`.

@@ -45,7 +45,10 @@ struct dt_session {
 	dt_session_hook_fn hook;
 	void *hook_arg;
 
+	struct dt_train_bg_eval *bg;  /* the evaluation copy (eval_where != DT_EVAL_INLINE) */
+	int ended;                    /* the strategy found the run over */
 	int64_t step0, step;          /* the step the run continued after; the global step now */
+	int64_t local_steps;          /* steps this session took */
 	int64_t evaluated_at;         /* the step of the last --eval_every evaluation (or step0) */
 	int64_t last_eval_step;       /* train_and_evaluate's last evaluation; -1: none */
 	struct dt_eval_result last_eval;
@@ -61,7 +64,9 @@ struct dt_optimizer *dt__session_optimizer(struct dt_session *s) { return &s->op
 const struct dt_train_config *dt__session_config(const struct dt_session *s) { return s->cfg; }
 struct dt_dataset *dt__session_test(struct dt_session *s) { return s->test; }
 int64_t dt_session_global_step(const struct dt_session *s) { return s->step; }
-int dt_session_should_stop(const struct dt_session *s) { return s->step >= s->cfg->train_steps; }
+int dt_session_should_stop(const struct dt_session *s) { return s->ended || s->step >= s->cfg->train_steps; }
+void dt__session_end_run(struct dt_session *s) { s->ended = 1; }
+struct dt_rng *dt__session_rng(struct dt_session *s) { return &s->dropout_rng; }
 
 void dt_session_set_hook(struct dt_session *s, dt_session_hook_fn fn, void *arg)
 {
@@ -111,16 +116,19 @@ enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strat
 static enum dt_status open_summaries(struct dt_session *s, struct dt_err *err)
 {
 	const struct dt_train_config *tc = s->cfg;
+	enum dt_status st;
+	if (s->info.chief && s->info.eval_every > 0 && s->info.eval_where != DT_EVAL_INLINE &&
+	    (st = dt_train_bg_eval_new(&tc->hp, s->test, tc->hp.batch_size, s->info.loop, &s->bg, err)))
+		return st;
 	if (!s->info.chief || !has_output_dir(tc))
 		return DT_OK;
-	enum dt_status st;
 	if (tc->save_summary_steps > 0) {
 		struct dt_summary_config sc = { .dir = tc->output_dir, .every = tc->save_summary_steps,
 						.last_step = tc->train_steps, .batch_size = s->info.global_batch };
 		if ((st = dt_summary_new(&sc, &s->summary, err)))
 			return st;
 	}
-	if (tc->eval_after_save)
+	if (tc->eval_after_save && s->info.files)
 		return dt_eval_open_events(tc->output_dir, DT_SPLIT_TEST, &s->eval_events, err);
 	return DT_OK;
 }
@@ -150,10 +158,13 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 	}
 	if ((st = dt_input_start(s->input, s->info.shard_index, s->info.shard_count, at->epoch, at->offset, err)))
 		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
-	if (s->info.shard_count > 1)
+	if (s->info.shard_count > 1 && s->info.global_batch != tc->hp.batch_size)
 		dt_info("data: shard %d of %d, %lld examples per epoch; batch %d per worker%s, global batch %d",
 			s->info.shard_index, s->info.shard_count, (long long)dt_input_shard_size(s->input),
 			tc->hp.batch_size, tc->replicas > 1 ? " split over its replicas" : "", s->info.global_batch);
+	else if (s->info.shard_count > 1)
+		dt_info("data: shard %d of %d, %lld examples per epoch", s->info.shard_index, s->info.shard_count,
+			(long long)dt_input_shard_size(s->input));
 	return DT_OK;
 }
 
@@ -171,7 +182,8 @@ enum dt_status dt_session_new(const struct dt_session_config *cfg, struct dt_ses
 	s->shape[0] = cfg->height, s->shape[1] = cfg->width, s->shape[2] = cfg->channels, s->shape[3] = cfg->num_classes;
 	s->last_eval_step = -1;
 	s->info = (struct dt_strategy_info){ .chief = 1, .shard_count = 1, .global_batch = tc->hp.batch_size,
-					     .examples_note = "", .save_rng = 1, .eval_every = tc->eval_every };
+					     .examples_note = "", .save_rng = 1, .eval_every = tc->eval_every,
+					     .files = 1, .lr_scale = 1 };
 	s->res.num_params = (int64_t)dt_model_num_params(s->model);
 	struct dt_strategy_start at;
 	memset(&at, 0, sizeof(at));
@@ -189,7 +201,7 @@ enum dt_status dt_session_new(const struct dt_session_config *cfg, struct dt_ses
 		return st;
 	}
 	s->step0 = s->step = s->evaluated_at = at.step;
-	if (s->step0 >= tc->train_steps)
+	if (s->step0 >= tc->train_steps && !s->info.shared_step)
 		dt_info("the checkpoint is at step %lld, train_steps is %lld: nothing to train", (long long)s->step0,
 			(long long)tc->train_steps);
 	s->w = (struct window){ .start_ns = dt_now_ns() };
@@ -205,6 +217,7 @@ void dt_session_free(struct dt_session *s)
 	if (s->saving)
 		dt_saver_release(&s->saver);
 	free(s->hparams_json);
+	dt_train_bg_eval_free(s->bg);
 	dt_events_free(s->eval_events);
 	dt_summary_free(s->summary);
 	dt_mirrored_free(s->mirror);
@@ -258,6 +271,8 @@ enum dt_status dt_session_save(struct dt_session *s, struct dt_err *err)
 	c.dropout_rng = s->dropout_rng;
 	dt_input_position(s->input, &c.pipeline_epoch, &c.pipeline_offset);
 	c.hparams = s->hparams_json;
+	c.extra = s->info.ckpt_meta;
+	c.num_extra = s->info.num_ckpt_meta;
 	return dt_saver_save(&s->saver, &c, err);
 }
 
@@ -281,12 +296,19 @@ static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *
 	if (tc->log_every > 0 || s->info.log_last_step) {
 		int64_t now = dt_now_ns();
 		double secs = (double)(now - w->start_ns) / 1e9, elapsed = (double)(now - s->train_start_ns) / 1e9;
-		char eta[32];
-		dt_train_format_eta(elapsed / (double)(s->step - s->step0) * (double)(tc->train_steps - s->step), eta,
+		char eta[32], note[64] = "", at[64];
+		/* This task's steps, not the global step: a resumed run did the steps before it elsewhen. */
+		dt_train_format_eta(elapsed / (double)s->local_steps * (double)(tc->train_steps - s->step), eta,
 				    sizeof(eta));
-		dt_info("step %lld/%lld loss %.4f acc %.3f lr %.3g %.0f examples/s%s eta %s", (long long)s->step,
-			(long long)tc->train_steps, loss, v[1] / v[2], (double)lr, secs > 0 ? v[2] / secs : 0,
-			s->info.examples_note, eta);
+		if (s->strategy->note)
+			s->strategy->note(s, s->self, elapsed, note, sizeof(note));
+		if (s->info.shared_step)
+			snprintf(at, sizeof(at), "step %lld (global %lld/%lld)", (long long)s->local_steps,
+				 (long long)s->step, (long long)tc->train_steps);
+		else
+			snprintf(at, sizeof(at), "step %lld/%lld", (long long)s->step, (long long)tc->train_steps);
+		dt_info("%s loss %.4f acc %.3f lr %.3g %.0f examples/s%s%s eta %s", at, loss, v[1] / v[2], (double)lr,
+			secs > 0 ? v[2] / secs : 0, s->info.examples_note, note, eta);
 	}
 	*w = (struct window){ .start_ns = dt_now_ns() };
 	return DT_OK;
@@ -309,29 +331,82 @@ static enum dt_status maybe_save(struct dt_session *s, struct dt_err *err)
 	return st;
 }
 
-/* --eval_every: when the global step crosses a multiple of it (other tasks
- * move a shared step too), except at the last step, evaluated at the end. */
+/* Waits for the background evaluation, keeping the connections alive. */
+static enum dt_status wait_for_copy(struct dt_session *s, struct dt_err *err)
+{
+	enum dt_status st = DT_OK;
+	while (!st && dt_train_bg_eval_busy(s->bg))
+		st = s->strategy->wait ? s->strategy->wait(s, s->self, err) : (dt_sleep(0.01), DT_OK);
+	return st ? st : dt_train_bg_eval_poll(s->bg, 1, err);
+}
+
+/*
+ * --eval_every: when the global step crosses a multiple of it (other tasks
+ * move a shared step too), except at the last step, evaluated at the end.
+ * Where it runs is the strategy's: inline between two steps (every task its
+ * shard, summed, with a `reduce`), or on a copy of the variables on a thread
+ * of its own, so that no peer's deadline (a barrier, heartbeats) sees it:
+ * waited for while the connections are kept alive, or not waited for at all
+ * (training goes on; the next one waits for it if it is still running).
+ */
 static enum dt_status maybe_evaluate(struct dt_session *s, struct dt_err *err)
 {
 	int64_t every = s->info.eval_every;
-	if (every <= 0 || s->step >= s->cfg->train_steps || s->step / every <= s->evaluated_at / every)
+	enum dt_status st = s->info.eval_where == DT_EVAL_COPY_ASYNC ? dt_train_bg_eval_poll(s->bg, 0, err) : DT_OK;
+	if (st || every <= 0 || s->step >= s->cfg->train_steps || s->step / every <= s->evaluated_at / every)
+		return st;
+	if (!s->info.chief && s->info.eval_where != DT_EVAL_INLINE)
 		return DT_OK;
 	int64_t e0 = dt_now_ns();
-	struct dt_eval_result ev;
-	enum dt_status st = dt_session_evaluate(s, &ev, err);
-	if (st)
-		return st;
-	if (s->info.chief)
-		dt_info("eval at step %lld: accuracy %.4f loss %.4f", (long long)s->step, ev.accuracy, ev.loss);
+	if (s->info.eval_where == DT_EVAL_INLINE) {
+		struct dt_eval_result ev;
+		if ((st = dt_session_evaluate(s, &ev, err)))
+			return st;
+		if (s->info.chief)
+			dt_info("eval at step %lld: accuracy %.4f loss %.4f", (long long)s->step, ev.accuracy, ev.loss);
+	} else {
+		if (dt_train_bg_eval_busy(s->bg))
+			dt_debug("step %lld: waiting for the evaluation before the next one (--eval_every=%lld)",
+				 (long long)s->step, (long long)every);
+		if ((st = wait_for_copy(s, err)))
+			return st;
+		dt_train_bg_eval_start(s->bg, dt_model_params(s->model), s->step);
+		if (s->info.eval_where == DT_EVAL_COPY_WAIT && (st = wait_for_copy(s, err)))
+			return st;
+	}
 	s->evaluated_at = s->step;
-	s->eval_ns += dt_now_ns() - e0;
-	s->w.start_ns += dt_now_ns() - e0;
+	if (s->info.eval_where != DT_EVAL_COPY_ASYNC) {
+		s->eval_ns += dt_now_ns() - e0;
+		s->w.start_ns += dt_now_ns() - e0;
+	}
 	return DT_OK;
 }
 
-float dt__session_compute(struct dt_session *s, const struct dt_batch *b, struct dt_rng *rng, int *correct)
+enum dt_status dt__session_next_batch(struct dt_session *s, const struct dt_batch **out, struct dt_err *err)
 {
-	return dt_mirrored_step(s->mirror, s->model, b->x, b->y, b->size, rng, correct);
+	enum dt_status st = dt_input_next(s->input, out, err);
+	return st ? dt_err_prefix(err, "cannot read the batch after step %lld", (long long)s->step) : DT_OK;
+}
+
+enum dt_status dt__session_compute(struct dt_session *s, struct dt_step_figures *out, struct dt_err *err)
+{
+	const struct dt_batch *b;
+	enum dt_status st = dt__session_next_batch(s, &b, err);
+	if (st)
+		return st;
+	out->correct = 0;
+	out->examples = b->size;
+	out->loss = dt_mirrored_step(s->mirror, s->model, b->x, b->y, b->size, &s->dropout_rng, &out->correct);
+	return DT_OK;
+}
+
+/* Summary records are due when the step crosses a multiple of the cadence
+ * (other tasks move a shared step too), and carry that multiple. */
+static void summarize(struct dt_session *s, int64_t prev, const struct dt_step_figures *fig, float lr)
+{
+	int64_t every = s->cfg->save_summary_steps, step = s->step;
+	int64_t tag = every > 0 && step / every > prev / every && step % every ? step / every * every : step;
+	dt_summary_step(s->summary, tag, fig->loss, fig->correct, lr); /* the chief's own batch, as TF's chief */
 }
 
 enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
@@ -340,43 +415,44 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 	if (dt_session_should_stop(s) || s->finished)
 		return dt_err_set(err, DT_USAGE, "the session is at step %lld of %lld: no step left to take",
 				  (long long)s->step, (long long)tc->train_steps);
-	const int64_t step = s->step + 1;
-	const struct dt_batch *b;
-	enum dt_status st = dt_input_next(s->input, &b, err);
-	if (st)
-		return dt_err_prefix(err, "cannot read the batch of step %lld", (long long)step);
-	float lr = dt_lr_at(&tc->hp, step - 1, tc->train_steps);
-	int correct = 0;
+	struct dt_step_figures fig = { 0 };
 	int64_t t0 = dt_now_ns();
-	float loss = s->strategy->compute ? s->strategy->compute(s, s->self, b, &s->dropout_rng, &correct)
-					  : dt__session_compute(s, b, &s->dropout_rng, &correct);
-	if (!isfinite(loss)) {
+	enum dt_status st = s->strategy->compute ? s->strategy->compute(s, s->self, &fig, err)
+						 : dt__session_compute(s, &fig, err);
+	if (st)
+		return st;
+	if (!isfinite(fig.loss)) {
 		const char *on = s->info.task_name ? " on " : "", *name = s->info.task_name ? s->info.task_name : "";
-		return dt_err_set(err, DT_RUNTIME, "training diverged at step %lld%s%s: loss is %f", (long long)step, on,
-				  name, (double)loss);
+		return dt_err_set(err, DT_RUNTIME, "training diverged at step %lld%s%s: loss is %f", (long long)s->step + 1,
+				  on, name, (double)fig.loss);
 	}
+	float lr = dt_lr_at(&tc->hp, s->step, tc->train_steps) * s->info.lr_scale;
 	int64_t t1 = dt_now_ns();
-	if ((st = s->strategy->apply(s, s->self, step, lr, err)))
+	struct dt_strategy_step io = { .step = s->step + 1, .taken = 1 };
+	if ((st = s->strategy->apply(s, s->self, &fig, lr, &io, err)))
 		return st;
 	s->compute_ns += t1 - t0;
 	s->apply_ns += dt_now_ns() - t1;
-	s->step = step;
-	if (step == s->step0 + 1) {
+	const int64_t prev = s->step;
+	s->step = io.step;
+	if (!io.taken)
+		return DT_OK;
+	if (s->local_steps++ == 0) {
 		s->after_first_ns = dt_now_ns();
 		s->res.first_step_seconds = dt_process_age_seconds();
 		dt_debug("first step done %.3f s after process start", s->res.first_step_seconds);
 	}
-	s->w.loss_sum += (double)loss;
-	s->w.correct += correct;
-	s->w.examples += b->size;
+	s->w.loss_sum += (double)fig.loss;
+	s->w.correct += fig.correct;
+	s->w.examples += fig.examples;
 	s->w.steps++;
 	if (s->hook)
-		s->hook(s->hook_arg, step, loss, b->size);
-	dt_summary_step(s->summary, step, loss, correct, lr); /* the chief's own batch, as TF's chief */
-	if (((tc->log_every > 0 && step % tc->log_every == 0) || step == tc->train_steps) &&
-	    (st = log_window(s, lr, err)))
-		return st;
-	if ((st = maybe_save(s, err)) || (st = maybe_evaluate(s, err)))
+		s->hook(s->hook_arg, s->step, fig.loss, fig.examples);
+	summarize(s, prev, &fig, lr);
+	int log_due = s->info.shared_step
+		? tc->log_every > 0 && s->local_steps % tc->log_every == 0
+		: (tc->log_every > 0 && s->step % tc->log_every == 0) || s->step == tc->train_steps;
+	if ((log_due && (st = log_window(s, lr, err))) || (st = maybe_save(s, err)) || (st = maybe_evaluate(s, err)))
 		return st;
 	if (dt_session_should_stop(s))
 		s->end_ns = dt_now_ns();
@@ -386,9 +462,9 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 /* The run's timing figures: training steps only, evaluations left out. */
 static void timing(struct dt_session *s)
 {
-	const int64_t trained = s->step - s->step0;
+	const int64_t trained = s->local_steps;
 	struct dt_train_result *res = &s->res;
-	int64_t end = (s->end_ns ? s->end_ns : dt_now_ns()) - s->eval_ns;
+	int64_t end = s->end_ns - s->eval_ns;
 	res->steps = s->step;
 	res->train_seconds = trained > 0 ? (double)(end - s->train_start_ns) / 1e9 : 0;
 	double steady = (double)(end - s->after_first_ns) / 1e9;
@@ -401,7 +477,7 @@ static void timing(struct dt_session *s)
 void dt__session_step_times(const struct dt_session *s, int64_t *steps, int64_t *compute_ns, int64_t *apply_ns,
 			    int64_t *total_ns)
 {
-	*steps = s->step - s->step0;
+	*steps = s->local_steps;
 	*compute_ns = s->compute_ns;
 	*apply_ns = s->apply_ns;
 	*total_ns = (s->end_ns ? s->end_ns : dt_now_ns()) - s->eval_ns - s->train_start_ns;
@@ -414,9 +490,12 @@ enum dt_status dt_session_finish(struct dt_session *s, struct dt_err *err)
 	s->finished = 1;
 	if (!s->end_ns)
 		s->end_ns = dt_now_ns();
+	int64_t step = s->step;
+	enum dt_status st = s->strategy->finish ? s->strategy->finish(s, s->self, &step, err) : DT_OK;
+	s->step = step;
 	timing(s);
-	enum dt_status st = s->strategy->finish ? s->strategy->finish(s, s->self, err) : DT_OK;
-	if (st || !s->info.chief || !s->cfg->eval_at_end)
+	/* An evaluation still running: nobody waits on this task any more. */
+	if (st || (st = dt_train_bg_eval_poll(s->bg, 1, err)) || !s->info.chief || !s->cfg->eval_at_end)
 		return st;
 	if (s->last_eval_step == s->step) {
 		s->res.eval = s->last_eval; /* evaluated right after the final save */

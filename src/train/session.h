@@ -100,9 +100,18 @@ struct dt_dataset *dt__session_test(struct dt_session *s);
  * initializes the variables from the seed (*out zero). */
 enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strategy_start *out,
 					   struct dt_err *err) DT_MUST_CHECK;
-/* The default compute: forward/backward of `b` into the model's gradient
- * buffer (the in-process replicas' sum when replicas > 1). */
-float dt__session_compute(struct dt_session *s, const struct dt_batch *b, struct dt_rng *rng, int *correct);
+/* The default compute: the next batch, forward/backward into the model's
+ * gradient buffer (the in-process replicas' sum when replicas > 1) with the
+ * session's dropout stream. A strategy may call it from a helper thread while
+ * the session's thread waits in its apply. */
+enum dt_status dt__session_compute(struct dt_session *s, struct dt_step_figures *out,
+				   struct dt_err *err) DT_MUST_CHECK;
+/* The next batch of the input (for a strategy's own compute). */
+enum dt_status dt__session_next_batch(struct dt_session *s, const struct dt_batch **out,
+				      struct dt_err *err) DT_MUST_CHECK;
+struct dt_rng *dt__session_rng(struct dt_session *s);
+/* The strategy found the run over (the ps closed it): should_stop from now on. */
+void dt__session_end_run(struct dt_session *s);
 /* Steps trained by this session, and the time spent computing, applying
  * (reducing included) and in all (evaluations left out). */
 void dt__session_step_times(const struct dt_session *s, int64_t *steps, int64_t *compute_ns, int64_t *apply_ns,
