@@ -341,10 +341,10 @@ typedef dtrain_status (*dtrain_batch_fn)(void *user, dtrain_batch *batch, dtrain
 DTRAIN_API dtrain_status dtrain_data_from_callback(dtrain_batch_fn fn, void *user, int64_t examples_per_epoch,
 						   dtrain_data **out, dtrain_error *err);
 
-/* In the callback: which of the num_shards shards this process or replica
- * reads (its trainer index among all trainers and replicas), the global
- * step this batch trains, the epoch, the batch size, and each input's
- * buffer to fill (NULL for an unknown name or the other dtype). */
+/* In the callback: which of the num_shards shards this task reads (its
+ * trainer index), the step (batches this shard handed out before this
+ * one: 0 first, also after a restore), the epoch, the batch size, and each
+ * input's buffer to fill (NULL for an unknown name or the other dtype). */
 DTRAIN_API int dtrain_batch_shard(const dtrain_batch *b);
 DTRAIN_API int dtrain_batch_num_shards(const dtrain_batch *b);
 DTRAIN_API int64_t dtrain_batch_step(const dtrain_batch *b);

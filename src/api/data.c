@@ -324,6 +324,7 @@ enum dt_status dt__api_reader_next(struct dt__api_reader *r, int64_t step, void 
 		}
 		dtrain_error cb;
 		dt_err_clear(&cb.e);
+		b.step = r->callback_examples / (r->batch > 0 ? r->batch : 1);
 		dtrain_status st = r->d->fn(r->d->user, &b, &cb);
 		if (st != DTRAIN_OK) {
 			enum dt_status ds = (int)st > 0 && (int)st < DT_STATUS_COUNT ? (enum dt_status)st : DT_RUNTIME;
@@ -356,6 +357,43 @@ enum dt_status dt__api_reader_next(struct dt__api_reader *r, int64_t step, void 
 	r->pos += n;
 	*size = n;
 	return DT_OK;
+}
+
+/* The training stream's position: arrays by (epoch, offset into this
+ * epoch's order), a callback by (0, examples handed out). */
+void dt__api_reader_position(const struct dt__api_reader *r, int64_t *epoch, int64_t *offset)
+{
+	if (r->d->kind == DATA_CALLBACK) {
+		*epoch = 0;
+		*offset = r->callback_examples;
+	} else if (r->pos + r->batch > r->shard_size) {
+		*epoch = r->epoch + 1;
+		*offset = 0;
+	} else {
+		*epoch = r->epoch;
+		*offset = r->pos;
+	}
+}
+
+void dt__api_reader_seek(struct dt__api_reader *r, int64_t epoch, int64_t offset)
+{
+	if (r->d->kind == DATA_CALLBACK) {
+		r->callback_examples = epoch * (r->d->examples_per_epoch / r->num_shards) + offset;
+		return;
+	}
+	if (r->single_pass || (epoch == 0 && offset == 0))
+		return;
+	r->epoch = epoch - 1;
+	shuffle_epoch(r); /* epoch `epoch`'s order */
+	r->pos = offset;
+}
+
+int64_t dt__api_reader_shard_size(const struct dt__api_reader *r)
+{
+	if (r->d->kind == DATA_ARRAYS)
+		return r->shard_size;
+	/* A callback's epoch, if told; else a long one (positions are examples). */
+	return r->d->examples_per_epoch > 0 ? r->d->examples_per_epoch / r->num_shards : (int64_t)1 << 40;
 }
 
 void dt__api_reader_free(struct dt__api_reader *r)

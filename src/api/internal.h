@@ -159,6 +159,11 @@ enum dt_status dt__api_reader_new(dtrain_data *d, const dtrain_model *m, int sha
 enum dt_status dt__api_reader_next(struct dt__api_reader *r, int64_t step, void *const *bufs, int *size,
 				   struct dt_err *err);
 void dt__api_reader_free(struct dt__api_reader *r);
+/* Training streams: where the next batch comes from, moving there (as the
+ * session's checkpoints record it), and examples per epoch of the shard. */
+void dt__api_reader_position(const struct dt__api_reader *r, int64_t *epoch, int64_t *offset);
+void dt__api_reader_seek(struct dt__api_reader *r, int64_t epoch, int64_t offset);
+int64_t dt__api_reader_shard_size(const struct dt__api_reader *r);
 
 /* The validated cluster a session uses: cl's own, or `local` filled as the
  * one-process cluster (cl NULL, or built in code with no task). NULL with

@@ -25,6 +25,7 @@ dtrain_model *dtrain_model_new(void)
 		return NULL;
 	dt_err_clear(&m->first);
 	m->loss_kind = -1;
+	m->loss_output = m->loss_target = -1;
 	return m;
 }
 

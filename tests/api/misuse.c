@@ -18,9 +18,15 @@
 static const char *only;
 static dtrain_error *err;
 
+/* One line per case: a message's own lines (its hint) joined by " | ". */
 static void report(const char *name, dtrain_status st)
 {
-	printf("CASE %s: %s: %s\n", name, dtrain_status_name(st), st ? dtrain_error_message(err) : "");
+	char msg[2048];
+	snprintf(msg, sizeof(msg), "%s", st ? dtrain_error_message(err) : "");
+	for (char *p = msg; *p; p++)
+		if (*p == '\n')
+			*p = '|';
+	printf("CASE %s: %s: %s\n", name, dtrain_status_name(st), msg);
 	fflush(stdout);
 	dtrain_error_clear(err);
 }
@@ -174,6 +180,8 @@ int main(int argc, char **argv)
 		report("step_after_close", dtrain_session_step(s, &loss, err));
 		report("close_twice", dtrain_session_close(s, err));
 		dtrain_session_free(s);
+		dtrain_model_free(m); /* it holds the error of the late dtrain_variable */
+		m = custom_model();
 		dtrain_cluster *cl = NULL;
 		if (dtrain_cluster_new(&cl, err) || dtrain_cluster_add_task(cl, "worker", 0, "127.0.0.1:5000", err))
 			return 3;

@@ -32,7 +32,7 @@ static char *declared_api(const struct api_tree *t)
 {
 	char cmd[1000];
 	snprintf(cmd, sizeof(cmd),
-		 "tr '\\n' ' ' < '%s/include/dtrain.h' | grep -o 'DTRAIN_API[^(;]*(' | "
+		 "tr '\\n' ' ' < '%s/include/dtrain.h' | grep -o 'DTRAIN_API [^(;]*[ *]dtrain_[a-z0-9_]*(' | "
 		 "sed 's/.*[ *]\\(dtrain_[a-z0-9_]*\\)($/\\1/' | sort -u",
 		 t->repo);
 	return sh_out(cmd);

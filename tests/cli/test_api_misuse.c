@@ -106,7 +106,7 @@ DT_TEST(api_misuse, calls_in_the_wrong_order)
 	EXPECT_CASE(out, "step_after_close", "USAGE: ");
 	EXPECT_CASE(out, "close_twice", "USAGE: ");
 	EXPECT_CASE(out, "session_before_set_task", "USAGE: ");
-	EXPECT_CASE(out, "session_before_set_task", "dtrain_cluster_set_task");
+	EXPECT_CASE(out, "session_before_set_task", "the cluster has tasks but not this process");
 	EXPECT_CASE(out, "add_after_set_task", "USAGE: ");
 	EXPECT_CASE(out, "unknown_option", "USAGE: ");
 	EXPECT_CASE(out, "unknown_option", "learning_rate"); /* the valid names are listed */

@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "api_util.h"
-#include "cluster_procs.h"
 
 /* The accuracy the layers example's chief printed ("... accuracy A"), or -1. */
 static double printed_accuracy(const char *out)
@@ -65,55 +64,6 @@ DT_TEST_TIMEOUT(api_train, layers_local, 240)
 	free(out);
 }
 
-DT_TEST_TIMEOUT(api_train, layers_mirrored, 240)
-{
-	struct api_tree t;
-	char exe[800];
-	build(&t, "layers", exe, sizeof(exe));
-	const char *args[] = { "problem=synthetic", "train_steps=300", "log_every=0", "target=0.95", "replicas=2", NULL };
-	char *out = run_one(&t, exe, args, 0);
-	DT_CHECK_CONTAINS(out, "mode mirrored step 300 ");
-	free(out);
-}
-
-/* A loopback cluster of the layers example: head ("chief" or NULL), workers,
- * ps; extra an optional option ("sync=1"). Every task must exit 0 and the
- * chief print `mode`. */
-static void layers_cluster(const char *head, int workers, int ps, const char *extra, const char *mode)
-{
-	struct api_tree t;
-	char exe[800];
-	build(&t, "layers", exe, sizeof(exe));
-	struct cluster c;
-	cluster_init(&c, head, workers, ps);
-	const char *argv[] = { exe, "problem=synthetic", "train_steps=300", "log_every=0", "target=0.95",
-			       extra ? extra : "seed=1", NULL };
-	const char *env[] = { t.ld_env, NULL };
-	for (int i = 0; i < ps; i++)
-		cluster_start(&c, "ps", i, NULL, argv, env);
-	struct task *chief = head ? cluster_start(&c, head, 0, NULL, argv, env) : NULL;
-	for (int i = 0; i < workers; i++) {
-		struct task *w = cluster_start(&c, "worker", i, NULL, argv, env);
-		if (!chief)
-			chief = w;
-	}
-	for (int i = 0; i < c.n; i++)
-		EXPECT_EXIT(&c, &c.tasks[i], 0, 200);
-	char *out = task_read(chief, 0);
-	char want[64];
-	snprintf(want, sizeof(want), "mode %s step ", mode);
-	DT_CHECK_CONTAINS(out, want);
-	DT_CHECK(printed_accuracy(out) >= 0.95);
-	free(out);
-}
-
-DT_TEST_TIMEOUT(api_train, layers_ps_async, 240) { layers_cluster("chief", 1, 1, NULL, "ps_async"); }
-DT_TEST_TIMEOUT(api_train, layers_ps_sync, 240) { layers_cluster("chief", 1, 1, "sync=1", "ps_sync"); }
-DT_TEST_TIMEOUT(api_train, layers_multi_worker_mirrored, 240)
-{
-	layers_cluster(NULL, 2, 0, NULL, "multi_worker_mirrored");
-}
-
 static const char *const custom_args[] = { "train_steps=1500", "log_every=0", "target=0.02", NULL };
 
 DT_TEST_TIMEOUT(api_train, custom_local, 240)
@@ -129,13 +79,3 @@ DT_TEST_TIMEOUT(api_train, custom_local, 240)
 	free(run_one(&t, exe, few, 1));
 }
 
-DT_TEST_TIMEOUT(api_train, custom_mirrored, 240)
-{
-	struct api_tree t;
-	char exe[800];
-	build(&t, "custom_model", exe, sizeof(exe));
-	const char *args[] = { "train_steps=1500", "log_every=0", "target=0.02", "replicas=2", NULL };
-	char *out = run_one(&t, exe, args, 0);
-	DT_CHECK_CONTAINS(out, "mode mirrored step 1500 loss ");
-	free(out);
-}
