@@ -124,7 +124,9 @@ static enum dt_status open_summaries(struct dt_session *s, struct dt_err *err)
 		return DT_OK;
 	if (tc->save_summary_steps > 0) {
 		struct dt_summary_config sc = { .dir = tc->output_dir, .every = tc->save_summary_steps,
-						.last_step = tc->train_steps, .batch_size = s->info.global_batch };
+						.last_step = tc->train_steps,
+						.batch_size = s->info.summary_batch ? s->info.summary_batch
+										   : s->info.global_batch };
 		if ((st = dt_summary_new(&sc, &s->summary, err)))
 			return st;
 	}
@@ -156,7 +158,14 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 		dt_info("mirrored: %d replicas on threads split each batch of %d, OpenBLAS 1 thread each", tc->replicas,
 			tc->hp.batch_size);
 	}
-	if ((st = dt_input_start(s->input, s->info.shard_index, s->info.shard_count, at->epoch, at->offset, err)))
+	if (!s->input) /* the strategy computes elsewhere (t2t's in-graph master) */
+		return DT_OK;
+	if (at->batches > 0)
+		st = dt_input_start_at_batch(s->input, s->info.shard_index, s->info.shard_count, tc->hp.batch_size,
+					     at->batches, err);
+	else
+		st = dt_input_start(s->input, s->info.shard_index, s->info.shard_count, at->epoch, at->offset, err);
+	if (st)
 		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
 	if (s->info.shard_count > 1 && s->info.global_batch != tc->hp.batch_size)
 		dt_info("data: shard %d of %d, %lld examples per epoch; batch %d per worker%s, global batch %d",
@@ -269,7 +278,8 @@ enum dt_status dt_session_save(struct dt_session *s, struct dt_err *err)
 	c.global_step = s->step;
 	c.has_rng = s->info.save_rng;
 	c.dropout_rng = s->dropout_rng;
-	dt_input_position(s->input, &c.pipeline_epoch, &c.pipeline_offset);
+	if (s->input)
+		dt_input_position(s->input, &c.pipeline_epoch, &c.pipeline_offset);
 	c.hparams = s->hparams_json;
 	c.extra = s->info.ckpt_meta;
 	c.num_extra = s->info.num_ckpt_meta;
@@ -384,6 +394,8 @@ static enum dt_status maybe_evaluate(struct dt_session *s, struct dt_err *err)
 
 enum dt_status dt__session_next_batch(struct dt_session *s, const struct dt_batch **out, struct dt_err *err)
 {
+	if (!s->input)
+		return dt_err_set(err, DT_USAGE, "this session has no training input (its strategy computes elsewhere)");
 	enum dt_status st = dt_input_next(s->input, out, err);
 	return st ? dt_err_prefix(err, "cannot read the batch after step %lld", (long long)s->step) : DT_OK;
 }
@@ -398,6 +410,15 @@ enum dt_status dt__session_compute(struct dt_session *s, struct dt_step_figures 
 	out->examples = b->size;
 	out->loss = dt_mirrored_step(s->mirror, s->model, b->x, b->y, b->size, &s->dropout_rng, &out->correct);
 	return DT_OK;
+}
+
+enum dt_status dt__session_compute_decayed(struct dt_session *s, struct dt_step_figures *out, struct dt_err *err)
+{
+	enum dt_status st = dt__session_compute(s, out, err);
+	const float wd = (float)s->cfg->hp.weight_decay;
+	if (!st && isfinite(out->loss) && wd > 0)
+		dt_train_add_weight_decay(s->model, wd);
+	return st;
 }
 
 /* Summary records are due when the step crosses a multiple of the cadence

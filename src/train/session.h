@@ -44,7 +44,8 @@ struct dt_session_config {
 	const struct dt_strategy *strategy;  /* the mode */
 	void *strategy_arg;                  /* its state, passed as `self`; owned by the caller */
 	struct dt_model *model;              /* borrowed: the session trains its buffers */
-	struct dt_input *input;              /* owned by the session from dt_session_new on, even on failure */
+	struct dt_input *input;              /* owned by the session from dt_session_new on, even on failure;
+						NULL for a strategy that computes elsewhere (in-graph master) */
 	struct dt_dataset *test;             /* borrowed; the test split, or NULL / empty: none loaded */
 	int height, width, channels;         /* one example's shape, and the classes: in-process */
 	int num_classes;                     /* replicas (replicas > 1) are built like the model */
@@ -106,6 +107,10 @@ enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strat
  * the session's thread waits in its apply. */
 enum dt_status dt__session_compute(struct dt_session *s, struct dt_step_figures *out,
 				   struct dt_err *err) DT_MUST_CHECK;
+/* dt__session_compute plus weight decay on the whole gradient: for the
+ * strategies that push it to be applied elsewhere (the ps). */
+enum dt_status dt__session_compute_decayed(struct dt_session *s, struct dt_step_figures *out,
+					   struct dt_err *err) DT_MUST_CHECK;
 /* The next batch of the input (for a strategy's own compute). */
 enum dt_status dt__session_next_batch(struct dt_session *s, const struct dt_batch **out,
 				      struct dt_err *err) DT_MUST_CHECK;

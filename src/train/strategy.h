@@ -60,7 +60,8 @@ enum dt_eval_where {
 struct dt_strategy_info {
 	int chief;                 /* saves, writes summaries, logs evaluations, evaluates at the end */
 	int shard_index, shard_count; /* this task's data shard; also its test shard with `reduce` */
-	int global_batch;          /* examples per global step (summaries, examples/s) */
+	int global_batch;          /* examples per step in examples/s (summaries too, without summary_batch) */
+	int summary_batch;         /* examples per global step in the summaries; 0: global_batch */
 	const char *task_name;     /* "worker:1", named in divergence errors; NULL alone */
 	const char *examples_note; /* after "examples/s" in progress lines, e.g. " (all workers)"; "" */
 	int log_last_step;         /* a progress line at the last step even with log_every 0 */
@@ -81,6 +82,8 @@ struct dt_strategy_info {
 struct dt_strategy_start {
 	int64_t step;              /* the global step training continues after */
 	int64_t epoch, offset;     /* the input position of the next batch */
+	int64_t batches;           /* > 0: the position instead as whole batches into the shard (a synchronous
+				      step reads one batch per shard, so its position is derived, not saved) */
 	int has_rng;               /* `rng` is the restored dropout stream */
 	struct dt_rng rng;
 };
