@@ -79,3 +79,56 @@ DT_TEST_TIMEOUT(api_train, custom_local, 240)
 	free(run_one(&t, exe, few, 1));
 }
 
+
+/* The mode each task of a cluster gets, as TensorFlow picks it, from the
+ * same program (the layers example prints it before it runs). The modes
+ * whose engine strategy does not take a layer graph's or custom model's
+ * batches yet refuse with DT_CONFIG (exit 2) naming the mode, before they
+ * connect to anyone: a mode is never run as another. */
+DT_TEST_TIMEOUT(api_train, modes_from_the_cluster, 120)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "layers", exe, sizeof(exe));
+	static const char cl_ps[] = "{\"chief\": [\"127.0.0.1:1\"], \"worker\": [\"127.0.0.1:2\"], \"ps\": [\"127.0.0.1:3\"]}";
+	static const char cl_ring[] = "{\"worker\": [\"127.0.0.1:1\", \"127.0.0.1:2\"]}";
+	const struct {
+		const char *cluster, *type, *option, *mode;
+		int index;
+	} cases[] = {
+		{ cl_ps, "chief", "seed=1", "ps_async", 0 },     { cl_ps, "worker", "seed=1", "ps_async", 0 },
+		{ cl_ps, "chief", "sync=1", "ps_sync", 0 },      { cl_ps, "ps", "seed=1", "ps_server", 0 },
+		{ cl_ring, "worker", "seed=1", "multi_worker_mirrored", 1 },
+		{ NULL, NULL, "replicas=2", "mirrored", 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char tf[600] = "TF_CONFIG=";
+		if (cases[i].cluster)
+			snprintf(tf, sizeof(tf), "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"%s\", \"index\": %d}}",
+				 cases[i].cluster, cases[i].type, cases[i].index);
+		const char *argv[] = { exe, "problem=synthetic", "log_every=0", cases[i].option, NULL };
+		const char *env[] = { t.ld_env, tf, NULL };
+		struct dt_run r;
+		dt_test_run(&r, argv, env, 60);
+		char want[120];
+		snprintf(want, sizeof(want), "runs as %s\n", cases[i].mode);
+		DT_CHECK_CONTAINS(r.err, want);
+		snprintf(want, sizeof(want), "error: mode %s does not run through the API", cases[i].mode);
+		DT_CHECK_CONTAINS(r.err, want);
+		DT_CHECK_INT_EQ(r.exit_code, 2);
+		dt_run_release(&r);
+	}
+}
+
+/* Seed 003's program without a cluster: one local worker running its own
+ * step loop to should_stop, then close. */
+DT_TEST_TIMEOUT(api_train, low_level_distributed_alone, 240)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "low_level_distributed", exe, sizeof(exe));
+	const char *args[] = { "problem=synthetic", "train_steps=200", "log_every=0", NULL };
+	char *out = run_one(&t, exe, args, 0);
+	DT_CHECK_CONTAINS(out, "worker 0 done: 200 local steps, global step 200");
+	free(out);
+}
