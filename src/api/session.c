@@ -377,7 +377,11 @@ static enum dt_status start(dtrain_session *s, struct dt_err *e)
 		free(in);
 		return st;
 	}
-	dt_log_set_identity(dt_job_name(s->cl->task.job), s->cl->task.index);
+	/* The CLI's prefixes: a process alone is the chief. */
+	if (dt_cluster_is_local(s->cl))
+		dt_log_set_identity("chief", 0);
+	else
+		dt_log_set_identity(dt_job_name(s->cl->task.job), s->cl->task.index);
 	dt_blas_set_threads(s->tc.threads);
 	s->strategy = dt_strategy_local;
 	s->strategy.compute = api_compute;

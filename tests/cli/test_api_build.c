@@ -187,3 +187,30 @@ DT_TEST(api_build, static_link_with_pkg_config_static)
 	DT_CHECK_CONTAINS(r.out, "task worker:0 chief 1 source local");
 	dt_run_release(&r);
 }
+
+/* The README's tour program, as the README prints it: at most 30 lines,
+ * built against the installed library, trains and reports an accuracy. */
+DT_TEST_TIMEOUT(api_build, readme_tour_program, 180)
+{
+	struct api_tree t;
+	api_install(&t);
+	char cmd[3000], src[700];
+	snprintf(src, sizeof(src), "%s/tour.c", dt_test_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+		 "awk '/api-tour/{f=1;next} f&&/^```c/{g=1;next} g&&/^```/{exit} g' '%s/README.md' > '%s' && wc -l < '%s'",
+		 t.repo, src, src);
+	char *lines = sh_out(cmd);
+	DT_CHECK(atoi(lines) >= 20 && atoi(lines) <= 30);
+	free(lines);
+	char exe[800];
+	api_compile(&t, src, "tour", exe, sizeof(exe));
+	const char *argv[] = { exe, NULL };
+	const char *env[] = { t.ld_env, "TF_CONFIG=", NULL };
+	struct dt_run r;
+	dt_test_run(&r, argv, env, 150);
+	if (r.exit_code != 0)
+		dt_test_fail(__FILE__, __LINE__, "the tour exited %d: %s", r.exit_code, r.err);
+	DT_CHECK_CONTAINS(r.out, "local: test accuracy 0.8");
+	DT_CHECK_CONTAINS(r.err, "[chief:0] I step 2000/2000");
+	dt_run_release(&r);
+}
