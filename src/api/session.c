@@ -23,6 +23,7 @@
 #include "api/internal.h"
 #include "base/alloc.h"
 #include "base/log.h"
+#include "distribute/mirrored.h"
 #include "nn/hparams.h"
 #include "nn/model.h"
 #include "tensor/blas.h"
@@ -154,6 +155,8 @@ struct dtrain_session {
 	struct dt_train_config tc;
 	char output_dir[1024];
 	int sync;
+	int replicas;           /* in-process replicas (the engine's own config keeps 1: the group is ours) */
+	struct dt_mirrored *group;
 	/* started */
 	struct dt_model *model;
 	int feeds[DT_API_MAX_INPUTS], target_feed;
@@ -162,17 +165,20 @@ struct dtrain_session {
 	char mode_name[32];
 };
 
-/* The engine's local strategy with the general batch's compute. */
+/* The engine's local strategy with the general batch's compute: one
+ * model, or the in-process replicas splitting the batch (mirrored). */
 static enum dt_status api_compute(struct dt_session *s, void *self, struct dt_step_figures *out, struct dt_err *err)
 {
-	(void)self;
+	dtrain_session *api = self;
 	const struct dt_batch *b;
 	enum dt_status st = dt__session_next_batch(s, &b, err);
 	if (st)
 		return st;
 	const struct api_batch *ab = (const struct api_batch *)(const void *)b;
 	struct dt_step_result res;
-	if ((st = dt_model_step(dt__session_model(s), &ab->mb, dt__session_rng(s), NULL, NULL, &res, err)))
+	st = api->group ? dt_mirrored_step_general(api->group, &ab->mb, &res, err)
+			: dt_model_step(dt__session_model(s), &ab->mb, dt__session_rng(s), NULL, NULL, &res, err);
+	if (st)
 		return dt_err_prefix(err, "step %lld", (long long)dt_session_global_step(s) + 1);
 	out->loss = res.loss;
 	out->correct = res.correct;
@@ -191,7 +197,7 @@ static enum mode mode_of(const dtrain_session *s)
 		return s->sync ? M_PS_SYNC : M_PS_ASYNC;
 	if (cl->num_worker_replicas > 1)
 		return M_RING;
-	return s->tc.replicas > 1 ? M_MIRRORED : M_LOCAL;
+	return s->replicas > 1 ? M_MIRRORED : M_LOCAL;
 }
 
 #define NULL_SESSION(e, fn) (dtrain_status)dt_err_set(e, DT_USAGE, "%s: the session is NULL", fn)
@@ -222,6 +228,7 @@ dtrain_status dtrain_session_new(dtrain_model *model, dtrain_data *train, const 
 	s->tc.eval_at_end = 0;
 	s->tc.prefetch = 0;
 	s->tc.output_dir = s->output_dir;
+	s->replicas = 1;
 	enum dt_status ds = dt_hparams_from_set("mlp_base", &s->tc.hp, e);
 	DT_ASSERT(ds == DT_OK);
 	snprintf(s->tc.hp.lr_schedule, sizeof(s->tc.hp.lr_schedule), "constant");
@@ -242,7 +249,7 @@ struct opt {
 static const struct opt opts[] = {
 	{ "train_steps", O_I64, TC(train_steps), 1, 1e15 },
 	{ "seed", O_I64, TC(seed), 0, 9.2e18 },
-	{ "replicas", O_INT, TC(replicas), 1, 64 },
+	{ "replicas", O_INT, offsetof(struct dtrain_session, replicas), 1, DT_MIRRORED_MAX_REPLICAS },
 	{ "sync", O_BOOL, offsetof(struct dtrain_session, sync), 0, 1 },
 	{ "threads", O_INT, TC(threads), 1, 1024 },
 	{ "log_every", O_I64, TC(log_every), 0, 1e15 },
@@ -338,7 +345,15 @@ const char *dtrain_session_mode(const dtrain_session *s)
  * strategy takes nn/'s general batch (api_compute). */
 static int mode_runs(enum mode m)
 {
-	return m == M_LOCAL;
+	return m == M_LOCAL || m == M_MIRRORED;
+}
+
+/* A replica of the session's model (distribute/mirrored.h's make). */
+static enum dt_status make_replica(void *arg, int max_batch, struct dt_model **out, struct dt_err *err)
+{
+	const dtrain_session *s = arg;
+	int feeds[DT_API_MAX_INPUTS], target;
+	return dt__api_compile(s->pm, max_batch, out, feeds, &target, err);
 }
 
 /* Compiles the model, opens the engine session: connect, restore or
@@ -353,7 +368,7 @@ static enum dt_status start(dtrain_session *s, struct dt_err *e)
 	snprintf(s->mode_name, sizeof(s->mode_name), "%s", mode_names[m]);
 	if (!mode_runs(m)) {
 		dt_err_set(e, DT_CONFIG, "mode %s does not run through the API in this build", mode_names[m]);
-		dt_err_hint(e, "local runs (one process, replicas=1); the engine's %s strategy does not take a "
+		dt_err_hint(e, "local and mirrored run (one process); the engine's %s strategy does not take a "
 			       "custom or layer-graph model's batches yet",
 			    mode_names[m]);
 		return DT_CONFIG;
@@ -382,11 +397,24 @@ static enum dt_status start(dtrain_session *s, struct dt_err *e)
 		dt_log_set_identity("chief", 0);
 	else
 		dt_log_set_identity(dt_job_name(s->cl->task.job), s->cl->task.index);
+	if ((st = dt_blas_load(s->tc.threads, e))) {
+		in_free(&in->base);
+		return st;
+	}
 	dt_blas_set_threads(s->tc.threads);
+	if (m == M_MIRRORED) {
+		struct dt_mirrored_config mc = { .hp = &s->tc.hp, .make = make_replica, .make_arg = s,
+						 .replicas = s->replicas, .batch_size = batch, .seed = s->tc.seed };
+		if ((st = dt_mirrored_new(s->model, &mc, &s->group, e))) {
+			in_free(&in->base);
+			return st;
+		}
+		dt_info("mirrored: %d replicas on threads split each batch of %d", s->replicas, batch);
+	}
 	s->strategy = dt_strategy_local;
 	s->strategy.compute = api_compute;
-	struct dt_session_config sc = { .train = &s->tc, .strategy = &s->strategy, .model = s->model,
-					.input = &in->base };
+	struct dt_session_config sc = { .train = &s->tc, .strategy = &s->strategy, .strategy_arg = s,
+					.model = s->model, .input = &in->base };
 	if ((st = dt_session_new(&sc, &s->eng, e)))
 		return st;
 	s->state = S_STARTED;
@@ -473,6 +501,7 @@ void dtrain_session_free(dtrain_session *s)
 	if (!s)
 		return;
 	dt_session_free(s->eng);
+	dt_mirrored_free(s->group);
 	dt_model_free(s->model);
 	dt_cluster_release(&s->local_cl);
 	free(s);

@@ -64,6 +64,17 @@ DT_TEST_TIMEOUT(api_train, layers_local, 240)
 	free(out);
 }
 
+DT_TEST_TIMEOUT(api_train, layers_mirrored, 240)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "layers", exe, sizeof(exe));
+	const char *args[] = { "problem=synthetic", "train_steps=300", "log_every=0", "target=0.95", "replicas=2", NULL };
+	char *out = run_one(&t, exe, args, 0);
+	DT_CHECK_CONTAINS(out, "mode mirrored step 300 ");
+	free(out);
+}
+
 static const char *const custom_args[] = { "train_steps=1500", "log_every=0", "target=0.02", NULL };
 
 DT_TEST_TIMEOUT(api_train, custom_local, 240)
@@ -79,6 +90,17 @@ DT_TEST_TIMEOUT(api_train, custom_local, 240)
 	free(run_one(&t, exe, few, 1));
 }
 
+
+DT_TEST_TIMEOUT(api_train, custom_mirrored, 240)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "custom_model", exe, sizeof(exe));
+	const char *args[] = { "train_steps=1500", "log_every=0", "target=0.02", "replicas=2", NULL };
+	char *out = run_one(&t, exe, args, 0);
+	DT_CHECK_CONTAINS(out, "mode mirrored step 1500 loss ");
+	free(out);
+}
 
 /* The mode each task of a cluster gets, as TensorFlow picks it, from the
  * same program (the layers example prints it before it runs). The modes
@@ -99,8 +121,7 @@ DT_TEST_TIMEOUT(api_train, modes_from_the_cluster, 120)
 		{ cl_ps, "chief", "seed=1", "ps_async", 0 },     { cl_ps, "worker", "seed=1", "ps_async", 0 },
 		{ cl_ps, "chief", "sync=1", "ps_sync", 0 },      { cl_ps, "ps", "seed=1", "ps_server", 0 },
 		{ cl_ring, "worker", "seed=1", "multi_worker_mirrored", 1 },
-		{ NULL, NULL, "replicas=2", "mirrored", 0 },
-	};
+			};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char tf[600] = "TF_CONFIG=";
 		if (cases[i].cluster)
