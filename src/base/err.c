@@ -4,13 +4,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/strutil.h"
+
 enum dt_status dt_err_set(struct dt_err *err, enum dt_status st, const char *fmt, ...)
 {
 	if (!err)
 		return st;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	dt_vfmt(err->msg, sizeof(err->msg), fmt, ap);
 	va_end(ap);
 	err->status = st;
 	return st;
@@ -23,15 +25,16 @@ enum dt_status dt_err_prefix(struct dt_err *err, const char *fmt, ...)
 	char prefix[DT_ERR_MSG_MAX];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(prefix, sizeof(prefix), fmt, ap);
+	size_t plen = dt_vfmt(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
 
-	/* Shift the old message right and put "<prefix>: " in front; truncate at the cap. */
-	size_t plen = strlen(prefix), mlen = strlen(err->msg);
+	/* Shift the old message right and put "<prefix>: " in front; truncate at
+	 * the cap, on UTF-8 character boundaries. */
+	size_t mlen = strlen(err->msg);
 	if (plen + 2 >= sizeof(err->msg))
-		plen = sizeof(err->msg) - 3;
+		plen = dt_utf8_prefix_len(prefix, sizeof(err->msg) - 3);
 	if (plen + 2 + mlen >= sizeof(err->msg))
-		mlen = sizeof(err->msg) - plen - 3;
+		mlen = dt_utf8_prefix_len(err->msg, sizeof(err->msg) - plen - 3);
 	memmove(err->msg + plen + 2, err->msg, mlen);
 	err->msg[plen + 2 + mlen] = '\0';
 	memcpy(err->msg, prefix, plen);
@@ -55,7 +58,7 @@ void dt_err_hint(struct dt_err *err, const char *fmt, ...)
 	used += (size_t)n;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(err->msg + used, sizeof(err->msg) - used, fmt, ap);
+	dt_vfmt(err->msg + used, sizeof(err->msg) - used, fmt, ap);
 	va_end(ap);
 }
 

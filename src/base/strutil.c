@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -120,4 +121,46 @@ void dt_join(char *buf, size_t cap, const char *const *items, size_t count, cons
 		strcpy(buf + used, items[i]);
 		used += strlen(items[i]);
 	}
+}
+
+size_t dt_utf8_prefix_len(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = n, cont = 0;
+	while (i > 0 && cont < 3 && (u[i - 1] & 0xC0) == 0x80) {
+		i--;
+		cont++;
+	}
+	if (i == 0)
+		return n; /* only continuation bytes: not UTF-8, not ours to fix */
+	unsigned char lead = u[i - 1];
+	size_t want = lead >= 0xF0 && lead <= 0xF4 ? 4 : lead >= 0xE0 && lead <= 0xEF ? 3 : lead >= 0xC2 && lead <= 0xDF ? 2 : 0;
+	if (want && cont + 1 < want)
+		return i - 1; /* the character starting at i - 1 is cut: drop it */
+	return n;
+}
+
+size_t dt_vfmt(char *buf, size_t cap, const char *fmt, va_list ap)
+{
+	if (cap == 0)
+		return 0;
+	int n = vsnprintf(buf, cap, fmt, ap);
+	if (n < 0) {
+		buf[0] = '\0';
+		return 0;
+	}
+	if ((size_t)n < cap)
+		return (size_t)n;
+	size_t len = dt_utf8_prefix_len(buf, cap - 1);
+	buf[len] = '\0';
+	return len;
+}
+
+size_t dt_fmt(char *buf, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	size_t n = dt_vfmt(buf, cap, fmt, ap);
+	va_end(ap);
+	return n;
 }

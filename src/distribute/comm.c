@@ -8,7 +8,10 @@
  *      deadline, and send its HELLO there (it fits in the socket buffer);
  *   3. accept the left neighbour: read its HELLO, check fingerprint, model
  *      signature and that it is peers[left], answer HELLO_OK or REFUSE;
- *      connections from anyone else are refused and accepting goes on;
+ *      connections from anyone else are refused and accepting goes on, and
+ *      all pending connections are judged at once, each within its own
+ *      deadline, so a silent or slow stranger holds up nobody
+ *      (comm_admit.c);
  *   4. read the right neighbour's answer;
  *   5. agree per link whether the receiver reads the sender's memory
  *      directly (comm_cma.c);
@@ -26,6 +29,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/strutil.h"
 #include "net/conn.h"
 #include "net/handshake.h"
 
@@ -74,114 +78,6 @@ static enum dt_status send_hello(int fd, uint16_t type, uint32_t flags, const st
 	enum dt_status st = dt_frame_send_fd(fd, type, flags, 0, buf, len, deadline, peer, err);
 	free(buf);
 	return st;
-}
-
-static void send_refuse(int fd, uint32_t code, const char *text, int64_t deadline, const char *peer)
-{
-	uint8_t buf[DT_REASON_PAYLOAD_MAX];
-	size_t len = dt_reason_encode(code, text, buf, sizeof(buf));
-	/* Best effort: we close this connection right after. */
-	if (dt_frame_send_fd(fd, DT_MSG_REFUSE, DT_FRAME_F_REPLY, 0, buf, len, deadline, peer, NULL) != DT_OK)
-		return;
-}
-
-/* Step 3 for one accepted connection. DT_OK: it is the left neighbour and
- * accepted. *stray: it was someone else (refused; keep accepting). */
-static enum dt_status judge_left(const struct dt_comm_config *cfg, const struct dt_hello *local, int fd,
-				 const char *addr, int64_t deadline, int *stray, struct dt_err *err)
-{
-	int left = (cfg->rank - 1 + cfg->nranks) % cfg->nranks;
-	*stray = 0;
-	struct dt_frame_decoder d;
-	dt_frame_decoder_init(&d, DT_MSG_CAP_HANDSHAKE);
-	enum dt_status st = dt_frame_recv_fd(fd, &d, deadline, addr, err);
-	if (st) {
-		dt_frame_decoder_release(&d);
-		*stray = st != DT_TIMEOUT;
-		return st;
-	}
-	if (d.header.type != DT_MSG_HELLO) {
-		dt_frame_decoder_release(&d);
-		*stray = 1;
-		return dt_err_set(err, DT_PROTOCOL, "%s sent %s instead of a hello", addr, dt_msg_name(d.header.type));
-	}
-	struct dt_hello remote;
-	uint32_t code = 0;
-	char reason[DT_REASON_MAX];
-	st = dt_handshake_judge(local, dt_frame_decoder_payload(&d), (size_t)d.header.length, &remote, &code, reason,
-				sizeof(reason), err);
-	dt_frame_decoder_release(&d);
-	if (st) {
-		dt_hello_release(&remote);
-		*stray = 1;
-		return st;
-	}
-	int is_left = strcmp(remote.role, peer_role(&cfg->peers[left])) == 0 && remote.index == cfg->peers[left].index;
-	if (!code && !is_left) {
-		char want[48];
-		task_name(cfg, left, want, sizeof(want));
-		snprintf(reason, sizeof(reason), "%s:%u is not this rank's left neighbour %s in the ring", remote.role,
-			 remote.index, want);
-		code = DT_REFUSE_IDENTITY;
-	}
-	if (code) {
-		send_refuse(fd, code, reason, deadline, addr);
-		*stray = !is_left;
-		st = dt_err_set(err, DT_CONFIG, "refused %s:%u at %s: %s", remote.role, remote.index, addr, reason);
-		dt_hello_release(&remote);
-		return st;
-	}
-	dt_hello_release(&remote);
-	return send_hello(fd, DT_MSG_HELLO_OK, DT_FRAME_F_REPLY, local, deadline, addr, err);
-}
-
-static enum dt_status accept_left(struct dt_comm *comm, const struct dt_comm_config *cfg, const struct dt_hello *local,
-				  int lfd, int64_t start, int64_t deadline, struct dt_err *err)
-{
-	int left = (cfg->rank - 1 + cfg->nranks) % cfg->nranks;
-	char last_refusal[DT_ERR_MSG_MAX] = "";
-	for (;;) {
-		struct pollfd p = { lfd, POLLIN, 0 };
-		int r = poll(&p, 1, dt_deadline_ms_left(deadline));
-		if (r < 0 && errno != EINTR)
-			return dt_err_set(err, DT_IO, "poll on the ring listener failed: %s", strerror(errno));
-		if (r <= 0) {
-			if (!dt_deadline_passed(deadline))
-				continue;
-			enum dt_status st = dt_err_set(err, DT_TIMEOUT,
-						      "no connection from %s within %.1f s (not started, or it cannot reach "
-						      "this rank at %s)",
-						      comm->labels[left], (double)(dt_now_ns() - start) / 1e9,
-						      cfg->peers[cfg->rank].addr);
-			if (last_refusal[0])
-				dt_err_hint(err, "refused meanwhile: %s", last_refusal);
-			return st;
-		}
-		int fd = -1;
-		char addr[DT_PEER_LABEL_MAX];
-		enum dt_status st = dt_sock_accept(lfd, &fd, addr, sizeof(addr), err);
-		if (st)
-			return st;
-		if (fd < 0)
-			continue;
-		int stray = 0;
-		int64_t hs_deadline = dt_deadline_in(DT_NET_HANDSHAKE_S);
-		if (hs_deadline > deadline)
-			hs_deadline = deadline;
-		struct dt_err e = DT_ERR_INIT;
-		st = judge_left(cfg, local, fd, addr, hs_deadline, &stray, &e);
-		if (st == DT_OK) {
-			comm->left_fd = fd;
-			return DT_OK;
-		}
-		dt_sock_close(fd);
-		if (!stray) {
-			if (err)
-				*err = e;
-			return st;
-		}
-		snprintf(last_refusal, sizeof(last_refusal), "%s", e.msg);
-	}
 }
 
 static enum dt_status answer_right(struct dt_comm *comm, const struct dt_comm_config *cfg, const struct dt_hello *local,
@@ -262,7 +158,7 @@ static enum dt_status rendezvous(struct dt_comm *comm, const struct dt_comm_conf
 	st = send_hello(comm->right_fd, DT_MSG_HELLO, 0, local, deadline, comm->labels[right], err);
 	if (st)
 		return dt_err_prefix(err, "ring handshake");
-	st = accept_left(comm, cfg, local, lfd, start, deadline, err);
+	st = dt__comm_accept_left(comm, cfg, local, lfd, start, deadline, err);
 	if (st)
 		return st;
 	return answer_right(comm, cfg, local, deadline, err);
@@ -299,7 +195,7 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	comm->left_last_seq = UINT64_MAX;
 	comm->labels = dt_xmallocarray((size_t)comm->n, sizeof(*comm->labels));
 	for (int i = 0; i < comm->n; i++)
-		snprintf(comm->labels[i], sizeof(comm->labels[i]), "%s:%u at %s", peer_role(&cfg->peers[i]),
+		dt_fmt(comm->labels[i], sizeof(comm->labels[i]), "%s:%u at %s", peer_role(&cfg->peers[i]),
 			 cfg->peers[i].index, cfg->peers[i].addr);
 	size_t stage = comm->seg_bytes > comm->direct_bytes ? comm->seg_bytes : comm->direct_bytes;
 	if (stage < (64u << 10))

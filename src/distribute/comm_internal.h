@@ -78,6 +78,12 @@ void dt__plan_broadcast(struct dt_comm *c, size_t bytes, int root, struct dt__pl
 /* Same-host links (comm_cma.c): the exchange of steps 1-4 there, run by
  * every rank after the handshakes; enabled 0 takes part but reads nothing
  * and offers nothing. Sets cma_send, cma_left_pid and cma_stage. */
+/* comm_admit.c: rendezvous step 3, accepting the left neighbour on `lfd`
+ * while judging every other pending connection concurrently (comm.c). On
+ * success comm->left_fd is the neighbour's descriptor, answered HELLO_OK. */
+enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_config *cfg,
+				    const struct dt_hello *local, int lfd, int64_t start, int64_t deadline,
+				    struct dt_err *err) DT_MUST_CHECK;
 enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t deadline,
 				      struct dt_err *err) DT_MUST_CHECK;
 /* Reads len bytes at address src of process pid into dst; DT_PEER and

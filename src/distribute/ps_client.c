@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -28,7 +29,7 @@ struct dt_ps_client {
 	uint8_t (*sync_push_reply)[DT_PS_SYNC_PUSH_REPLY_BYTES]; /* (num_shards) */
 	uint8_t (*sync_pull_req)[DT_PS_SYNC_PULL_BYTES];    /* (num_shards) */
 	uint8_t **sync_pull_reply;        /* (num_shards) staging: header + the shard's values */
-	uint8_t step_payload[8], step_reply[8], status_reply[DT_PS_STATUS_BYTES];
+	uint8_t step_payload[16], step_reply[8], status_reply[DT_PS_STATUS_BYTES];
 	struct dt_request **inflight;     /* requests of the current call */
 	int ninflight, inflight_cap;
 };
@@ -104,6 +105,20 @@ static enum dt_status wait_all(struct dt_ps_client *c, enum dt_status first, int
 	return st;
 }
 
+/* Connects to ps `ps`, retrying whatever a retry can fix until rt's deadline
+ * (net/conn.h, dt_conn_dial); *out stays NULL when `stop` ended the wait. */
+static enum dt_status dial(struct dt_ps_client *c, int ps, struct dt_retry *rt, const struct dt_dial_stop *stop,
+			   struct dt_conn **out, struct dt_err *err)
+{
+	char host[DT_HOST_MAX];
+	int port;
+	struct dt_conn_config cc = { .silence_s = c->cfg.silence_s };
+	enum dt_status st = dt_sock_split_hostport(c->cfg.ps_addrs[ps], host, sizeof(host), &port, err);
+	if (!st)
+		st = dt_conn_dial(c->loop, host, port, c->cfg.local, "ps", (uint32_t)ps, &cc, rt, stop, out, err);
+	return st;
+}
+
 enum dt_status dt_ps_client_new(struct dt_loop *loop, const struct dt_ps_client_config *cfg, int64_t deadline,
 				struct dt_ps_client **out, struct dt_err *err)
 {
@@ -132,13 +147,11 @@ enum dt_status dt_ps_client_new(struct dt_loop *loop, const struct dt_ps_client_
 		dt_put_u64le(c->range_hdr[i], c->pl->shards[i].offset);
 		dt_put_u64le(c->range_hdr[i] + 8, c->pl->shards[i].count);
 	}
-	struct dt_conn_config cc = { .silence_s = cfg->silence_s };
 	for (int i = 0; i < c->num_ps; i++) {
-		char host[DT_HOST_MAX];
-		int port;
-		enum dt_status st = dt_sock_split_hostport(cfg->ps_addrs[i], host, sizeof(host), &port, err);
-		if (!st)
-			st = dt_conn_connect(loop, host, port, cfg->local, "ps", (uint32_t)i, &cc, deadline, &c->conns[i], err);
+		struct dt_retry rt;
+		dt_retry_init(&rt, dt_now_ns(), deadline, cfg->deadline_name ? cfg->deadline_name : "the connect deadline",
+			      (uint64_t)getpid() ^ (uint64_t)i);
+		enum dt_status st = dial(c, i, &rt, NULL, &c->conns[i], err);
 		if (st) {
 			dt_ps_client_free(c);
 			return st;
@@ -244,7 +257,8 @@ enum dt_status dt_ps_client_round(struct dt_ps_client *c, int push, float lr, in
 	}
 	if (step_inc >= 0 && !st) {
 		dt_put_u64le(c->step_payload, (uint64_t)step_inc);
-		struct iovec part = { c->step_payload, 8 };
+		dt_put_u64le(c->step_payload + 8, (uint64_t)(c->cfg.last_step > 0 ? c->cfg.last_step : 0));
+		struct iovec part = { c->step_payload, c->cfg.last_step > 0 ? 16 : 8 };
 		st = issue(c, 0, &c->step_req, DT_MSG_PS_STEP, &part, 1, c->step_reply, sizeof(c->step_reply), deadline,
 			   err);
 	}
@@ -288,34 +302,15 @@ int dt_ps_client_lost(const struct dt_ps_client *c, int ps)
 	return !dt_conn_is_open(c->conns[ps]) && dt_conn_close_reason(c->conns[ps])->status != DT_OK;
 }
 
-static int never(void *arg)
-{
-	(void)arg;
-	return 0;
-}
-
-enum dt_status dt_ps_client_reconnect(struct dt_ps_client *c, int ps, int64_t deadline, int *new_incarnation,
-				      struct dt_err *err)
+enum dt_status dt_ps_client_reconnect(struct dt_ps_client *c, int ps, struct dt_retry *rt,
+				      const struct dt_dial_stop *stop, int *new_incarnation, struct dt_err *err)
 {
 	DT_ASSERT(c->ninflight == 0);
 	const struct dt_hello *old = dt_conn_remote(c->conns[ps]);
 	uint64_t was = old ? old->incarnation : 0;
-	char host[DT_HOST_MAX];
-	int port;
 	struct dt_conn *nc = NULL;
-	struct dt_conn_config cc = { .silence_s = c->cfg.silence_s };
-	enum dt_status st = dt_sock_split_hostport(c->cfg.ps_addrs[ps], host, sizeof(host), &port, err);
-	/* A dying ps may still accept and then reset: retry the handshake too, with backoff. */
-	for (double pause = 0.05; !st; pause = pause < 1.0 ? pause * 2 : 1.0) {
-		st = dt_conn_connect(c->loop, host, port, c->cfg.local, "ps", (uint32_t)ps, &cc, deadline, &nc, err);
-		if (st != DT_PEER || dt_deadline_passed(deadline))
-			break;
-		int64_t until = dt_deadline_in(pause) < deadline ? dt_deadline_in(pause) : deadline;
-		enum dt_status paused = dt_loop_run_until(c->loop, never, NULL, until, "a pause before reconnecting", NULL);
-		(void)paused;
-		st = DT_OK;
-	}
-	if (st)
+	enum dt_status st = dial(c, ps, rt, stop, &nc, err);
+	if (st || !nc)
 		return st;
 	if (new_incarnation)
 		*new_incarnation = dt_conn_remote(nc)->incarnation != was;

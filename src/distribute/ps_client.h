@@ -33,8 +33,10 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "base/retry.h"
 #include "distribute/placement.h"
 #include "distribute/ps_wire.h"
+#include "net/conn.h"
 #include "net/loop.h"
 #include "net/messages.h"
 
@@ -47,9 +49,12 @@ struct dt_ps_client_config {
 	float *params;                /* (num_params) borrowed */
 	float *grads;                 /* (num_params) borrowed */
 	double silence_s;             /* 0: the net default */
+	int64_t last_step;            /* > 0: PS_STEP never moves the global step past it (--train_steps) */
+	const char *deadline_name;    /* names the connect deadline in errors ("--connect_timeout=120 s"); may be NULL */
 };
 
-/* Connects to every ps until `deadline`. */
+/* Connects to every ps until `deadline`, retrying whatever a retry can fix
+ * (refused, reset, a HELLO with no answer: net/conn.h, dt_conn_dial). */
 enum dt_status dt_ps_client_new(struct dt_loop *loop, const struct dt_ps_client_config *cfg, int64_t deadline,
 				struct dt_ps_client **out, struct dt_err *err) DT_MUST_CHECK;
 /* Closes every connection in order (SHUTDOWN, short linger) and frees. NULL is a no-op. */
@@ -112,10 +117,13 @@ struct dt_conn *dt_ps_client_conn(struct dt_ps_client *c, int ps);
 /* True when the connection to ps `ps` closed with an error (the ps died or
  * went silent), not in order. */
 int dt_ps_client_lost(const struct dt_ps_client *c, int ps);
-/* Replaces the connection to ps `ps` by a new one, retrying with backoff
- * until `deadline`; *new_incarnation (may be NULL) turns true when the ps
- * answering is another process than before (it was restarted). */
-enum dt_status dt_ps_client_reconnect(struct dt_ps_client *c, int ps, int64_t deadline, int *new_incarnation,
+/* Replaces the connection to ps `ps` by a new one, retrying whatever a
+ * retry can fix with backoff until rt's deadline (the error then names it);
+ * *new_incarnation (may be NULL) turns true when the ps answering is another
+ * process than before (it was restarted). When `stop` (may be NULL) ends the
+ * wait first, DT_OK with the old connection left in place (still lost). */
+enum dt_status dt_ps_client_reconnect(struct dt_ps_client *c, int ps, struct dt_retry *rt,
+				      const struct dt_dial_stop *stop, int *new_incarnation,
 				      struct dt_err *err) DT_MUST_CHECK;
 
 #endif

@@ -255,16 +255,21 @@ static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t
 			refuse(s, c, h, DT_CONFIG, "the global step lives on ps:0");
 			return;
 		}
-		if (h->length != 8) {
-			refuse(s, c, h, DT_PROTOCOL, "step payload is not 8 bytes");
+		if (h->length != 8 && h->length != 16) {
+			refuse(s, c, h, DT_PROTOCOL, "step payload is neither 8 nor 16 bytes");
 			return;
 		}
-		uint64_t inc = dt_get_u64le(p);
-		if (inc > 1000000) {
-			refuse(s, c, h, DT_PROTOCOL, "step increment out of range");
+		uint64_t inc = dt_get_u64le(p), last = h->length == 16 ? dt_get_u64le(p + 8) : 0;
+		if (inc > 1000000 || last > (uint64_t)INT64_MAX) {
+			refuse(s, c, h, DT_PROTOCOL, "step increment or last step out of range");
 			return;
 		}
-		s->global_step += (int64_t)inc;
+		/* The step stops at the trainer's last step (StopAtStepHook's
+		 * last_step): trainers racing for the last one do not push it past. */
+		int64_t next = s->global_step + (int64_t)inc;
+		if (last > 0 && next > (int64_t)last)
+			next = s->global_step > (int64_t)last ? s->global_step : (int64_t)last;
+		s->global_step = next;
 		uint8_t out[8];
 		dt_put_u64le(out, (uint64_t)s->global_step);
 		replied(c, dt_conn_send(c, h->type, DT_FRAME_F_REPLY, h->request_id, out, sizeof(out), NULL));

@@ -13,7 +13,7 @@
  *             reply     count f32
  *   PS_PUSH   request   u64 offset, u64 count, f32 learning rate, u32 zero, then count f32 gradients
  *             reply     empty (sent after the update is applied)
- *   PS_STEP   request   u64 increment (ps 0 only)
+ *   PS_STEP   request   u64 increment [, u64 last step] (ps 0 only)
  *             reply     u64 global step after the increment
  *   PS_END    request   empty (the chief only): the run is over
  *             reply     empty, then the ps closes every connection in order and exits

@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/strutil.h"
 #include "net/conn_internal.h"
 #include "net/handshake.h"
 
@@ -20,7 +21,7 @@ static void set_why(struct dt_conn *c, enum dt_status st, const char *fmt, va_li
 		return;
 	c->why_set = 1;
 	c->why.status = st;
-	vsnprintf(c->why.msg, sizeof(c->why.msg), fmt, ap);
+	dt_vfmt(c->why.msg, sizeof(c->why.msg), fmt, ap);
 }
 
 void dt__conn_teardown_fd(struct dt_conn *c)
@@ -203,15 +204,18 @@ static enum dt_status conn_new(struct dt_loop *loop, int fd, const char *peer, c
 	c->loop = loop;
 	c->fd = fd;
 	c->state = state;
-	snprintf(c->peer, sizeof(c->peer), "%s", peer);
-	snprintf(c->addr, sizeof(c->addr), "%s", peer);
+	dt_fmt(c->peer, sizeof(c->peer), "%s", peer);
+	dt_fmt(c->addr, sizeof(c->addr), "%s", peer);
 	if (cfg)
 		c->cfg = *cfg;
 	apply_defaults(&c->cfg);
 	dt_frame_decoder_init(&c->dec, state == CS_OPEN ? c->cfg.max_payload : DT_MSG_CAP_HANDSHAKE);
 	c->dec.on_header = dt__conn_on_header;
 	c->dec.on_header_arg = c;
-	c->rbuf = dt_xmalloc(RBUF_CAP);
+	/* An accepted peer gets a small read buffer until it is judged: a
+	 * thousand strangers then cost a few MiB, not 64 KiB each (open_now grows it). */
+	c->rcap = state == CS_HANDSHAKE ? RBUF_PENDING : RBUF_CAP;
+	c->rbuf = dt_xmalloc(c->rcap);
 	c->last_rx = c->last_tx = dt_now_ns();
 	dt_timer_init(&c->timer, on_timer, c);
 	enum dt_status st = dt_sock_set_nonblocking(fd, err);
@@ -255,6 +259,9 @@ enum dt_status dt__conn_accept(struct dt_loop *loop, int fd, const char *addr, c
 		return st;
 	struct dt_conn *c = *out;
 	c->acc = *opts;
+	if (!c->acc.hello_cap)
+		c->acc.hello_cap = dt_handshake_hello_cap(opts->local);
+	c->dec.max_payload = c->acc.hello_cap;
 	c->handshake_by = dt_now_ns() + (int64_t)(c->cfg.handshake_s * 1e9);
 	dt__conn_schedule_next(c);
 	return DT_OK;
@@ -306,22 +313,24 @@ static int handshake_over(void *arg)
 	return w->c->state != CS_CLIENT_HELLO;
 }
 
-enum dt_status dt_conn_connect(struct dt_loop *loop, const char *host, int port, const struct dt_hello *local,
-			       const char *expect_role, uint32_t expect_index, const struct dt_conn_config *cfg,
-			       int64_t deadline, struct dt_conn **out, struct dt_err *err)
+/* One attempt: the TCP connection (refusals retried inside until tcp_by),
+ * then the handshake until min(deadline, handshake_s). */
+static enum dt_status connect_once(struct dt_loop *loop, const char *host, int port, const struct dt_hello *local,
+				   const char *expect_role, uint32_t expect_index, const struct dt_conn_config *cfg,
+				   int64_t tcp_by, int64_t deadline, struct dt_conn **out, struct dt_err *err)
 {
 	*out = NULL;
 	char task[64] = "", peer[DT_PEER_LABEL_MAX];
 	if (expect_role)
 		snprintf(task, sizeof(task), "%s:%u", expect_role, expect_index);
 	if (task[0])
-		snprintf(peer, sizeof(peer), "%s at %s:%d", task, host, port);
+		dt_fmt(peer, sizeof(peer), "%s at %s:%d", task, host, port);
 	else
-		snprintf(peer, sizeof(peer), "%s:%d", host, port);
+		dt_fmt(peer, sizeof(peer), "%s:%d", host, port);
 	struct connect_wait w = { loop, NULL };
 	struct dt_connect_opts opts = { 0.01, 1.0, 5.0, 0, 0, 0, pause_in_loop, &w };
 	int fd;
-	enum dt_status st = dt_sock_connect(host, port, task[0] ? task : NULL, deadline, &opts, &fd, err);
+	enum dt_status st = dt_sock_connect(host, port, task[0] ? task : NULL, tcp_by, &opts, &fd, err);
 	if (st)
 		return st;
 	struct dt_conn *c;
@@ -344,6 +353,46 @@ enum dt_status dt_conn_connect(struct dt_loop *loop, const char *host, int port,
 	c->quiet_failure = 0;
 	*out = c;
 	return DT_OK;
+}
+
+enum dt_status dt_conn_connect(struct dt_loop *loop, const char *host, int port, const struct dt_hello *local,
+			       const char *expect_role, uint32_t expect_index, const struct dt_conn_config *cfg,
+			       int64_t deadline, struct dt_conn **out, struct dt_err *err)
+{
+	return connect_once(loop, host, port, local, expect_role, expect_index, cfg, deadline, deadline, out, err);
+}
+
+enum dt_status dt_conn_dial(struct dt_loop *loop, const char *host, int port, const struct dt_hello *local,
+			    const char *expect_role, uint32_t expect_index, const struct dt_conn_config *cfg,
+			    struct dt_retry *rt, const struct dt_dial_stop *stop, struct dt_conn **out, struct dt_err *err)
+{
+	*out = NULL;
+	struct dt_err attempt_err = DT_ERR_INIT;
+	for (;;) {
+		/* A refused port is knocked on for DT_DIAL_SLICE_S inside one
+		 * attempt, so `stop` is asked at least that often; a hello gets
+		 * its whole handshake_s. */
+		int64_t now = dt_now_ns();
+		enum dt_status st = connect_once(loop, host, port, local, expect_role, expect_index, cfg,
+						 dt_retry_attempt_deadline(rt, now + (int64_t)(DT_DIAL_SLICE_S * 1e9)),
+						 rt->deadline, out, &attempt_err);
+		if (!st)
+			return DT_OK;
+		if (!dt_retry_failed(rt, st, &attempt_err, dt_now_ns()))
+			break;
+		if (stop && stop->fn(stop->arg))
+			return DT_OK; /* *out stays NULL */
+		struct connect_wait w = { loop, NULL };
+		pause_in_loop(&w, (double)(rt->next_at - dt_now_ns()) / 1e9);
+		if (stop && stop->fn(stop->arg))
+			return DT_OK;
+	}
+	char what[DT_PEER_LABEL_MAX + 64];
+	if (expect_role)
+		snprintf(what, sizeof(what), "cannot reach %s:%u at %s:%d", expect_role, expect_index, host, port);
+	else
+		snprintf(what, sizeof(what), "cannot reach %s:%d", host, port);
+	return dt_retry_give_up(rt, what, dt_now_ns(), err);
 }
 
 void dt__conn_really_free(struct dt_conn *c)
@@ -385,6 +434,24 @@ void dt_conn_free(struct dt_conn *c)
 		return;
 	}
 	dt__conn_really_free(c);
+}
+
+int dt__conn_is_pending(const struct dt_conn *c)
+{
+	return c->state == CS_HANDSHAKE;
+}
+
+void dt__conn_evict(struct dt_conn *c, const char *why)
+{
+	if (c->state != CS_HANDSHAKE)
+		return;
+	c->evicted = 1;
+	dt__conn_fail(c, DT_TIMEOUT, "closed %s before its hello: %s", c->peer, why);
+}
+
+int dt__conn_was_evicted(const struct dt_conn *c)
+{
+	return c->evicted;
 }
 
 void dt_conn_shutdown(struct dt_conn *c, const char *reason)

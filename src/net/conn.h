@@ -47,6 +47,7 @@
 #include <sys/uio.h>
 
 #include "base/err.h"
+#include "base/retry.h"
 #include "net/frame.h"
 #include "net/loop.h"
 #include "net/messages.h"
@@ -107,6 +108,28 @@ enum dt_status dt_conn_open(struct dt_loop *loop, int fd, const char *peer, cons
 enum dt_status dt_conn_connect(struct dt_loop *loop, const char *host, int port, const struct dt_hello *local,
 			       const char *expect_role, uint32_t expect_index, const struct dt_conn_config *cfg,
 			       int64_t deadline, struct dt_conn **out, struct dt_err *err) DT_MUST_CHECK;
+
+/* dt_conn_connect retried as one wait (base/retry.h): a failure a retry can
+ * fix — refused, reset, closed during the handshake, a connect or a HELLO
+ * with no answer (a peer paused with SIGSTOP still completes TCP
+ * handshakes in its kernel, then never answers) — is tried again with
+ * backoff until rt->deadline, each HELLO with its whole handshake_s; a
+ * refusal by the peer (DT_CONFIG) or a local failure ends it at once with
+ * its own error. Past the deadline: DT_TIMEOUT "cannot reach ps:0 at
+ * host:port within <rt's deadline name> (N attempts over S s); the last:
+ * ...". `stop` (may be NULL) is asked between attempts, at least every
+ * DT_DIAL_SLICE_S: when it says so the dial ends with DT_OK and *out NULL
+ * (a reason not to wait any more was found elsewhere). `rt` is updated
+ * (attempts, last error). Runs `loop` while it waits, like dt_conn_connect. */
+#define DT_DIAL_SLICE_S 2.0
+struct dt_dial_stop {
+	int (*fn)(void *arg);
+	void *arg;
+};
+enum dt_status dt_conn_dial(struct dt_loop *loop, const char *host, int port, const struct dt_hello *local,
+			    const char *expect_role, uint32_t expect_index, const struct dt_conn_config *cfg,
+			    struct dt_retry *rt, const struct dt_dial_stop *stop, struct dt_conn **out,
+			    struct dt_err *err) DT_MUST_CHECK;
 
 /* The client handshake without waiting, over a connected descriptor (taken
  * over, closed on failure): sends HELLO and returns. on_open runs once the
@@ -221,8 +244,24 @@ struct dt__conn_accept_opts {
 	const struct dt_hello *local;
 	uint32_t (*admit)(void *arg, struct dt_conn *c, const struct dt_hello *remote, char *why, size_t cap);
 	void *admit_arg;
+	/* The largest HELLO payload taken before the peer is judged; a header
+	 * announcing more closes the conn before anything is allocated for it.
+	 * 0: dt_handshake_hello_cap(local). */
+	uint64_t hello_cap;
+	/* Optional: told the length a HELLO header announces, after the cap check
+	 * and before the payload buffer is allocated, so the owner can keep a
+	 * budget over all its unjudged conns (server.c evicts older ones). */
+	void (*reserve)(void *arg, struct dt_conn *c, uint64_t bytes);
+	void *reserve_arg;
 };
 enum dt_status dt__conn_accept(struct dt_loop *loop, int fd, const char *addr, const struct dt_conn_config *cfg,
 			       const struct dt__conn_accept_opts *opts, struct dt_conn **out, struct dt_err *err) DT_MUST_CHECK;
+/* 1 while the conn waits for its peer's HELLO (not judged yet). */
+int dt__conn_is_pending(const struct dt_conn *c);
+/* Closes an unjudged conn at once to make room for newer ones (DT_TIMEOUT
+ * with `why`); its on_close follows from the loop. */
+void dt__conn_evict(struct dt_conn *c, const char *why);
+/* 1 if dt__conn_evict closed it. */
+int dt__conn_was_evicted(const struct dt_conn *c);
 
 #endif

@@ -25,6 +25,7 @@
 enum { CS_HANDSHAKE, CS_CLIENT_HELLO, CS_OPEN, CS_CLOSING, CS_CLOSED };
 
 #define RBUF_CAP (64u << 10)  /* one recv of small frames */
+#define RBUF_PENDING 2048u     /* the same before the handshake: unjudged peers stay cheap */
 #define DIRECT_MIN (16u << 10) /* payload bytes still missing before we recv into place */
 #define READ_BUDGET 16         /* recv calls per readiness event, for fairness between peers */
 #define IOV_BATCH 64
@@ -61,13 +62,14 @@ struct dt_conn {
 	char expect_role[DT_ROLE_MAX + 1]; /* client side: who should answer ("" for anyone) */
 	uint32_t expect_index;
 	int quiet_failure;                 /* dt_conn_connect returns a failed handshake itself */
+	int evicted;                       /* closed unjudged to make room (dt__conn_evict) */
 	int was_open;
 	void *user;
 
 	/* reading */
 	struct dt_frame_decoder dec;
 	uint8_t *rbuf;
-	size_t rpos, rlen;
+	size_t rpos, rlen, rcap;
 	int64_t last_rx;
 	int read_paused;
 	struct dt_request *receiving; /* its reply payload is streaming into reply_buf */

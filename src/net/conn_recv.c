@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/strutil.h"
 #include "net/conn_internal.h"
 #include "net/handshake.h"
 
@@ -47,6 +48,22 @@ static void violation(struct dt_conn *c)
 			return;
 		}
 		break;
+	case DT_FRAME_TOO_LARGE:
+		if (c->state == CS_HANDSHAKE && c->dec.header.type == DT_MSG_HELLO && c->acc.local) {
+			/* A real peer's hello is about as long as ours: one this much longer
+			 * carries another model (or is not a peer). Refused before any of it
+			 * is stored. */
+			char reason[DT_REASON_MAX];
+			snprintf(reason, sizeof(reason),
+				 "a hello of %llu bytes is more than the %llu bytes this task takes before it has judged "
+				 "a peer (its own is %zu): the peer's model signature is far larger, a different model?",
+				 (unsigned long long)c->dec.header.length, (unsigned long long)c->acc.hello_cap,
+				 dt_hello_encode(c->acc.local, NULL, 0));
+			dt__conn_send_reason(c, DT_MSG_REFUSE, DT_FRAME_F_REPLY, DT_REFUSE_SIGNATURE, reason);
+			dt__conn_close_after_flush(c, DT_PROTOCOL, "refused %s: %s", c->peer, reason);
+			return;
+		}
+		break;
 	default:
 		break;
 	}
@@ -64,6 +81,9 @@ int dt__conn_on_header(void *arg, const struct dt_frame_header *h, void **dest, 
 			snprintf(why, cap, "expected a hello first, got %s", dt_msg_name(h->type));
 			return -1;
 		}
+		/* The decoder checked h->length against hello_cap already; nothing is allocated yet. */
+		if (c->acc.reserve)
+			c->acc.reserve(c->acc.reserve_arg, c, h->length);
 		return 0;
 	}
 	if (c->state == CS_CLIENT_HELLO) {
@@ -88,6 +108,10 @@ int dt__conn_on_header(void *arg, const struct dt_frame_header *h, void **dest, 
 
 static void open_now(struct dt_conn *c)
 {
+	if (c->rcap < RBUF_CAP) { /* judged: reads go back to full size (rbuf may hold pipelined bytes) */
+		c->rbuf = dt_xrealloc(c->rbuf, RBUF_CAP);
+		c->rcap = RBUF_CAP;
+	}
 	c->state = CS_OPEN;
 	c->was_open = 1;
 	c->dec.max_payload = c->cfg.max_payload;
@@ -113,7 +137,7 @@ static void handle_hello(struct dt_conn *c, const uint8_t *payload, size_t len)
 	}
 	char name[48];
 	dt_hello_name(&remote, name, sizeof(name));
-	snprintf(c->peer, sizeof(c->peer), "%s at %s", name, c->addr);
+	dt_fmt(c->peer, sizeof(c->peer), "%s at %s", name, c->addr);
 	if (!code && c->acc.admit)
 		code = c->acc.admit(c->acc.admit_arg, c, &remote, reason, sizeof(reason));
 	if (code) {
@@ -165,7 +189,7 @@ static void handle_answer(struct dt_conn *c, const struct dt_frame_header *h, co
 	if (!c->expect_role[0]) {
 		char name[48];
 		dt_hello_name(&remote, name, sizeof(name));
-		snprintf(c->peer, sizeof(c->peer), "%s at %s", name, c->addr);
+		dt_fmt(c->peer, sizeof(c->peer), "%s at %s", name, c->addr);
 	}
 	c->remote = remote;
 	c->have_remote = 1;
@@ -320,7 +344,7 @@ static void do_read(struct dt_conn *c, int hup)
 		int direct = c->state != CS_CLOSING && dt_frame_decoder_window(&c->dec, &where, &want) && want >= DIRECT_MIN;
 		if (!direct) {
 			where = c->rbuf;
-			want = RBUF_CAP;
+			want = c->rcap;
 		}
 		ssize_t n = recv(c->fd, where, want, MSG_DONTWAIT);
 		if (n > 0) {

@@ -186,9 +186,10 @@ static size_t header_want(const struct dt_frame_decoder *d)
 	return DT_FRAME_HEADER_SIZE - d->hdr_have_;
 }
 
-enum dt_status dt_frame_recv_fd(int fd, struct dt_frame_decoder *d, int64_t deadline, const char *peer, struct dt_err *err)
+enum dt_status dt_frame_recv_fd_some(int fd, struct dt_frame_decoder *d, const char *peer, int *ready,
+				     struct dt_err *err)
 {
-	int64_t t0 = dt_now_ns();
+	*ready = 0;
 	for (;;) {
 		enum dt_frame_event ev = DT_FRAME_NEED_MORE;
 		uint8_t tmp[DT_FRAME_HEADER_SIZE];
@@ -205,8 +206,10 @@ enum dt_status dt_frame_recv_fd(int fd, struct dt_frame_decoder *d, int64_t dead
 				ev = dt_frame_decoder_advance(d, (size_t)n);
 			else
 				dt_frame_decoder_feed(d, tmp, (size_t)n, &ev);
-			if (ev == DT_FRAME_READY)
+			if (ev == DT_FRAME_READY) {
+				*ready = 1;
 				return DT_OK;
+			}
 			if (ev == DT_FRAME_ERROR)
 				return dt_err_set(err, DT_PROTOCOL, "bad frame from %s: %s", peer, d->detail);
 			continue;
@@ -218,8 +221,20 @@ enum dt_status dt_frame_recv_fd(int fd, struct dt_frame_decoder *d, int64_t dead
 		}
 		if (errno == EINTR)
 			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return dt_err_set(err, DT_PEER, "cannot receive from %s: %s", peer, strerror(errno));
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return DT_OK;
+		return dt_err_set(err, DT_PEER, "cannot receive from %s: %s", peer, strerror(errno));
+	}
+}
+
+enum dt_status dt_frame_recv_fd(int fd, struct dt_frame_decoder *d, int64_t deadline, const char *peer, struct dt_err *err)
+{
+	int64_t t0 = dt_now_ns();
+	for (;;) {
+		int ready;
+		enum dt_status st = dt_frame_recv_fd_some(fd, d, peer, &ready, err);
+		if (st || ready)
+			return st;
 		struct pollfd p = { fd, POLLIN, 0 };
 		int r = poll(&p, 1, dt_deadline_ms_left(deadline));
 		if (r < 0 && errno != EINTR)
@@ -312,12 +327,24 @@ enum dt_status dt_handshake_client(int fd, const struct dt_hello *local, const c
 	return st;
 }
 
+uint64_t dt_handshake_hello_cap(const struct dt_hello *local)
+{
+	uint64_t own = dt_hello_encode(local, NULL, 0) + DT_ROLE_MAX;
+	uint64_t cap = 2 * own + DT_HELLO_CAP_SLACK;
+	return cap < DT_MSG_CAP_HANDSHAKE ? cap : DT_MSG_CAP_HANDSHAKE;
+}
+
+uint64_t dt_handshake_pending_budget(uint64_t hello_cap)
+{
+	return 2 * hello_cap > DT_NET_PENDING_BYTES ? 2 * hello_cap : DT_NET_PENDING_BYTES;
+}
+
 enum dt_status dt_handshake_server(int fd, const struct dt_hello *local, const char *peer, int64_t deadline,
 				   struct dt_hello *remote, struct dt_err *err)
 {
 	memset(remote, 0, sizeof(*remote));
 	struct dt_frame_decoder d;
-	dt_frame_decoder_init(&d, DT_MSG_CAP_HANDSHAKE);
+	dt_frame_decoder_init(&d, dt_handshake_hello_cap(local));
 	enum dt_status st = dt_frame_recv_fd(fd, &d, deadline, peer, err);
 	char reason[DT_REASON_MAX];
 	if (st) {

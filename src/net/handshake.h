@@ -55,6 +55,30 @@ void dt_hello_name(const struct dt_hello *h, char *buf, size_t cap);
 int dt_signature_diff(const struct dt_signature *a, const char *a_label, const struct dt_signature *b,
 		      const char *b_label, char *buf, size_t cap);
 
+/* ---- admission: what an unjudged peer may cost (docs/PROTOCOL.md §4.1) ---- */
+
+/* A peer that has connected but whose HELLO has not been judged yet is a
+ * stranger: it may send no more than a hello as long as ours could be, with
+ * margin, and it is checked against the frame header's length before any
+ * byte is stored. A real peer trains the same model, so its hello differs
+ * from ours only in the role name; one twice as long is not a peer we could
+ * accept anyway (it is refused as a different model). */
+#define DT_HELLO_CAP_SLACK 4096u /* bytes added to twice our own hello */
+/* The largest HELLO payload taken from an unjudged peer:
+ * 2 x (our encoded hello + DT_ROLE_MAX) + DT_HELLO_CAP_SLACK, never above DT_MSG_CAP_HANDSHAKE. */
+uint64_t dt_handshake_hello_cap(const struct dt_hello *local);
+
+/* Listeners judge pending connections concurrently, each within its own
+ * handshake deadline, and keep at most this many unjudged at once; a new one
+ * beyond it closes the oldest (it has had the longest to speak). */
+#define DT_NET_PENDING_MAX 256
+/* Bytes of HELLO payload all unjudged connections of one listener may hold
+ * together: max(this, 2 x hello cap); a header that would exceed it closes
+ * the oldest others first. */
+#define DT_NET_PENDING_BYTES (8u << 20)
+/* The pending budget of a listener whose hello cap is `hello_cap`. */
+uint64_t dt_handshake_pending_budget(uint64_t hello_cap);
+
 /* Judges a peer's hello against ours: 0 to accept, else a dt_refuse_code with
  * the reason (naming both sides by role:index) in buf. */
 uint32_t dt_handshake_check(const struct dt_hello *local, const struct dt_hello *remote, char *buf, size_t cap);
@@ -92,5 +116,12 @@ enum dt_status dt_frame_send_fd(int fd, uint16_t type, uint32_t flags, uint64_t 
  * the peer and the decoder's detail; EOF is DT_PEER. */
 enum dt_status dt_frame_recv_fd(int fd, struct dt_frame_decoder *d, int64_t deadline, const char *peer,
 				struct dt_err *err) DT_MUST_CHECK;
+/* One nonblocking round of dt_frame_recv_fd, for a caller that watches many
+ * descriptors (a ring judging its pending connections): reads what is there,
+ * never past the frame's end. DT_OK with *ready 1 once the frame is
+ * complete, *ready 0 when the socket has nothing more for now; the errors
+ * are dt_frame_recv_fd's but DT_TIMEOUT (deadlines are the caller's). */
+enum dt_status dt_frame_recv_fd_some(int fd, struct dt_frame_decoder *d, const char *peer, int *ready,
+				     struct dt_err *err) DT_MUST_CHECK;
 
 #endif

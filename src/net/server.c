@@ -7,10 +7,17 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "net/handshake.h"
 #include "net/socket.h"
 
 #define ACCEPT_BUDGET 64         /* accepts per readiness event */
 #define ACCEPT_PAUSE_S 0.1       /* after EMFILE and the like */
+
+/* A connection not judged yet and the hello bytes its header announced. */
+struct pending {
+	struct dt_conn *c;
+	uint64_t bytes;
+};
 
 struct dt_server {
 	struct dt_loop *loop;
@@ -19,6 +26,9 @@ struct dt_server {
 	int port;
 	struct dt_conn **conns;
 	size_t nconns, conns_cap;
+	struct pending *pend; /* oldest first; cfg.pending_max entries */
+	size_t npend;
+	uint64_t pend_bytes;
 	struct dt_timer resume;
 	struct dt_server_stats stats;
 	const struct dt_conn_handler *user; /* the caller's handler, behind ours */
@@ -36,9 +46,64 @@ static void remove_conn(struct dt_server *s, struct dt_conn *c)
 	}
 }
 
+/* Forgets c as pending (judged or closed); no-op if it is not. */
+static void pend_remove(struct dt_server *s, struct dt_conn *c)
+{
+	for (size_t i = 0; i < s->npend; i++) {
+		if (s->pend[i].c == c) {
+			s->pend_bytes -= s->pend[i].bytes;
+			memmove(&s->pend[i], &s->pend[i + 1], (s->npend - i - 1) * sizeof(*s->pend));
+			s->npend--;
+			return;
+		}
+	}
+}
+
+/* Closes the oldest pending connection other than `keep` to make room. */
+static void evict_oldest(struct dt_server *s, const struct dt_conn *keep, const char *why)
+{
+	for (size_t i = 0; i < s->npend; i++) {
+		struct dt_conn *c = s->pend[i].c;
+		if (c == keep)
+			continue;
+		pend_remove(s, c);
+		s->stats.evicted++;
+		/* A flood would log a line per socket: log the first and then at powers of two. */
+		uint64_t n = s->stats.evicted;
+		if ((n & (n - 1)) == 0)
+			dt_warn("closing unjudged connections on port %d to make room (%llu so far, latest from %s): %s",
+				s->port, (unsigned long long)n, dt_conn_peer(c), why);
+		dt__conn_evict(c, why);
+		return;
+	}
+}
+
+/* A pending conn's hello header announced `bytes`; nothing is allocated yet. */
+static void srv_reserve(void *arg, struct dt_conn *c, uint64_t bytes)
+{
+	struct dt_server *s = arg;
+	struct pending *p = NULL;
+	for (size_t i = 0; i < s->npend && !p; i++)
+		if (s->pend[i].c == c)
+			p = &s->pend[i];
+	if (!p)
+		return; /* already forgotten (cannot happen while it is pending) */
+	s->pend_bytes += bytes - p->bytes;
+	p->bytes = bytes;
+	while (s->pend_bytes > s->cfg.pending_bytes && s->npend > 1) {
+		char why[128];
+		snprintf(why, sizeof(why), "unjudged connections announced %llu hello bytes, over the %llu-byte budget",
+			 (unsigned long long)s->pend_bytes, (unsigned long long)s->cfg.pending_bytes);
+		evict_oldest(s, c, why);
+	}
+	if (s->pend_bytes > s->stats.pending_bytes_peak)
+		s->stats.pending_bytes_peak = s->pend_bytes;
+}
+
 static void srv_open(struct dt_conn *c, void *arg)
 {
 	struct dt_server *s = arg;
+	pend_remove(s, c);
 	s->stats.opened++;
 	dt_debug("accepted %s", dt_conn_peer(c));
 	if (s->user && s->user->on_open)
@@ -67,7 +132,14 @@ static void srv_close(struct dt_conn *c, const struct dt_err *why, void *arg)
 	struct dt_server *s = arg;
 	if (s->user && s->user->on_close)
 		s->user->on_close(c, why, s->user_arg);
+	pend_remove(s, c);
 	s->stats.closed++;
+	if (dt__conn_was_evicted(c)) { /* counted and logged by evict_oldest */
+		s->stats.timeouts++;
+		remove_conn(s, c);
+		dt_conn_free(c);
+		return;
+	}
 	switch (why->status) {
 	case DT_OK:
 		dt_debug("connection closed: %s", why->msg);
@@ -123,16 +195,28 @@ static void on_accept(struct dt_loop *loop, int fd, unsigned events, void *arg)
 			dt_sock_close(cfd);
 			continue;
 		}
+		if (s->npend >= s->cfg.pending_max) {
+			char why[128];
+			snprintf(why, sizeof(why), "%zu connections were waiting to be judged, the most this task keeps",
+				 s->npend);
+			evict_oldest(s, NULL, why);
+		}
 		struct dt__conn_accept_opts opts = {
 			.local = s->cfg.local,
 			.admit = s->cfg.admit,
 			.admit_arg = s->cfg.admit_arg,
+			.hello_cap = s->cfg.hello_cap,
+			.reserve = srv_reserve,
+			.reserve_arg = s,
 		};
 		struct dt_conn *c;
 		if (dt__conn_accept(loop, cfd, addr, &s->cfg.conn, &opts, &c, &err) != DT_OK) {
 			dt_warn("cannot serve a connection from %s: %s", addr, err.msg);
 			continue;
 		}
+		s->pend[s->npend++] = (struct pending){ c, 0 };
+		if (s->npend > s->stats.pending_peak)
+			s->stats.pending_peak = s->npend;
 		if (s->nconns == s->conns_cap) {
 			s->conns_cap = s->conns_cap ? s->conns_cap * 2 : 16;
 			s->conns = dt_xrealloc(s->conns, s->conns_cap * sizeof(*s->conns));
@@ -153,6 +237,13 @@ enum dt_status dt_server_new(struct dt_loop *loop, const struct dt_server_config
 		s->cfg.host = "127.0.0.1";
 	if (s->cfg.max_conns == 0)
 		s->cfg.max_conns = 4096;
+	if (s->cfg.pending_max == 0)
+		s->cfg.pending_max = DT_NET_PENDING_MAX;
+	if (s->cfg.hello_cap == 0)
+		s->cfg.hello_cap = dt_handshake_hello_cap(cfg->local);
+	if (s->cfg.pending_bytes == 0)
+		s->cfg.pending_bytes = dt_handshake_pending_budget(s->cfg.hello_cap);
+	s->pend = dt_xmallocarray(s->cfg.pending_max, sizeof(*s->pend));
 	s->user = cfg->conn.handler;
 	s->user_arg = cfg->conn.arg;
 	s->wrap = (struct dt_conn_handler){ srv_open, srv_frame, srv_dest, srv_close };
@@ -166,6 +257,7 @@ enum dt_status dt_server_new(struct dt_loop *loop, const struct dt_server_config
 		st = dt_loop_add(loop, s->listen_fd, DT_LOOP_READ, on_accept, s, err);
 	if (st) {
 		dt_sock_close(s->listen_fd);
+		free(s->pend);
 		free(s);
 		return st;
 	}
@@ -184,6 +276,7 @@ void dt_server_free(struct dt_server *s)
 	for (size_t i = 0; i < s->nconns; i++)
 		dt_conn_free(s->conns[i]);
 	free(s->conns);
+	free(s->pend);
 	free(s);
 }
 
@@ -195,6 +288,11 @@ int dt_server_port(const struct dt_server *s)
 size_t dt_server_conn_count(const struct dt_server *s)
 {
 	return s->nconns;
+}
+
+size_t dt_server_pending_count(const struct dt_server *s)
+{
+	return s->npend;
 }
 
 void dt_server_get_stats(const struct dt_server *s, struct dt_server_stats *out)

@@ -16,6 +16,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/rng.h"
+#include "base/strutil.h"
 
 enum dt_status dt_sock_split_hostport(const char *addr, char *host, size_t host_cap, int *port, struct dt_err *err)
 {
@@ -270,9 +271,9 @@ enum dt_status dt_sock_connect(const char *host, int port, const char *task, int
 	double attempt_s = o->attempt_timeout_s > 0 ? o->attempt_timeout_s : 5.0;
 	char label[DT_PEER_LABEL_MAX];
 	if (task && *task)
-		snprintf(label, sizeof(label), "%s at %s:%d", task, host, port);
+		dt_fmt(label, sizeof(label), "%s at %s:%d", task, host, port);
 	else
-		snprintf(label, sizeof(label), "%s:%d", host, port);
+		dt_fmt(label, sizeof(label), "%s:%d", host, port);
 
 	int64_t start = dt_now_ns();
 	struct dt_rng rng;

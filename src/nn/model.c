@@ -466,6 +466,8 @@ static enum dt_status run(struct dt_model *m, const struct dt_model_batch *b, in
 	if (!res)
 		res = &local;
 	memset(res, 0, sizeof(*res));
+	if (!m)
+		return dt_err_set(err, DT_USAGE, "no model (NULL)");
 	enum dt_status st = check_batch(m, b, err);
 	if (st)
 		return st;

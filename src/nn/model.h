@@ -5,8 +5,10 @@
  * "lenet", "cnn", dt_model_new), from a layer graph (nn/graph.h,
  * dt_model_from_graph; the built-ins are graphs too), or from a custom
  * definition whose callback computes the loss and gradients (nn/custom.h).
- * Every strategy trains all three alike through the entry points below. Its variables (conv_1/kernel, conv_1/bias, dense_1/kernel,
- * ...) are views into ONE flat float buffer of parameters, and their
+ * Every strategy trains all three alike through the entry points below.
+ *
+ * Its variables (conv_1/kernel, conv_1/bias, dense_1/kernel, ...) are
+ * views into ONE flat float buffer of parameters, and their
  * gradients into ONE flat gradient buffer of the same layout, so all-reduce,
  * parameter-server shards and checkpoints work on byte ranges (llm.c's
  * malloc_and_point_parameters).

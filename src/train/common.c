@@ -13,6 +13,7 @@
 #include "data/pipeline.h"
 #include "net/loop.h"
 #include "tensor/blas.h"
+#include "train/roles.h"
 #include "train/session.h"
 
 void dt_train_format_eta(double seconds, char *buf, size_t cap)
@@ -254,4 +255,43 @@ enum dt_status dt_train_run(const struct dt_train_config *cfg, int load_test, co
 	dt_session_free(s);
 	dt_train_setup_release(&t);
 	return st;
+}
+
+enum dt_status dt__role_train(const struct dt_ps_run_config *cfg, struct dt__role *r, int with_input, int load_test,
+			      const struct dt_strategy *strategy, void *arg, struct dt_train_result *res,
+			      struct dt_err *err)
+{
+	const struct dt_train_config *tc = cfg->train;
+	enum dt_status st = dt_blas_load(tc->threads, err);
+	if (st)
+		return st;
+	int64_t t0 = dt_now_ns();
+	st = dt__role_setup(cfg, with_input, load_test, tc->hp.batch_size, r, err);
+	double load_seconds = (double)(dt_now_ns() - t0) / 1e9;
+	if (st)
+		return st;
+	const struct dt_dataset *shape = with_input ? &r->train : &r->test;
+	struct dt_session_config sc = {
+		.train = tc, .strategy = strategy, .strategy_arg = arg, .model = r->model, .test = &r->test,
+		.input = with_input ? dt_input_dataset_new(&r->train, tc->hp.batch_size, tc->seed, tc->prefetch) : NULL,
+		.height = shape->height, .width = shape->width, .channels = shape->channels,
+		.num_classes = shape->num_classes,
+	};
+	struct dt_session *s = NULL;
+	if (!(st = dt_session_new(&sc, &s, err)))
+		st = dt_session_run(s, err);
+	if (s)
+		dt_session_result(s, res);
+	res->load_seconds = load_seconds;
+	dt_session_free(s);
+	return st;
+}
+
+void dt__ps_chief_config(const struct dt_ps_run_config *cfg, struct dt_train_config *tc_out,
+			 struct dt_ps_run_config *out)
+{
+	*tc_out = *cfg->train;
+	tc_out->save_summary_steps = 0;
+	*out = *cfg;
+	out->train = tc_out;
 }

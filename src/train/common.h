@@ -88,4 +88,19 @@ void dt_train_setup_session(struct dt_train_setup *s, const struct dt_train_conf
 /* "1:02:03" or "2:03"; "?" when unknown. */
 void dt_train_format_eta(double seconds, char *buf, size_t cap);
 
+/* A role of a ps cluster (ps_roles.c, sync_roles.c) trains: BLAS, the
+ * role's setup into `r` (zeroed; the train split with `with_input`, else
+ * none: the in-graph master reads no data; the test split when
+ * `load_test`), then a session with `strategy` (state `arg`) run to the
+ * end; *res gets its figures. Release `r` (dt__role_release) either way. */
+struct dt__role;
+struct dt_ps_run_config;
+/* The configuration the ps chief's saver (train/ps_recovery.h) is given:
+ * the run's without summaries, which the session writes. */
+void dt__ps_chief_config(const struct dt_ps_run_config *cfg, struct dt_train_config *tc_out,
+			 struct dt_ps_run_config *out);
+enum dt_status dt__role_train(const struct dt_ps_run_config *cfg, struct dt__role *r, int with_input, int load_test,
+			      const struct dt_strategy *strategy, void *arg, struct dt_train_result *res,
+			      struct dt_err *err) DT_MUST_CHECK;
+
 #endif

@@ -7,6 +7,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/retry.h"
 #include "net/conn.h"
 #include "train/roles.h"
 
@@ -102,6 +103,27 @@ static enum dt_status save(struct dt_ps_chief *ch, struct dt_ps_client *c, int64
 	return dt_saver_save(&ch->saver, &cc, err);
 }
 
+static int never(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+/* Fault injection for the tests (DTRAIN_TEST_RESTORE_DELAY_S, docs/TESTING.md):
+ * a restore that stays in flight that long between the global step and the
+ * shards, turning the loop, so a test can kill the ps in the middle of it. */
+static void test_restore_delay(struct dt_ps_client *c)
+{
+	const char *env = getenv("DTRAIN_TEST_RESTORE_DELAY_S");
+	double s = env ? atof(env) : 0;
+	if (!(s > 0 && s < 600))
+		return;
+	dt_info("test hook: the restore pauses for %g s (DTRAIN_TEST_RESTORE_DELAY_S)", s);
+	enum dt_status waited = dt_loop_run_until(dt_conn_loop(dt_ps_client_conn(c, 0)), never, NULL, dt_deadline_in(s),
+						  "the test's restore delay", NULL);
+	(void)waited;
+}
+
 /* Writes the loaded checkpoint (in the buffers, at `step`) onto every ps:
  * the step on ps:0 first, so no trainer sees ps:0 initialized at the old step. */
 static enum dt_status restore_all(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t step, struct dt_err *err)
@@ -109,6 +131,8 @@ static enum dt_status restore_all(struct dt_ps_chief *ch, struct dt_ps_client *c
 	enum dt_status st = dt_ps_set_step(dt_ps_client_conn(c, 0), step, round_deadline(ch), err);
 	for (int ps = 1; ch->sync && ps < ch->pl->num_ps && !st; ps++)
 		st = dt_ps_set_step(dt_ps_client_conn(c, ps), step, round_deadline(ch), err);
+	if (!st)
+		test_restore_delay(c);
 	for (int i = 0; !st && i < ch->pl->num_shards; i++) {
 		const struct dt_shard *sh = &ch->pl->shards[i];
 		/* Every round pushes every shard once, so a shard's update count is the global step. */
@@ -267,30 +291,67 @@ static enum dt_status chief_restore(struct dt_ps_chief *ch, struct dt_ps_client 
 	return st;
 }
 
+/* One pass of the recovery: reconnect every lost ps, restore (chief) or wait
+ * for the model (worker), pull. *reconnected is 0 when the failure was a ps
+ * that did not come back (its deadline has passed: final). */
+static enum dt_status recover_once(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
+				   struct dt_ps_chief *ch, int64_t *gstep, int *ended, int *reconnected,
+				   struct dt_err *err)
+{
+	const int num_ps = cfg->cluster->num_ps_replicas;
+	enum dt_status st = DT_OK;
+	*reconnected = 0;
+	for (int ps = 0; ps < num_ps && !st && !*ended; ps++)
+		if (dt_ps_client_lost(c, ps))
+			st = dt__reconnect(cfg, c, ps, *gstep, DT_DEADLINE_NONE, ch ? NULL : ended, err);
+	if (st)
+		return st;
+	*reconnected = 1;
+	if (!*ended)
+		st = ch ? chief_restore(ch, c, *gstep, err) : dt__wait_for_model(cfg, r, c, ended, err);
+	if (!st && !*ended)
+		st = dt_ps_client_round(c, 0, 0, 0, 1, gstep, dt_deadline_in(or_default(cfg->round_s, 60)), err);
+	return st;
+}
+
 enum dt_status dt_ps_recover(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
 			     struct dt_ps_chief *ch, int64_t *gstep, int *ended, struct dt_err *err)
 {
 	const int num_ps = cfg->cluster->num_ps_replicas;
-	const double wait_s = or_default(cfg->connect_s, 120);
-	int64_t deadline = dt_deadline_in(wait_s);
-	enum dt_status st = DT_OK;
-	for (int ps = 0; ps < num_ps && !st; ps++) {
-		if (!dt_ps_client_lost(c, ps))
+	struct dt_err e = DT_ERR_INIT;
+	/* A ps lost again while it is being restored (or while a worker waits
+	 * for it, or pulls) is one more lost connection, not the end: each pass
+	 * waits for it anew, every wait with its own deadline. Passes need a
+	 * connection that came back and was lost again, so they end when the
+	 * ps stops coming back (--connect_timeout) or stops dying. */
+	for (int pass = 1;; pass++) {
+		int reconnected = 0;
+		enum dt_status st = recover_once(cfg, r, c, ch, gstep, ended, &reconnected, &e);
+		if (st && reconnected && dt_retry_transient(st) && dt_ps_any_lost(c, num_ps)) {
+			dt_warn("a parameter server was lost again during recovery pass %d (%s): recovering again", pass,
+				e.msg);
 			continue;
-		struct dt_conn *old = dt_ps_client_conn(c, ps);
-		char peer[160];
-		snprintf(peer, sizeof(peer), "%s", dt_conn_peer(old));
-		dt_warn("lost %s at global step %lld (%s); reconnecting for up to %g s", peer, (long long)*gstep,
-			dt_conn_close_reason(old)->msg, wait_s);
-		int fresh = 0;
-		if ((st = dt_ps_client_reconnect(c, ps, deadline, &fresh, err)))
-			return dt_err_prefix(err, "%s did not come back within --connect_timeout=%g s", peer, wait_s);
-		dt_info("reconnected to ps:%d (%s)", ps, fresh ? "a new process" : "the same process");
+		}
+		if (st && err)
+			*err = e;
+		if (!st && !*ended)
+			dt_info("continuing at global step %lld", (long long)*gstep);
+		return st;
 	}
-	st = ch ? chief_restore(ch, c, *gstep, err) : dt__wait_for_model(cfg, r, c, ended, err);
+}
+
+enum dt_status dt_ps_trainer_start(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
+				   struct dt_ps_chief *ch, int64_t *gstep, int *ended, struct dt_err *err)
+{
+	enum dt_status st = ch ? dt_ps_chief_start(ch, c, err) : dt__wait_for_model(cfg, r, c, ended, err);
 	if (!st && !*ended)
 		st = dt_ps_client_round(c, 0, 0, 0, 1, gstep, dt_deadline_in(or_default(cfg->round_s, 60)), err);
-	if (!st && !*ended)
-		dt_info("continuing at global step %lld", (long long)*gstep);
+	if (st && dt_retry_transient(st) && dt_ps_any_lost(c, cfg->cluster->num_ps_replicas)) {
+		struct dt_err e = DT_ERR_INIT;
+		dt_warn("a parameter server was lost while starting (%s): recovering", err ? err->msg : "?");
+		st = dt_ps_recover(cfg, r, c, ch, gstep, ended, &e);
+		if (st && err)
+			*err = e;
+	}
 	return st;
 }

@@ -89,11 +89,22 @@ int dt_ps_any_lost(const struct dt_ps_client *c, int num_ps);
 struct dt__role;
 
 /* After a failed round with dt_ps_any_lost(): reconnects to the lost ps
- * tasks until connect_s; the chief (ch != NULL) restores them, a worker
- * waits for the model; then pulls the variables. *gstep is the trainer's
- * last known global step, and gets the one it continues from; *ended turns
- * true when the run turned out to be over. */
+ * tasks, each until --connect_timeout from its loss whatever the failure
+ * (refused, reset, a paused ps that never answers the HELLO: train/roles.h,
+ * dt__reconnect); the chief (ch != NULL) restores them, a worker waits for
+ * the model; then pulls the variables. A ps lost again during any of that
+ * (killed during its own restore) starts the recovery over: it is restored
+ * again. *gstep is the trainer's last known global step, and gets the one it
+ * continues from; *ended turns true when the run turned out to be over (a
+ * worker that finds the ps ended, or gone with the final checkpoint in
+ * --output_dir). The error names the deadline that ended the wait. */
 enum dt_status dt_ps_recover(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
 			     struct dt_ps_chief *ch, int64_t *gstep, int *ended, struct dt_err *err) DT_MUST_CHECK;
+
+/* A trainer's start: the chief's dt_ps_chief_start (ch, initialized by
+ * dt_ps_chief_init) or a worker's wait for the model (ch NULL), then the
+ * first pull into *gstep; a ps lost meanwhile is recovered as mid-run. */
+enum dt_status dt_ps_trainer_start(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
+				   struct dt_ps_chief *ch, int64_t *gstep, int *ended, struct dt_err *err) DT_MUST_CHECK;
 
 #endif

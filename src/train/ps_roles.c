@@ -266,6 +266,7 @@ static enum dt_status async_connect(struct dt_session *s, void *self, struct dt_
 	const struct dt_cluster *cl = a->cfg->cluster;
 	const struct dt_train_config *tc = a->cfg->train;
 	a->s = s;
+	a->h.loop = a->r->loop;
 	info->chief = a->chief;
 	info->shard_index = cl->trainer_index;
 	info->shard_count = cl->num_worker_replicas;
@@ -283,14 +284,10 @@ static enum dt_status async_start(struct dt_session *s, void *self, struct dt_st
 {
 	struct ps_async *a = self;
 	int ended = 0;
-	enum dt_status st;
+	enum dt_status st = DT_OK;
 	memset(out, 0, sizeof(*out));
-	if (a->chief && !(st = dt_ps_chief_init(&a->ch, &a->chief_cfg, a->r->model, &a->r->placement, err)))
-		st = dt_ps_chief_start(&a->ch, a->c, err);
-	else if (!a->chief)
-		st = dt__wait_for_model(a->cfg, a->r, a->c, &ended, err);
-	if (!st && !ended)
-		st = dt_ps_client_round(a->c, 0, 0, 0, 1, &out->step, dt_deadline_in(a->round_s), err);
+	if (!a->chief || !(st = dt_ps_chief_init(&a->ch, &a->chief_cfg, a->r->model, &a->r->placement, err)))
+		st = dt_ps_trainer_start(a->cfg, a->r, a->c, a->chief ? &a->ch : NULL, &out->step, &ended, err);
 	if (st)
 		return st;
 	if (ended)
@@ -419,44 +416,18 @@ enum dt_status dt_train_ps_trainer(const struct dt_ps_run_config *cfg, struct dt
 				   struct dt_err *err)
 {
 	const struct dt_train_config *tc = cfg->train;
-	const struct dt_cluster *cl = cfg->cluster;
 	memset(res, 0, sizeof(*res));
-	enum dt_status st = dt_blas_load(tc->threads, err);
-	if (st)
-		return st;
 	struct dt__role r;
 	memset(&r, 0, sizeof(r));
 	struct ps_async a;
 	memset(&a, 0, sizeof(a));
 	a.cfg = cfg;
 	a.r = &r;
-	a.chief = cl->is_chief;
+	a.chief = cfg->cluster->is_chief;
 	a.round_s = dt__or_default(cfg->round_s, 60);
-	a.chief_tc = *tc;
-	a.chief_tc.save_summary_steps = 0;
-	a.chief_cfg = *cfg;
-	a.chief_cfg.train = &a.chief_tc;
-	struct dt_session *s = NULL;
-	int64_t t0 = dt_now_ns();
-	st = dt__role_setup(cfg, 1, a.chief && (tc->eval_at_end || tc->eval_every > 0), tc->hp.batch_size, &r, err);
-	res->load_seconds = (double)(dt_now_ns() - t0) / 1e9;
-	a.h.loop = r.loop;
-	if (!st) {
-		struct dt_session_config sc = {
-			.train = tc, .strategy = &strategy_ps_async, .strategy_arg = &a, .model = r.model, .test = &r.test,
-			.input = dt_input_dataset_new(&r.train, tc->hp.batch_size, tc->seed, tc->prefetch),
-			.height = r.train.height, .width = r.train.width, .channels = r.train.channels,
-			.num_classes = r.train.num_classes,
-		};
-		if (!(st = dt_session_new(&sc, &s, err)))
-			st = dt_session_run(s, err);
-	}
-	if (s) {
-		double load = res->load_seconds;
-		dt_session_result(s, res);
-		res->load_seconds = load;
-	}
-	dt_session_free(s);
+	dt__ps_chief_config(cfg, &a.chief_tc, &a.chief_cfg);
+	enum dt_status st = dt__role_train(cfg, &r, 1, a.chief && (tc->eval_at_end || tc->eval_every > 0),
+					   &strategy_ps_async, &a, res, err);
 	ps_async_release(&a);
 	dt__role_release(&r);
 	return st;

@@ -2,12 +2,16 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/retry.h"
 #include "distribute/ps_wire.h"
+#include "net/conn.h"
 #include "net/handshake.h"
+#include "train/checkpoint.h"
 
 void dt__role_release(struct dt__role *r)
 {
@@ -55,6 +59,70 @@ enum dt_status dt__role_setup(const struct dt_ps_run_config *cfg, int load_train
 	return dt_loop_new(&r->loop, err);
 }
 
+/* The run is over when the output dir (the same on every task) holds a
+ * checkpoint at --train_steps or past it: the chief saves its final one
+ * just before it ends the run on the ps. */
+static int run_over_on_disk(const struct dt_ps_run_config *cfg, int64_t *step, char *path, size_t cap)
+{
+	const char *dir = cfg->train->output_dir;
+	enum dt_ckpt_poll found = DT_CKPT_POLL_NONE;
+	*step = -1;
+	if (!dir || !*dir || dt_ckpt_latest_path(dir, path, cap, step, &found, NULL) || found != DT_CKPT_POLL_FOUND)
+		return 0;
+	return *step >= cfg->train->train_steps;
+}
+
+struct run_over {
+	const struct dt_ps_run_config *cfg;
+	int64_t step;
+	char path[DT_CKPT_PATH_MAX];
+};
+
+static int run_over_fn(void *arg)
+{
+	struct run_over *o = arg;
+	return run_over_on_disk(o->cfg, &o->step, o->path, sizeof(o->path));
+}
+
+enum dt_status dt__reconnect(const struct dt_ps_run_config *cfg, struct dt_ps_client *c, int ps, int64_t gstep,
+			     int64_t cap, int *ended, struct dt_err *err)
+{
+	const double wait_s = dt__or_default(cfg->connect_s, 120);
+	struct dt_conn *old = dt_ps_client_conn(c, ps);
+	char peer[160], at[48] = "", name[96];
+	snprintf(peer, sizeof(peer), "%s", dt_conn_peer(old));
+	if (gstep >= 0)
+		snprintf(at, sizeof(at), " at global step %lld", (long long)gstep);
+	dt_warn("lost %s%s (%s); reconnecting for up to %g s", peer, at, dt_conn_close_reason(old)->msg, wait_s);
+	int64_t now = dt_now_ns(), deadline = now + (int64_t)(wait_s * 1e9);
+	if (cap < deadline) {
+		deadline = cap;
+		snprintf(name, sizeof(name), "--connect_timeout=%g s of waiting for the model",
+			 dt__or_default(cfg->wait_model_s, 300));
+	} else {
+		snprintf(name, sizeof(name), "--connect_timeout=%g s", wait_s);
+	}
+	struct dt_retry rt;
+	dt_retry_init(&rt, now, deadline, name, (uint64_t)getpid() ^ ((uint64_t)ps << 32));
+	/* A worker also looks for the end of the run between attempts: a ps
+	 * gone for good after the chief ended the run is not a failure. */
+	struct run_over over = { .cfg = cfg, .step = -1 };
+	struct dt_dial_stop stop = { run_over_fn, &over };
+	int fresh = 0;
+	enum dt_status st = dt_ps_client_reconnect(c, ps, &rt, ended ? &stop : NULL, &fresh, err);
+	if (st)
+		return st;
+	if (dt_ps_client_lost(c, ps)) { /* the stop: the run is over */
+		dt_info("the run has ended: %s holds the final checkpoint (global step %lld, --train_steps=%lld); not "
+			"waiting for ps:%d any more", over.path, (long long)over.step, (long long)cfg->train->train_steps, ps);
+		*ended = 1;
+		return DT_OK;
+	}
+	dt_info("reconnected to ps:%d (%s) after %d failed attempt(s)", ps, fresh ? "a new process" : "the same process",
+		rt.attempts);
+	return DT_OK;
+}
+
 enum dt_status dt__wait_for_model(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
 				  int *ended, struct dt_err *err)
 {
@@ -64,6 +132,15 @@ enum dt_status dt__wait_for_model(const struct dt_ps_run_config *cfg, struct dt_
 	for (int ps = 0; ps < num_ps;) {
 		struct dt_ps_status s;
 		enum dt_status st = dt_ps_client_status(c, ps, &s, dt_deadline_in(dt__or_default(cfg->round_s, 60)), err);
+		if (st && dt_retry_transient(st) && dt_ps_client_lost(c, ps)) {
+			/* Restarted (or paused) while we wait: reconnect within the
+			 * same wait, and look at every ps again (another may have been
+			 * restarted meanwhile, empty). */
+			if ((st = dt__reconnect(cfg, c, ps, -1, deadline, ended, err)) || *ended)
+				return st;
+			ps = 0;
+			continue;
+		}
 		if (st)
 			return st;
 		if (ps == 0 && (s.ended || s.global_step >= cfg->train->train_steps)) {
@@ -95,6 +172,10 @@ enum dt_status dt__connect_ps(const struct dt_ps_run_config *cfg, struct dt__rol
 		.ps_addrs = (const char *const *)cl->jobs[DT_JOB_PS].addrs, .local = &r->hello,
 		.placement = &r->placement, .params = dt_model_params(r->model), .grads = dt_model_grads(r->model),
 	};
+	char name[64];
+	snprintf(name, sizeof(name), "--connect_timeout=%g s", dt__or_default(cfg->connect_s, 120));
+	ccfg.deadline_name = name;
+	ccfg.last_step = cfg->train->train_steps;
 	enum dt_status st = dt_ps_client_new(r->loop, &ccfg, dt_deadline_in(dt__or_default(cfg->connect_s, 120)), out,
 					     err);
 	if (!st)

@@ -41,9 +41,22 @@ void dt__role_release(struct dt__role *r);
 double dt__or_default(double v, double d);
 
 /* A non-chief waits for the chief's initialization, saying what it waits
- * for. DT_OK with *ended set when the run is already over. */
+ * for, until --connect_timeout (wait_model_s); a ps restarted or paused
+ * meanwhile is reconnected to within the same wait (dt__reconnect). DT_OK
+ * with *ended set when the run is already over. */
 enum dt_status dt__wait_for_model(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
 				  int *ended, struct dt_err *err) DT_MUST_CHECK;
+
+/* Replaces the lost connection to ps `ps`, retrying whatever a retry can fix
+ * (refused, reset, a HELLO with no answer from a paused ps) until
+ * --connect_timeout from now or `cap` (absolute; DT_DEADLINE_NONE: none),
+ * whichever comes first; the error names that deadline. gstep (-1: unknown)
+ * is for the log. With `ended` (a worker): between attempts it looks for the
+ * run's final checkpoint in --output_dir, and when it is there stops
+ * waiting, sets *ended and says so (a worker paused across the end of the
+ * run finds its ps gone for good). */
+enum dt_status dt__reconnect(const struct dt_ps_run_config *cfg, struct dt_ps_client *c, int ps, int64_t gstep,
+			     int64_t cap, int *ended, struct dt_err *err) DT_MUST_CHECK;
 
 /* Connects to every ps of the cluster, with the buffers of r's model. */
 enum dt_status dt__connect_ps(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client **out,

@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/retry.h"
 #include "distribute/ps_client.h"
 #include "distribute/ps_wire.h"
 #include "net/conn.h"
@@ -55,33 +57,6 @@ static void barrier_stats(struct dt_session *s, struct sync_common *k)
 	dt__session_step_times(s, &local, &compute_ns, &apply_ns, &total_ns);
 	k->stats->barrier_seconds = (double)k->barrier_ns / 1e9;
 	k->stats->barrier_share = total_ns > 0 ? k->stats->barrier_seconds / ((double)total_ns / 1e9) : 0;
-}
-
-/* The figures every synchronous role reports, and the session's run on a
- * role's data and model (input NULL: the in-graph master reads no data). */
-static enum dt_status run_session(const struct dt_strategy *strategy, struct sync_common *k, int with_input,
-				  struct dt_train_result *res, struct dt_err *err)
-{
-	const struct dt_train_config *tc = k->cfg->train;
-	struct dt__role *r = k->r;
-	const struct dt_dataset *shape = with_input ? &r->train : &r->test;
-	struct dt_session *s = NULL;
-	struct dt_session_config sc = {
-		.train = tc, .strategy = strategy, .strategy_arg = k, .model = r->model, .test = &r->test,
-		.input = with_input ? dt_input_dataset_new(&r->train, tc->hp.batch_size, tc->seed, tc->prefetch) : NULL,
-		.height = shape->height, .width = shape->width, .channels = shape->channels,
-		.num_classes = shape->num_classes,
-	};
-	enum dt_status st = dt_session_new(&sc, &s, err);
-	if (!st)
-		st = dt_session_run(s, err);
-	if (s) {
-		double load = res->load_seconds;
-		dt_session_result(s, res);
-		res->load_seconds = load;
-	}
-	dt_session_free(s);
-	return st;
 }
 
 /* ---- layout 1: through the parameter servers ---- */
@@ -242,19 +217,15 @@ enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct 
 				     struct dt_sync_stats *stats, struct dt_err *err)
 {
 	const struct dt_train_config *tc = cfg->train;
-	const struct dt_cluster *cl = cfg->cluster;
 	memset(res, 0, sizeof(*res));
 	memset(stats, 0, sizeof(*stats));
-	enum dt_status st = dt_blas_load(tc->threads, err);
-	if (st)
-		return st;
 	struct dt__role r;
 	memset(&r, 0, sizeof(r));
 	struct sync_trainer t;
 	memset(&t, 0, sizeof(t));
-	const int trainers = cl->num_worker_replicas;
+	const int trainers = cfg->cluster->num_worker_replicas;
 	t.k = (struct sync_common){ .cfg = cfg, .r = &r, .stats = stats };
-	t.chief = cl->is_chief;
+	t.chief = cfg->cluster->is_chief;
 	t.aggregate = cfg->replicas_to_aggregate > 0 ? cfg->replicas_to_aggregate : trainers;
 	t.round_s = dt__or_default(cfg->round_s, 60);
 	t.first_s = fmax(dt__or_default(cfg->connect_s, 120), sync_timeout(cfg));
@@ -262,17 +233,11 @@ enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct 
 		.replicas_to_aggregate = (uint32_t)t.aggregate, .total_replicas = (uint32_t)trainers,
 		.step_timeout_s = sync_timeout(cfg), .first_step_timeout_s = t.first_s,
 	};
-	t.chief_tc = *tc;
-	t.chief_tc.save_summary_steps = 0;
-	t.chief_cfg = *cfg;
-	t.chief_cfg.train = &t.chief_tc;
+	dt__ps_chief_config(cfg, &t.chief_tc, &t.chief_cfg);
 	stats->replicas_to_aggregate = t.aggregate;
 	stats->total_replicas = trainers;
-	int64_t t0 = dt_now_ns();
-	st = dt__role_setup(cfg, 1, t.chief && (tc->eval_at_end || tc->eval_every > 0), tc->hp.batch_size, &r, err);
-	res->load_seconds = (double)(dt_now_ns() - t0) / 1e9;
-	if (!st)
-		st = run_session(&strategy_ps_sync, &t.k, 1, res, err);
+	enum dt_status st = dt__role_train(cfg, &r, 1, t.chief && (tc->eval_at_end || tc->eval_every > 0),
+					   &strategy_ps_sync, &t, res, err);
 	dt_ps_chief_release(&t.ch);
 	dt_ps_client_free(t.c);
 	dt__role_release(&r);
@@ -385,14 +350,21 @@ static enum dt_status connect_replicas(const struct dt_ps_run_config *cfg, struc
 {
 	const struct dt_cluster *cl = cfg->cluster;
 	struct dt_conn_config cc = { 0 };
-	int64_t deadline = dt_deadline_in(dt__or_default(cfg->connect_s, 120));
+	const double connect_s = dt__or_default(cfg->connect_s, 120);
+	int64_t deadline = dt_deadline_in(connect_s);
+	char name[64];
+	snprintf(name, sizeof(name), "--connect_timeout=%g s", connect_s);
 	for (int i = 0; i < m->ntasks; i++) {
 		char host[DT_HOST_MAX];
 		int port;
+		/* Retried whatever the failure (a std server paused or still
+		 * starting) until --connect_timeout, like the ps clients. */
+		struct dt_retry rt;
+		dt_retry_init(&rt, dt_now_ns(), deadline, name, (uint64_t)getpid() ^ (uint64_t)i);
 		enum dt_status st = dt_sock_split_hostport(cl->jobs[DT_JOB_PS].addrs[i], host, sizeof(host), &port, err);
 		if (!st)
-			st = dt_conn_connect(r->loop, host, port, &r->hello, "ps", (uint32_t)i, &cc, deadline,
-					     &m->tasks[i].conn, err);
+			st = dt_conn_dial(r->loop, host, port, &r->hello, "ps", (uint32_t)i, &cc, &rt, NULL, &m->tasks[i].conn,
+					  err);
 		if (st)
 			return st;
 	}
@@ -445,6 +417,7 @@ static enum dt_status master_connect(struct dt_session *s, void *self, struct dt
 	info->save_rng = 0; /* the replicas' streams are theirs */
 	info->eval_where = DT_EVAL_COPY_ASYNC; /* the std servers never wait on an evaluation */
 	info->loop = g->k.r->loop;
+	g->m.loop = g->k.r->loop;
 	info->ckpt_meta = g->meta;
 	info->num_ckpt_meta = 2;
 	if (g->per_task > (int)DT_PS_REPLICA_MAX_PER_TASK)
@@ -564,12 +537,8 @@ static const struct dt_strategy strategy_in_graph = {
 enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct dt_train_result *res,
 				    struct dt_sync_stats *stats, struct dt_err *err)
 {
-	const struct dt_train_config *tc = cfg->train;
 	memset(res, 0, sizeof(*res));
 	memset(stats, 0, sizeof(*stats));
-	enum dt_status st = dt_blas_load(tc->threads, err);
-	if (st)
-		return st;
 	struct dt__role r;
 	memset(&r, 0, sizeof(r));
 	struct in_graph g;
@@ -583,12 +552,7 @@ enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct d
 	g.meta[0] = (struct dt_ckpt_kv){ "distribution", "in_graph_sync" };
 	g.meta[1] = (struct dt_ckpt_kv){ "num_replicas", g.replicas };
 	stats->replicas_to_aggregate = stats->total_replicas = g.total;
-	int64_t t0 = dt_now_ns();
-	st = dt__role_setup(cfg, 0, 1, tc->hp.batch_size, &r, err);
-	res->load_seconds = (double)(dt_now_ns() - t0) / 1e9;
-	g.m.loop = r.loop;
-	if (!st)
-		st = run_session(&strategy_in_graph, &g.k, 0, res, err);
+	enum dt_status st = dt__role_train(cfg, &r, 0, 1, &strategy_in_graph, &g, res, err);
 	master_release(&g.m);
 	dt__role_release(&r);
 	return st;

@@ -31,6 +31,8 @@ void test_hello(struct dt_hello *h, const char *role, uint32_t index, uint64_t f
 struct test_server_opts {
 	double heartbeat_s, silence_s, handshake_s; /* 0: conn defaults */
 	uint64_t max_payload;                       /* 0: conn default */
+	size_t pending_max;                         /* 0: server default */
+	uint64_t pending_bytes;                     /* 0: server default */
 	uint64_t hidden;                            /* model width; 0: 256 */
 	double lifetime_s;                          /* 0: 30 s */
 };

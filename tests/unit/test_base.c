@@ -56,6 +56,68 @@ DT_TEST(err, prefix_truncates_instead_of_overflowing)
 	DT_CHECK(strlen(err.msg) < DT_ERR_MSG_MAX);
 }
 
+/* 1 if s is well-formed UTF-8 (no cut characters). */
+static int valid_utf8(const char *s)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	while (*u) {
+		size_t n = *u < 0x80 ? 1 : (*u & 0xE0) == 0xC0 ? 2 : (*u & 0xF0) == 0xE0 ? 3 : (*u & 0xF8) == 0xF0 ? 4 : 0;
+		if (!n)
+			return 0;
+		for (size_t i = 1; i < n; i++)
+			if ((u[i] & 0xC0) != 0x80)
+				return 0;
+		u += n;
+	}
+	return 1;
+}
+
+DT_TEST(strutil, utf8_cuts_fall_on_character_boundaries)
+{
+	/* "a" "é" (2 bytes) "€" (3) "😀" (4) "z" */
+	const char *s = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80z";
+	const size_t want[] = { 0, 1, 1, 3, 3, 3, 6, 6, 6, 6, 10, 11 };
+	for (size_t n = 0; n <= 11; n++)
+		DT_CHECK_INT_EQ(dt_utf8_prefix_len(s, n), want[n]);
+	/* Not UTF-8: left alone. */
+	DT_CHECK_INT_EQ(dt_utf8_prefix_len("\x80\x80", 2), 2);
+	DT_CHECK_INT_EQ(dt_utf8_prefix_len("ab\xff", 3), 3);
+	/* dt_fmt at every buffer size: always a prefix, always whole characters. */
+	for (size_t cap = 1; cap <= 13; cap++) {
+		char buf[16];
+		size_t len = dt_fmt(buf, cap, "%s", s);
+		DT_CHECK_INT_EQ(len, strlen(buf));
+		DT_CHECK(len < cap);
+		DT_CHECK(strncmp(buf, s, len) == 0);
+		DT_CHECK(valid_utf8(buf));
+		DT_CHECK_INT_EQ(len, cap > 11 ? 11 : want[cap - 1]);
+	}
+}
+
+/* Issue 21: a non-ASCII host name in an error printed half a character
+ * where the message was cut to fit. */
+DT_TEST(err, messages_cut_to_fit_never_split_a_character)
+{
+	char host[2100] = "";
+	for (int i = 0; i < 1000; i++)
+		strcat(host, "\xc3\xbc"); /* ü */
+	for (int shift = 0; shift < 4; shift++) {
+		struct dt_err err = DT_ERR_INIT;
+		dt_err_set(&err, DT_PEER, "%.*scannot resolve '%s'", shift, "xyz", host);
+		DT_CHECK(strlen(err.msg) >= DT_ERR_MSG_MAX - 4);
+		DT_CHECK(valid_utf8(err.msg));
+		dt_err_set(&err, DT_PEER, "cannot resolve 'h%s'", host + 900 - 2 * shift);
+		dt_err_prefix(&err, "%.*sconnecting to '%s'", shift, "xyz", host + 1000);
+		DT_CHECK(valid_utf8(err.msg));
+		char pad[1100];
+		memset(pad, 'a', 1010 + (size_t)shift);
+		pad[1010 + shift] = '\0';
+		dt_err_set(&err, DT_PEER, "%s", pad);
+		dt_err_hint(&err, "check '%s'", host);
+		DT_CHECK(valid_utf8(err.msg));
+	}
+}
+
 DT_TEST(crc32c, published_check_values)
 {
 	/* RFC 3720 B.4 and the common "123456789" check value. */

@@ -102,6 +102,49 @@ static struct dt_ps_client *client(struct fixture *f, const struct dt_hello *h)
 	return c;
 }
 
+/* A client whose PS_STEPs carry a last step (--train_steps). */
+static struct dt_ps_client *client_until(struct fixture *f, const struct dt_hello *h, int64_t last_step)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_ps_client_config cc = { .ps_addrs = f->addrs, .local = h, .placement = &f->pl,
+					  .params = f->params, .grads = f->grads, .last_step = last_step };
+	struct dt_ps_client *c;
+	DT_CHECK_OK(dt_ps_client_new(f->loop, &cc, dt_deadline_in(10), &c, &err), &err);
+	return c;
+}
+
+DT_TEST(dist_ps, the_global_step_stops_at_the_last_step_when_trainers_race_for_it)
+{
+	struct fixture f;
+	fixture_start(&f);
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_ps_client *chief = client_until(&f, &f.chief_hello, 3), *worker = client_until(&f, &f.worker_hello, 3);
+	memcpy(f.params, f.init, f.n * sizeof(float));
+	for (int ps = 0; ps < 2; ps++)
+		DT_CHECK_OK(dt_ps_client_init(chief, ps, dt_deadline_in(5), &err), &err);
+	int64_t a = -1, b = -1;
+	DT_CHECK_OK(dt_ps_client_round(chief, 1, 0.01f, 1, 1, &a, dt_deadline_in(5), &err), &err);
+	DT_CHECK_OK(dt_ps_client_round(worker, 1, 0.01f, 1, 1, &b, dt_deadline_in(5), &err), &err);
+	DT_CHECK_INT_EQ(a, 1);
+	DT_CHECK_INT_EQ(b, 2);
+	/* Both saw step 2 and both take "the last step": the step stops at 3. */
+	DT_CHECK_OK(dt_ps_client_round(chief, 1, 0.01f, 1, 1, &a, dt_deadline_in(5), &err), &err);
+	DT_CHECK_OK(dt_ps_client_round(worker, 1, 0.01f, 1, 1, &b, dt_deadline_in(5), &err), &err);
+	DT_CHECK_INT_EQ(a, 3);
+	DT_CHECK_INT_EQ(b, 3);
+	struct dt_ps_server_stats st0;
+	dt_ps_server_get_stats(f.ps[0], &st0);
+	DT_CHECK_INT_EQ(st0.global_step, 3);
+	/* An 8-byte PS_STEP (no last step, an older client's) still counts on. */
+	struct dt_ps_client *old = client(&f, &f.worker_hello);
+	DT_CHECK_OK(dt_ps_client_round(old, 0, 0, 1, 0, &b, dt_deadline_in(5), &err), &err);
+	DT_CHECK_INT_EQ(b, 4);
+	dt_ps_client_free(old);
+	dt_ps_client_free(worker);
+	dt_ps_client_free(chief);
+	fixture_stop(&f);
+}
+
 DT_TEST(dist_ps, init_pull_push_step_and_end)
 {
 	struct fixture f;

@@ -126,7 +126,7 @@ DT_TEST_TIMEOUT(net_server, garbage_closes_only_that_connection, 60)
 	cases[n] = (struct bad_peer){ .what = "a truncated hello payload, then close", .half_close = 1 };
 	cases[n].len = frame_bytes(cases[n].bytes, DT_PROTOCOL_VERSION, DT_MSG_HELLO, 0, 0, 200) + 10;
 	n++;
-	cases[n] = (struct bad_peer){ .what = "a length of 2^31 before the handshake", .reply = "exceeds the 16777216-byte cap" };
+	cases[n] = (struct bad_peer){ .what = "a length of 2^31 before the handshake", .reply = "bytes this task takes before it has judged a peer" };
 	cases[n].len = frame_bytes(cases[n].bytes, DT_PROTOCOL_VERSION, DT_MSG_HELLO, 0, 0, 1ull << 31);
 	n++;
 	cases[n] = (struct bad_peer){ .what = "an echo before the handshake", .reply = "expected a hello first, got echo" };

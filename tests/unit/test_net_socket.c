@@ -14,6 +14,7 @@
 
 #include "dt_test.h"
 #include "base/clock.h"
+#include "base/strutil.h"
 #include "net/loop.h"
 #include "net/socket.h"
 
@@ -359,4 +360,35 @@ DT_TEST(net_loop, an_fd_removed_by_a_callback_gets_no_stale_event)
 	close(p2[0]);
 	close(p2[1]);
 	dt_loop_free(loop);
+}
+
+/* Issue 21: a non-ASCII host name, cut to fit a peer label or an error,
+ * printed half a UTF-8 character. */
+DT_TEST(net_socket, a_non_ascii_host_name_is_never_cut_mid_character)
+{
+	char host[DT_HOST_MAX] = "";
+	for (int i = 0; i < 127; i++)
+		strcat(host, "\xc3\xbc"); /* ü, 254 bytes */
+	for (int odd = 0; odd < 2; odd++) {
+		const char *task = odd ? "worker:10" : "ps:0";
+		struct dt_err err = DT_ERR_INIT;
+		int fd = -1;
+		/* Not resolvable: the failure names the host in a label and a message. */
+		DT_CHECK(dt_sock_connect(host, 1, task, dt_deadline_in(0.3), NULL, &fd, &err) != DT_OK);
+		DT_CHECK(fd < 0);
+		const unsigned char *u = (const unsigned char *)err.msg;
+		size_t len = strlen(err.msg);
+		for (size_t i = 0; i < len;) {
+			size_t n = u[i] < 0x80 ? 1 : (u[i] & 0xE0) == 0xC0 ? 2 : 3;
+			if (i + n > len)
+				dt_test_fail(__FILE__, __LINE__, "the message ends inside a character: '%s'", err.msg);
+			i += n;
+		}
+	}
+	/* The label itself, longer than DT_PEER_LABEL_MAX. */
+	char label[DT_PEER_LABEL_MAX];
+	dt_fmt(label, sizeof(label), "worker:1 at %s%s", host, host);
+	DT_CHECK(strlen(label) < sizeof(label));
+	DT_CHECK_INT_EQ(dt_utf8_prefix_len(label, strlen(label)), strlen(label));
+	DT_CHECK((strlen(label) - strlen("worker:1 at ")) % 2 == 0);
 }

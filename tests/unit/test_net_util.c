@@ -59,6 +59,8 @@ static _Noreturn void child_main(const struct test_server_opts *o, int ctl_fd, i
 	cfg.conn.silence_s = o->silence_s;
 	cfg.conn.handshake_s = o->handshake_s;
 	cfg.conn.max_payload = o->max_payload;
+	cfg.pending_max = o->pending_max;
+	cfg.pending_bytes = o->pending_bytes;
 	struct dt_server *server;
 	DT_CHECK_OK(dt_server_new(loop, &cfg, &server, &err), &err);
 	dprintf(report_fd, "port %d\n", dt_server_port(server));
@@ -69,9 +71,10 @@ static _Noreturn void child_main(const struct test_server_opts *o, int ctl_fd, i
 		DT_CHECK_OK(dt_loop_run_once(loop, deadline, &err), &err);
 	struct dt_server_stats s;
 	dt_server_get_stats(server, &s);
-	dprintf(report_fd, "stats %llu %llu %llu %llu %llu %llu\n", (unsigned long long)s.accepted,
+	dprintf(report_fd, "stats %llu %llu %llu %llu %llu %llu %llu %llu %llu\n", (unsigned long long)s.accepted,
 		(unsigned long long)s.opened, (unsigned long long)s.refused, (unsigned long long)s.violations,
-		(unsigned long long)s.timeouts, (unsigned long long)s.closed);
+		(unsigned long long)s.timeouts, (unsigned long long)s.closed, (unsigned long long)s.evicted,
+		(unsigned long long)s.pending_peak, (unsigned long long)s.pending_bytes_peak);
 	dt_server_free(server);
 	dt_loop_remove(loop, ctl_fd);
 	DT_CHECK_INT_EQ(dt_loop_fd_count(loop), 0); /* the server left nothing registered */
@@ -134,14 +137,18 @@ void test_server_stop(struct test_server *ts, struct dt_server_stats *stats)
 	char line[256];
 	read_line(ts->report_fd, line, sizeof(line), 10);
 	struct dt_server_stats s;
-	unsigned long long v[6];
-	DT_CHECK(sscanf(line, "stats %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) == 6);
+	unsigned long long v[9];
+	DT_CHECK(sscanf(line, "stats %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+			&v[5], &v[6], &v[7], &v[8]) == 9);
 	s.accepted = v[0];
 	s.opened = v[1];
 	s.refused = v[2];
 	s.violations = v[3];
 	s.timeouts = v[4];
 	s.closed = v[5];
+	s.evicted = v[6];
+	s.pending_peak = v[7];
+	s.pending_bytes_peak = v[8];
 	if (stats)
 		*stats = s;
 	close(ts->report_fd);

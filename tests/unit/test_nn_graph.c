@@ -292,6 +292,8 @@ DT_TEST(nn_graph, bad_batches_labels_and_ids_get_a_status_and_a_message)
 	struct dt_step_result r;
 	DT_CHECK(dt_model_step(d.m, NULL, NULL, NULL, NULL, &r, &err) == DT_USAGE);
 	DT_CHECK_CONTAINS(err.msg, "model 'dag': no batch (NULL)");
+	DT_CHECK(dt_model_evaluate(NULL, &d.batch, &r, &err) == DT_USAGE);
+	DT_CHECK_CONTAINS(err.msg, "no model (NULL)");
 	struct dt_model_batch b = d.batch;
 	b.size = B + 1;
 	DT_CHECK(dt_model_step(d.m, &b, NULL, NULL, NULL, &r, &err) == DT_USAGE);

@@ -1,0 +1,311 @@
+/*
+ * comm_admit.c — step 3 of the ring's rendezvous (comm.c): accepting the left
+ * neighbour on a listener anyone can reach.
+ *
+ * Every connection to the listener is pending until its HELLO is judged, and
+ * pending connections are judged concurrently: one poll() watches the
+ * listener and all of them, each has its own deadline (DT_NET_HANDSHAKE_S
+ * from its accept, never past the rendezvous deadline), and a stranger that
+ * stays silent, trickles its hello a byte at a time, sends garbage, or is
+ * some other task is closed alone while the others, the left neighbour
+ * among them, go on being read. Only the rendezvous deadline, or a peer that
+ * claims to be the left neighbour but trains another model or cluster (a
+ * configuration error, DT_CONFIG), ends the wait.
+ *
+ * What strangers may cost is bounded as a dt_server bounds it
+ * (docs/PROTOCOL.md §4.1): a hello header longer than dt_handshake_hello_cap
+ * is refused before anything is allocated, at most DT_NET_PENDING_MAX
+ * connections are pending, and their announced hellos together stay within
+ * dt_handshake_pending_budget; a newcomer that does not fit closes the
+ * oldest pending ones (the real neighbour speaks as soon as it connects).
+ *
+ * Reads never go past the end of the hello frame, so the left neighbour's
+ * descriptor carries on with nothing lost.
+ */
+#include "distribute/comm_internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/strutil.h"
+#include "net/conn.h"
+#include "net/handshake.h"
+
+#define ACCEPTS_PER_ROUND 16
+#define REFUSE_SEND_S 1.0 /* a refusal to a stranger is best effort: it never holds the others up longer */
+
+struct admission;
+
+/* A connection to the listener whose hello has not been judged. */
+struct pending {
+	struct admission *a;
+	int fd;         /* -1: a free slot */
+	uint64_t order; /* accept order: the smallest is the oldest */
+	int64_t deadline;
+	uint64_t bytes; /* hello bytes its header announced */
+	char addr[DT_PEER_LABEL_MAX];
+	struct dt_frame_decoder dec;
+};
+
+struct admission {
+	const struct dt_comm_config *cfg;
+	const struct dt_hello *local;
+	int left;
+	struct pending *slots; /* DT_NET_PENDING_MAX, fixed: decoders point at their slot */
+	size_t npending;
+	uint64_t next_order, bytes, hello_cap, budget;
+	uint64_t strangers; /* connections closed without being the left neighbour */
+	char last[DT_ERR_MSG_MAX]; /* why the latest stranger was closed */
+};
+
+static const char *role_of(const struct dt_comm_peer *p)
+{
+	return p->role && p->role[0] ? p->role : "worker";
+}
+
+static void drop(struct pending *p, const char *why)
+{
+	struct admission *a = p->a;
+	if (why) {
+		a->strangers++;
+		dt_fmt(a->last, sizeof(a->last), "%s", why);
+	}
+	dt_sock_close(p->fd);
+	p->fd = -1;
+	a->bytes -= p->bytes;
+	p->bytes = 0;
+	dt_frame_decoder_release(&p->dec);
+	a->npending--;
+}
+
+static void drop_oldest(struct admission *a, const struct pending *keep, const char *why)
+{
+	struct pending *old = NULL;
+	for (size_t i = 0; i < DT_NET_PENDING_MAX; i++) {
+		struct pending *p = &a->slots[i];
+		if (p->fd >= 0 && p != keep && (!old || p->order < old->order))
+			old = p;
+	}
+	if (old) {
+		char text[DT_ERR_MSG_MAX];
+		dt_fmt(text, sizeof(text), "closed %s before its hello: %s", old->addr, why);
+		drop(old, text);
+	}
+}
+
+/* The decoder's header check: only a HELLO, and within the budget, before
+ * anything is allocated for its payload (the length is within hello_cap). */
+static int on_header(void *arg, const struct dt_frame_header *h, void **dest, char *why, size_t cap)
+{
+	(void)dest;
+	struct pending *p = arg;
+	struct admission *a = p->a;
+	if (h->type != DT_MSG_HELLO) {
+		dt_fmt(why, cap, "expected a hello first, got %s", dt_msg_name(h->type));
+		return -1;
+	}
+	a->bytes += h->length - p->bytes;
+	p->bytes = h->length;
+	while (a->bytes > a->budget && a->npending > 1) {
+		char text[160];
+		dt_fmt(text, sizeof(text), "pending connections announced %llu hello bytes, over the %llu-byte budget",
+			 (unsigned long long)a->bytes, (unsigned long long)a->budget);
+		drop_oldest(a, p, text);
+	}
+	return 0;
+}
+
+static void send_refuse(int fd, uint32_t code, const char *text, int64_t deadline, const char *peer)
+{
+	uint8_t buf[DT_REASON_PAYLOAD_MAX];
+	size_t len = dt_reason_encode(code, text, buf, sizeof(buf));
+	int64_t by = dt_deadline_in(REFUSE_SEND_S);
+	/* Best effort: the connection is closed right after. */
+	if (dt_frame_send_fd(fd, DT_MSG_REFUSE, DT_FRAME_F_REPLY, 0, buf, len, by < deadline ? by : deadline, peer,
+			     NULL) != DT_OK)
+		return;
+}
+
+/* A whole hello from p. Returns DT_OK with *is_left when p is the left
+ * neighbour, accepted and answered; DT_OK with *is_left 0 when p was someone
+ * else (refused and closed); DT_CONFIG when the left neighbour itself does
+ * not match (another model or cluster: fatal). */
+static enum dt_status judge(struct admission *a, struct pending *p, int64_t deadline, int *is_left, struct dt_err *err)
+{
+	const struct dt_comm_peer *want = &a->cfg->peers[a->left];
+	struct dt_hello remote;
+	uint32_t code = 0;
+	char reason[DT_REASON_MAX];
+	struct dt_err e = DT_ERR_INIT;
+	*is_left = 0;
+	enum dt_status st = dt_handshake_judge(a->local, dt_frame_decoder_payload(&p->dec),
+					       (size_t)p->dec.header.length, &remote, &code, reason, sizeof(reason), &e);
+	if (st) {
+		dt_hello_release(&remote);
+		char text[DT_ERR_MSG_MAX];
+		dt_fmt(text, sizeof(text), "bad hello from %s: %s", p->addr, e.msg);
+		drop(p, text);
+		return DT_OK;
+	}
+	int claims_left = strcmp(remote.role, role_of(want)) == 0 && remote.index == want->index;
+	if (!code && !claims_left) {
+		dt_fmt(reason, sizeof(reason), "%s:%u is not this rank's left neighbour %s:%u in the ring", remote.role,
+			 remote.index, role_of(want), want->index);
+		code = DT_REFUSE_IDENTITY;
+	}
+	if (code) {
+		send_refuse(p->fd, code, reason, deadline, p->addr);
+		char text[DT_REASON_MAX + DT_PEER_LABEL_MAX + 64];
+		dt_fmt(text, sizeof(text), "refused %s:%u at %s: %s", remote.role, remote.index, p->addr, reason);
+		dt_hello_release(&remote);
+		if (claims_left) {
+			st = dt_err_set(err, DT_CONFIG, "%s", text);
+			drop(p, NULL);
+			return st;
+		}
+		drop(p, text);
+		return DT_OK;
+	}
+	dt_hello_release(&remote);
+	size_t len;
+	uint8_t *buf = dt_hello_encode_alloc(a->local, &len);
+	st = dt_frame_send_fd(p->fd, DT_MSG_HELLO_OK, DT_FRAME_F_REPLY, 0, buf, len, deadline, p->addr, err);
+	free(buf);
+	if (st) {
+		drop(p, err ? err->msg : "cannot answer its hello");
+		return DT_OK; /* the neighbour went away meanwhile: it may connect again */
+	}
+	*is_left = 1;
+	return DT_OK;
+}
+
+/* Takes what the listener has, closing the oldest pending ones beyond the cap. */
+static enum dt_status accept_some(struct admission *a, int lfd, int64_t deadline, struct dt_err *err)
+{
+	for (int k = 0; k < ACCEPTS_PER_ROUND; k++) {
+		int fd = -1;
+		char addr[DT_PEER_LABEL_MAX];
+		struct dt_err e = DT_ERR_INIT;
+		if (dt_sock_accept(lfd, &fd, addr, sizeof(addr), &e) != DT_OK) {
+			/* Out of descriptors: the strangers we hold are what to give up. */
+			if (a->npending == 0)
+				return dt_err_set(err, e.status, "%s", e.msg);
+			drop_oldest(a, NULL, e.msg);
+			continue;
+		}
+		if (fd < 0)
+			return DT_OK;
+		if (a->npending >= DT_NET_PENDING_MAX) {
+			char why[96];
+			dt_fmt(why, sizeof(why), "%d connections were waiting to be judged, the most a ring rank keeps",
+				 DT_NET_PENDING_MAX);
+			drop_oldest(a, NULL, why);
+		}
+		struct pending *p = NULL;
+		for (size_t i = 0; i < DT_NET_PENDING_MAX && !p; i++)
+			if (a->slots[i].fd < 0)
+				p = &a->slots[i];
+		DT_ASSERT(p);
+		int64_t own = dt_deadline_in(DT_NET_HANDSHAKE_S);
+		*p = (struct pending){ .a = a, .fd = fd, .order = a->next_order++, .deadline = own < deadline ? own : deadline };
+		dt_fmt(p->addr, sizeof(p->addr), "%s", addr);
+		dt_frame_decoder_init(&p->dec, a->hello_cap);
+		p->dec.on_header = on_header;
+		p->dec.on_header_arg = p;
+		a->npending++;
+	}
+	return DT_OK;
+}
+
+enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_config *cfg,
+				    const struct dt_hello *local, int lfd, int64_t start, int64_t deadline,
+				    struct dt_err *err)
+{
+	struct admission a = { .cfg = cfg, .local = local, .left = (cfg->rank - 1 + cfg->nranks) % cfg->nranks };
+	a.hello_cap = dt_handshake_hello_cap(local);
+	a.budget = dt_handshake_pending_budget(a.hello_cap);
+	a.slots = dt_xcalloc(DT_NET_PENDING_MAX, sizeof(*a.slots));
+	for (size_t i = 0; i < DT_NET_PENDING_MAX; i++)
+		a.slots[i].fd = -1;
+	struct pollfd *pfd = dt_xcalloc(DT_NET_PENDING_MAX + 1, sizeof(*pfd));
+	struct pending **polled = dt_xcalloc(DT_NET_PENDING_MAX + 1, sizeof(*polled));
+	enum dt_status st = DT_OK;
+	for (;;) {
+		int64_t now = dt_now_ns(), wake = deadline;
+		nfds_t n = 0;
+		pfd[n++] = (struct pollfd){ lfd, POLLIN, 0 };
+		for (size_t i = 0; i < DT_NET_PENDING_MAX; i++) {
+			struct pending *p = &a.slots[i];
+			if (p->fd < 0)
+				continue;
+			if (now >= p->deadline) {
+				char text[DT_ERR_MSG_MAX];
+				dt_fmt(text, sizeof(text), "no hello from %s within %.1f s", p->addr, DT_NET_HANDSHAKE_S);
+				drop(p, text);
+				continue;
+			}
+			if (p->deadline < wake)
+				wake = p->deadline;
+			polled[n] = p;
+			pfd[n++] = (struct pollfd){ p->fd, POLLIN, 0 };
+		}
+		if (dt_deadline_passed(deadline)) {
+			st = dt_err_set(err, DT_TIMEOUT,
+					"no connection from %s within %.1f s (not started, or it cannot reach this rank at %s)",
+					comm->labels[a.left], (double)(dt_now_ns() - start) / 1e9, cfg->peers[cfg->rank].addr);
+			if (a.strangers)
+				dt_err_hint(err, "%llu other connection(s) closed meanwhile, the latest: %s",
+					    (unsigned long long)a.strangers, a.last);
+			break;
+		}
+		int r = poll(pfd, n, dt_deadline_ms_left(wake));
+		if (r < 0 && errno != EINTR) {
+			st = dt_err_set(err, DT_IO, "poll on the ring listener failed: %s", strerror(errno));
+			break;
+		}
+		if (r <= 0)
+			continue;
+		int done = 0;
+		for (nfds_t i = 1; i < n && !done && !st; i++) {
+			struct pending *p = polled[i];
+			/* A slot closed earlier in this round (over the budget) may have been reused: skip it. */
+			if (!pfd[i].revents || p->fd != pfd[i].fd)
+				continue;
+			int ready = 0;
+			struct dt_err e = DT_ERR_INIT;
+			if (dt_frame_recv_fd_some(p->fd, &p->dec, p->addr, &ready, &e) != DT_OK) {
+				drop(p, e.msg);
+				continue;
+			}
+			if (!ready)
+				continue;
+			int is_left = 0;
+			st = judge(&a, p, deadline, &is_left, err);
+			if (!st && is_left) {
+				comm->left_fd = p->fd;
+				p->fd = -1; /* handed over, not closed */
+				a.bytes -= p->bytes;
+				p->bytes = 0;
+				dt_frame_decoder_release(&p->dec);
+				a.npending--;
+				done = 1;
+			}
+		}
+		if (done || st)
+			break;
+		if (pfd[0].revents && (st = accept_some(&a, lfd, deadline, err)) != DT_OK)
+			break;
+	}
+	for (size_t i = 0; i < DT_NET_PENDING_MAX; i++)
+		if (a.slots[i].fd >= 0)
+			drop(&a.slots[i], NULL);
+	free(a.slots);
+	free(pfd);
+	free(polled);
+	return st;
+}
