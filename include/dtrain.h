@@ -394,6 +394,13 @@ typedef struct dtrain_session dtrain_session;
  * so the SAME program runs on every task, the cluster telling each what to
  * be. The session borrows model, train and cluster (free them after it); it
  * checks the model (dtrain_model_check) and freezes it.
+ *
+ * THIS VERSION runs "local" and "mirrored". The other modes are chosen as
+ * above (dtrain_session_mode says which) but the first step, run, or
+ * evaluate returns DTRAIN_CONFIG ("mode ps_async does not run through the
+ * API in this build") before connecting to anyone: a mode is never run as
+ * another. dtrain's CLI (`dtrain train`) runs every mode on the built-in
+ * models.
  */
 DTRAIN_API dtrain_status dtrain_session_new(dtrain_model *model, dtrain_data *train, const dtrain_cluster *cluster,
 					    dtrain_session **out, dtrain_error *err);

@@ -56,9 +56,12 @@ dtrain_status dtrain_error_set(dtrain_error *err, dtrain_status st, const char *
 	if (!err)
 		return st;
 	err->e.status = (enum dt_status)st;
+	err->e.msg[0] = '\0';
+	if (!fmt)
+		return st;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(err->e.msg, sizeof(err->e.msg), fmt ? fmt : "", ap);
+	vsnprintf(err->e.msg, sizeof(err->e.msg), fmt, ap);
 	va_end(ap);
 	return st;
 }
