@@ -448,8 +448,12 @@ DTRAIN_API void dtrain_session_free(dtrain_session *s);
 DTRAIN_API dtrain_status dtrain_session_evaluate(dtrain_session *s, dtrain_data *data, double *loss,
 						 double *accuracy, dtrain_error *err);
 
-/* Checkpoints (safetensors in output_dir, docs/CHECKPOINTS.md): save now;
- * restore the newest in `dir` (NULL: output_dir) before training starts. */
+/* Checkpoints (safetensors in output_dir, docs/CHECKPOINTS.md): save now
+ * (DTRAIN_USAGE without output_dir); restore the newest checkpoint that
+ * verifies in `dir` (NULL: output_dir), before the first step: `dir`
+ * becomes the output_dir, where training goes on saving, and the session
+ * starts (a directory with no checkpoint starts from the seed). A session
+ * with an output_dir restores from it by itself when it starts. */
 DTRAIN_API dtrain_status dtrain_session_save(dtrain_session *s, dtrain_error *err);
 DTRAIN_API dtrain_status dtrain_session_restore(dtrain_session *s, const char *dir, dtrain_error *err);
 

@@ -163,7 +163,14 @@ struct dtrain_session {
 	struct dt_strategy strategy;
 	struct dt_session *eng;
 	char mode_name[32];
+	double last_loss;       /* of the last step (the engine's hook) */
 };
+
+static void on_step(void *arg, int64_t step, float loss, int examples)
+{
+	(void)step, (void)examples;
+	((dtrain_session *)arg)->last_loss = loss;
+}
 
 /* The engine's local strategy with the general batch's compute: one
  * model, or the in-process replicas splitting the batch (mirrored). */
@@ -417,6 +424,7 @@ static enum dt_status start(dtrain_session *s, struct dt_err *e)
 					.model = s->model, .input = &in->base };
 	if ((st = dt_session_new(&sc, &s->eng, e)))
 		return st;
+	dt_session_set_hook(s->eng, on_step, s);
 	s->state = S_STARTED;
 	return DT_OK;
 }
@@ -442,15 +450,10 @@ dtrain_status dtrain_session_step(dtrain_session *s, double *loss, dtrain_error 
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_step: the run is over (global step %lld of "
 							      "train_steps %lld)",
 						 (long long)dt_session_global_step(s->eng), (long long)s->tc.train_steps);
-	int64_t before = dt_session_global_step(s->eng);
-	(void)before;
 	if ((st = dt_session_step(s->eng, e)))
 		return (dtrain_status)st;
-	if (loss) {
-		struct dt_train_result r;
-		dt_session_result(s->eng, &r);
-		*loss = r.final_loss;
-	}
+	if (loss)
+		*loss = s->last_loss;
 	return DTRAIN_OK;
 }
 
