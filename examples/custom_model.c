@@ -64,21 +64,19 @@ static dtrain_status forward_backward(void *user, dtrain_step *step, dtrain_erro
 	return DTRAIN_OK;
 }
 
-static int fail(dtrain_error *err)
-{
-	fprintf(stderr, "error: %s\n", dtrain_error_message(err));
-	return dtrain_status_exit_code(dtrain_error_status(err));
-}
-
 int main(int argc, char **argv)
 {
 	dtrain_error *err = dtrain_error_new();
 	dtrain_cluster *cluster = NULL;
+	dtrain_model *model = NULL;
+	dtrain_data *data = NULL;
+	dtrain_session *s = NULL;
+	int rc = 0;
 	if (dtrain_cluster_resolve(&argc, argv, &cluster, err))
-		return fail(err);
+		goto fail;
 
 	/* The model: two inputs, four variables, our callback. */
-	dtrain_model *model = dtrain_model_new();
+	model = dtrain_model_new();
 	dtrain_input(model, "x", DTRAIN_FLOAT32, 1, (int64_t[]){ 2 });
 	dtrain_input(model, "y", DTRAIN_FLOAT32, 0, NULL);
 	dtrain_variable(model, "W1", 2, (int64_t[]){ 2, HIDDEN }, DTRAIN_INIT_GLOROT_UNIFORM, 0);
@@ -95,47 +93,54 @@ int main(int argc, char **argv)
 		x[2 * i + 1] = 2.0f * rand() / (float)RAND_MAX - 1.0f;
 		y[i] = sinf(3.0f * x[2 * i]) + 0.5f * x[2 * i + 1];
 	}
-	dtrain_data *data = NULL;
-	if (dtrain_data_from_arrays(EXAMPLES, &data, err) || dtrain_data_add_float(data, "x", x, 2, err) ||
-	    dtrain_data_add_float(data, "y", y, 1, err))
-		return fail(err);
-	free(x);
+	dtrain_status st = dtrain_data_from_arrays(EXAMPLES, &data, err);
+	if (!st)
+		st = dtrain_data_add_float(data, "x", x, 2, err);
+	if (!st)
+		st = dtrain_data_add_float(data, "y", y, 1, err);
+	free(x); /* the library copied them */
 	free(y);
+	if (st)
+		goto fail;
 
-	dtrain_session *s = NULL;
 	if (dtrain_session_new(model, data, cluster, &s, err) || dtrain_session_set(s, "optimizer", "adam", err) ||
 	    dtrain_session_set(s, "learning_rate", "0.01", err) || dtrain_session_set(s, "batch_size", "64", err) ||
 	    dtrain_session_set(s, "train_steps", "1500", err))
-		return fail(err);
+		goto fail;
 	double target = -1;
 	for (int i = 1; i < argc; i++) {
 		char key[64];
 		const char *eq = strchr(argv[i], '=');
 		if (!eq || eq - argv[i] >= (int)sizeof(key)) {
 			fprintf(stderr, "error: argument '%s' is not key=value\n", argv[i]);
-			return 2;
+			rc = 2;
+			goto out;
 		}
 		snprintf(key, sizeof(key), "%.*s", (int)(eq - argv[i]), argv[i]);
 		if (strcmp(key, "target") == 0)
 			target = atof(eq + 1);
 		else if (dtrain_session_set(s, key, eq + 1, err))
-			return fail(err);
+			goto fail;
 	}
 	if (dtrain_session_run(s, err))
-		return fail(err);
+		goto fail;
 
 	const char *mode = dtrain_session_mode(s);
 	int trainer = strcmp(mode, "ps_server") != 0 && strcmp(mode, "evaluator") != 0;
-	int rc = 0;
 	if (trainer) {
 		double loss;
 		if (dtrain_session_evaluate(s, data, &loss, NULL, err))
-			return fail(err);
+			goto fail;
 		printf("%s:%d mode %s step %lld loss %.5f\n", dtrain_cluster_task_type(cluster),
 		       dtrain_cluster_task_index(cluster), mode, (long long)dtrain_session_global_step(s), loss);
 		if (target > 0 && !(loss < target))
 			rc = 1;
 	}
+	goto out;
+fail:
+	fprintf(stderr, "error: %s\n", dtrain_error_message(err));
+	rc = dtrain_status_exit_code(dtrain_error_status(err));
+out: /* every _free accepts NULL */
 	dtrain_session_free(s);
 	dtrain_data_free(data);
 	dtrain_model_free(model);

@@ -22,21 +22,19 @@
 #include <stdio.h>
 #include <string.h>
 
-static int fail(dtrain_error *err)
-{
-	fprintf(stderr, "error: %s\n", dtrain_error_message(err));
-	return dtrain_status_exit_code(dtrain_error_status(err));
-}
-
 int main(int argc, char **argv)
 {
 	dtrain_error *err = dtrain_error_new();
 	dtrain_cluster *cluster = NULL;
+	dtrain_model *m = NULL;
+	dtrain_data *train = NULL;
+	dtrain_session *s = NULL;
+	int rc = 0;
 	if (dtrain_cluster_resolve(&argc, argv, &cluster, err))
-		return fail(err);
+		goto fail;
 
 	/* The seed's model: one hidden layer of 100 ReLU units, softmax. */
-	dtrain_model *m = dtrain_model_new();
+	m = dtrain_model_new();
 	dtrain_node x = dtrain_input(m, "image", DTRAIN_FLOAT32, 3, (int64_t[]){ 28, 28, 1 });
 	dtrain_node y = dtrain_input(m, "label", DTRAIN_INT32, 0, NULL);
 	dtrain_node h = dtrain_dense(m, dtrain_flatten(m, x), 100, DTRAIN_RELU);
@@ -46,14 +44,12 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++)
 		if (strncmp(argv[i], "problem=", 8) == 0)
 			problem = argv[i] + 8;
-	dtrain_data *train = NULL;
 	if (dtrain_data_problem(problem, NULL, "train", &train, err))
-		return fail(err);
-	dtrain_session *s = NULL;
+		goto fail;
 	if (dtrain_session_new(m, train, cluster, &s, err) || dtrain_session_set(s, "optimizer", "adam", err) ||
 	    dtrain_session_set(s, "learning_rate", "0.001", err) || dtrain_session_set(s, "batch_size", "100", err) ||
 	    dtrain_session_set(s, "train_steps", "2000", err))
-		return fail(err);
+		goto fail;
 	for (int i = 1; i < argc; i++) {
 		char key[64];
 		const char *eq = strchr(argv[i], '=');
@@ -61,34 +57,39 @@ int main(int argc, char **argv)
 			continue;
 		snprintf(key, sizeof(key), "%.*s", (int)(eq - argv[i]), argv[i]);
 		if (dtrain_session_set(s, key, eq + 1, err))
-			return fail(err);
+			goto fail;
 	}
 
 	if (strcmp(dtrain_cluster_task_type(cluster), "ps") == 0) {
 		/* server.join(): serve until the chief ends the run. */
 		if (dtrain_session_run(s, err))
-			return fail(err);
+			goto fail;
 	} else {
 		/* with MonitoredTrainingSession(...) as sess: while not sess.should_stop(): sess.run(train_op) */
 		int64_t n = 0;
 		double loss = 0;
 		while (!dtrain_session_should_stop(s)) {
 			if (dtrain_session_step(s, &loss, err))
-				return fail(err);
+				goto fail;
 			if (++n % 500 == 0)
 				printf("worker %d: local step %lld, global step %lld, loss %.4f\n",
 				       dtrain_cluster_task_index(cluster), (long long)n,
 				       (long long)dtrain_session_global_step(s), loss);
 		}
 		if (dtrain_session_close(s, err))
-			return fail(err);
+			goto fail;
 		printf("worker %d done: %lld local steps, global step %lld, last loss %.4f\n",
 		       dtrain_cluster_task_index(cluster), (long long)n, (long long)dtrain_session_global_step(s), loss);
 	}
+	goto out;
+fail:
+	fprintf(stderr, "error: %s\n", dtrain_error_message(err));
+	rc = dtrain_status_exit_code(dtrain_error_status(err));
+out: /* every _free accepts NULL */
 	dtrain_session_free(s);
 	dtrain_data_free(train);
 	dtrain_model_free(m);
 	dtrain_cluster_free(cluster);
 	dtrain_error_free(err);
-	return 0;
+	return rc;
 }
