@@ -386,6 +386,7 @@ static enum dt_status start(dtrain_session *s, struct dt_err *e)
 	int batch = s->tc.hp.batch_size;
 	if ((st = dt__api_compile(s->pm, batch, &s->model, s->feeds, &s->target_feed, e)))
 		return st;
+	/* From here a failure undoes everything, so that a later call starts afresh. */
 	struct api_input *in = dt_xcalloc(1, sizeof(*in));
 	in->base.ops = &api_input_ops;
 	in->data = s->train;
@@ -395,38 +396,39 @@ static enum dt_status start(dtrain_session *s, struct dt_err *e)
 	in->target_feed = s->target_feed;
 	in->batch = batch;
 	in->seed = s->tc.seed;
-	if ((st = alloc_bufs(s->pm, batch, in->bufs, e))) {
-		free(in);
-		return st;
-	}
+	if ((st = alloc_bufs(s->pm, batch, in->bufs, e)) || (st = dt_blas_load(s->tc.threads, e)))
+		goto undo;
 	/* The CLI's prefixes: a process alone is the chief. */
 	if (dt_cluster_is_local(s->cl))
 		dt_log_set_identity("chief", 0);
 	else
 		dt_log_set_identity(dt_job_name(s->cl->task.job), s->cl->task.index);
-	if ((st = dt_blas_load(s->tc.threads, e))) {
-		in_free(&in->base);
-		return st;
-	}
 	dt_blas_set_threads(s->tc.threads);
 	if (m == M_MIRRORED) {
 		struct dt_mirrored_config mc = { .hp = &s->tc.hp, .make = make_replica, .make_arg = s,
 						 .replicas = s->replicas, .batch_size = batch, .seed = s->tc.seed };
-		if ((st = dt_mirrored_new(s->model, &mc, &s->group, e))) {
-			in_free(&in->base);
-			return st;
-		}
+		if ((st = dt_mirrored_new(s->model, &mc, &s->group, e)))
+			goto undo;
 		dt_info("mirrored: %d replicas on threads split each batch of %d", s->replicas, batch);
 	}
 	s->strategy = dt_strategy_local;
 	s->strategy.compute = api_compute;
 	struct dt_session_config sc = { .train = &s->tc, .strategy = &s->strategy, .strategy_arg = s,
 					.model = s->model, .input = &in->base };
+	in = NULL; /* the engine owns the input from dt_session_new on, even on failure */
 	if ((st = dt_session_new(&sc, &s->eng, e)))
-		return st;
+		goto undo;
 	dt_session_set_hook(s->eng, on_step, s);
 	s->state = S_STARTED;
 	return DT_OK;
+undo:
+	if (in)
+		in_free(&in->base);
+	dt_mirrored_free(s->group);
+	s->group = NULL;
+	dt_model_free(s->model);
+	s->model = NULL;
+	return st;
 }
 
 dtrain_status dtrain_session_step(dtrain_session *s, double *loss, dtrain_error *err)

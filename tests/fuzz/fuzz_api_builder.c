@@ -77,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int count = 0, failed = 0;
 	for (int op = 0; op < 24 && r.n > 0; op++) {
 		int k = next(&r) % 20;
-		int64_t shape[3] = { small(&r, 6), small(&r, 6), small(&r, 3) };
+		int64_t shape[4] = { small(&r, 6), small(&r, 6), small(&r, 3), small(&r, 2) }; /* ndim <= 4 reads */
 		dtrain_node x = node(&r, count), y = node(&r, count), got = 0;
 		dtrain_activation act = (dtrain_activation)(next(&r) % 7);
 		switch (k) {
