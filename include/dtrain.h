@@ -88,12 +88,12 @@ typedef enum dtrain_status {
 	DTRAIN_CONFIG,       /* 2  an invalid configuration: cluster, shapes, options */
 	DTRAIN_NOMEM,        /* 1  out of memory */
 	DTRAIN_IO,           /* 4  a file could not be read or written */
-	DTRAIN_DATA,         /* 4  bad data: a file, a label out of range, NaN from a callback */
+	DTRAIN_DATA,         /* 4  bad data: a corrupt data file, a batch with no example */
 	DTRAIN_CKPT,         /* 4  a bad or incompatible checkpoint */
 	DTRAIN_PEER,         /* 3  another task of the cluster failed (retryable) */
 	DTRAIN_TIMEOUT,      /* 3  a deadline passed (retryable) */
 	DTRAIN_PROTOCOL,     /* 3  a peer broke the protocol */
-	DTRAIN_RUNTIME,      /* 1  a runtime failure, e.g. your callback returned one */
+	DTRAIN_RUNTIME,      /* 1  a runtime failure: NaN from a callback, training diverged */
 	DTRAIN_INTERNAL,     /* 1  a bug in dtrain: please report it */
 } dtrain_status;
 
@@ -250,8 +250,9 @@ DTRAIN_API dtrain_node dtrain_reshape(dtrain_model *m, dtrain_node x, int ndim, 
 DTRAIN_API dtrain_node dtrain_activate(dtrain_model *m, dtrain_node x, dtrain_activation act);
 /* Inverted dropout: drops with probability rate in training, identity in evaluation. */
 DTRAIN_API dtrain_node dtrain_dropout(dtrain_model *m, dtrain_node x, float rate);
-/* ids: an INT32 node of any shape S; output (S..., dim). An id outside
- * [0, vocab) in a batch fails that step with DTRAIN_DATA. */
+/* ids: an INT32 node of shape (T) or (T1, T2); output (T..., dim). An id
+ * outside [0, vocab) in a batch fails that step with DTRAIN_USAGE naming
+ * the example, the position and the value. */
 DTRAIN_API dtrain_node dtrain_embedding(dtrain_model *m, dtrain_node ids, int vocab, int dim);
 /* Normalizes over the last dimension, learned gain and bias. */
 DTRAIN_API dtrain_node dtrain_layer_norm(dtrain_model *m, dtrain_node x, float epsilon);
@@ -262,7 +263,7 @@ DTRAIN_API dtrain_node dtrain_concatenate(dtrain_model *m, int n, const dtrain_n
 
 /* Losses: exactly one per model; the model's loss is its mean over the
  * batch. softmax: logits (C) and an INT32 label () in [0, C) — a label out
- * of range fails that step with DTRAIN_DATA; sigmoid: logits and FLOAT32
+ * of range fails that step with DTRAIN_USAGE naming the example; sigmoid: logits and FLOAT32
  * targets in [0, 1] of the same shape; mse: predictions and FLOAT32 targets
  * of the same shape. Accuracy is reported for softmax only. */
 DTRAIN_API dtrain_node dtrain_softmax_cross_entropy(dtrain_model *m, dtrain_node logits, dtrain_node labels);
@@ -290,8 +291,9 @@ typedef struct dtrain_step dtrain_step;
  * write gradients (training only) and the loss. Return DTRAIN_OK, or a
  * status with a message in err (dtrain_error_set): the session's call then
  * fails with that status and the message prefixed by the step. A loss or a
- * gradient that is not finite fails the step with DTRAIN_DATA naming the
- * variable. Called from library threads (see THREADING). */
+ * gradient that is not finite fails the step with DTRAIN_RUNTIME naming the
+ * variable and the element; nothing of that step is applied. Called from
+ * library threads (see THREADING). */
 typedef dtrain_status (*dtrain_forward_backward_fn)(void *user, dtrain_step *step, dtrain_error *err);
 
 /* Sets the callback; `user` is passed back untouched (owned by you). */

@@ -328,7 +328,7 @@ enum dt_status dt__api_reader_next(struct dt__api_reader *r, int64_t step, void 
 		dtrain_status st = r->d->fn(r->d->user, &b, &cb);
 		if (st != DTRAIN_OK) {
 			enum dt_status ds = (int)st > 0 && (int)st < DT_STATUS_COUNT ? (enum dt_status)st : DT_RUNTIME;
-			return dt_err_set(err, ds, "the batch callback failed at step %lld (%s): %s", (long long)step,
+			return dt_err_set(err, ds, "the batch callback failed at step %lld (%s): %s", (long long)b.step,
 					  dtrain_status_name(st), cb.e.msg[0] ? cb.e.msg : "it gave no message");
 		}
 		r->callback_examples += b.size;
