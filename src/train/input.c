@@ -77,8 +77,9 @@ enum dt_status dt_input_start_at_batch(struct dt_input *in, int index, int count
 {
 	/* The shard's size is known once the input has a shard: start at 0 first. */
 	enum dt_status st = dt_input_start(in, index, count, 0, 0, err);
-	int64_t per_epoch = dt_input_shard_size(in) / batch_size;
-	if (st || per_epoch <= 0 || batches <= 0)
+	int64_t epoch, offset;
+	dt_pipeline_batch_position(dt_input_shard_size(in), batch_size, batches, &epoch, &offset);
+	if (st || (epoch == 0 && offset == 0))
 		return st;
-	return dt_input_start(in, index, count, batches / per_epoch, batches % per_epoch * batch_size, err);
+	return dt_input_start(in, index, count, epoch, offset, err);
 }

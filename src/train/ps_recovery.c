@@ -311,6 +311,12 @@ static enum dt_status recover_once(const struct dt_ps_run_config *cfg, struct dt
 		st = ch ? chief_restore(ch, c, *gstep, err) : dt__wait_for_model(cfg, r, c, ended, err);
 	if (!st && !*ended)
 		st = dt_ps_client_round(c, 0, 0, 0, 1, gstep, dt_deadline_in(or_default(cfg->round_s, 60)), err);
+	if (st && !ch && dt_ps_client_ended_by_ps(c)) {
+		/* The chief ended the run meanwhile: the ps said so in order. */
+		dt_info("the parameter servers closed: the run is over");
+		*ended = 1;
+		return DT_OK;
+	}
 	return st;
 }
 
@@ -346,6 +352,12 @@ enum dt_status dt_ps_trainer_start(const struct dt_ps_run_config *cfg, struct dt
 	enum dt_status st = ch ? dt_ps_chief_start(ch, c, err) : dt__wait_for_model(cfg, r, c, ended, err);
 	if (!st && !*ended)
 		st = dt_ps_client_round(c, 0, 0, 0, 1, gstep, dt_deadline_in(or_default(cfg->round_s, 60)), err);
+	if (st && !ch && dt_ps_client_ended_by_ps(c)) {
+		/* The chief ended the run meanwhile: the ps said so in order. */
+		dt_info("the parameter servers closed: the run is over");
+		*ended = 1;
+		return DT_OK;
+	}
 	if (st && dt_retry_transient(st) && dt_ps_any_lost(c, cfg->cluster->num_ps_replicas)) {
 		struct dt_err e = DT_ERR_INIT;
 		dt_warn("a parameter server was lost while starting (%s): recovering", err ? err->msg : "?");

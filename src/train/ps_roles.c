@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "distribute/in_graph.h"
 #include "distribute/placement.h"
 #include "distribute/ps_client.h"
 #include "distribute/ps_server.h"
@@ -79,7 +80,7 @@ static char **trainer_names(const struct dt_cluster *cl, int *n)
  * has talked to it for ps_idle_s (TensorFlow's ps waits forever for a chief
  * that is never coming back). */
 static enum dt_status serve(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_server *ps,
-			    struct dt_replica *replica, struct dt_err *err)
+			    struct dt_in_graph_replica *replica, struct dt_err *err)
 {
 	enum dt_status st = DT_OK;
 	int64_t idle_since = dt_now_ns();
@@ -87,7 +88,7 @@ static enum dt_status serve(const struct dt_ps_run_config *cfg, struct dt__role 
 		st = dt_loop_run_once(r->loop, dt_deadline_in(1.0), err);
 		const struct dt_err *failed = dt_ps_server_failure(ps);
 		if (!failed)
-			failed = dt_replica_failure(replica);
+			failed = dt_in_graph_replica_failure(replica);
 		if (!st && failed) {
 			if (err)
 				*err = *failed;
@@ -113,7 +114,7 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 	struct dt__role r;
 	memset(&r, 0, sizeof(r));
 	struct dt_ps_server *ps = NULL;
-	struct dt_replica *replica = NULL;
+	struct dt_in_graph_replica *replica = NULL;
 	int ntrainers = 0;
 	char **trainers = trainer_names(cl, &ntrainers);
 	enum dt_status st = dt__role_setup(cfg, 0, 1, 0, &r, err);
@@ -123,7 +124,11 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 	if (!st)
 		st = dt_sock_split_hostport(addr, host, sizeof(host), &port, err);
 	if (!st)
-		st = dt_replica_new(cfg, r.model, &replica, err);
+		st = dt_in_graph_replica_new(&(struct dt_in_graph_replica_config){
+			.problem = cfg->train->problem, .data_dir = cfg->train->data_dir, .hp = &cfg->train->hp,
+			.prefetch = cfg->train->prefetch, .master_role = dt_job_name(cl->chief.job),
+			.master_index = (uint32_t)cl->chief.index, .num_params = dt_model_num_params(r.model),
+		}, &replica, err);
 	if (!st) {
 		listen_host(host, bind_host, sizeof(bind_host));
 		struct dt_ps_server_config pc = {
@@ -131,7 +136,7 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 			.placement = &r.placement, .num_params = dt_model_num_params(r.model), .hp = &cfg->train->hp,
 			.chief_role = dt_ps_role_name(cl->chief.job), .chief_index = (uint32_t)cl->chief.index,
 			.trainers = (const char *const *)trainers, .num_trainers = ntrainers,
-			.extension = dt_replica_extension(replica),
+			.extension = dt_in_graph_replica_extension(replica),
 		};
 		st = dt_ps_server_new(r.loop, &pc, &ps, err);
 	}
@@ -148,9 +153,9 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 			dt_info("run over: %llu synchronous gradients accumulated, %llu dropped as stale, global step %lld; "
 				"shutting down", (unsigned long long)s.sync_accepted, (unsigned long long)s.sync_dropped,
 				(long long)s.global_step);
-		else if (dt_replica_steps(replica) > 0)
+		else if (dt_in_graph_replica_steps(replica) > 0)
 			dt_info("run over: computed %lld in-graph replica steps; shutting down",
-				(long long)dt_replica_steps(replica));
+				(long long)dt_in_graph_replica_steps(replica));
 		else
 			dt_info("run over: %llu pushes applied, %llu pulls served, global step %lld; shutting down",
 				(unsigned long long)s.pushes, (unsigned long long)s.pulls, (long long)s.global_step);
@@ -161,7 +166,7 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 		}
 	}
 	dt_ps_server_free(ps);
-	dt_replica_free(replica);
+	dt_in_graph_replica_free(replica);
 	for (int i = 0; i < ntrainers; i++)
 		free(trainers[i]);
 	free(trainers);

@@ -141,6 +141,12 @@ enum dt_status dt__wait_for_model(const struct dt_ps_run_config *cfg, struct dt_
 			ps = 0;
 			continue;
 		}
+		if (st && dt_ps_client_ended_by_ps(c)) {
+			/* The chief ended the run while we waited: the ps said so. */
+			dt_info("the parameter servers closed: the run is over");
+			*ended = 1;
+			return DT_OK;
+		}
 		if (st)
 			return st;
 		if (ps == 0 && (s.ended || s.global_step >= cfg->train->train_steps)) {

@@ -15,7 +15,15 @@
  *   multi-worker mirrored train/allreduce_role.c: ring all-reduce of the
  *                         gradient in buckets overlapped with the backward
  *                         pass, rank 0 restores and broadcasts, every rank
- *                         applies the mean; figures summed over the ranks.
+ *                         applies the mean; figures summed over the ranks;
+ *   ps async              train/ps_roles.c: the gradient (weight decay
+ *                         included) pushed and the variables pulled in one
+ *                         round, the global step the ps's; a lost ps
+ *                         recovered (train/ps_recovery.h);
+ *   ps sync, in-graph     train/sync_roles.c: the push waits at the ps's
+ *                         barrier; t2t's master sums its std servers'
+ *                         gradients and applies the mean itself.
+ * The roles that do not train (std server, evaluator) are not strategies.
  *
  * Calls, all on the session's thread, in this order:
  *   connect  (optional) join the cluster; fills `info` (the defaults are one

@@ -4,16 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
-#include "base/retry.h"
+#include "distribute/in_graph.h"
 #include "distribute/ps_client.h"
 #include "distribute/ps_wire.h"
-#include "net/conn.h"
-#include "net/socket.h"
 #include "nn/optimizer.h"
 #include "tensor/blas.h"
 #include "train/checkpoint.h"
@@ -246,159 +243,13 @@ enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct 
 
 /* ---- layout 2: t2t's in-graph master ---- */
 
-struct replica_task {
-	struct dt_conn *conn;
-	struct dt_request req;
-	uint8_t setup[DT_PS_REPLICA_SETUP_MAX];
-	uint8_t header[DT_PS_REPLICA_STEP_HEADER];
-	uint8_t *reply;            /* DT_PS_REPLICA_REPLY_HEADER + 4 * num_params */
-};
-
-struct master {
-	struct replica_task *tasks; /* (ntasks) one per ps */
-	int ntasks;
-	struct dt_loop *loop;
-};
-
-static int all_replied(void *arg)
-{
-	struct master *m = arg;
-	for (int i = 0; i < m->ntasks; i++)
-		if (!m->tasks[i].req.done)
-			return 0;
-	return 1;
-}
-
-/* Sends one request to every task (parts built by `fill`), waits for every
- * reply, and returns the first failure. */
-static enum dt_status round_trip(struct master *m, uint16_t type, int (*fill)(struct master *, int, struct iovec *, void *),
-				 void *arg, size_t reply_cap, int64_t deadline, struct dt_err *err)
-{
-	enum dt_status st = DT_OK;
-	int issued = 0;
-	for (int i = 0; i < m->ntasks && !st; i++, issued++) {
-		struct replica_task *t = &m->tasks[i];
-		struct iovec parts[2];
-		int n = fill(m, i, parts, arg);
-		memset(&t->req, 0, sizeof(t->req));
-		t->req.type = type;
-		t->req.deadline = deadline;
-		t->req.reply_buf = reply_cap ? t->reply : NULL;
-		t->req.reply_cap = reply_cap;
-		st = dt_conn_request(t->conn, &t->req, parts, n, 0, err);
-		if (st)
-			t->req.done = 1;
-	}
-	for (int i = issued; i < m->ntasks; i++)
-		m->tasks[i].req.done = 1;
-	if (st) {
-		for (int i = 0; i < m->ntasks; i++)
-			if (!m->tasks[i].req.done)
-				dt_request_cancel(&m->tasks[i].req);
-	}
-	struct dt_err loop_err = DT_ERR_INIT;
-	enum dt_status ls = dt_loop_run_until(m->loop, all_replied, m, deadline + 1000000000LL, "replies from the replicas",
-					      &loop_err);
-	if (ls) {
-		for (int i = 0; i < m->ntasks; i++)
-			if (!m->tasks[i].req.done)
-				dt_request_cancel(&m->tasks[i].req);
-	}
-	if (st)
-		return st;
-	for (int i = 0; i < m->ntasks; i++)
-		if (m->tasks[i].req.status) {
-			if (err)
-				*err = m->tasks[i].req.err;
-			return m->tasks[i].req.status;
-		}
-	if (ls && err)
-		*err = loop_err;
-	return ls;
-}
-
-static int fill_setup(struct master *m, int i, struct iovec *parts, void *arg)
-{
-	size_t *lens = arg;
-	parts[0] = (struct iovec){ m->tasks[i].setup, lens[i] };
-	return 1;
-}
-
-struct step_args {
-	int64_t step;
-	float *params;
-	size_t n;
-};
-
-static int fill_step(struct master *m, int i, struct iovec *parts, void *arg)
-{
-	struct step_args *a = arg;
-	dt_ps_replica_step_encode_header(a->step, a->n, m->tasks[i].header);
-	parts[0] = (struct iovec){ m->tasks[i].header, DT_PS_REPLICA_STEP_HEADER };
-	parts[1] = (struct iovec){ a->params, a->n * sizeof(float) };
-	return 2;
-}
-
-static int fill_end(struct master *m, int i, struct iovec *parts, void *arg)
-{
-	(void)m, (void)i, (void)parts, (void)arg;
-	return 0;
-}
-
-static enum dt_status connect_replicas(const struct dt_ps_run_config *cfg, struct dt__role *r, struct master *m,
-				       struct dt_err *err)
-{
-	const struct dt_cluster *cl = cfg->cluster;
-	struct dt_conn_config cc = { 0 };
-	const double connect_s = dt__or_default(cfg->connect_s, 120);
-	int64_t deadline = dt_deadline_in(connect_s);
-	char name[64];
-	snprintf(name, sizeof(name), "--connect_timeout=%g s", connect_s);
-	for (int i = 0; i < m->ntasks; i++) {
-		char host[DT_HOST_MAX];
-		int port;
-		/* Retried whatever the failure (a std server paused or still
-		 * starting) until --connect_timeout, like the ps clients. */
-		struct dt_retry rt;
-		dt_retry_init(&rt, dt_now_ns(), deadline, name, (uint64_t)getpid() ^ (uint64_t)i);
-		enum dt_status st = dt_sock_split_hostport(cl->jobs[DT_JOB_PS].addrs[i], host, sizeof(host), &port, err);
-		if (!st)
-			st = dt_conn_dial(r->loop, host, port, &r->hello, "ps", (uint32_t)i, &cc, &rt, NULL, &m->tasks[i].conn,
-					  err);
-		if (st)
-			return st;
-	}
-	return DT_OK;
-}
-
-
-static void master_release(struct master *m)
-{
-	for (int i = 0; i < m->ntasks; i++) {
-		if (m->tasks[i].conn && dt_conn_is_open(m->tasks[i].conn))
-			dt_conn_shutdown(m->tasks[i].conn, "the master is done");
-	}
-	for (int i = 0; m->loop && i < 20; i++) {
-		int open = 0;
-		for (int k = 0; k < m->ntasks; k++)
-			open += m->tasks[k].conn && dt_conn_is_open(m->tasks[k].conn);
-		if (!open || dt_loop_run_once(m->loop, dt_deadline_in(0.1), NULL))
-			break;
-	}
-	for (int i = 0; i < m->ntasks; i++) {
-		dt_conn_free(m->tasks[i].conn);
-		free(m->tasks[i].reply);
-	}
-	free(m->tasks);
-}
-
-
 /* The in-graph master: the std servers compute, it holds the variables and
  * the optimizer (the session's), restores and saves (the session's saver,
  * with the layout in the metadata). */
 struct in_graph {
 	struct sync_common k;     /* first: the shared callbacks see it */
-	struct master m;
+	struct dt_in_graph_master *m;
+	int ntasks;
 	int per_task, total;
 	struct dt_ckpt_kv meta[2];
 	char replicas[16];
@@ -411,13 +262,11 @@ static enum dt_status master_connect(struct dt_session *s, void *self, struct dt
 	struct in_graph *g = self;
 	const struct dt_ps_run_config *cfg = g->k.cfg;
 	const struct dt_train_config *tc = cfg->train;
-	const size_t n = dt_model_num_params(g->k.r->model);
 	info->global_batch = g->total * tc->hp.batch_size;
 	info->shared_step = 1;
 	info->save_rng = 0; /* the replicas' streams are theirs */
 	info->eval_where = DT_EVAL_COPY_ASYNC; /* the std servers never wait on an evaluation */
 	info->loop = g->k.r->loop;
-	g->m.loop = g->k.r->loop;
 	info->ckpt_meta = g->meta;
 	info->num_ckpt_meta = 2;
 	if (g->per_task > (int)DT_PS_REPLICA_MAX_PER_TASK)
@@ -427,24 +276,23 @@ static enum dt_status master_connect(struct dt_session *s, void *self, struct dt
 		dt_warn("--worker_gpu=%d is ignored: in t2t's one-master sync layout the ps tasks compute (--ps_gpu)",
 			cfg->worker_gpu);
 	dt_info("in-graph synchronous training: %d std server(s) x %d replica(s), batch %d each: global batch %d",
-		g->m.ntasks, g->per_task, tc->hp.batch_size, g->total * tc->hp.batch_size);
-	enum dt_status st = connect_replicas(cfg, g->k.r, &g->m, err);
+		g->ntasks, g->per_task, tc->hp.batch_size, g->total * tc->hp.batch_size);
+	enum dt_status st = dt_in_graph_connect(g->k.r->loop, (const char *const *)cfg->cluster->jobs[DT_JOB_PS].addrs,
+						g->ntasks, &g->k.r->hello, dt__or_default(cfg->connect_s, 120), &g->m, err);
 	if (st)
 		return st;
-	size_t *lens = dt_xcalloc((size_t)g->m.ntasks, sizeof(*lens));
-	for (int i = 0; i < g->m.ntasks; i++) {
-		struct dt_ps_replica_setup rs = {
+	struct dt_ps_replica_setup *setups = dt_xcalloc((size_t)g->ntasks, sizeof(*setups));
+	for (int i = 0; i < g->ntasks; i++) {
+		setups[i] = (struct dt_ps_replica_setup){
 			.replicas = (uint32_t)g->per_task, .first_shard = (uint32_t)(i * g->per_task),
 			.total_shards = (uint32_t)g->total, .batch_size = (uint32_t)tc->hp.batch_size, .seed = tc->seed,
 			.dropout = (float)tc->hp.dropout,
 		};
-		snprintf(rs.problem, sizeof(rs.problem), "%s", tc->problem);
-		lens[i] = dt_ps_replica_setup_encode(&rs, g->m.tasks[i].setup);
-		g->m.tasks[i].reply = dt_xmalloc(DT_PS_REPLICA_REPLY_HEADER + n * sizeof(float));
+		snprintf(setups[i].problem, sizeof(setups[i].problem), "%s", tc->problem);
 	}
-	st = round_trip(&g->m, DT_MSG_PS_REPLICA_SETUP, fill_setup, lens, 0,
-			dt_deadline_in(dt__or_default(cfg->connect_s, 120)), err);
-	free(lens);
+	st = dt_in_graph_setup(g->m, setups, dt_model_num_params(g->k.r->model),
+			       dt_deadline_in(dt__or_default(cfg->connect_s, 120)), err);
+	free(setups);
 	if (!st)
 		dt_info("%d replica(s) ready", g->total);
 	return st;
@@ -466,33 +314,17 @@ static enum dt_status master_compute(struct dt_session *s, void *self, struct dt
 {
 	struct in_graph *g = self;
 	struct dt_model *model = dt__session_model(s);
-	const size_t n = dt_model_num_params(model);
 	float *grad_sum = dt_model_grads(model);
 	const int64_t step = dt_session_global_step(s);
-	struct step_args a = { step, dt_model_params(model), n };
+	struct dt_in_graph_figures f;
 	int64_t sent = dt_now_ns();
-	enum dt_status st = round_trip(&g->m, DT_MSG_PS_REPLICA_STEP, fill_step, &a,
-				       DT_PS_REPLICA_REPLY_HEADER + n * sizeof(float),
-				       sent + (int64_t)(sync_timeout(g->k.cfg) * 1e9), err);
+	enum dt_status st = dt_in_graph_step(g->m, step, dt_model_params(model), grad_sum, &f,
+					     sent + (int64_t)(sync_timeout(g->k.cfg) * 1e9), err);
 	if (st)
 		return dt_err_prefix(err, "in-graph training stopped at step %lld", (long long)step);
 	g->k.barrier_ns += (uint64_t)(dt_now_ns() - sent);
-	double loss = 0;
-	int64_t correct = 0, examples = 0;
-	for (int i = 0; i < g->m.ntasks; i++) {
-		struct dt_ps_replica_step rep;
-		struct replica_task *t = &g->m.tasks[i];
-		if ((st = dt_ps_replica_reply_decode(t->reply, (size_t)t->req.reply.length, n, &rep, err)))
-			return dt_err_prefix(err, "%s", dt_conn_peer(t->conn));
-		loss += rep.loss_sum;
-		correct += rep.correct;
-		examples += rep.examples;
-		if (i == 0)
-			memcpy(grad_sum, rep.values, n * sizeof(float));
-		else
-			for (size_t j = 0; j < n; j++)
-				grad_sum[j] += rep.values[j];
-	}
+	const double loss = f.loss_sum;
+	const int64_t correct = f.correct, examples = f.examples;
 	out->loss = (float)(loss / g->total);
 	out->correct = (int)correct;
 	out->examples = (int)examples;
@@ -519,13 +351,12 @@ static enum dt_status master_finish(struct dt_session *s, void *self, int64_t *s
 {
 	struct in_graph *g = self;
 	barrier_stats(s, &g->k);
-	enum dt_status st = round_trip(&g->m, DT_MSG_PS_END, fill_end, NULL, 0,
-				       dt_deadline_in(dt__or_default(g->k.cfg->round_s, 60)), err);
+	enum dt_status st = dt_in_graph_end(g->m, dt_deadline_in(dt__or_default(g->k.cfg->round_s, 60)), err);
 	if (st)
 		return st;
-	dt_info("ended the run on %d std server(s) at step %lld", g->m.ntasks, (long long)*step);
-	master_release(&g->m);
-	memset(&g->m, 0, sizeof(g->m));
+	dt_info("ended the run on %d std server(s) at step %lld", g->ntasks, (long long)*step);
+	dt_in_graph_free(g->m);
+	g->m = NULL;
 	return DT_OK;
 }
 
@@ -545,15 +376,14 @@ enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct d
 	memset(&g, 0, sizeof(g));
 	g.k = (struct sync_common){ .cfg = cfg, .r = &r, .stats = stats };
 	g.per_task = cfg->ps_gpu > 0 ? cfg->ps_gpu : 1;
-	g.m.ntasks = cfg->cluster->num_ps_replicas;
-	g.m.tasks = dt_xcalloc((size_t)g.m.ntasks, sizeof(*g.m.tasks));
-	g.total = g.m.ntasks * g.per_task;
+	g.ntasks = cfg->cluster->num_ps_replicas;
+	g.total = g.ntasks * g.per_task;
 	snprintf(g.replicas, sizeof(g.replicas), "%d", g.total);
 	g.meta[0] = (struct dt_ckpt_kv){ "distribution", "in_graph_sync" };
 	g.meta[1] = (struct dt_ckpt_kv){ "num_replicas", g.replicas };
 	stats->replicas_to_aggregate = stats->total_replicas = g.total;
 	enum dt_status st = dt__role_train(cfg, &r, 0, 1, &strategy_in_graph, &g, res, err);
-	master_release(&g.m);
+	dt_in_graph_free(g.m);
 	dt__role_release(&r);
 	return st;
 }

@@ -318,7 +318,7 @@ DT_TEST_TIMEOUT(ps_recovery, trainers_racing_for_the_last_step_stop_at_train_ste
 	struct task *ps = start_full(&c, "ps", 0, "ps0", "--nops_overlap", NULL);
 	struct task *w[3];
 	for (int i = 0; i < 3; i++) {
-		char name[16];
+		char name[24];
 		snprintf(name, sizeof(name), "worker%d", i);
 		w[i] = start_full(&c, "worker", i, name, "--nops_overlap", NULL);
 	}
