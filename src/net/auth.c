@@ -341,6 +341,21 @@ void dt_wire_seal(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE]
 	sodium_memzero(otk, sizeof(otk));
 }
 
+void dt_wire_seal_to(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE], const uint8_t *src, size_t len,
+		     uint8_t *dst, uint8_t tag[DT_AUTH_TAG_BYTES])
+{
+	if (s->mode == DT_WIRE_ENCRYPT) {
+		uint8_t nonce[crypto_aead_chacha20poly1305_IETF_NPUBBYTES];
+		aead_nonce(s->tx_n++, nonce);
+		crypto_aead_chacha20poly1305_ietf_encrypt_detached(dst, tag, NULL, src, len, hdr, DT_FRAME_HEADER_SIZE, NULL,
+								   nonce, s->tx_key);
+		return;
+	}
+	/* auth: the tag of the bytes as they are (dt_wire_seal does not write them). */
+	struct iovec part = { (void *)(uintptr_t)src, len };
+	dt_wire_seal(s, hdr, &part, len ? 1 : 0, tag);
+}
+
 int dt_wire_open(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE], uint8_t *payload, size_t len,
 		 const uint8_t tag[DT_AUTH_TAG_BYTES])
 {

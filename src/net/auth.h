@@ -133,6 +133,12 @@ uint32_t dt_auth_server_check(struct dt_auth_hs *hs, const uint8_t *in, size_t l
  * over the payload, no copy. */
 void dt_wire_seal(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE], const struct iovec *parts,
 		  int nparts, uint8_t tag[DT_AUTH_TAG_BYTES]);
+/* dt_wire_seal for one contiguous payload that must stay as it is (the ring
+ * sends straight from the caller's buffer): in encrypt mode the ciphertext
+ * goes to dst (len bytes; dst == src is allowed), in auth mode dst is not
+ * touched and may be NULL (the payload travels from src). */
+void dt_wire_seal_to(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE], const uint8_t *src, size_t len,
+		     uint8_t *dst, uint8_t tag[DT_AUTH_TAG_BYTES]);
 /* Checks the next incoming frame (and decrypts its payload in place); 0 if
  * it is authentic, -1 if not (in encrypt mode the payload is then cleared,
  * never decrypted: a frame received in place leaves no forged bytes). A NULL payload
