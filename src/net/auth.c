@@ -89,16 +89,23 @@ enum dt_status dt_auth_load(struct dt_auth *a, const char *path, enum dt_wire_se
 			  path, n, SECRET_HINT);
 }
 
-enum dt_status dt_auth_secret_new(const char *path, struct dt_err *err)
+void dt_auth_secret_text(char out[DT_AUTH_SECRET_TEXT])
 {
 	need_sodium();
 	uint8_t key[DT_AUTH_SECRET_BYTES];
-	char hex[2 * DT_AUTH_SECRET_BYTES + 2];
 	randombytes_buf(key, sizeof(key));
-	sodium_bin2hex(hex, sizeof(hex), key, sizeof(key));
+	sodium_bin2hex(out, DT_AUTH_SECRET_TEXT, key, sizeof(key));
 	sodium_memzero(key, sizeof(key));
+	size_t len = strlen(out);
+	out[len++] = '\n';
+	out[len] = '\0';
+}
+
+enum dt_status dt_auth_secret_new(const char *path, struct dt_err *err)
+{
+	char hex[DT_AUTH_SECRET_TEXT];
+	dt_auth_secret_text(hex);
 	size_t len = strlen(hex);
-	hex[len++] = '\n';
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		sodium_memzero(hex, sizeof(hex));

@@ -84,8 +84,13 @@ struct dt_auth {
  * mode and `chmod 600`), not a regular file, or of any other length. */
 enum dt_status dt_auth_load(struct dt_auth *a, const char *path, enum dt_wire_security mode,
 			    struct dt_err *err) DT_MUST_CHECK;
-/* Writes a new secret (32 bytes from randombytes, as 64 hex digits and a
- * newline) to a new file of mode 0600; refuses to overwrite one. */
+/* A new secret as the file holds it: 64 hex digits of 32 bytes from
+ * randombytes, a newline, a NUL (for the tools that hand one out in another
+ * form: a Kubernetes Secret, a Slurm job's environment). */
+#define DT_AUTH_SECRET_TEXT (2 * DT_AUTH_SECRET_BYTES + 2)
+void dt_auth_secret_text(char out[DT_AUTH_SECRET_TEXT]);
+/* Writes a new secret (dt_auth_secret_text) to a new file of mode 0600;
+ * refuses to overwrite one. */
 enum dt_status dt_auth_secret_new(const char *path, struct dt_err *err) DT_MUST_CHECK;
 
 /* ---- the handshake (transport-free; conn_auth.c and comm_admit.c drive it) ---- */
