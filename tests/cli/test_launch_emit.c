@@ -471,7 +471,8 @@ DT_TEST_TIMEOUT(launch_slurm_real, emitted_sbatch_script_runs_two_jobs_and_resta
 	char *body = cli_read_file(job);
 	DT_CHECK(body != NULL);
 	const char *want[] = { "#SBATCH --nodes=1\n", "#SBATCH --ntasks=4\n", "#SBATCH --ntasks-per-node=4\n",
-			       "#SBATCH --cpus-per-task=1\n", "#SBATCH --requeue\n", "srun --nodes=1 --ntasks=1 --exact" };
+			       "#SBATCH --cpus-per-task=1\n", "#SBATCH --requeue\n", "srun --nodes=1 --ntasks=1 --exact",
+			       "export DTRAIN_CLUSTER_SECRET_FILE=" };
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		DT_CHECK_CONTAINS(body, want[i]);
 	DT_CHECK(strstr(body, "overcommit") == NULL);
@@ -498,8 +499,15 @@ DT_TEST_TIMEOUT(launch_slurm_real, emitted_sbatch_script_runs_two_jobs_and_resta
 		char *log = cli_read_file(path);
 		char ckpt[700];
 		snprintf(ckpt, sizeof(ckpt), "%s/slurmy-%d/checkpoint", dir, ids[k]); /* one output dir per job */
-		if (strcmp(state, "COMPLETED") != 0 || !log || !strstr(log, "slurmy.experiment --> FINISHED (exit code 0)") ||
-		    !strstr(log, "[chief:0] I") || !strstr(log, "eval (test split") || access(ckpt, F_OK) != 0)
+		/* Every task authenticated with the job's own secret, 0600 in the shared output dir. */
+		char secret[760];
+		snprintf(secret, sizeof(secret), "%s/slurmy-%d/cluster_secret.%d", dir, ids[k], ids[k]);
+		struct stat sb;
+		if (stat(secret, &sb) != 0 || (sb.st_mode & 0777) != 0600)
+			snprintf(failure, sizeof(failure), "job %d: no cluster secret of mode 0600 at %s", ids[k], secret);
+		else if (strcmp(state, "COMPLETED") != 0 || !log ||
+			 !strstr(log, "slurmy.experiment --> FINISHED (exit code 0)") || !strstr(log, "[chief:0] I") ||
+			 !strstr(log, "eval (test split") || access(ckpt, F_OK) != 0)
 			snprintf(failure, sizeof(failure), "job %d ended %s:\n%.2500s", ids[k], state, log ? log : "(no output)");
 		free(log);
 	}
