@@ -331,7 +331,8 @@ void dt_wire_seal(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE]
 		DT_ASSERT(nparts <= 1);
 		uint8_t nonce[crypto_aead_chacha20poly1305_IETF_NPUBBYTES];
 		aead_nonce(n, nonce);
-		uint8_t *p = nparts ? parts[0].iov_base : NULL;
+		uint8_t empty = 0; /* libsodium's pointers are declared non-null, even for 0 bytes */
+		uint8_t *p = nparts && parts[0].iov_base ? parts[0].iov_base : &empty;
 		size_t len = nparts ? parts[0].iov_len : 0;
 		crypto_aead_chacha20poly1305_ietf_encrypt_detached(p, tag, NULL, p, len, hdr, DT_FRAME_HEADER_SIZE, NULL,
 								   nonce, s->tx_key);
@@ -352,8 +353,10 @@ void dt_wire_seal_to(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SI
 		     uint8_t *dst, uint8_t tag[DT_AUTH_TAG_BYTES])
 {
 	if (s->mode == DT_WIRE_ENCRYPT) {
-		uint8_t nonce[crypto_aead_chacha20poly1305_IETF_NPUBBYTES];
+		uint8_t nonce[crypto_aead_chacha20poly1305_IETF_NPUBBYTES], empty = 0;
 		aead_nonce(s->tx_n++, nonce);
+		if (!len) /* libsodium's pointers are declared non-null, even for 0 bytes */
+			src = dst = &empty;
 		crypto_aead_chacha20poly1305_ietf_encrypt_detached(dst, tag, NULL, src, len, hdr, DT_FRAME_HEADER_SIZE, NULL,
 								   nonce, s->tx_key);
 		return;
@@ -368,6 +371,9 @@ int dt_wire_open(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE],
 {
 	if (!payload && len)
 		return -1;
+	uint8_t empty = 0;
+	if (!payload)
+		payload = &empty; /* 0 bytes; libsodium's pointers are declared non-null */
 	uint64_t n = s->rx_n++;
 	if (s->mode == DT_WIRE_ENCRYPT) {
 		uint8_t nonce[crypto_aead_chacha20poly1305_IETF_NPUBBYTES];
