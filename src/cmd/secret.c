@@ -41,6 +41,15 @@ static int is_loopback(const char *host)
 	       strcmp(host, "[::1]") == 0;
 }
 
+int dt_cmd_addr_is_loopback(const char *addr)
+{
+	char host[256];
+	const char *colon = strrchr(addr, ':');
+	size_t n = colon ? (size_t)(colon - addr) : strlen(addr);
+	snprintf(host, sizeof(host), "%.*s", (int)(n < sizeof(host) ? n : sizeof(host) - 1), addr);
+	return is_loopback(host);
+}
+
 enum dt_status dt_cmd_cluster_auth(const struct dt_secret_flags *f, const char *const *addrs, size_t naddrs,
 				   struct dt_auth *out, const struct dt_auth **use, struct dt_err *err)
 {
@@ -67,13 +76,7 @@ enum dt_status dt_cmd_cluster_auth(const struct dt_secret_flags *f, const char *
 	if (f->insecure)
 		return DT_OK;
 	for (size_t i = 0; i < naddrs; i++) {
-		if (!addrs[i])
-			continue;
-		char host[256];
-		const char *colon = strrchr(addrs[i], ':');
-		size_t n = colon ? (size_t)(colon - addrs[i]) : strlen(addrs[i]);
-		snprintf(host, sizeof(host), "%.*s", (int)(n < sizeof(host) ? n : sizeof(host) - 1), addrs[i]);
-		if (is_loopback(host))
+		if (!addrs[i] || dt_cmd_addr_is_loopback(addrs[i]))
 			continue;
 		dt_err_set(err, DT_CONFIG,
 			   "this cluster's task address %s is not a loopback address, and no cluster secret was given: "

@@ -35,6 +35,9 @@ struct dt_secret_flags {
 enum dt_status dt_cmd_cluster_auth(const struct dt_secret_flags *f, const char *const *addrs, size_t naddrs,
 				   struct dt_auth *out, const struct dt_auth **use, struct dt_err *err) DT_MUST_CHECK;
 
+/* Whether "host:port" names a loopback host (127.*, localhost, ::1). */
+int dt_cmd_addr_is_loopback(const char *addr);
+
 int dt_cmd_secret(int argc, char **argv);
 
 #endif

@@ -68,6 +68,10 @@ void dt_comm_free(struct dt_comm *comm)
 	free(comm->cma_stage);
 	free(comm->send_items);
 	free(comm->recv_items);
+	free(comm->sealed);
+	free(comm->txbuf);
+	sodium_memzero(&comm->sec_left, sizeof(comm->sec_left));
+	sodium_memzero(&comm->sec_right, sizeof(comm->sec_right));
 	free(comm);
 }
 
@@ -178,6 +182,11 @@ static enum dt_status rendezvous(struct dt_comm *comm, const struct dt_comm_conf
 		st = dt__comm_accept_left(comm, cfg, local, lfd, &rr, start, deadline, err);
 	if (!st)
 		st = answer_right(comm, cfg, local, &rr, deadline, err);
+	if (!st && local->auth) {
+		/* Every later frame on the links is sealed with these (comm_internal.h). */
+		comm->sec_right = rr.sec;
+		comm->tagged = 1;
+	}
 	dt_frame_decoder_release(&rr.dec);
 	sodium_memzero(&rr, sizeof(rr));
 	return st;
@@ -247,6 +256,11 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	dt_sock_close(lfd);
 	if (!cfg->hello)
 		dt_hello_release(&own);
+	if (!st && comm->tagged && comm->sec_right.mode == DT_WIRE_ENCRYPT) {
+		/* Ciphertext of the DATA frames sealed ahead (ring.c): two of the largest. */
+		comm->txbuf_cap = 2 * stage;
+		comm->txbuf = dt_xmalloc(comm->txbuf_cap);
+	}
 	if (!st)
 		st = dt__comm_negotiate_cma(comm, cma_wanted(cfg), deadline, err);
 	if (!st) {

@@ -410,6 +410,7 @@ enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_c
 			st = judge(&a, p, deadline, &is_left, err);
 			if (!st && is_left) {
 				comm->left_fd = p->fd;
+				comm->sec_left = p->sec; /* the link's keys, for every later frame (ring.c) */
 				p->fd = -1; /* handed over, not closed */
 				a.bytes -= p->bytes;
 				p->bytes = 0;

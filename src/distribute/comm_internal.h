@@ -40,10 +40,35 @@ struct dt_comm {
 	 * of the next collective when the left neighbour is ahead. */
 	uint8_t *stage;
 	size_t stage_cap, stage_pos, stage_len;
-	/* Bytes received from the right (only COLL_ABORT is legal there). */
-	uint8_t back[DT_FRAME_HEADER_SIZE + DT_REASON_PAYLOAD_MAX];
+	/* Bytes received from the right (only COLL_DONE and COLL_ABORT are legal there). */
+	uint8_t back[DT_FRAME_HEADER_SIZE + DT_REASON_PAYLOAD_MAX + DT_AUTH_TAG_BYTES];
 	size_t back_len;
 	int right_eof; /* the right neighbour closed after it had all it needed */
+
+	/* With a cluster secret every frame on both links, after the
+	 * rendezvous's HELLO and HELLO_OK, carries a 16-byte tag (and in encrypt
+	 * mode an encrypted payload) under the keys and counters that link's
+	 * handshake derived (net/auth.h, docs/PROTOCOL.md §4.2): sec_right seals
+	 * what goes right and opens what comes back (COLL_DONE, COLL_ABORT);
+	 * sec_left opens what comes from the left and seals what goes back.
+	 * Frames are sealed in the order they are sent and opened in the order
+	 * they arrive, so the counters stay in step across collectives.
+	 * tagged 0: no secret, frames exactly as without one. */
+	int tagged;
+	struct dt_wire_sec sec_left, sec_right;
+	/* Send side of a tagged ring (ring.c): per frame of the collective in
+	 * flight (index k + 1, COLL_START at 0) its tag and, for a COLL_REF, its
+	 * sealed payload; in encrypt mode the ciphertext of DATA frames sealed
+	 * but not yet sent lies in txbuf[off, off + len) (the caller's buffer
+	 * must stay plaintext). */
+	struct dt__sealed {
+		uint8_t tag[DT_AUTH_TAG_BYTES];
+		uint8_t ref[DT_COLL_REF_BYTES];
+		size_t off;
+	} *sealed;
+	size_t sealed_cap;
+	uint8_t *txbuf;
+	size_t txbuf_cap; /* >= the largest frame a plan makes (a segment or a gathered buffer) */
 
 	/* Small all-reduces gather every rank's buffer here (n x bytes), grown on demand. */
 	uint8_t *scratch;

@@ -89,16 +89,23 @@ enum dt_status dt_auth_load(struct dt_auth *a, const char *path, enum dt_wire_se
 			  path, n, SECRET_HINT);
 }
 
-enum dt_status dt_auth_secret_new(const char *path, struct dt_err *err)
+void dt_auth_secret_text(char out[DT_AUTH_SECRET_TEXT])
 {
 	need_sodium();
 	uint8_t key[DT_AUTH_SECRET_BYTES];
-	char hex[2 * DT_AUTH_SECRET_BYTES + 2];
 	randombytes_buf(key, sizeof(key));
-	sodium_bin2hex(hex, sizeof(hex), key, sizeof(key));
+	sodium_bin2hex(out, DT_AUTH_SECRET_TEXT, key, sizeof(key));
 	sodium_memzero(key, sizeof(key));
+	size_t len = strlen(out);
+	out[len++] = '\n';
+	out[len] = '\0';
+}
+
+enum dt_status dt_auth_secret_new(const char *path, struct dt_err *err)
+{
+	char hex[DT_AUTH_SECRET_TEXT];
+	dt_auth_secret_text(hex);
 	size_t len = strlen(hex);
-	hex[len++] = '\n';
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		sodium_memzero(hex, sizeof(hex));
@@ -324,7 +331,8 @@ void dt_wire_seal(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE]
 		DT_ASSERT(nparts <= 1);
 		uint8_t nonce[crypto_aead_chacha20poly1305_IETF_NPUBBYTES];
 		aead_nonce(n, nonce);
-		uint8_t *p = nparts ? parts[0].iov_base : NULL;
+		uint8_t empty = 0; /* libsodium's pointers are declared non-null, even for 0 bytes */
+		uint8_t *p = nparts && parts[0].iov_base ? parts[0].iov_base : &empty;
 		size_t len = nparts ? parts[0].iov_len : 0;
 		crypto_aead_chacha20poly1305_ietf_encrypt_detached(p, tag, NULL, p, len, hdr, DT_FRAME_HEADER_SIZE, NULL,
 								   nonce, s->tx_key);
@@ -341,11 +349,31 @@ void dt_wire_seal(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE]
 	sodium_memzero(otk, sizeof(otk));
 }
 
+void dt_wire_seal_to(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE], const uint8_t *src, size_t len,
+		     uint8_t *dst, uint8_t tag[DT_AUTH_TAG_BYTES])
+{
+	if (s->mode == DT_WIRE_ENCRYPT) {
+		uint8_t nonce[crypto_aead_chacha20poly1305_IETF_NPUBBYTES], empty = 0;
+		aead_nonce(s->tx_n++, nonce);
+		if (!len) /* libsodium's pointers are declared non-null, even for 0 bytes */
+			src = dst = &empty;
+		crypto_aead_chacha20poly1305_ietf_encrypt_detached(dst, tag, NULL, src, len, hdr, DT_FRAME_HEADER_SIZE, NULL,
+								   nonce, s->tx_key);
+		return;
+	}
+	/* auth: the tag of the bytes as they are (dt_wire_seal does not write them). */
+	struct iovec part = { (void *)(uintptr_t)src, len };
+	dt_wire_seal(s, hdr, &part, len ? 1 : 0, tag);
+}
+
 int dt_wire_open(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE], uint8_t *payload, size_t len,
 		 const uint8_t tag[DT_AUTH_TAG_BYTES])
 {
 	if (!payload && len)
 		return -1;
+	uint8_t empty = 0;
+	if (!payload)
+		payload = &empty; /* 0 bytes; libsodium's pointers are declared non-null */
 	uint64_t n = s->rx_n++;
 	if (s->mode == DT_WIRE_ENCRYPT) {
 		uint8_t nonce[crypto_aead_chacha20poly1305_IETF_NPUBBYTES];

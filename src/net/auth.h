@@ -84,8 +84,13 @@ struct dt_auth {
  * mode and `chmod 600`), not a regular file, or of any other length. */
 enum dt_status dt_auth_load(struct dt_auth *a, const char *path, enum dt_wire_security mode,
 			    struct dt_err *err) DT_MUST_CHECK;
-/* Writes a new secret (32 bytes from randombytes, as 64 hex digits and a
- * newline) to a new file of mode 0600; refuses to overwrite one. */
+/* A new secret as the file holds it: 64 hex digits of 32 bytes from
+ * randombytes, a newline, a NUL (for the tools that hand one out in another
+ * form: a Kubernetes Secret, a Slurm job's environment). */
+#define DT_AUTH_SECRET_TEXT (2 * DT_AUTH_SECRET_BYTES + 2)
+void dt_auth_secret_text(char out[DT_AUTH_SECRET_TEXT]);
+/* Writes a new secret (dt_auth_secret_text) to a new file of mode 0600;
+ * refuses to overwrite one. */
 enum dt_status dt_auth_secret_new(const char *path, struct dt_err *err) DT_MUST_CHECK;
 
 /* ---- the handshake (transport-free; conn_auth.c and comm_admit.c drive it) ---- */
@@ -133,6 +138,12 @@ uint32_t dt_auth_server_check(struct dt_auth_hs *hs, const uint8_t *in, size_t l
  * over the payload, no copy. */
 void dt_wire_seal(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE], const struct iovec *parts,
 		  int nparts, uint8_t tag[DT_AUTH_TAG_BYTES]);
+/* dt_wire_seal for one contiguous payload that must stay as it is (the ring
+ * sends straight from the caller's buffer): in encrypt mode the ciphertext
+ * goes to dst (len bytes; dst == src is allowed), in auth mode dst is not
+ * touched and may be NULL (the payload travels from src). */
+void dt_wire_seal_to(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE], const uint8_t *src, size_t len,
+		     uint8_t *dst, uint8_t tag[DT_AUTH_TAG_BYTES]);
 /* Checks the next incoming frame (and decrypts its payload in place); 0 if
  * it is authentic, -1 if not (in encrypt mode the payload is then cleared,
  * never decrypted: a frame received in place leaves no forged bytes). A NULL payload

@@ -280,10 +280,21 @@ static void send_reason(int fd, uint16_t type, uint32_t code, const char *text, 
 		return;
 }
 
+/* The blocking handshakes speak only the unauthenticated protocol (handshake.h). */
+static enum dt_status refuse_secret(const char *fn, const char *peer, struct dt_err *err)
+{
+	return dt_err_set(err, DT_INTERNAL,
+			  "%s with %s: this hello carries a cluster secret, but the blocking handshake is for tests "
+			  "without one (connect with dt_conn_connect, which authenticates)",
+			  fn, peer);
+}
+
 enum dt_status dt_handshake_client(int fd, const struct dt_hello *local, const char *peer, const char *expect_role,
 				   uint32_t expect_index, int64_t deadline, struct dt_hello *remote, struct dt_err *err)
 {
 	memset(remote, 0, sizeof(*remote));
+	if (local->auth)
+		return refuse_secret("dt_handshake_client", peer, err);
 	enum dt_status st = send_hello(fd, DT_MSG_HELLO, 0, local, deadline, peer, err);
 	if (st)
 		return dt_err_prefix(err, "handshake");
@@ -357,6 +368,8 @@ enum dt_status dt_handshake_server(int fd, const struct dt_hello *local, const c
 				   struct dt_hello *remote, struct dt_err *err)
 {
 	memset(remote, 0, sizeof(*remote));
+	if (local->auth)
+		return refuse_secret("dt_handshake_server", peer, err);
 	struct dt_frame_decoder d;
 	dt_frame_decoder_init(&d, dt_handshake_hello_cap(local));
 	enum dt_status st = dt_frame_recv_fd(fd, &d, deadline, peer, err);

@@ -91,7 +91,14 @@ enum dt_status dt_handshake_judge(const struct dt_hello *local, const uint8_t *p
 				  struct dt_hello *remote, uint32_t *refuse_code, char *reason, size_t reason_cap,
 				  struct dt_err *err) DT_MUST_CHECK;
 
-/* Blocking client side on a connected descriptor: sends HELLO, waits for the
+/* The two blocking handshakes below are for tests and tools that speak the
+ * unauthenticated protocol (no cluster secret): they return no keys, so the
+ * frames after them could not be tagged. Given a hello with a secret
+ * (local->auth) they refuse at once with DT_INTERNAL, before any byte is
+ * sent or read; a task with a secret connects with dt_conn_connect, accepts
+ * with dt_server, or joins a ring with dt_comm_new, which all authenticate.
+ *
+ * Blocking client side on a connected descriptor: sends HELLO, waits for the
  * answer until `deadline`, checks it (and, if expect_role is not NULL, that the
  * peer is expect_role:expect_index). `peer` labels the peer in errors ("ps:0
  * at 127.0.0.1:41021"). On success *remote holds the peer's hello (release
