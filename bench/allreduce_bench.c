@@ -4,7 +4,11 @@
  *
  *   build/bench-allreduce --ranks=N [--sizes=4096,65536,...] [--samples=9]
  *                         [--min_sample_ms=50] [--spin_us=0] [--segment_bytes=0] [--direct_bytes=0]
- * (0 = the library's defaults; --direct_bytes=1 turns the small-buffer gather off)
+ *                         [--wire_security=none|auth|encrypt] [--no_cma]
+ * (0 = the library's defaults; --direct_bytes=1 turns the small-buffer gather off; auth and
+ * encrypt give every rank one fixed cluster secret, so every ring frame is tagged or encrypted
+ * (docs/SECURITY.md); --no_cma sends every byte over TCP, as between machines, instead of
+ * reading large segments from the neighbour's memory)
  *
  * Forks N rank processes on loopback (127.0.0.1, kernel-chosen ports). For
  * each size (bytes, float32 elements): 3 warm-up calls; rank 0 times a few
@@ -14,7 +18,8 @@
  * the ranks; the median sample is reported, with bus bandwidth
  * 2(n-1)/n * bytes / time (nccl-tests' convention). Rank 0 prints one JSON
  * line per size:
- *   {"impl": "dtrain", "ranks": 2, "bytes": 4096, "us": 21.3, "busbw_gbs": 0.19, "min_us": .., "max_us": ..}
+ *   {"impl": "dtrain", "ranks": 2, "bytes": 4096, "us": 21.3, "busbw_gbs": 0.19, "min_us": .., "max_us": ..,
+ *    "inner": .., "wire": "none"}
  */
 #include <errno.h>
 #include <math.h>
@@ -28,6 +33,8 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "distribute/collective.h"
+#include "net/auth.h"
+#include "net/handshake.h"
 #include "net/socket.h"
 
 #define MAX_RANKS 64
@@ -39,6 +46,8 @@ struct opts {
 	size_t segment_bytes, direct_bytes;
 	size_t sizes[MAX_SIZES];
 	int nsizes;
+	enum dt_wire_security wire;
+	int no_cma;
 };
 
 static int cmp_double(const void *a, const void *b)
@@ -49,9 +58,14 @@ static int cmp_double(const void *a, const void *b)
 
 static int run_rank(const struct opts *o, const struct dt_comm_peer *peers, int rank, int listen_fd)
 {
+	struct dt_auth auth = { .mode = o->wire };
+	memset(auth.secret, 0x5a, sizeof(auth.secret)); /* every rank the same secret */
+	struct dt_hello hello;
+	dt_hello_init(&hello, "worker", (uint32_t)rank, 0);
+	hello.auth = o->wire != DT_WIRE_NONE ? &auth : NULL;
 	struct dt_comm_config cfg = { .nranks = o->ranks, .rank = rank, .peers = peers, .listen_fd = listen_fd,
 				      .listen_fd_set = 1, .segment_bytes = o->segment_bytes, .spin_us = o->spin_us,
-				      .direct_bytes = o->direct_bytes };
+				      .direct_bytes = o->direct_bytes, .no_cma = o->no_cma, .hello = &hello };
 	struct dt_comm *comm = NULL;
 	struct dt_err err = DT_ERR_INIT;
 	enum dt_status st = dt_comm_new(&cfg, dt_deadline_in(60), &comm, &err);
@@ -101,8 +115,9 @@ static int run_rank(const struct opts *o, const struct dt_comm_peer *peers, int 
 			double us = samples[o->samples / 2];
 			double bus = 2.0 * (o->ranks - 1) / o->ranks * (double)(count * 4) / (us * 1e-6) / 1e9;
 			printf("{\"impl\": \"dtrain\", \"ranks\": %d, \"bytes\": %zu, \"us\": %.2f, \"busbw_gbs\": %.3f, "
-			       "\"min_us\": %.2f, \"max_us\": %.2f, \"inner\": %u}\n",
-			       o->ranks, count * 4, us, bus, samples[0], samples[o->samples - 1], inner);
+			       "\"min_us\": %.2f, \"max_us\": %.2f, \"inner\": %u, \"wire\": \"%s\"}\n",
+			       o->ranks, count * 4, us, bus, samples[0], samples[o->samples - 1], inner,
+			       dt_wire_security_name(o->wire));
 			fflush(stdout);
 		}
 	}
@@ -112,6 +127,7 @@ static int run_rank(const struct opts *o, const struct dt_comm_peer *peers, int 
 	free(times);
 	free(samples);
 	dt_comm_free(comm);
+	dt_hello_release(&hello);
 	return dt_status_exit_code(st);
 }
 
@@ -153,6 +169,13 @@ int main(int argc, char **argv)
 			o.segment_bytes = (size_t)atoll(a + 16);
 		else if (!strncmp(a, "--direct_bytes=", 15))
 			o.direct_bytes = (size_t)atoll(a + 15);
+		else if (!strncmp(a, "--wire_security=", 16)) {
+			if (dt_wire_security_parse(a + 16, &o.wire) != 0) {
+				fprintf(stderr, "bench-allreduce: --wire_security must be none, auth or encrypt\n");
+				return 2;
+			}
+		} else if (!strcmp(a, "--no_cma"))
+			o.no_cma = 1;
 		else if (!strncmp(a, "--sizes=", 8)) {
 			if (parse_sizes(a + 8, &o)) {
 				fprintf(stderr, "bench-allreduce: bad --sizes '%s' (e.g. 4K,64K,1M)\n", a + 8);
@@ -160,7 +183,8 @@ int main(int argc, char **argv)
 			}
 		} else {
 			fprintf(stderr, "usage: bench-allreduce --ranks=N [--sizes=4K,64K,1M] [--samples=9] "
-					"[--min_sample_ms=50] [--spin_us=0] [--segment_bytes=0] [--direct_bytes=0]\n");
+					"[--min_sample_ms=50] [--spin_us=0] [--segment_bytes=0] [--direct_bytes=0] "
+					"[--wire_security=none|auth|encrypt] [--no_cma]\n");
 			return 2;
 		}
 	}

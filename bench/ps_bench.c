@@ -12,6 +12,13 @@
  * measured interleaved: raw, 1 ps, 2 ps, raw, ...
  *
  * Prints one JSON object per line: {"what": "raw"|"ps", "mb": 10, "num_ps": 2, "mb_per_s": ...}.
+ *
+ *   build/bench-ps [REPS]                          the table above
+ *   build/bench-ps --wire_security=none|auth|encrypt [--sizes=64K,1M,16M] [--reps=5]
+ *       1 ps, every connection with one fixed cluster secret (auth: every frame
+ *       tagged; encrypt: encrypted; docs/SECURITY.md); one line per size:
+ *       {"what": "ps", "bytes": 65536, "num_ps": 1, "wire": "auth", "mb_per_s": ...}
+ *       (run it per mode, interleaved, to compare: bench/wire_security.sh).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +32,7 @@
 #include "distribute/ps_client.h"
 #include "distribute/ps_server.h"
 #include "distribute/ps_wire.h"
+#include "net/auth.h"
 #include "net/handshake.h"
 #include "net/loop.h"
 #include "net/socket.h"
@@ -45,11 +53,15 @@ struct model {
 	size_t n;
 };
 
-static void model_make(struct model *m, int mb, int num_ps)
+/* Every hello of this run: with a secret when --wire_security is auth or encrypt. */
+static struct dt_auth bench_auth;
+static const struct dt_auth *bench_use;
+
+static void model_make(struct model *m, size_t bytes, int num_ps)
 {
 	struct dt_err err = DT_ERR_INIT;
 	memset(m, 0, sizeof(*m));
-	int64_t rows = (int64_t)mb * (1 << 20) / 4 / COLS;
+	int64_t rows = (int64_t)(bytes / 4 / COLS);
 	m->var = (struct dt_variable){ .name = "bench/kernel", .ndim = 2, .shape = { rows, COLS }, .count = (size_t)rows * COLS };
 	m->n = m->var.count;
 	if (dt_placement_compute(&m->var, 1, num_ps, 0, &m->pl, &err))
@@ -63,6 +75,7 @@ static void hello_for(struct dt_hello *h, const struct model *m, const char *rol
 {
 	struct dt_err err = DT_ERR_INIT;
 	dt_hello_init(h, role, index, 42);
+	h->auth = bench_use;
 	if (dt_ps_signature_add_vars(&h->signature, &m->var, 1, &err))
 		die("signature", &err);
 }
@@ -103,10 +116,10 @@ static pid_t start_ps(const struct model *m, int index, int *port)
 	return pid;
 }
 
-static double ps_rate(int mb, int num_ps, int rounds)
+static double ps_rate_bytes(size_t bytes, int num_ps, int rounds)
 {
 	struct model m;
-	model_make(&m, mb, num_ps);
+	model_make(&m, bytes, num_ps);
 	pid_t pids[2];
 	char addr[2][64];
 	const char *addrs[2];
@@ -144,7 +157,12 @@ static double ps_rate(int mb, int num_ps, int rounds)
 	dt_hello_release(&h);
 	dt_placement_release(&m.pl);
 	free(params), free(grads);
-	return 2.0 * mb * rounds / secs;
+	return 2.0 * (double)(m.n * 4) / (1 << 20) * rounds / secs;
+}
+
+static double ps_rate(int mb, int num_ps, int rounds)
+{
+	return ps_rate_bytes((size_t)mb << 20, num_ps, rounds);
 }
 
 static double raw_rate(int mb, int rounds)
@@ -197,8 +215,64 @@ static int cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* --wire_security: one mode, 1 ps, the given sizes. */
+static int wire_main(int argc, char **argv)
+{
+	enum dt_wire_security mode = DT_WIRE_NONE;
+	int reps = 5;
+	size_t sizes[16] = { 64u << 10, 1u << 20, 16u << 20 };
+	int nsizes = 3;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strncmp(a, "--wire_security=", 16) && dt_wire_security_parse(a + 16, &mode) == 0) {
+			continue;
+		} else if (!strncmp(a, "--reps=", 7) && atoi(a + 7) >= 1 && atoi(a + 7) <= 50) {
+			reps = atoi(a + 7);
+		} else if (!strncmp(a, "--sizes=", 8)) {
+			nsizes = 0;
+			for (const char *p = a + 8; *p && nsizes < 16;) {
+				char *end;
+				size_t v = strtoull(p, &end, 10);
+				if (*end == 'K' || *end == 'k')
+					v <<= 10, end++;
+				else if (*end == 'M' || *end == 'm')
+					v <<= 20, end++;
+				if (end == p || v < 4 * COLS || (*end && *end != ',')) {
+					fprintf(stderr, "ps_bench: bad --sizes '%s' (e.g. 64K,1M,16M; at least 4K)\n", a + 8);
+					return 2;
+				}
+				sizes[nsizes++] = v;
+				p = *end ? end + 1 : end;
+			}
+		} else {
+			fprintf(stderr, "usage: bench-ps [REPS] | bench-ps --wire_security=none|auth|encrypt "
+					"[--sizes=64K,1M,16M] [--reps=5]\n");
+			return 2;
+		}
+	}
+	memset(bench_auth.secret, 0x5a, sizeof(bench_auth.secret));
+	bench_auth.mode = mode;
+	bench_use = mode == DT_WIRE_NONE ? NULL : &bench_auth;
+	for (int si = 0; si < nsizes; si++) {
+		/* About 64 MB moved per measurement, at least 3 rounds. */
+		int rounds = (int)((64u << 20) / sizes[si]);
+		rounds = rounds < 3 ? 3 : rounds > 500 ? 500 : rounds;
+		double r[50];
+		for (int k = 0; k < reps; k++)
+			r[k] = ps_rate_bytes(sizes[si], 1, rounds);
+		qsort(r, (size_t)reps, sizeof(double), cmp);
+		printf("{\"what\": \"ps\", \"bytes\": %zu, \"num_ps\": 1, \"wire\": \"%s\", \"mb_per_s\": %.0f}\n",
+		       sizes[si], dt_wire_security_name(mode), r[reps / 2]);
+		fflush(stdout);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	signal(SIGPIPE, SIG_IGN);
+	if (argc > 1 && argv[1][0] == '-')
+		return wire_main(argc, argv);
 	int reps = argc > 1 ? atoi(argv[1]) : 5;
 	if (reps < 1 || reps > 50)
 		reps = 5;

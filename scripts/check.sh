@@ -37,7 +37,7 @@ make --no-print-directory test TESTFLAGS="-j$JOBS" 2>&1 | tee "$log_dir/tests.lo
 tally "$log_dir/tests.log"
 
 echo "== tests under address,undefined sanitizers"
-if make -j"$JOBS" WERROR=1 SANITIZE=address,undefined build-san/dtrain build-san/dtrain-tests; then
+if make -j"$JOBS" WERROR=1 SANITIZE=address,undefined all build-san/dtrain-tests; then
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		make --no-print-directory test SANITIZE=address,undefined TESTFLAGS="-j$JOBS $SAN_EXCLUDE" 2>&1 | tee "$log_dir/tests-san.log"
 	tally "$log_dir/tests-san.log"

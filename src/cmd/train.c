@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "cmd/cmd.h"
 #include "cmd/data_flags.h"
+#include "cmd/secret.h"
 #include "base/strutil.h"
 #include "cluster/resolve.h"
 #include "distribute/mirrored.h"
@@ -401,6 +402,8 @@ int dt_cmd_train(int argc, char **argv)
 	struct eval_args ea = { .mode = "latest", .timeout_s = 3600 };
 	struct dt_cluster_flags cf;
 	dt_cluster_flags_init(&cf);
+	struct dt_secret_flags sf = { "", "", 0 };
+	struct dt_auth auth;
 	struct dt_option opts[] = {
 		DT_OPT_GROUP("Model"),
 		DT_OPT_STRING("model", &a.model, "NAME", "model to train: mlp, lenet, cnn"),
@@ -442,6 +445,7 @@ int dt_cmd_train(int argc, char **argv)
 		DT_OPT_DOUBLE("eval_timeout_secs", &ea.timeout_s, "SECONDS",
 			      "exit 3 after this long with no new checkpoint"),
 		DT_CLUSTER_OPTIONS(&cf),
+		DT_SECRET_OPTIONS(&sf),
 		DT_OPT_GROUP("Parameter servers"),
 		DT_OPT_DOUBLE("connect_timeout", &a.connect_timeout, "SECONDS",
 			      "how long a trainer waits for the ps tasks to accept, and for the chief to initialize them; "
@@ -527,6 +531,14 @@ int dt_cmd_train(int argc, char **argv)
 	if (resolve_role(&cf, opts, &eval, &cl, &mode, &err) || resolve_hparams(&a, &cfg.hp, &err)) {
 		dt_cluster_release(&cl);
 		return dt_cmd_report(&err);
+	}
+	if (mode != MODE_LOCAL && mode != MODE_EVAL) {
+		/* Every connection of a cluster task is authenticated when a secret is given. */
+		const char *own = dt_cluster_address(&cl, cl.task.job, cl.task.index);
+		if (dt_cmd_cluster_auth(&sf, &own, 1, &auth, &cfg.auth, &err)) {
+			dt_cluster_release(&cl);
+			return dt_cmd_report(&err);
+		}
 	}
 	if (dt_data_flags_resolve(&df, a.keras_model, &data_opts, &err)) {
 		dt_cluster_release(&cl);

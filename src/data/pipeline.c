@@ -495,3 +495,14 @@ void dt_pipeline_free(struct dt_pipeline *p)
 	free(p->base);
 	free(p);
 }
+
+void dt_pipeline_batch_position(int64_t shard_size, int batch_size, int64_t batches, int64_t *epoch,
+				int64_t *offset)
+{
+	int64_t per_epoch = batch_size > 0 ? shard_size / batch_size : 0;
+	*epoch = *offset = 0;
+	if (per_epoch > 0 && batches > 0) {
+		*epoch = batches / per_epoch;
+		*offset = batches % per_epoch * batch_size;
+	}
+}

@@ -48,6 +48,12 @@ enum dt_status dt_pipeline_new(const struct dt_pipeline_config *cfg, struct dt_p
 const struct dt_batch *dt_pipeline_next(struct dt_pipeline *p);
 /* Position of the next batch to be returned: (epoch, offset into the epoch). */
 void dt_pipeline_position(const struct dt_pipeline *p, int64_t *epoch, int64_t *offset);
+/* The position `batches` whole batches of `batch_size` into a shard of
+ * `shard_size` examples (an epoch reads its whole batches only): the start
+ * of a synchronous step, which reads one batch per shard. shard_size 0 or
+ * batches 0: (0, 0). */
+void dt_pipeline_batch_position(int64_t shard_size, int batch_size, int64_t batches, int64_t *epoch,
+				int64_t *offset);
 /* Examples per epoch in this shard (after sharding). */
 int64_t dt_pipeline_shard_size(const struct dt_pipeline *p);
 void dt_pipeline_free(struct dt_pipeline *p);

@@ -113,20 +113,32 @@ enum dt_status dt__cma_read(pid_t pid, void *dst, uint64_t src, size_t len, int 
 	return DT_OK;
 }
 
-static enum dt_status send_peer(int fd, uint16_t type, const void *payload, size_t len, int64_t deadline,
-				const char *peer, struct dt_err *err)
+/* sec: the link's keys on a tagged ring (comm_internal.h), else NULL. */
+static enum dt_status send_peer(int fd, struct dt_wire_sec *sec, uint16_t type, const void *payload, size_t len,
+				int64_t deadline, const char *peer, struct dt_err *err)
 {
-	enum dt_status st = dt_frame_send_fd(fd, type, 0, 0, payload, len, deadline, peer, err);
+	enum dt_status st;
+	if (sec) {
+		uint8_t copy[DT_COLL_PEER_BYTES]; /* sealing encrypts in place */
+		memcpy(copy, payload, len);
+		st = dt_frame_send_fd_sealed(fd, sec, type, 0, copy, len, deadline, peer, err);
+	} else {
+		st = dt_frame_send_fd(fd, type, 0, 0, payload, len, deadline, peer, err);
+	}
 	return st ? dt_err_prefix(err, "ring setup") : DT_OK;
 }
 
 /* Reads one frame of `type` from fd into payload[want]. */
-static enum dt_status recv_peer(int fd, uint16_t type, uint8_t *payload, size_t want, int64_t deadline,
-				const char *peer, struct dt_err *err)
+static enum dt_status recv_peer(int fd, struct dt_wire_sec *sec, uint16_t type, uint8_t *payload, size_t want,
+				int64_t deadline, const char *peer, struct dt_err *err)
 {
 	struct dt_frame_decoder d;
 	dt_frame_decoder_init(&d, DT_MSG_CAP_HANDSHAKE);
+	if (sec)
+		d.trailer = DT_AUTH_TAG_BYTES;
 	enum dt_status st = dt_frame_recv_fd(fd, &d, deadline, peer, err);
+	if (!st && sec)
+		st = dt_frame_open_fd(&d, sec, peer, err);
 	if (st) {
 		dt_err_prefix(err, "ring setup");
 	} else if (d.header.type != type || d.header.length != want) {
@@ -161,13 +173,15 @@ enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t
 	uint8_t buf[DT_COLL_PEER_BYTES];
 	const int scope = ptrace_scope();
 	describe_self(comm, enabled, scope, &me);
+	struct dt_wire_sec *lsec = comm->tagged ? &comm->sec_left : NULL;
+	struct dt_wire_sec *rsec = comm->tagged ? &comm->sec_right : NULL;
 
 	/* 1. to the left: its reader */
 	dt_coll_peer_encode(&me, buf);
-	enum dt_status st = send_peer(comm->left_fd, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, left, err);
+	enum dt_status st = send_peer(comm->left_fd, lsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, left, err);
 	/* 2. from the right: our reader; let it read us, and make the offer */
 	if (!st)
-		st = recv_peer(comm->right_fd, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, right, err);
+		st = recv_peer(comm->right_fd, rsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, right, err);
 	if (!st && (st = dt_coll_peer_decode(&other, buf, sizeof(buf), err)))
 		dt_err_prefix(err, "ring setup: from %s", right);
 	if (st)
@@ -179,10 +193,10 @@ enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t
 	offer.token_address = (uint64_t)(uintptr_t)comm->cma_token;
 	memcpy(offer.token, comm->cma_token, sizeof(offer.token));
 	dt_coll_peer_encode(&offer, buf);
-	if ((st = send_peer(comm->right_fd, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, right, err)))
+	if ((st = send_peer(comm->right_fd, rsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, right, err)))
 		return st;
 	/* 3. from the left: its offer; probe it and answer */
-	if ((st = recv_peer(comm->left_fd, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, left, err)))
+	if ((st = recv_peer(comm->left_fd, lsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, left, err)))
 		return st;
 	if ((st = dt_coll_peer_decode(&other, buf, sizeof(buf), err)))
 		return dt_err_prefix(err, "ring setup: from %s", left);
@@ -190,10 +204,10 @@ enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t
 	comm->cma_left_pid = why ? 0 : (int)other.pid;
 	uint8_t answer[DT_COLL_PEER_OK_BYTES];
 	dt_put_u32le(answer, (uint32_t)why);
-	if ((st = send_peer(comm->left_fd, DT_MSG_COLL_PEER_OK, answer, sizeof(answer), deadline, left, err)))
+	if ((st = send_peer(comm->left_fd, lsec, DT_MSG_COLL_PEER_OK, answer, sizeof(answer), deadline, left, err)))
 		return st;
 	/* 4. from the right: may we send references? */
-	if ((st = recv_peer(comm->right_fd, DT_MSG_COLL_PEER_OK, answer, sizeof(answer), deadline, right, err)))
+	if ((st = recv_peer(comm->right_fd, rsec, DT_MSG_COLL_PEER_OK, answer, sizeof(answer), deadline, right, err)))
 		return st;
 	uint32_t right_why = dt_get_u32le(answer);
 	comm->cma_send = right_why == 0;

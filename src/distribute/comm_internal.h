@@ -13,6 +13,7 @@
 #include "base/err.h"
 #include "distribute/collective.h"
 #include "distribute/ring_wire.h"
+#include "net/auth.h"
 #include "net/socket.h"
 
 /* One DATA frame of a collective's plan: buf[off, off + len). */
@@ -39,10 +40,35 @@ struct dt_comm {
 	 * of the next collective when the left neighbour is ahead. */
 	uint8_t *stage;
 	size_t stage_cap, stage_pos, stage_len;
-	/* Bytes received from the right (only COLL_ABORT is legal there). */
-	uint8_t back[DT_FRAME_HEADER_SIZE + DT_REASON_PAYLOAD_MAX];
+	/* Bytes received from the right (only COLL_DONE and COLL_ABORT are legal there). */
+	uint8_t back[DT_FRAME_HEADER_SIZE + DT_REASON_PAYLOAD_MAX + DT_AUTH_TAG_BYTES];
 	size_t back_len;
 	int right_eof; /* the right neighbour closed after it had all it needed */
+
+	/* With a cluster secret every frame on both links, after the
+	 * rendezvous's HELLO and HELLO_OK, carries a 16-byte tag (and in encrypt
+	 * mode an encrypted payload) under the keys and counters that link's
+	 * handshake derived (net/auth.h, docs/PROTOCOL.md §4.2): sec_right seals
+	 * what goes right and opens what comes back (COLL_DONE, COLL_ABORT);
+	 * sec_left opens what comes from the left and seals what goes back.
+	 * Frames are sealed in the order they are sent and opened in the order
+	 * they arrive, so the counters stay in step across collectives.
+	 * tagged 0: no secret, frames exactly as without one. */
+	int tagged;
+	struct dt_wire_sec sec_left, sec_right;
+	/* Send side of a tagged ring (ring.c): per frame of the collective in
+	 * flight (index k + 1, COLL_START at 0) its tag and, for a COLL_REF, its
+	 * sealed payload; in encrypt mode the ciphertext of DATA frames sealed
+	 * but not yet sent lies in txbuf[off, off + len) (the caller's buffer
+	 * must stay plaintext). */
+	struct dt__sealed {
+		uint8_t tag[DT_AUTH_TAG_BYTES];
+		uint8_t ref[DT_COLL_REF_BYTES];
+		size_t off;
+	} *sealed;
+	size_t sealed_cap;
+	uint8_t *txbuf;
+	size_t txbuf_cap; /* >= the largest frame a plan makes (a segment or a gathered buffer) */
 
 	/* Small all-reduces gather every rank's buffer here (n x bytes), grown on demand. */
 	uint8_t *scratch;
@@ -81,9 +107,21 @@ void dt__plan_broadcast(struct dt_comm *c, size_t bytes, int root, struct dt__pl
 /* comm_admit.c: rendezvous step 3, accepting the left neighbour on `lfd`
  * while judging every other pending connection concurrently (comm.c). On
  * success comm->left_fd is the neighbour's descriptor, answered HELLO_OK. */
+/* The link to the right neighbour during an authenticated rendezvous
+ * (net/auth.h): AUTH_HELLO has been sent; the admission loop reads the
+ * challenge as it comes, proves and sends the HELLO, so that no rank waits
+ * on its right neighbour before it has started to accept its left one. */
+struct dt__ring_right {
+	int active;   /* 1 while the challenge is awaited; 0: nothing to do (no secret, or proved) */
+	const char *label, *role;
+	uint32_t index;
+	struct dt_auth_hs hs;
+	struct dt_wire_sec sec; /* the keys of the link, for the HELLO and its answer */
+	struct dt_frame_decoder dec;
+};
 enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_config *cfg,
-				    const struct dt_hello *local, int lfd, int64_t start, int64_t deadline,
-				    struct dt_err *err) DT_MUST_CHECK;
+				    const struct dt_hello *local, int lfd, struct dt__ring_right *right, int64_t start,
+				    int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
 enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t deadline,
 				      struct dt_err *err) DT_MUST_CHECK;
 /* Reads len bytes at address src of process pid into dst; DT_PEER and

@@ -47,15 +47,21 @@
 /* ---- failure ---- */
 
 /* Best-effort COLL_ABORT to one neighbour, then half-close so it sees the end
- * after the reason (no RST: our unread bytes are not discarded there). */
-static void send_abort(int fd, uint64_t seq, enum dt_status st, const char *text)
+ * after the reason (no RST: our unread bytes are not discarded there). sec:
+ * the link's keys on a tagged ring, else NULL. */
+static void send_abort(int fd, struct dt_wire_sec *sec, uint64_t seq, enum dt_status st, const char *text)
 {
-	uint8_t frame[DT_FRAME_HEADER_SIZE + DT_REASON_PAYLOAD_MAX];
-	size_t len = dt_reason_encode(dt_wire_error_from_status(st), text, frame + DT_FRAME_HEADER_SIZE,
-				      sizeof(frame) - DT_FRAME_HEADER_SIZE);
+	uint8_t frame[DT_FRAME_HEADER_SIZE + DT_REASON_PAYLOAD_MAX + DT_AUTH_TAG_BYTES];
+	uint8_t *pl = frame + DT_FRAME_HEADER_SIZE;
+	size_t len = dt_reason_encode(dt_wire_error_from_status(st), text, pl, DT_REASON_PAYLOAD_MAX);
 	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_ABORT, 0, seq, len);
 	dt_frame_header_pack(&h, frame);
-	ssize_t n = send(fd, frame, DT_FRAME_HEADER_SIZE + len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	size_t total = DT_FRAME_HEADER_SIZE + len;
+	if (sec) {
+		dt_wire_seal_to(sec, frame, pl, len, pl, pl + len);
+		total += DT_AUTH_TAG_BYTES;
+	}
+	ssize_t n = send(fd, frame, total, MSG_DONTWAIT | MSG_NOSIGNAL);
 	(void)n; /* a full or dead socket: the neighbour sees the close instead */
 	shutdown(fd, SHUT_WR);
 }
@@ -70,11 +76,16 @@ static enum dt_status fail_with(struct dt__ring_run *r, struct dt_err *err, cons
 		c->failure = *err;
 	const char *text = reason ? reason : c->failure.msg;
 	/* Mid-frame on the right link a reason cannot be framed: just close it. */
-	if (r->s_done == 0 && r->ctrl_sent == 0)
-		send_abort(c->right_fd, r->me.seq, c->failure.status, text);
-	else
+	if (r->s_done == 0 && r->ctrl_sent == 0) {
+		/* Frames sealed but not sent never will be: the abort takes the
+		 * number of the first of them, the one the neighbour expects next. */
+		if (c->tagged)
+			c->sec_right.tx_n -= (uint64_t)(r->sealed - r->s_idx) + (uint64_t)r->ctrl_sealed;
+		send_abort(c->right_fd, c->tagged ? &c->sec_right : NULL, r->me.seq, c->failure.status, text);
+	} else {
 		shutdown(c->right_fd, SHUT_WR);
-	send_abort(c->left_fd, r->me.seq, c->failure.status, text);
+	}
+	send_abort(c->left_fd, c->tagged ? &c->sec_left : NULL, r->me.seq, c->failure.status, text);
 	if (r->refs_out && !r->done_in)
 		dt__ring_release_reader(r);
 	return c->failure.status;
@@ -137,49 +148,135 @@ static size_t frame_size(const struct dt__ring_run *r, long k)
 {
 	if (k < 0)
 		return r->start_len;
-	return DT_FRAME_HEADER_SIZE + (by_ref(r, k) ? DT_COLL_REF_BYTES : r->si[k].len);
+	return DT_FRAME_HEADER_SIZE + (by_ref(r, k) ? DT_COLL_REF_BYTES : r->si[k].len) +
+	       (r->c->tagged ? DT_AUTH_TAG_BYTES : 0);
+}
+
+/* Send item k's header, and a COLL_REF's payload after it, into h. */
+static void pack_head(const struct dt__ring_run *r, long k, uint8_t h[DT_FRAME_HEADER_SIZE + DT_COLL_REF_BYTES])
+{
+	const struct dt__coll_item *it = &r->si[k];
+	if (by_ref(r, k)) {
+		struct dt_frame_header fh = dt_frame_header_make(DT_MSG_COLL_REF, 0, r->me.seq, DT_COLL_REF_BYTES);
+		dt_frame_header_pack(&fh, h);
+		struct dt_coll_ref ref = { (uint64_t)(uintptr_t)(r->buf + it->off), it->len };
+		dt_coll_ref_encode(&ref, h + DT_FRAME_HEADER_SIZE);
+		return;
+	}
+	struct dt_frame_header fh = dt_frame_header_make(DT_MSG_COLL_DATA, 0, r->me.seq, it->len);
+	dt_frame_header_pack(&fh, h);
+}
+
+/* Tagged rings: seals frame k (== r->sealed: frames are numbered in the
+ * order they leave), h its header from pack_head. 0, or -1 when it must wait:
+ * a stall notice is queued (it goes before any newly sealed frame), or in
+ * encrypt mode the ciphertext window is full until what was sealed is sent.
+ * The tag is computed over the bytes that will leave (the plan does not
+ * change a send item's bytes until the right neighbour has had them). */
+static int seal(struct dt__ring_run *r, long k, const uint8_t *h)
+{
+	struct dt_comm *c = r->c;
+	struct dt_wire_sec *sec = &c->sec_right;
+	if (r->ctrl_len && !r->ctrl_sealed)
+		return -1;
+	if (k < 0) {
+		size_t len = r->start_len - DT_FRAME_HEADER_SIZE - DT_AUTH_TAG_BYTES;
+		uint8_t *pl = r->start_frame + DT_FRAME_HEADER_SIZE;
+		dt_wire_seal_to(sec, r->start_frame, pl, len, pl, pl + len);
+		r->sealed++;
+		return 0;
+	}
+	const struct dt__coll_item *it = &r->si[k];
+	struct dt__sealed *sd = &c->sealed[k + 1];
+	if (by_ref(r, k)) {
+		memcpy(sd->ref, h + DT_FRAME_HEADER_SIZE, DT_COLL_REF_BYTES);
+		dt_wire_seal_to(sec, h, sd->ref, DT_COLL_REF_BYTES, sd->ref, sd->tag);
+	} else if (sec->mode == DT_WIRE_ENCRYPT) {
+		if (r->s_idx == r->sealed)
+			r->tx_used = 0; /* everything sealed before has left */
+		if (r->tx_used + it->len > c->txbuf_cap)
+			return -1;
+		sd->off = r->tx_used;
+		dt_wire_seal_to(sec, h, r->buf + it->off, it->len, c->txbuf + sd->off, sd->tag);
+		r->tx_used += it->len;
+	} else {
+		dt_wire_seal_to(sec, h, r->buf + it->off, it->len, NULL, sd->tag);
+	}
+	r->sealed++;
+	return 0;
+}
+
+/* Appends a frame's pieces to iov after skipping its first `skip` bytes. */
+static int add_pieces(struct iovec *iov, int cnt, size_t skip, const struct iovec *pieces, int np)
+{
+	for (int i = 0; i < np; i++) {
+		if (skip >= pieces[i].iov_len) {
+			skip -= pieces[i].iov_len;
+			continue;
+		}
+		iov[cnt++] = (struct iovec){ (uint8_t *)pieces[i].iov_base + skip, pieces[i].iov_len - skip };
+		skip = 0;
+	}
+	return cnt;
 }
 
 /* Sends what can go now. Returns 1 if bytes left, 0 if nothing could move,
  * -1 on error (err set). *blocked: the socket is full. */
 static int try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 {
+	struct dt_comm *c = r->c;
+	const int tagged = c->tagged;
 	*blocked = 0;
-	struct iovec iov[2 * IOV_FRAMES + 2];
+	struct iovec iov[3 * IOV_FRAMES + 2];
 	uint8_t hdrs[IOV_FRAMES][DT_FRAME_HEADER_SIZE + DT_COLL_REF_BYTES];
 	int cnt = 0, nh = 0;
-	int ctrl_first = r->ctrl_len && (r->ctrl_sent || r->s_done == 0);
-	if (ctrl_first)
+	/* A stall notice goes between frames; on a tagged ring only once every
+	 * frame sealed before it has left (seal() seals none while it waits). */
+	int ctrl_first = r->ctrl_len && (r->ctrl_sent || r->ctrl_sealed ||
+					 (r->s_done == 0 && (!tagged || r->sealed == r->s_idx)));
+	if (ctrl_first) {
+		if (tagged && !r->ctrl_sealed) {
+			uint8_t *pl = r->ctrl + DT_FRAME_HEADER_SIZE;
+			dt_wire_seal_to(&c->sec_right, r->ctrl, pl, DT_COLL_STALL_BYTES, pl, pl + DT_COLL_STALL_BYTES);
+			r->ctrl_sealed = 1;
+		}
 		iov[cnt++] = (struct iovec){ r->ctrl + r->ctrl_sent, r->ctrl_len - r->ctrl_sent };
+	}
 	if (!(ctrl_first && r->ctrl_sent)) {
 		for (long k = r->s_idx; k < r->ns && nh < IOV_FRAMES && send_ready(r, k); k++) {
 			size_t skip = k == r->s_idx ? r->s_done : 0;
 			if (k < 0) {
+				if (tagged && k == r->sealed && seal(r, k, NULL))
+					break;
 				iov[cnt++] = (struct iovec){ r->start_frame + skip, r->start_len - skip };
 				continue;
 			}
 			const struct dt__coll_item *it = &r->si[k];
-			if (by_ref(r, k)) {
-				struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_REF, 0, r->me.seq, DT_COLL_REF_BYTES);
-				dt_frame_header_pack(&h, hdrs[nh]);
-				struct dt_coll_ref ref = { (uint64_t)(uintptr_t)(r->buf + it->off), it->len };
-				dt_coll_ref_encode(&ref, hdrs[nh] + DT_FRAME_HEADER_SIZE);
-				iov[cnt++] = (struct iovec){ hdrs[nh] + skip, sizeof(hdrs[nh]) - skip };
-				nh++;
+			uint8_t *h = hdrs[nh];
+			pack_head(r, k, h);
+			if (tagged && k == r->sealed && seal(r, k, h))
+				break;
+			nh++;
+			int ref = by_ref(r, k);
+			if (ref)
 				r->refs_out = 1;
-				continue;
-			}
-			if (skip < DT_FRAME_HEADER_SIZE) {
-				struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_DATA, 0, r->me.seq, it->len);
-				dt_frame_header_pack(&h, hdrs[nh]);
-				iov[cnt++] = (struct iovec){ hdrs[nh] + skip, DT_FRAME_HEADER_SIZE - skip };
-				nh++;
-				skip = 0;
+			struct iovec pieces[3];
+			int np = 0;
+			pieces[np++] = (struct iovec){ h, DT_FRAME_HEADER_SIZE + (ref ? DT_COLL_REF_BYTES : 0) };
+			if (!tagged) {
+				if (!ref)
+					pieces[np++] = (struct iovec){ r->buf + it->off, it->len };
 			} else {
-				skip -= DT_FRAME_HEADER_SIZE;
+				struct dt__sealed *sd = &c->sealed[k + 1];
+				if (ref)
+					memcpy(h + DT_FRAME_HEADER_SIZE, sd->ref, DT_COLL_REF_BYTES);
+				else if (c->sec_right.mode == DT_WIRE_ENCRYPT)
+					pieces[np++] = (struct iovec){ c->txbuf + sd->off, it->len };
+				else
+					pieces[np++] = (struct iovec){ r->buf + it->off, it->len };
+				pieces[np++] = (struct iovec){ sd->tag, DT_AUTH_TAG_BYTES };
 			}
-			if (it->len > skip)
-				iov[cnt++] = (struct iovec){ r->buf + it->off + skip, it->len - skip };
+			cnt = add_pieces(iov, cnt, skip, pieces, np);
 		}
 	}
 	if (cnt == 0)
@@ -208,6 +305,7 @@ static int try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 		}
 		left -= take;
 		r->ctrl_len = r->ctrl_sent = 0;
+		r->ctrl_sealed = 0;
 	}
 	while (left > 0) {
 		size_t rest = frame_size(r, r->s_idx) - r->s_done;
@@ -255,6 +353,18 @@ enum dt_status dt__ring_on_abort(struct dt__ring_run *r, const char *from, const
 	return fail_with(r, NULL, m.text);
 }
 
+enum dt_status dt__ring_open(struct dt__ring_run *r, struct dt_wire_sec *sec, const char *from, const uint8_t *hdr,
+			     uint8_t *payload, size_t len, const uint8_t *tag, struct dt_err *err)
+{
+	uint64_t n = sec->rx_n;
+	if (dt_wire_open(sec, hdr, payload, len, tag) == 0)
+		return DT_OK;
+	return dt__ring_fail(r, err, DT_PROTOCOL,
+			     "frame %llu (%s, %zu bytes) from %s failed its authentication check during %s (altered or "
+			     "injected on the way, or replayed); the ring is closed",
+			     (unsigned long long)n, dt_msg_name(dt_get_u16le(hdr + 6)), len, from, r->what);
+}
+
 /* Data from the left: whatever it reported missing has shown up. */
 void dt__ring_left_moves(struct dt__ring_run *r)
 {
@@ -267,6 +377,7 @@ static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
 	const char *from = c->labels[dt__left_of(c)];
+	const size_t tag = c->tagged ? DT_AUTH_TAG_BYTES : 0;
 	for (;;) {
 		size_t avail = c->stage_len - c->stage_pos;
 		uint8_t *p = c->stage + c->stage_pos;
@@ -288,6 +399,21 @@ static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 							     from, r->what, (unsigned long long)h.request_id,
 							     (unsigned long long)h.length,
 							     !r->got_start ? "coll_start first" : it ? "another size" : "no more data");
+				if (tag && it->reduce) {
+					/* Nothing unchecked is added in: the whole frame first
+					 * (try_recv makes room), then its tag, then the sum. */
+					if (avail < DT_FRAME_HEADER_SIZE + it->len + tag)
+						return DT_OK;
+					uint8_t *pl = p + DT_FRAME_HEADER_SIZE;
+					if (dt__ring_open(r, &c->sec_left, from, p, pl, it->len, pl + it->len, err))
+						return c->failure.status;
+					dt__ring_add_f32(r->buf + it->off, pl, it->len);
+					c->stage_pos += DT_FRAME_HEADER_SIZE + it->len + tag;
+					r->r_idx++;
+					dt__ring_left_moves(r);
+					continue;
+				}
+				memcpy(r->data_hdr, p, DT_FRAME_HEADER_SIZE);
 				c->stage_pos += DT_FRAME_HEADER_SIZE;
 				r->in_frame = 1;
 				r->r_applied = 0;
@@ -298,11 +424,13 @@ static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 						     "%s frame of %llu bytes from %s during %s (at most %u)",
 						     dt_msg_name(h.type), (unsigned long long)h.length, from, r->what,
 						     DT_COLL_CONTROL_MAX);
-			if (avail < DT_FRAME_HEADER_SIZE + h.length)
+			if (avail < DT_FRAME_HEADER_SIZE + h.length + tag)
 				return DT_OK; /* small control frames are parsed whole */
-			const uint8_t *pl = p + DT_FRAME_HEADER_SIZE;
+			uint8_t *pl = p + DT_FRAME_HEADER_SIZE;
 			size_t len = (size_t)h.length;
-			c->stage_pos += DT_FRAME_HEADER_SIZE + len;
+			if (tag && dt__ring_open(r, &c->sec_left, from, p, pl, len, pl + len, err))
+				return c->failure.status;
+			c->stage_pos += DT_FRAME_HEADER_SIZE + len + tag;
 			if (h.type == DT_MSG_COLL_ABORT)
 				return dt__ring_on_abort(r, from, pl, len, err);
 			if (h.type == DT_MSG_COLL_REF) {
@@ -337,6 +465,18 @@ static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 			continue;
 		}
 		const struct dt__coll_item *it = &r->ri[r->r_idx];
+		if (r->r_applied == it->len) {
+			/* Tagged: a copied payload is in place; its tag decides (in
+			 * encrypt mode it is decrypted there, or cleared). */
+			if (avail < tag)
+				return DT_OK;
+			if (dt__ring_open(r, &c->sec_left, from, r->data_hdr, r->buf + it->off, it->len, p, err))
+				return c->failure.status;
+			c->stage_pos += tag;
+			r->r_idx++;
+			r->in_frame = 0;
+			continue;
+		}
 		size_t want = it->len - r->r_applied, take = avail < want ? avail : want;
 		if (it->reduce)
 			take -= take % 4;
@@ -349,7 +489,7 @@ static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 		c->stage_pos += take;
 		r->r_applied += take;
 		dt__ring_left_moves(r);
-		if (r->r_applied == it->len) {
+		if (r->r_applied == it->len && !tag) {
 			r->r_idx++;
 			r->in_frame = 0;
 		}
@@ -361,26 +501,41 @@ static int recv_done(const struct dt__ring_run *r)
 	return r->got_start && r->r_idx >= r->nr;
 }
 
+/* Tagged rings: the stage bytes the next step of parse_stage needs from
+ * stage_pos on: a whole frame once its header is there (all fit the stage). */
+static size_t stage_need(const struct dt__ring_run *r)
+{
+	const struct dt_comm *c = r->c;
+	size_t avail = c->stage_len - c->stage_pos;
+	if (r->in_frame || avail < DT_FRAME_HEADER_SIZE)
+		return DT_FRAME_HEADER_SIZE + DT_AUTH_TAG_BYTES;
+	uint64_t len = dt_get_u64le(c->stage + c->stage_pos + 20);
+	uint64_t need = DT_FRAME_HEADER_SIZE + len + DT_AUTH_TAG_BYTES;
+	return need < c->stage_cap ? (size_t)need : c->stage_cap; /* a bad length is reported by parse_stage */
+}
+
 /* Reads what is there from the left. 1 progress, 0 nothing, -1 error. */
 static int try_recv(struct dt__ring_run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
 	if (c->stage_pos == c->stage_len) {
 		c->stage_pos = c->stage_len = 0;
-	} else if (c->stage_cap - c->stage_len < (c->stage_cap >> 2)) {
+	} else if (c->stage_cap - c->stage_len < (c->stage_cap >> 2) ||
+		   (c->tagged && c->stage_cap - c->stage_pos < stage_need(r))) {
 		memmove(c->stage, c->stage + c->stage_pos, c->stage_len - c->stage_pos);
 		c->stage_len -= c->stage_pos;
 		c->stage_pos = 0;
 	}
 	/* Inside a payload that is copied, not reduced: receive it in place. */
-	if (r->in_frame && c->stage_pos == c->stage_len && !r->ri[r->r_idx].reduce) {
+	if (r->in_frame && c->stage_pos == c->stage_len && !r->ri[r->r_idx].reduce &&
+	    r->r_applied < r->ri[r->r_idx].len) {
 		const struct dt__coll_item *it = &r->ri[r->r_idx];
 		ssize_t n = recv(c->left_fd, r->buf + it->off + r->r_applied, it->len - r->r_applied, MSG_DONTWAIT);
 		if (n > 0) {
 			r->last_in = dt_now_ns();
 			r->r_applied += (size_t)n;
 			dt__ring_left_moves(r);
-			if (r->r_applied == it->len) {
+			if (r->r_applied == it->len && !c->tagged) {
 				r->r_idx++;
 				r->in_frame = 0;
 			}
@@ -425,6 +580,7 @@ static enum dt_status parse_back(struct dt__ring_run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
 	const char *from = c->labels[dt__right_of(c)];
+	const size_t tag = c->tagged ? DT_AUTH_TAG_BYTES : 0;
 	while (c->back_len >= DT_FRAME_HEADER_SIZE) {
 		struct dt_frame_header h;
 		struct dt_err e = DT_ERR_INIT;
@@ -433,18 +589,26 @@ static enum dt_status parse_back(struct dt__ring_run *r, struct dt_err *err)
 			return dt__ring_fail(r, err, DT_PROTOCOL,
 					     "unexpected frame from %s on the ring's return path: %s", from,
 					     e.msg[0] ? e.msg : dt_msg_name(h.type));
+		size_t len = (size_t)h.length;
+		uint8_t *pl = c->back + DT_FRAME_HEADER_SIZE;
 		if (h.type == DT_MSG_COLL_ABORT) {
-			if (c->back_len < DT_FRAME_HEADER_SIZE + h.length)
+			if (c->back_len < DT_FRAME_HEADER_SIZE + len + tag)
 				return DT_OK;
-			return dt__ring_on_abort(r, from, c->back + DT_FRAME_HEADER_SIZE, (size_t)h.length, err);
+			if (tag && dt__ring_open(r, &c->sec_right, from, c->back, pl, len, pl + len, err))
+				return c->failure.status;
+			return dt__ring_on_abort(r, from, pl, len, err);
 		}
 		if (h.length != 0 || h.request_id != r->me.seq || !r->refs_out || r->done_in)
 			return dt__ring_fail(r, err, DT_PROTOCOL,
 					     "unexpected coll_done from %s during %s: #%llu, %llu bytes", from, r->what,
 					     (unsigned long long)h.request_id, (unsigned long long)h.length);
+		if (c->back_len < DT_FRAME_HEADER_SIZE + tag)
+			return DT_OK;
+		if (tag && dt__ring_open(r, &c->sec_right, from, c->back, pl, 0, pl, err))
+			return c->failure.status;
 		r->done_in = 1;
-		c->back_len -= DT_FRAME_HEADER_SIZE;
-		memmove(c->back, c->back + DT_FRAME_HEADER_SIZE, c->back_len);
+		c->back_len -= DT_FRAME_HEADER_SIZE + tag;
+		memmove(c->back, c->back + DT_FRAME_HEADER_SIZE + tag, c->back_len);
 	}
 	return DT_OK;
 }
@@ -490,8 +654,9 @@ static void queue_stall(struct dt__ring_run *r, int64_t now)
 	dt_coll_stall_encode(&s, r->ctrl + DT_FRAME_HEADER_SIZE);
 	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_STALL, 0, r->me.seq, DT_COLL_STALL_BYTES);
 	dt_frame_header_pack(&h, r->ctrl);
-	r->ctrl_len = sizeof(r->ctrl);
+	r->ctrl_len = DT_FRAME_HEADER_SIZE + DT_COLL_STALL_BYTES + (r->c->tagged ? DT_AUTH_TAG_BYTES : 0);
 	r->ctrl_sent = 0;
+	r->ctrl_sealed = 0; /* sealed when it goes (try_send) */
 }
 
 static enum dt_status timed_out(struct dt__ring_run *r, int64_t now, struct dt_err *err)
@@ -563,8 +728,8 @@ static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 		if (r->refs_in && !r->done_sent && recv_done(r) && (dt__ring_pending_abort(r, err) || dt__ring_send_done(r, err)))
 			return c->failure.status;
 		if (r->s_idx >= r->ns && recv_done(r) && (!r->refs_out || r->done_in)) {
-			if (!r->ctrl_sent) {
-				r->ctrl_len = 0; /* a stall notice not yet begun is moot now */
+			if (!r->ctrl_sent && !r->ctrl_sealed) {
+				r->ctrl_len = 0; /* a stall notice not yet begun (nor numbered) is moot now */
 				return DT_OK;
 			}
 			if (!r->ctrl_len)
@@ -633,6 +798,12 @@ static void use_plan(struct dt__ring_run *r, const struct dt__plan *p, void *bas
 	r->ns = p->ns;
 	r->nr = p->nr;
 	r->buf = base;
+	struct dt_comm *c = r->c;
+	if (c->tagged && (size_t)p->ns + 1 > c->sealed_cap) {
+		free(c->sealed);
+		c->sealed_cap = (size_t)p->ns + 1;
+		c->sealed = dt_xmallocarray(c->sealed_cap, sizeof(*c->sealed));
+	}
 }
 
 /* ---- entry points ---- */
@@ -667,8 +838,9 @@ static enum dt_status begin(struct dt__ring_run *r, struct dt_comm *c, unsigned 
 	size_t len = dt_coll_start_encode(&r->me, r->start_frame + DT_FRAME_HEADER_SIZE);
 	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_START, 0, r->me.seq, len);
 	dt_frame_header_pack(&h, r->start_frame);
-	r->start_len = DT_FRAME_HEADER_SIZE + len;
+	r->start_len = DT_FRAME_HEADER_SIZE + len + (c->tagged ? DT_AUTH_TAG_BYTES : 0);
 	r->s_idx = -1;
+	r->sealed = -1;
 	uint64_t bytes = kind == DT_COLL_ALLREDUCE ? count * 4 : kind == DT_COLL_BROADCAST ? count : 0;
 	r->use_refs = c->cma_send && bytes > 0 && bytes >= c->cma_min_bytes;
 	r->blamed = dt__left_of(c);

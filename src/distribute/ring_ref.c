@@ -114,10 +114,14 @@ enum dt_status dt__ring_pending_abort(struct dt__ring_run *r, struct dt_err *err
 	const uint8_t *p = c->stage + c->stage_pos;
 	if (dt_coll_header_parse(p, &h, NULL) || h.type != DT_MSG_COLL_ABORT)
 		return DT_OK; /* the next collective's frames, or garbage it will report */
-	if (avail < DT_FRAME_HEADER_SIZE + h.length)
+	size_t len = (size_t)h.length, tag = c->tagged ? DT_AUTH_TAG_BYTES : 0;
+	if (avail < DT_FRAME_HEADER_SIZE + len + tag)
 		return dt__ring_fail(r, err, DT_PEER, "%s gave up %s", from, r->what);
-	c->stage_pos += DT_FRAME_HEADER_SIZE + (size_t)h.length;
-	return dt__ring_on_abort(r, from, p + DT_FRAME_HEADER_SIZE, (size_t)h.length, err);
+	uint8_t *pl = c->stage + c->stage_pos + DT_FRAME_HEADER_SIZE;
+	if (tag && dt__ring_open(r, &c->sec_left, from, p, pl, len, pl + len, err))
+		return c->failure.status;
+	c->stage_pos += DT_FRAME_HEADER_SIZE + len + tag;
+	return dt__ring_on_abort(r, from, pl, len, err);
 }
 
 /* Everything the left sent by reference has been read: tell it, so it may
@@ -125,14 +129,19 @@ enum dt_status dt__ring_pending_abort(struct dt__ring_run *r, struct dt_err *err
 enum dt_status dt__ring_send_done(struct dt__ring_run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
-	uint8_t frame[DT_FRAME_HEADER_SIZE];
+	uint8_t frame[DT_FRAME_HEADER_SIZE + DT_AUTH_TAG_BYTES];
 	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_DONE, 0, r->me.seq, 0);
 	dt_frame_header_pack(&h, frame);
+	size_t total = DT_FRAME_HEADER_SIZE;
+	if (c->tagged) {
+		dt_wire_seal_to(&c->sec_left, frame, NULL, 0, NULL, frame + DT_FRAME_HEADER_SIZE);
+		total += DT_AUTH_TAG_BYTES;
+	}
 	r->done_sent = 1;
 	/* The return path carries one COLL_DONE per collective, which the left
-	 * reads before it returns: 32 bytes always fit. */
-	ssize_t n = send(c->left_fd, frame, sizeof(frame), MSG_DONTWAIT | MSG_NOSIGNAL);
-	if (n == (ssize_t)sizeof(frame))
+	 * reads before it returns: 48 bytes always fit. */
+	ssize_t n = send(c->left_fd, frame, total, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n == (ssize_t)total)
 		return DT_OK;
 	int e = n < 0 ? errno : EAGAIN;
 	return dt__ring_fail(r, err, DT_PEER, "cannot tell %s that its segments were read during %s: %s",

@@ -21,13 +21,20 @@ struct dt__ring_run {
 	int64_t t0, deadline;
 
 	/* send side: frame -1 is COLL_START, then send items 0..ns-1 */
-	uint8_t start_frame[DT_FRAME_HEADER_SIZE + DT_COLL_START_FIXED + DT_COLL_NAME_WIRE_MAX];
-	size_t start_len;
+	uint8_t start_frame[DT_FRAME_HEADER_SIZE + DT_COLL_START_FIXED + DT_COLL_NAME_WIRE_MAX + DT_AUTH_TAG_BYTES];
+	size_t start_len; /* its tag included on a tagged ring */
 	const struct dt__coll_item *si;
 	long ns, s_idx;
-	size_t s_done; /* bytes of frame s_idx already sent (header included) */
-	uint8_t ctrl[DT_FRAME_HEADER_SIZE + DT_COLL_STALL_BYTES];
+	size_t s_done; /* bytes of frame s_idx already sent (header, payload, tag) */
+	uint8_t ctrl[DT_FRAME_HEADER_SIZE + DT_COLL_STALL_BYTES + DT_AUTH_TAG_BYTES];
 	size_t ctrl_len, ctrl_sent;
+	/* tagged rings: frames s_idx .. sealed - 1 are sealed (their counters
+	 * taken) and not yet wholly sent; a stall notice is sealed only when no
+	 * frame is (ctrl_sealed), so that frames leave in the order they were
+	 * numbered. tx_used: ciphertext bytes of them in comm->txbuf. */
+	long sealed;
+	int ctrl_sealed;
+	size_t tx_used;
 	int64_t last_out;
 
 	/* receive side */
@@ -36,6 +43,7 @@ struct dt__ring_run {
 	long nr, r_idx;
 	int in_frame;
 	size_t r_applied;
+	uint8_t data_hdr[DT_FRAME_HEADER_SIZE]; /* tagged rings: the header of the frame received in place */
 	int64_t last_in;
 
 	/* same-host links: segments sent and received by reference */
@@ -65,6 +73,12 @@ enum dt_status dt__ring_on_abort(struct dt__ring_run *r, const char *from, const
 				 struct dt_err *err);
 /* Data came from the left: whatever it had reported missing has shown up. */
 void dt__ring_left_moves(struct dt__ring_run *r);
+/* Checks (and in encrypt mode decrypts in place) the next frame from a
+ * tagged link: sec the link's keys, hdr its 32 header bytes. DT_OK, or the
+ * comm fails naming `from` and the frame. */
+enum dt_status dt__ring_open(struct dt__ring_run *r, struct dt_wire_sec *sec, const char *from,
+			     const uint8_t *hdr, uint8_t *payload, size_t len, const uint8_t *tag,
+			     struct dt_err *err) DT_MUST_CHECK;
 /* dst[i] += src[i] over bytes / 4 floats; either may be unaligned. */
 void dt__ring_add_f32(uint8_t *restrict dst, const uint8_t *restrict src, size_t bytes);
 

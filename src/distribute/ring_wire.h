@@ -48,6 +48,10 @@
  *     1. bytes  0..3   u32 errno       0: the token was read, send COLL_REFs;
  *                                      else why not (EPERM, ESRCH, EXDEV: other host)
  *
+ * With a cluster secret every one of these frames is followed by a 16-byte
+ * tag that the header's length does not count, and in encrypt mode its
+ * payload is ciphertext (net/auth.h; the ring's keys: comm_internal.h).
+ *
  * Flags are zero on every collective frame. Decoders treat payloads as
  * hostile; tests/fuzz/fuzz_collective.c drives them.
  */

@@ -9,15 +9,22 @@
  */
 #include "launch/emit.h"
 
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
 
 #include "base/alloc.h"
 #include "launch/tasks.h"
+#include "net/auth.h"
 
 #define K8S_PORT 2222
 #define PVC_SIZE "10Gi"
+/* The cluster secret (SECURITY.md): a Secret "<name>-cluster-secret" whose
+ * key cluster_secret is mounted read-only, mode 0400, in every pod. */
+#define SECRET_DIR "/etc/dtrain/secret"
+#define SECRET_KEY "cluster_secret"
+#define SECRET_MODE 0400
 
 struct doc {
 	yaml_document_t d;
@@ -163,6 +170,7 @@ static int container(struct doc *d, const struct dt_launch_spec *s, const struct
 		push(d, env, env_var(d, "TF_CONFIG", tf_config));
 	push(d, env, env_var(d, "OUTPUT_DIR", output_dir_of(s)));
 	push(d, env, env_var(d, "EXPERIMENT_ID", experiment_id));
+	push(d, env, env_var(d, DT_AUTH_ENV, SECRET_DIR "/" SECRET_KEY));
 	if (tf_config) {
 		char index[16];
 		snprintf(index, sizeof(index), "%d", t->ref.index);
@@ -182,6 +190,11 @@ static int container(struct doc *d, const struct dt_launch_spec *s, const struct
 	int mounts = seq(d), m = map(d);
 	put(d, m, "name", plain(d, "output"));
 	put(d, m, "mountPath", str(d, output_dir_of(s)));
+	push(d, mounts, m);
+	m = map(d);
+	put(d, m, "name", plain(d, "cluster-secret"));
+	put(d, m, "mountPath", str(d, SECRET_DIR));
+	put(d, m, "readOnly", plain(d, "true"));
 	push(d, mounts, m);
 	put(d, c, "volumeMounts", mounts);
 	return c;
@@ -203,6 +216,16 @@ static int pod_spec(struct doc *d, const struct dt_launch_spec *s, int c, const 
 	put(d, v, "name", plain(d, "output"));
 	put(d, v, "persistentVolumeClaim", pvc);
 	push(d, vols, v);
+	/* 0400: the secret's file passes the check every task makes (no group or
+	 * other bits) for the container's user, root unless the image says otherwise. */
+	int sv = map(d), sec = map(d);
+	char secret_name[96];
+	snprintf(secret_name, sizeof(secret_name), "%s-cluster-secret", spec_name(s));
+	put(d, sec, "secretName", str(d, secret_name));
+	put(d, sec, "defaultMode", num(d, SECRET_MODE));
+	put(d, sv, "name", plain(d, "cluster-secret"));
+	put(d, sv, "secret", sec);
+	push(d, vols, sv);
 	put(d, spec, "volumes", vols);
 	return spec;
 }
@@ -214,7 +237,8 @@ static enum dt_status dump(yaml_emitter_t *e, struct doc *d, struct dt_err *err)
 	return DT_OK;
 }
 
-/* The Namespace (unless "default") and the output dir's claim (unless the
+/* The Namespace (unless "default"), the cluster secret (a new one each
+ * time: emit once per experiment) and the output dir's claim (unless the
  * spec names an existing one). */
 static enum dt_status emit_common(yaml_emitter_t *e, const struct dt_launch_spec *s, struct dt_err *err)
 {
@@ -225,6 +249,18 @@ static enum dt_status emit_common(yaml_emitter_t *e, const struct dt_launch_spec
 		if ((st = dump(e, &d, err)))
 			return st;
 	}
+	char secret_name[96], text[DT_AUTH_SECRET_TEXT];
+	snprintf(secret_name, sizeof(secret_name), "%s-cluster-secret", spec_name(s));
+	int sroot = object(&d, s, "v1", "Secret", secret_name, NULL);
+	put(&d, sroot, "type", plain(&d, "Opaque"));
+	int data = map(&d);
+	dt_auth_secret_text(text);
+	put(&d, data, SECRET_KEY, str(&d, text));
+	put(&d, sroot, "stringData", data);
+	st = dump(e, &d, err); /* libyaml copied the value */
+	sodium_memzero(text, sizeof(text)); /* no copy left on the stack */
+	if (st)
+		return st;
 	if (!s->output_claim) {
 		char claim[96];
 		snprintf(claim, sizeof(claim), "%s-output", spec_name(s));

@@ -21,6 +21,10 @@
  *     $SLURM_SUBMIT_DIR (default "<name>-<job id>": one per job, as
  *     `launch` gives one per experiment; a requeued job keeps its id and
  *     so resumes from its checkpoints);
+ *   - the cluster secret (SECURITY.md): `dtrain secret new` makes one at
+ *     run time, 0600, as $OUTPUT_DIR/cluster_secret.<job id> (the shared
+ *     directory), unless DTRAIN_CLUSTER_SECRET_FILE names one already; every
+ *     step gets DTRAIN_CLUSTER_SECRET_FILE through srun's environment;
  *   - teardown as `launch` does it: the chief failing for good stops every
  *     step; once the trainers end, the ps get 5 s and the evaluator
  *     evaluator_timeout, then SIGTERM, SIGKILL after grace_period. The
@@ -128,6 +132,13 @@ enum dt_status dt_launch_emit_slurm(const struct dt_launch_spec *s, const char *
 		fprintf(out, "}\n");
 	}
 	fprintf(out, "export EXPERIMENT_ID=%s-$SLURM_JOB_ID\nunset TF_CONFIG\nmkdir -p \"$OUTPUT_DIR\" || exit 4\n", name);
+	/* The cluster secret: made here at run time (never in this script, which
+	 * others may read), one per job (a requeued job keeps its id and its
+	 * secret), 0600 in the output dir that every node shares; srun passes
+	 * the environment on to every step. */
+	fprintf(out, "export DTRAIN_CLUSTER_SECRET_FILE=${DTRAIN_CLUSTER_SECRET_FILE:-\"$OUTPUT_DIR/cluster_secret.$SLURM_JOB_ID\"}\n"
+		     "[ -e \"$DTRAIN_CLUSTER_SECRET_FILE\" ] || \"$DTRAIN\" secret new \"$DTRAIN_CLUSTER_SECRET_FILE\" >/dev/null "
+		     "|| exit 4\n");
 	fprintf(out, "state=$(mktemp -d)\necho 0 > \"$state/restarts\"\n");
 	fprintf(out, "port_base=${DTRAIN_PORT_BASE:-$((20000 + SLURM_JOB_ID %% 600 * 64))}\n");
 	fprintf(out, "mapfile -t hosts < <(scontrol show hostnames \"$SLURM_JOB_NODELIST\")\n");

@@ -25,6 +25,7 @@
 #include "launch/internal.h"
 #include "launch/state.h"
 #include "launch/tasks.h"
+#include "net/auth.h"
 
 #define LINE_MAX_BYTES 8192
 #define PS_END_GRACE_S 5.0
@@ -63,6 +64,7 @@ struct launcher {
 	int guard_fd;        /* child.c's guard, -1 without one */
 	pid_t guard_pid;
 	char output_dir[512];
+	char secret_path[600]; /* the experiment's cluster secret (<dir>/cluster_secret, 0600) */
 };
 
 static int sig_pipe[2] = { -1, -1 };
@@ -214,7 +216,7 @@ static enum dt_status start_task(struct launcher *L, struct rt_task *t, struct d
 		return dt_err_set(err, DT_RUNTIME, "cannot create a pipe for '%s': %s", t->label, strerror(errno));
 	char index[16];
 	snprintf(index, sizeof(index), "%d", t->def.ref.index);
-	char *env[10] = { 0 };
+	char *env[12] = { 0 };
 	int ne = 0;
 	env_add(env, &ne, "TF_CONFIG", t->tf_config);
 	env_add(env, &ne, "OUTPUT_DIR", L->output_dir);
@@ -226,6 +228,8 @@ static enum dt_status start_task(struct launcher *L, struct rt_task *t, struct d
 	char progress[700];
 	dt_exp_progress_path(&L->exp, t->def.name, progress, sizeof(progress));
 	env_add(env, &ne, DT_PROGRESS_ENV, progress);
+	/* Every task authenticates with the experiment's own secret (SECURITY.md). */
+	env_add(env, &ne, DT_AUTH_ENV, L->secret_path);
 	struct dt__child c = { .label = t->label, .argv = t->argv, .env = env, .out_fd = out[1], .cpus = t->cpus,
 			       .ncpus = t->ncpus, .mem_bytes = L->spec->res[t->def.group].mem_bytes,
 			       .cgroup_dir = t->cgroup };
@@ -526,6 +530,10 @@ static enum dt_status setup(struct launcher *L, struct dt_err *err)
 	enum dt_status st = dt_exp_create(L->opts->home, &L->exp, err);
 	if (st)
 		return st;
+	/* One secret per experiment, in its state directory, readable by its owner only. */
+	snprintf(L->secret_path, sizeof(L->secret_path), "%.500s/cluster_secret", L->exp.dir);
+	if ((st = dt_auth_secret_new(L->secret_path, err)))
+		return dt_err_prefix(err, "experiment %s", L->exp.id);
 	snprintf(L->exp.name, sizeof(L->exp.name), "%s", s->name ? s->name : "experiment");
 	snprintf(L->exp.spec, sizeof(L->exp.spec), "%s", s->path ? s->path : "");
 	if (s->output_dir) {

@@ -91,7 +91,14 @@ enum dt_status dt_handshake_judge(const struct dt_hello *local, const uint8_t *p
 				  struct dt_hello *remote, uint32_t *refuse_code, char *reason, size_t reason_cap,
 				  struct dt_err *err) DT_MUST_CHECK;
 
-/* Blocking client side on a connected descriptor: sends HELLO, waits for the
+/* The two blocking handshakes below are for tests and tools that speak the
+ * unauthenticated protocol (no cluster secret): they return no keys, so the
+ * frames after them could not be tagged. Given a hello with a secret
+ * (local->auth) they refuse at once with DT_INTERNAL, before any byte is
+ * sent or read; a task with a secret connects with dt_conn_connect, accepts
+ * with dt_server, or joins a ring with dt_comm_new, which all authenticate.
+ *
+ * Blocking client side on a connected descriptor: sends HELLO, waits for the
  * answer until `deadline`, checks it (and, if expect_role is not NULL, that the
  * peer is expect_role:expect_index). `peer` labels the peer in errors ("ps:0
  * at 127.0.0.1:41021"). On success *remote holds the peer's hello (release
@@ -110,6 +117,18 @@ enum dt_status dt_handshake_server(int fd, const struct dt_hello *local, const c
 /* Sends one frame (header and payload in one writev, payload not copied). */
 enum dt_status dt_frame_send_fd(int fd, uint16_t type, uint32_t flags, uint64_t request_id, const void *payload,
 				size_t len, int64_t deadline, const char *peer, struct dt_err *err) DT_MUST_CHECK;
+/* dt_frame_send_fd for an authenticated link (net/auth.h): the frame is
+ * sealed with `sec` (in encrypt mode the payload is encrypted in place, so it
+ * is not const) and its tag follows the payload. */
+struct dt_wire_sec;
+enum dt_status dt_frame_send_fd_sealed(int fd, struct dt_wire_sec *sec, uint16_t type, uint32_t flags, uint8_t *payload,
+				       size_t len, int64_t deadline, const char *peer, struct dt_err *err) DT_MUST_CHECK;
+/* Checks a frame `d` completed on an authenticated link (d->trailer set)
+ * with `sec`, decrypting it in place: DT_PROTOCOL naming the peer if it is
+ * not authentic. */
+enum dt_status dt_frame_open_fd(struct dt_frame_decoder *d, struct dt_wire_sec *sec, const char *peer,
+				struct dt_err *err) DT_MUST_CHECK;
+
 /* Reads exactly one frame into `d` (a fresh or just-`next`ed decoder); on
  * DT_OK d->header and dt_frame_decoder_payload(d) hold it; call
  * dt_frame_decoder_next before reusing d. A bad frame is DT_PROTOCOL naming

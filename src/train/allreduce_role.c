@@ -10,20 +10,15 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
-#include "base/progress.h"
 #include "base/rng.h"
 #include "data/pipeline.h"
-#include "data/problem.h"
 #include "distribute/collective.h"
-#include "distribute/mirrored.h"
 #include "distribute/ps_wire.h"
 #include "net/handshake.h"
 #include "nn/model.h"
 #include "nn/optimizer.h"
-#include "tensor/blas.h"
-#include "train/checkpoint.h"
-#include "train/summary.h"
 #include "train/common.h"
+#include "train/session.h"
 
 static double or_default(double v, double d) { return v > 0 ? v : d; }
 
@@ -219,14 +214,12 @@ static void comm_thread_stop(struct comm_thread *c)
 	c->started = 0;
 }
 
-/* ---- one run --------------------------------------------------------------- */
+/* ---- the multi-worker mirrored strategy (train/strategy.h) --------------- */
 
-struct run {
-	struct dt_dataset train, test;
-	struct dt_model *model;
-	struct dt_mirrored *mirror;
-	struct dt_optimizer opt;
-	struct dt_pipeline *pipe;
+struct ring {
+	const struct dt_allreduce_run_config *cfg;
+	struct dt_strategy_info *info; /* the session's, kept for the --eval_every agreed at start */
+	double step_s;
 	struct dt_hello hello;
 	struct dt_comm *comm;
 	struct dt_allreduce_bucket *buckets;
@@ -235,224 +228,8 @@ struct run {
 	int overlap;             /* buckets start during the backward pass */
 	struct rank_table ranks;
 	int rank, size;
-	int64_t step0;           /* the step training continues after (0, or the restored one) */
-	int64_t eval_every;      /* rank 0's --eval_every, which every rank follows */
-	struct dt_saver saver;   /* rank 0 with an output dir */
-	int saving;
-	struct dt_summary *summary; /* rank 0's TensorBoard scalars (output dir and save_summary_steps) */
-	char *hparams_json;      /* for the checkpoints' metadata */
+	int64_t diverge_at;      /* fault injection (DTRAIN_TEST_DIVERGE_AT_STEP); 0: none */
 };
-
-static void run_release(struct run *r)
-{
-	comm_thread_stop(&r->ct);
-	pthread_cond_destroy(&r->ct.cv);
-	pthread_mutex_destroy(&r->ct.mu);
-	dt_comm_free(r->comm);
-	dt_hello_release(&r->hello);
-	dt_saver_release(&r->saver);
-	dt_summary_free(r->summary);
-	free(r->hparams_json);
-	free(r->buckets);
-	free(r->ranks.peers);
-	free(r->ranks.names);
-	dt_pipeline_free(r->pipe);
-	dt_mirrored_free(r->mirror);
-	dt_optimizer_release(&r->opt);
-	dt_model_free(r->model);
-	dt_dataset_release(&r->test);
-	dt_dataset_release(&r->train);
-}
-
-static enum dt_status setup(const struct dt_allreduce_run_config *cfg, struct run *r, struct dt_train_result *res,
-			    struct dt_err *err)
-{
-	const struct dt_train_config *tc = cfg->train;
-	const struct dt_cluster *cl = cfg->cluster;
-	const struct dt_hparams *hp = &tc->hp;
-	enum dt_status st;
-	r->rank = dt_allreduce_rank(cl, &r->size);
-	if (r->rank < 0)
-		return dt_err_set(err, DT_CONFIG, "this task (%s:%d) is not a trainer of the all-reduce cluster",
-				  dt_job_name(cl->task.job), cl->task.index);
-	r->ranks.peers = dt_xcalloc((size_t)r->size, sizeof(*r->ranks.peers));
-	r->ranks.names = dt_xcalloc((size_t)r->size, sizeof(*r->ranks.names));
-	struct { const struct dt_cluster *cl; struct rank_table *t; } arg = { cl, &r->ranks };
-	walk_ranks(cl, note_rank, &arg);
-
-	int64_t t0 = dt_now_ns();
-	if ((st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TRAIN, tc->seed, &r->train, err)))
-		return st;
-	if (((r->rank == 0 && tc->eval_at_end) || tc->eval_every > 0) &&
-	    (st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TEST, tc->seed, &r->test, err)))
-		return st;
-	res->load_seconds = (double)(dt_now_ns() - t0) / 1e9;
-	const struct dt_dataset *d = &r->train;
-	if ((st = dt_model_new(hp, d->height, d->width, d->channels, d->num_classes, hp->batch_size, &r->model, err)))
-		return st;
-	char desc[256];
-	dt_model_describe(r->model, desc, sizeof(desc));
-	dt_info("model: %s", desc);
-	res->num_params = (int64_t)dt_model_num_params(r->model);
-	if ((st = dt_optimizer_init(&r->opt, hp, dt_model_num_params(r->model), err)))
-		return st;
-	r->nbuckets = dt_allreduce_plan_buckets(r->model, cfg->bucket_mb, &r->buckets);
-	/* The all-reduce starts during the backward pass unless there is only
-	 * one bucket (nothing to start early), the worker's replicas sum their
-	 * gradients only after all of theirs is done (distribute/mirrored.h), or the
-	 * debug switch turns it off (tests compare both ways bit for bit). */
-	const char *no_overlap = getenv("DTRAIN_ALLREDUCE_NO_OVERLAP");
-	int disabled = no_overlap && *no_overlap && strcmp(no_overlap, "0") != 0;
-	r->overlap = r->nbuckets > 1 && tc->replicas <= 1 && !disabled;
-	char plan[512];
-	dt_allreduce_describe_buckets(r->model, r->buckets, r->nbuckets, plan, sizeof(plan));
-	dt_info("gradient all-reduce: %s; %s", plan,
-		r->overlap ? "started during the backward pass"
-		: r->nbuckets == 1 ? "after the backward pass (one bucket)"
-		: tc->replicas > 1 ? "after the backward pass (the replicas' gradients are summed at its end)"
-				   : "after the backward pass (DTRAIN_ALLREDUCE_NO_OVERLAP)");
-
-	/* The hello carries the cluster and the model: a peer started with
-	 * another model or cluster spec is refused by name. */
-	dt_hello_init(&r->hello, dt_job_name(cl->task.job), (uint32_t)cl->task.index, dt_ps_cluster_fingerprint(cl));
-	int nvars = dt_model_num_variables(r->model);
-	struct dt_variable *vars = dt_xcalloc((size_t)nvars, sizeof(*vars));
-	for (int i = 0; i < nvars; i++)
-		vars[i] = *dt_model_variable(r->model, i);
-	st = dt_ps_signature_add_vars(&r->hello.signature, vars, nvars, err);
-	free(vars);
-	return st;
-}
-
-/* The replicas' threads (with dropout streams that differ after a resume)
- * and the input pipeline at the position every rank resumes from. */
-static enum dt_status start_compute(const struct dt_train_config *tc, struct run *r, int64_t epoch, int64_t offset,
-				    struct dt_err *err)
-{
-	const struct dt_hparams *hp = &tc->hp;
-	const struct dt_dataset *d = &r->train;
-	enum dt_status st;
-	if (tc->replicas > 1) {
-		struct dt_mirrored_config mc = {
-			.hp = hp, .height = d->height, .width = d->width, .channels = d->channels,
-			.num_classes = d->num_classes, .replicas = tc->replicas, .batch_size = hp->batch_size,
-			.seed = tc->seed, .stream_base = (uint64_t)r->step0 * 65536u + (uint64_t)r->rank,
-		};
-		if ((st = dt_mirrored_new(r->model, &mc, &r->mirror, err)))
-			return st;
-		dt_info("mirrored: %d replicas on threads split each batch of %d, OpenBLAS 1 thread each",
-			tc->replicas, hp->batch_size);
-	}
-	struct dt_pipeline_config pc = {
-		.data = &r->train, .batch_size = hp->batch_size, .seed = tc->seed,
-		.shard_index = r->rank, .shard_count = r->size, .prefetch = tc->prefetch,
-		.start_epoch = epoch, .start_offset = offset,
-	};
-	if ((st = dt_pipeline_new(&pc, &r->pipe, err)))
-		return st;
-	dt_info("data: shard %d of %d, %lld examples per epoch; batch %d per worker%s, global batch %d", r->rank,
-		r->size, (long long)dt_pipeline_shard_size(r->pipe), hp->batch_size,
-		tc->replicas > 1 ? " split over its replicas" : "", hp->batch_size * r->size);
-	return DT_OK;
-}
-
-/* Rank 0 with an output dir: the saver, and the latest checkpoint if there
- * is one (variables, optimizer slots, step, input position into *pos). */
-static enum dt_status chief_restore(const struct dt_train_config *tc, struct run *r, int64_t *pos, struct dt_err *err)
-{
-	if (!tc->output_dir || !*tc->output_dir) {
-		dt_model_init_params(r->model, tc->seed);
-		return DT_OK;
-	}
-	enum dt_status st = dt_saver_init(&r->saver, tc->output_dir, tc->save_checkpoints_steps,
-					  tc->save_checkpoints_secs, tc->keep_checkpoint_max, err);
-	if (st)
-		return st;
-	r->saving = 1;
-	r->hparams_json = dt_ckpt_hparams_json(&tc->hp);
-	if (tc->save_summary_steps > 0) {
-		/* examples/sec counts every worker's batch: the global batch. */
-		struct dt_summary_config sc = { .dir = tc->output_dir, .every = tc->save_summary_steps,
-						.last_step = tc->train_steps, .batch_size = tc->hp.batch_size * r->size,
-						.hp = &tc->hp };
-		if ((st = dt_summary_new(&sc, &r->summary, err)))
-			return st;
-	}
-	struct dt_ckpt_contents c;
-	dt_ckpt_contents_for_model(&c, r->model);
-	dt_ckpt_contents_set_optimizer(&c, &r->opt);
-	int found;
-	char path[DT_CKPT_PATH_MAX];
-	if ((st = dt_ckpt_restore_latest(tc->output_dir, &c, &found, path, sizeof(path), err)))
-		return st;
-	if (!found) {
-		dt_info("no checkpoint in '%s': training from scratch", tc->output_dir);
-		dt_model_init_params(r->model, tc->seed);
-		return DT_OK;
-	}
-	dt_info("restored step %lld from %s", (long long)c.global_step, path);
-	dt_saver_mark(&r->saver, c.global_step);
-	pos[0] = c.global_step;
-	pos[1] = c.pipeline_epoch;
-	pos[2] = c.pipeline_offset;
-	return DT_OK;
-}
-
-/* Saves the chief's checkpoint of `step` (rank 0 only; no collective). */
-static enum dt_status chief_save(struct run *r, int64_t step, struct dt_err *err)
-{
-	struct dt_ckpt_contents c;
-	dt_ckpt_contents_for_model(&c, r->model);
-	dt_ckpt_contents_set_optimizer(&c, &r->opt);
-	c.global_step = step;
-	dt_pipeline_position(r->pipe, &c.pipeline_epoch, &c.pipeline_offset);
-	c.hparams = r->hparams_json;
-	return dt_saver_save(&r->saver, &c, err);
-}
-
-/* Connects to every rank (waiting for the late ones up to connect_s) and
- * starts every replica from rank 0's state: the variables and optimizer
- * slots it initialized or restored, its step and input position. */
-static enum dt_status connect_and_init(const struct dt_allreduce_run_config *cfg, struct run *r, struct dt_err *err)
-{
-	const struct dt_train_config *tc = cfg->train;
-	double connect_s = or_default(cfg->connect_s, 120), step_s = or_default(cfg->step_s, 60);
-	dt_info("all-reduce over %d worker(s): this is rank %d (%s); waiting up to %.0f s for the others", r->size,
-		r->rank, r->ranks.names[r->rank], connect_s);
-	struct dt_comm_config cc = { .nranks = r->size, .rank = r->rank, .peers = r->ranks.peers, .hello = &r->hello };
-	enum dt_status st = dt_comm_new(&cc, dt_deadline_in(connect_s), &r->comm, err);
-	if (st)
-		return st;
-	dt_info("connected to all %d worker(s)", r->size);
-	float *params = dt_model_params(r->model);
-	const size_t np = dt_model_num_params(r->model);
-	/* step, pipeline epoch, pipeline offset, --eval_every */
-	int64_t pos[4] = { 0, 0, 0, r->rank == 0 ? tc->eval_every : 0 };
-	/* Rank 0's restore failing must not leave the others waiting: it says so
-	 * by closing (its error ends the run), they fail naming it. */
-	if (r->rank == 0 && (st = chief_restore(tc, r, pos, err)))
-		return st;
-	if ((st = dt_broadcast(r->comm, pos, sizeof(pos), 0, "init/position", dt_deadline_in(step_s), err)) ||
-	    (st = dt_broadcast(r->comm, params, np * sizeof(float), 0, "init/variables", dt_deadline_in(step_s), err)) ||
-	    (r->opt.num_slots > 0 &&
-	     (st = dt_broadcast(r->comm, r->opt.slots, (size_t)r->opt.num_slots * np * sizeof(float), 0, "init/slots",
-				dt_deadline_in(step_s), err))))
-		return dt_err_prefix(err, "cannot receive the initial variables from %s", r->ranks.names[0]);
-	r->step0 = pos[0];
-	r->eval_every = pos[3];
-	if (r->rank > 0 && r->eval_every != tc->eval_every)
-		dt_warn("evaluating every %lld steps as %s does (this task has --eval_every=%lld)",
-			(long long)r->eval_every, r->ranks.names[0], (long long)tc->eval_every);
-	if (r->eval_every > 0 && r->test.count == 0 &&
-	    (st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TEST, tc->seed, &r->test, err)))
-		return st;
-	if (r->rank == 0)
-		dt_info("%s the variables and broadcast them to %d worker(s)", pos[0] ? "restored" : "initialized",
-			r->size - 1);
-	else if (pos[0])
-		dt_info("resuming at step %lld from %s's checkpoint", (long long)pos[0], r->ranks.names[0]);
-	return start_compute(tc, r, pos[1], pos[2], err);
-}
 
 /* FNV-1a over the variables' bytes. */
 static uint64_t params_hash(const float *p, size_t n)
@@ -469,15 +246,14 @@ static uint64_t params_hash(const float *p, size_t n)
 /* Every rank puts its hash, as four 16-bit floats (exact under summation
  * with zeros), in its slot; after the all-reduce every rank sees them all
  * and the mismatching ones are named. */
-static enum dt_status check_replicas(const struct dt_allreduce_run_config *cfg, struct run *r, int64_t step,
-				     struct dt_err *err)
+static enum dt_status check_replicas(struct ring *r, const float *params, size_t np, int64_t step, struct dt_err *err)
 {
-	uint64_t h = params_hash(dt_model_params(r->model), dt_model_num_params(r->model));
+	uint64_t h = params_hash(params, np);
 	float *v = dt_xcalloc((size_t)r->size * 4, sizeof(float));
 	for (int k = 0; k < 4; k++)
 		v[r->rank * 4 + k] = (float)((h >> (16 * k)) & 0xffff);
 	enum dt_status st = dt_allreduce_sum_f32(r->comm, v, (size_t)r->size * 4, "check/variables_hash",
-						 dt_deadline_in(or_default(cfg->step_s, 60)), err);
+						 dt_deadline_in(r->step_s), err);
 	if (!st) {
 		char bad[512] = "";
 		int nbad = 0;
@@ -500,41 +276,172 @@ static enum dt_status check_replicas(const struct dt_allreduce_run_config *cfg, 
 	return st;
 }
 
-/* Applies the optimizer to bucket b of the summed gradient: the mean over the
- * ranks, plus weight decay on its kernel elements (added to the sum as
- * size * wd * p, so the mean carries wd * p). */
-static void apply_bucket(struct run *r, const struct dt_allreduce_bucket *b, float wd, float lr, int64_t step)
+
+static void ring_release(struct ring *r)
 {
-	float *p = dt_model_params(r->model), *g = dt_model_grads(r->model);
-	const size_t lo = b->offset, hi = b->offset + b->count;
-	if (wd > 0) {
-		const float wd_sum = wd * (float)r->size;
-		for (int v = 0; v < dt_model_num_variables(r->model); v++) {
-			if (!dt_model_variable_is_kernel(r->model, v))
-				continue;
-			const struct dt_variable *var = dt_model_variable(r->model, v);
-			size_t a = var->offset > lo ? var->offset : lo;
-			size_t z = var->offset + var->count < hi ? var->offset + var->count : hi;
-			for (size_t i = a; i < z; i++)
-				g[i] += wd_sum * p[i];
-		}
+	comm_thread_stop(&r->ct);
+	pthread_cond_destroy(&r->ct.cv);
+	pthread_mutex_destroy(&r->ct.mu);
+	dt_comm_free(r->comm);
+	dt_hello_release(&r->hello);
+	free(r->buckets);
+	free(r->ranks.peers);
+	free(r->ranks.names);
+}
+
+/* The buckets, the hello (the cluster and the model: a peer started with
+ * another model or cluster spec is refused by name), and every rank connected. */
+static enum dt_status ring_connect(struct dt_session *s, void *self, struct dt_strategy_info *info,
+				   struct dt_err *err)
+{
+	struct ring *r = self;
+	const struct dt_train_config *tc = r->cfg->train;
+	const struct dt_cluster *cl = r->cfg->cluster;
+	struct dt_model *model = dt__session_model(s);
+	r->info = info;
+	info->chief = r->rank == 0;
+	info->shard_index = r->rank;
+	info->shard_count = r->size;
+	info->global_batch = tc->hp.batch_size * r->size;
+	info->task_name = r->ranks.names[r->rank];
+	info->examples_note = " (all workers)";
+	info->log_last_step = 1;
+	info->dropout_per_resume = 1; /* the stream is not saved: a resume derives another */
+	info->save_rng = 0;
+	r->nbuckets = dt_allreduce_plan_buckets(model, r->cfg->bucket_mb, &r->buckets);
+	/* The all-reduce starts during the backward pass unless there is only
+	 * one bucket (nothing to start early), the worker's replicas sum their
+	 * gradients only after all of theirs is done (distribute/mirrored.h), or the
+	 * debug switch turns it off (tests compare both ways bit for bit). */
+	const char *no_overlap = getenv("DTRAIN_ALLREDUCE_NO_OVERLAP");
+	int disabled = no_overlap && *no_overlap && strcmp(no_overlap, "0") != 0;
+	r->overlap = r->nbuckets > 1 && tc->replicas <= 1 && !disabled;
+	char plan[512];
+	dt_allreduce_describe_buckets(model, r->buckets, r->nbuckets, plan, sizeof(plan));
+	dt_info("gradient all-reduce: %s; %s", plan,
+		r->overlap ? "started during the backward pass"
+		: r->nbuckets == 1 ? "after the backward pass (one bucket)"
+		: tc->replicas > 1 ? "after the backward pass (the replicas' gradients are summed at its end)"
+				   : "after the backward pass (DTRAIN_ALLREDUCE_NO_OVERLAP)");
+	dt_hello_init(&r->hello, dt_job_name(cl->task.job), (uint32_t)cl->task.index, dt_ps_cluster_fingerprint(cl));
+	r->hello.auth = tc->auth; /* the ring's handshakes authenticate with it */
+	int nvars = dt_model_num_variables(model);
+	struct dt_variable *vars = dt_xcalloc((size_t)nvars, sizeof(*vars));
+	for (int i = 0; i < nvars; i++)
+		vars[i] = *dt_model_variable(model, i);
+	enum dt_status st = dt_ps_signature_add_vars(&r->hello.signature, vars, nvars, err);
+	free(vars);
+	if (st)
+		return st;
+	double connect_s = or_default(r->cfg->connect_s, 120);
+	dt_info("all-reduce over %d worker(s): this is rank %d (%s); waiting up to %.0f s for the others", r->size,
+		r->rank, r->ranks.names[r->rank], connect_s);
+	struct dt_comm_config cc = { .nranks = r->size, .rank = r->rank, .peers = r->ranks.peers, .hello = &r->hello };
+	if ((st = dt_comm_new(&cc, dt_deadline_in(connect_s), &r->comm, err)))
+		return st;
+	dt_info("connected to all %d worker(s)", r->size);
+	return DT_OK;
+}
+
+/* Every replica starts from rank 0's state: the variables and optimizer
+ * slots it initialized or restored, its step, input position and
+ * --eval_every. Then the communication thread starts. */
+static enum dt_status ring_start(struct dt_session *s, void *self, struct dt_strategy_start *out, struct dt_err *err)
+{
+	struct ring *r = self;
+	const struct dt_train_config *tc = r->cfg->train;
+	struct dt_model *model = dt__session_model(s);
+	struct dt_optimizer *opt = dt__session_optimizer(s);
+	float *params = dt_model_params(model);
+	const size_t np = dt_model_num_params(model);
+	enum dt_status st;
+	/* Rank 0's restore failing must not leave the others waiting: it says so
+	 * by closing (its error ends the run), they fail naming it. */
+	if (r->rank == 0 && (st = dt__session_restore_or_init(s, out, err)))
+		return st;
+	/* step, pipeline epoch, pipeline offset, --eval_every */
+	int64_t pos[4] = { out->step, out->epoch, out->offset, r->rank == 0 ? tc->eval_every : 0 };
+	if ((st = dt_broadcast(r->comm, pos, sizeof(pos), 0, "init/position", dt_deadline_in(r->step_s), err)) ||
+	    (st = dt_broadcast(r->comm, params, np * sizeof(float), 0, "init/variables", dt_deadline_in(r->step_s), err)) ||
+	    (opt->num_slots > 0 &&
+	     (st = dt_broadcast(r->comm, opt->slots, (size_t)opt->num_slots * np * sizeof(float), 0, "init/slots",
+				dt_deadline_in(r->step_s), err))))
+		return dt_err_prefix(err, "cannot receive the initial variables from %s", r->ranks.names[0]);
+	*out = (struct dt_strategy_start){ .step = pos[0], .epoch = pos[1], .offset = pos[2] };
+	r->info->eval_every = pos[3];
+	if (r->rank > 0 && pos[3] != tc->eval_every)
+		dt_warn("evaluating every %lld steps as %s does (this task has --eval_every=%lld)", (long long)pos[3],
+			r->ranks.names[0], (long long)tc->eval_every);
+	struct dt_dataset *test = dt__session_test(s);
+	if (pos[3] > 0 && test->count == 0 &&
+	    (st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TEST, tc->seed, test, err)))
+		return st;
+	if (r->rank == 0)
+		dt_info("%s the variables and broadcast them to %d worker(s)", pos[0] ? "restored" : "initialized",
+			r->size - 1);
+	else if (pos[0])
+		dt_info("resuming at step %lld from %s's checkpoint", (long long)pos[0], r->ranks.names[0]);
+	if (r->nbuckets > 1) {
+		r->ct.comm = r->comm;
+		r->ct.grads = dt_model_grads(model);
+		r->ct.buckets = r->buckets;
+		r->ct.nbuckets = r->nbuckets;
+		r->ct.step_s = r->step_s;
+		int rc = pthread_create(&r->ct.thread, NULL, comm_main, &r->ct);
+		if (rc)
+			return dt_err_set(err, DT_RUNTIME, "cannot start the communication thread: %s", strerror(rc));
+		r->ct.started = 1;
 	}
-	dt_optimizer_apply_mean(&r->opt, p, g + lo, r->size, lo, b->count, lr, step);
+	return DT_OK;
+}
+
+/* Forward/backward; with overlap, each bucket's all-reduce starts as soon as
+ * the backward pass has written it. */
+static enum dt_status ring_compute(struct dt_session *s, void *self, struct dt_step_figures *out, struct dt_err *err)
+{
+	struct ring *r = self;
+	if (!r->overlap) {
+		if (r->nbuckets > 1)
+			comm_thread_begin_step(&r->ct);
+		return dt__session_compute(s, out, err);
+	}
+	const struct dt_batch *b;
+	enum dt_status st = dt__session_next_batch(s, &b, err);
+	if (st)
+		return st;
+	comm_thread_begin_step(&r->ct);
+	out->correct = 0;
+	out->examples = b->size;
+	out->loss = dt_model_train_batch_notify(dt__session_model(s), b->x, b->y, b->size, dt__session_rng(s),
+						&out->correct, grads_ready, &r->ct);
+	return DT_OK;
+}
+
+/* Applies the optimizer to bucket b of the summed gradient: the mean over the
+ * ranks, weight decay included (size * wd * p added to the sum). */
+static void apply_bucket(struct dt_session *s, struct ring *r, const struct dt_allreduce_bucket *b, float lr,
+			 int64_t step)
+{
+	struct dt_model *m = dt__session_model(s);
+	const float wd = (float)r->cfg->train->hp.weight_decay;
+	if (wd > 0)
+		dt_train_add_weight_decay_range(m, wd * (float)r->size, b->offset, b->offset + b->count);
+	dt_optimizer_apply_mean(dt__session_optimizer(s), dt_model_params(m), dt_model_grads(m) + b->offset, r->size,
+				b->offset, b->count, lr, step);
 }
 
 /* The gradient all-reduce and update of one step: buckets on the
  * communication thread (or inline when there is one), the optimizer on
  * each as it arrives. */
-static enum dt_status reduce_and_apply(const struct dt_allreduce_run_config *cfg, struct run *r, float lr,
-				       int64_t step, struct dt_err *err)
+static enum dt_status reduce_and_apply(struct dt_session *s, struct ring *r, float lr, int64_t step,
+				       struct dt_err *err)
 {
-	const float wd = (float)cfg->train->hp.weight_decay;
-	const double step_s = or_default(cfg->step_s, 60);
 	if (r->nbuckets == 1) {
-		enum dt_status st = reduce_bucket(r->comm, dt_model_grads(r->model), &r->buckets[0], 0, step_s, err);
+		enum dt_status st = reduce_bucket(r->comm, dt_model_grads(dt__session_model(s)), &r->buckets[0], 0,
+						  r->step_s, err);
 		if (st)
 			return st;
-		apply_bucket(r, &r->buckets[0], wd, lr, step);
+		apply_bucket(s, r, &r->buckets[0], lr, step);
 		return DT_OK;
 	}
 	struct comm_thread *c = &r->ct;
@@ -549,207 +456,105 @@ static enum dt_status reduce_and_apply(const struct dt_allreduce_run_config *cfg
 		pthread_mutex_unlock(&c->mu);
 		if (st)
 			return st;
-		apply_bucket(r, &r->buckets[k], wd, lr, step);
+		apply_bucket(s, r, &r->buckets[k], lr, step);
 	}
 	return DT_OK;
 }
 
-struct window {
-	double loss_sum;
-	int64_t correct, examples, steps, start_ns;
-};
-
-/*
- * --eval_every: every rank evaluates its shard of the test split (example i
- * on rank i % ranks) at the same step, between two steps, and one small
- * all-reduce sums (loss, correct, examples); rank 0 logs the line local
- * training and the asynchronous chief print (as Keras's fit with
- * validation_data under MultiWorkerMirroredStrategy: the evaluation is
- * distributed like the training). Nobody waits for rank 0 to evaluate
- * alone: each rank does 1/ranks of the work, and the all-reduce's step_s
- * deadline only has to cover the ranks' skew, as for a training step. Every
- * rank follows rank 0's --eval_every (broadcast at the start), so they agree
- * on the steps.
- */
-static enum dt_status eval_sharded(const struct dt_allreduce_run_config *cfg, struct run *r, int64_t step,
-				   struct dt_err *err)
+static enum dt_status ring_apply(struct dt_session *s, void *self, const struct dt_step_figures *fig, float lr,
+				 struct dt_strategy_step *io, struct dt_err *err)
 {
-	struct dt_pipeline_config pc = {
-		.data = &r->test, .batch_size = dt_model_max_batch(r->model), .shard_index = r->rank,
-		.shard_count = r->size, .single_pass = 1,
-	};
-	struct dt_pipeline *p;
-	enum dt_status st = dt_pipeline_new(&pc, &p, err);
+	(void)fig;
+	struct ring *r = self;
+	const int64_t step = io->step;
+	enum dt_status st = reduce_and_apply(s, r, lr, step, err);
 	if (st)
-		return dt_err_prefix(err, "cannot evaluate at step %lld", (long long)step);
-	double loss_sum = 0;
-	int64_t correct = 0, n = 0;
-	const struct dt_batch *b;
-	while ((b = dt_pipeline_next(p))) {
-		int c = 0;
-		loss_sum += (double)dt_model_eval_batch(r->model, b->x, b->y, b->size, &c) * b->size;
-		correct += c;
-		n += b->size;
+		return dt_err_prefix(err, "training stopped at step %lld", (long long)step);
+	float *params = dt_model_params(dt__session_model(s));
+	const size_t np = dt_model_num_params(dt__session_model(s));
+	if (step == r->diverge_at) {
+		uint32_t bits;
+		memcpy(&bits, params, sizeof(bits));
+		bits ^= 1u;
+		memcpy(params, &bits, sizeof(bits));
 	}
-	dt_pipeline_free(p);
-	float v[3] = { (float)loss_sum, (float)correct, (float)n }; /* counts <= 2^24 stay exact */
-	if ((st = dt_allreduce_sum_f32(r->comm, v, 3, "eval/sums", dt_deadline_in(or_default(cfg->step_s, 60)), err)))
-		return dt_err_prefix(err, "cannot evaluate at step %lld", (long long)step);
-	if (r->rank == 0)
-		dt_info("eval at step %lld: accuracy %.4f loss %.4f", (long long)step,
-			v[2] > 0 ? (double)v[1] / (double)v[2] : 0, v[2] > 0 ? (double)v[0] / (double)v[2] : 0);
+	const int64_t every = r->cfg->check_every;
+	if (every > 0 && (step % every == 0 || step == r->cfg->train->train_steps))
+		return check_replicas(r, params, np, step, err);
 	return DT_OK;
 }
 
-/* The window's loss and accuracy over every rank (one small all-reduce on
- * log steps, which every rank reaches together), then the progress line. */
-static enum dt_status log_window(const struct dt_allreduce_run_config *cfg, struct run *r, int64_t step, float lr,
-				 struct window *w, int64_t train_start, struct dt_train_result *res,
-				 struct dt_err *err)
+/* The log window's and the sharded evaluation's figures over every rank (as
+ * Keras's fit with validation_data under MultiWorkerMirroredStrategy: each
+ * rank evaluates 1/ranks of the test split, so nobody waits on a lone
+ * evaluator beyond a step's deadline). */
+static enum dt_status ring_reduce(struct dt_session *s, void *self, float *v, size_t n, const char *what,
+				  struct dt_err *err)
 {
-	const struct dt_train_config *tc = cfg->train;
-	float v[3] = { (float)w->loss_sum, (float)w->correct, (float)w->examples };
-	enum dt_status st = dt_allreduce_sum_f32(r->comm, v, 3, "log/window", dt_deadline_in(or_default(cfg->step_s, 60)),
-						 err);
-	if (st)
-		return st;
-	int64_t now = dt_now_ns();
-	double secs = (double)(now - w->start_ns) / 1e9, elapsed = (double)(now - train_start) / 1e9;
-	char eta[32];
-	dt_train_format_eta(elapsed / (double)(step - r->step0) * (double)(tc->train_steps - step), eta, sizeof(eta));
-	double loss = (double)v[0] / ((double)w->steps * r->size);
-	res->final_loss = loss;
-	dt_info("step %lld/%lld loss %.4f acc %.3f lr %.3g %.0f examples/s (all workers) eta %s", (long long)step,
-		(long long)tc->train_steps, loss, (double)v[1] / (double)v[2], (double)lr,
-		secs > 0 ? (double)v[2] / secs : 0, eta);
-	return DT_OK;
+	(void)s;
+	struct ring *r = self;
+	return dt_allreduce_sum_f32(r->comm, v, n, what, dt_deadline_in(r->step_s), err);
 }
 
-static enum dt_status train_loop(const struct dt_allreduce_run_config *cfg, struct run *r, struct dt_train_result *res,
-				 struct dt_err *err)
+/* Nobody leaves (closing its connections) while a peer still reduces, and
+ * nobody waits on rank 0 while it evaluates (after this). */
+static enum dt_status ring_finish(struct dt_session *s, void *self, int64_t *step, struct dt_err *err)
 {
-	const struct dt_train_config *tc = cfg->train;
-	struct dt_rng dropout_rng;
-	dt_rng_derive(&dropout_rng, tc->seed, "dropout", (uint64_t)r->step0 * 65536u + (uint64_t)r->rank);
-	const int batch = tc->hp.batch_size;
-	if (r->nbuckets > 1) {
-		r->ct.comm = r->comm;
-		r->ct.grads = dt_model_grads(r->model);
-		r->ct.buckets = r->buckets;
-		r->ct.nbuckets = r->nbuckets;
-		r->ct.step_s = or_default(cfg->step_s, 60);
-		int rc = pthread_create(&r->ct.thread, NULL, comm_main, &r->ct);
-		if (rc)
-			return dt_err_set(err, DT_RUNTIME, "cannot start the communication thread: %s", strerror(rc));
-		r->ct.started = 1;
-	}
-	struct window w = { .start_ns = dt_now_ns() };
-	int64_t train_start = w.start_ns, after_first = 0, compute_ns = 0, reduce_ns = 0, eval_ns = 0;
-	enum dt_status st = DT_OK;
-	const int64_t steps = tc->train_steps - r->step0;
-	/* Fault injection for the test of --check_replicas_every: this task
-	 * flips the lowest bit of its first variable after step N. */
-	const char *diverge_env = getenv("DTRAIN_TEST_DIVERGE_AT_STEP");
-	const int64_t diverge_at = diverge_env ? atoll(diverge_env) : 0;
-	for (int64_t step = r->step0 + 1; step <= tc->train_steps; step++) {
-		const struct dt_batch *b = dt_pipeline_next(r->pipe);
-		float lr = dt_lr_at(&tc->hp, step - 1, tc->train_steps);
-		int correct = 0;
-		int64_t t0 = dt_now_ns();
-		if (r->nbuckets > 1)
-			comm_thread_begin_step(&r->ct);
-		float loss = r->overlap ? dt_model_train_batch_notify(r->model, b->x, b->y, b->size, &dropout_rng,
-								      &correct, grads_ready, &r->ct)
-					: dt_mirrored_step(r->mirror, r->model, b->x, b->y, b->size, &dropout_rng, &correct);
-		if (!isfinite(loss))
-			return dt_err_set(err, DT_RUNTIME, "training diverged at step %lld on %s: loss is %f",
-					  (long long)step, r->ranks.names[r->rank], (double)loss);
-		int64_t t1 = dt_now_ns();
-		if ((st = reduce_and_apply(cfg, r, lr, step, err)))
-			return dt_err_prefix(err, "training stopped at step %lld", (long long)step);
-		compute_ns += t1 - t0;
-		reduce_ns += dt_now_ns() - t1;
-		if (step == diverge_at) {
-			uint32_t bits;
-			memcpy(&bits, dt_model_params(r->model), sizeof(bits));
-			bits ^= 1u;
-			memcpy(dt_model_params(r->model), &bits, sizeof(bits));
-		}
-		if (step == r->step0 + 1)
-			after_first = dt_now_ns();
-		w.loss_sum += (double)loss;
-		w.correct += correct;
-		w.examples += b->size;
-		w.steps++;
-		dt_summary_step(r->summary, step, loss, correct, lr); /* rank 0's own batch, as TF's chief */
-		dt_progress_step(step, tc->train_steps); /* the launcher's STEP and STEPS/S */
-		if ((tc->log_every > 0 && step % tc->log_every == 0) || step == tc->train_steps) {
-			if ((st = log_window(cfg, r, step, lr, &w, train_start, res, err)))
-				return dt_err_prefix(err, "training stopped at step %lld", (long long)step);
-			w = (struct window){ .start_ns = dt_now_ns() };
-		}
-		if (cfg->check_every > 0 && (step % cfg->check_every == 0 || step == tc->train_steps) &&
-		    (st = check_replicas(cfg, r, step, err)))
-			return st;
-		if (r->saving && (dt_saver_due(&r->saver, step) || step == tc->train_steps)) {
-			int64_t s0 = dt_now_ns();
-			if ((st = chief_save(r, step, err)))
-				return st;
-			w.start_ns += dt_now_ns() - s0;
-		}
-		if (r->eval_every > 0 && step % r->eval_every == 0 && step != tc->train_steps) {
-			int64_t e0 = dt_now_ns();
-			if ((st = eval_sharded(cfg, r, step, err)))
-				return st;
-			eval_ns += dt_now_ns() - e0;
-			w.start_ns += dt_now_ns() - e0;
-		}
-	}
-	int64_t end = dt_now_ns() - eval_ns; /* the figures below leave the evaluations out */
-	res->steps = tc->train_steps;
-	if (steps <= 0)
-		return DT_OK;
+	(void)step;
+	struct ring *r = self;
+	int64_t steps, compute_ns, reduce_ns, total_ns;
+	dt__session_step_times(s, &steps, &compute_ns, &reduce_ns, &total_ns);
 	/* With overlap the all-reduce of the first buckets runs inside the
 	 * forward/backward time; the second figure is what is left after it. */
-	dt_info("per step: %.2f ms forward/backward, %.2f ms gradient all-reduce (%d bucket%s) and update%s, "
-		"%.2f ms the rest", (double)compute_ns / 1e6 / (double)steps, (double)reduce_ns / 1e6 / (double)steps,
-		r->nbuckets, r->nbuckets == 1 ? "" : "s", r->overlap ? " after the backward pass (overlapped)" : "",
-		((double)(end - train_start) - (double)(compute_ns + reduce_ns)) / 1e6 / (double)steps);
-	res->train_seconds = (double)(end - train_start) / 1e9;
-	double steady = (double)(end - after_first) / 1e9;
-	double global_batch = (double)batch * r->size;
-	if (steps > 1 && steady > 0)
-		res->examples_per_sec = (double)(steps - 1) * global_batch / steady;
-	else if (res->train_seconds > 0)
-		res->examples_per_sec = global_batch / res->train_seconds;
-	return DT_OK;
+	if (steps > 0)
+		dt_info("per step: %.2f ms forward/backward, %.2f ms gradient all-reduce (%d bucket%s) and update%s, "
+			"%.2f ms the rest", (double)compute_ns / 1e6 / (double)steps,
+			(double)reduce_ns / 1e6 / (double)steps, r->nbuckets, r->nbuckets == 1 ? "" : "s",
+			r->overlap ? " after the backward pass (overlapped)" : "",
+			((double)total_ns - (double)(compute_ns + reduce_ns)) / 1e6 / (double)steps);
+	enum dt_status st = dt_barrier(r->comm, "end", dt_deadline_in(r->step_s), err);
+	if (!st) {
+		comm_thread_stop(&r->ct);
+		dt_comm_free(r->comm);
+		r->comm = NULL;
+	}
+	return st;
 }
+
+static const struct dt_strategy strategy_ring = {
+	.name = "multi_worker_mirrored", .connect = ring_connect, .start = ring_start, .compute = ring_compute,
+	.apply = ring_apply, .reduce = ring_reduce, .finish = ring_finish,
+};
 
 enum dt_status dt_train_allreduce(const struct dt_allreduce_run_config *cfg, struct dt_train_result *res,
 				  struct dt_err *err)
 {
 	const struct dt_train_config *tc = cfg->train;
+	const struct dt_cluster *cl = cfg->cluster;
 	memset(res, 0, sizeof(*res));
-	enum dt_status st = dt_blas_load(tc->threads, err);
-	if (st)
-		return st;
-	struct run r;
+	struct ring r;
 	memset(&r, 0, sizeof(r));
 	pthread_mutex_init(&r.ct.mu, NULL);
 	pthread_cond_init(&r.ct.cv, NULL);
-	if (!(st = setup(cfg, &r, res, err)) && !(st = connect_and_init(cfg, &r, err)))
-		st = train_loop(cfg, &r, res, err);
-	/* Nobody leaves (closing its connections) while a peer still reduces,
-	 * and nobody waits on rank 0 while it evaluates. */
-	if (!st)
-		st = dt_barrier(r.comm, "end", dt_deadline_in(or_default(cfg->step_s, 60)), err);
+	r.cfg = cfg;
+	r.step_s = or_default(cfg->step_s, 60);
+	/* Fault injection for the test of --check_replicas_every: this task
+	 * flips the lowest bit of its first variable after step N. */
+	const char *diverge_env = getenv("DTRAIN_TEST_DIVERGE_AT_STEP");
+	r.diverge_at = diverge_env ? atoll(diverge_env) : 0;
+	enum dt_status st = DT_OK;
+	r.rank = dt_allreduce_rank(cl, &r.size);
+	if (r.rank < 0)
+		st = dt_err_set(err, DT_CONFIG, "this task (%s:%d) is not a trainer of the all-reduce cluster",
+				dt_job_name(cl->task.job), cl->task.index);
 	if (!st) {
-		comm_thread_stop(&r.ct);
-		dt_comm_free(r.comm);
-		r.comm = NULL;
-		if (r.rank == 0 && tc->eval_at_end)
-			st = dt_train_evaluate(r.model, &r.test, &res->eval, err);
+		r.ranks.peers = dt_xcalloc((size_t)r.size, sizeof(*r.ranks.peers));
+		r.ranks.names = dt_xcalloc((size_t)r.size, sizeof(*r.ranks.names));
+		struct { const struct dt_cluster *cl; struct rank_table *t; } arg = { cl, &r.ranks };
+		walk_ranks(cl, note_rank, &arg);
+		st = dt_train_run(tc, (r.rank == 0 && tc->eval_at_end) || tc->eval_every > 0, &strategy_ring, &r, res,
+				  err);
 	}
-	run_release(&r);
+	ring_release(&r);
 	return st;
 }

@@ -12,6 +12,9 @@
 #include "base/log.h"
 #include "data/pipeline.h"
 #include "net/loop.h"
+#include "tensor/blas.h"
+#include "train/roles.h"
+#include "train/session.h"
 
 void dt_train_format_eta(double seconds, char *buf, size_t cap)
 {
@@ -26,23 +29,31 @@ void dt_train_format_eta(double seconds, char *buf, size_t cap)
 		snprintf(buf, cap, "%ld:%02ld", s / 60, s % 60);
 }
 
-void dt_train_add_weight_decay(struct dt_model *m, float wd)
+void dt_train_add_weight_decay_range(struct dt_model *m, float wd, size_t lo, size_t hi)
 {
 	float *p = dt_model_params(m), *g = dt_model_grads(m);
 	for (int i = 0; i < dt_model_num_variables(m); i++) {
 		if (!dt_model_variable_is_kernel(m, i))
 			continue;
 		const struct dt_variable *v = dt_model_variable(m, i);
-		for (size_t j = v->offset; j < v->offset + v->count; j++)
+		size_t a = v->offset > lo ? v->offset : lo;
+		size_t z = v->offset + v->count < hi ? v->offset + v->count : hi;
+		for (size_t j = a; j < z; j++)
 			g[j] += wd * p[j];
 	}
 }
 
-enum dt_status dt_train_evaluate(struct dt_model *model, const struct dt_dataset *ds, struct dt_eval_result *out,
-				 struct dt_err *err)
+void dt_train_add_weight_decay(struct dt_model *m, float wd)
+{
+	dt_train_add_weight_decay_range(m, wd, 0, dt_model_num_params(m));
+}
+
+enum dt_status dt_train_evaluate_shard(struct dt_model *model, const struct dt_dataset *ds, int shard_index,
+				       int shard_count, double sums[3], struct dt_err *err)
 {
 	struct dt_pipeline_config pc = {
-		.data = ds, .batch_size = dt_model_max_batch(model), .shard_count = 1, .single_pass = 1,
+		.data = ds, .batch_size = dt_model_max_batch(model), .shard_index = shard_index,
+		.shard_count = shard_count, .single_pass = 1,
 	};
 	struct dt_pipeline *p;
 	enum dt_status st = dt_pipeline_new(&pc, &p, err);
@@ -59,9 +70,22 @@ enum dt_status dt_train_evaluate(struct dt_model *model, const struct dt_dataset
 		n += b->size;
 	}
 	dt_pipeline_free(p);
-	out->examples = n;
-	out->accuracy = n ? (double)correct / (double)n : 0;
-	out->loss = n ? loss_sum / (double)n : 0;
+	sums[0] = loss_sum;
+	sums[1] = (double)correct;
+	sums[2] = (double)n;
+	return DT_OK;
+}
+
+enum dt_status dt_train_evaluate(struct dt_model *model, const struct dt_dataset *ds, struct dt_eval_result *out,
+				 struct dt_err *err)
+{
+	double v[3];
+	enum dt_status st = dt_train_evaluate_shard(model, ds, 0, 1, v, err);
+	if (st)
+		return st;
+	out->examples = (int64_t)v[2];
+	out->accuracy = v[2] > 0 ? v[1] / v[2] : 0;
+	out->loss = v[2] > 0 ? v[0] / v[2] : 0;
 	return DT_OK;
 }
 
@@ -163,4 +187,111 @@ void dt_train_bg_eval_free(struct dt_train_bg_eval *e)
 		pthread_join(e->thread, NULL);
 	dt_model_free(e->model);
 	free(e);
+}
+
+enum dt_status dt_train_setup_load(const struct dt_train_config *cfg, int load_test, struct dt_train_setup *out,
+				   struct dt_err *err)
+{
+	const struct dt_hparams *hp = &cfg->hp;
+	enum dt_status st = dt_blas_load(cfg->threads, err);
+	if (st)
+		return st;
+	struct dt_blas_info blas = dt_blas_info();
+	dt_info("blas: OpenBLAS core %s (%s), %d thread(s)", blas.core, blas.core_source, blas.threads);
+	int64_t t0 = dt_now_ns();
+	if ((st = dt_problem_load(cfg->problem, cfg->data_dir, cfg->data, DT_SPLIT_TRAIN, cfg->seed, &out->train, err)))
+		return st;
+	if (load_test && (st = dt_problem_load(cfg->problem, cfg->data_dir, cfg->data, DT_SPLIT_TEST, cfg->seed, &out->test, err)))
+		return st;
+	out->load_seconds = (double)(dt_now_ns() - t0) / 1e9;
+	dt_info("data: %u train, %u test examples: %s (%.2f s)", out->train.count, out->test.count, out->train.source,
+		out->load_seconds);
+	const struct dt_dataset *d = &out->train;
+	if ((st = dt_model_new(hp, d->height, d->width, d->channels, d->num_classes, hp->batch_size, &out->model, err)))
+		return st;
+	char desc[256];
+	dt_model_describe(out->model, desc, sizeof(desc));
+	dt_info("model: %s", desc);
+	out->input = dt_input_dataset_new(&out->train, hp->batch_size, cfg->seed, cfg->prefetch);
+	return DT_OK;
+}
+
+void dt_train_setup_session(struct dt_train_setup *s, const struct dt_train_config *cfg,
+			    struct dt_session_config *out)
+{
+	*out = (struct dt_session_config){
+		.train = cfg, .model = s->model, .input = s->input, .test = &s->test, .height = s->train.height,
+		.width = s->train.width, .channels = s->train.channels, .num_classes = s->train.num_classes,
+	};
+	s->input = NULL; /* the session owns it now */
+}
+
+void dt_train_setup_release(struct dt_train_setup *s)
+{
+	dt_input_free(s->input);
+	dt_model_free(s->model);
+	dt_dataset_release(&s->test);
+	dt_dataset_release(&s->train);
+}
+
+enum dt_status dt_train_run(const struct dt_train_config *cfg, int load_test, const struct dt_strategy *strategy,
+			    void *arg, struct dt_train_result *res, struct dt_err *err)
+{
+	struct dt_train_setup t;
+	memset(&t, 0, sizeof(t));
+	struct dt_session *s = NULL;
+	enum dt_status st = dt_train_setup_load(cfg, load_test, &t, err);
+	if (!st) {
+		struct dt_session_config sc;
+		dt_train_setup_session(&t, cfg, &sc);
+		sc.strategy = strategy;
+		sc.strategy_arg = arg;
+		if (!(st = dt_session_new(&sc, &s, err)))
+			st = dt_session_run(s, err);
+	}
+	if (s)
+		dt_session_result(s, res);
+	res->load_seconds = t.load_seconds;
+	dt_session_free(s);
+	dt_train_setup_release(&t);
+	return st;
+}
+
+enum dt_status dt__role_train(const struct dt_ps_run_config *cfg, struct dt__role *r, int with_input, int load_test,
+			      const struct dt_strategy *strategy, void *arg, struct dt_train_result *res,
+			      struct dt_err *err)
+{
+	const struct dt_train_config *tc = cfg->train;
+	enum dt_status st = dt_blas_load(tc->threads, err);
+	if (st)
+		return st;
+	int64_t t0 = dt_now_ns();
+	st = dt__role_setup(cfg, with_input, load_test, tc->hp.batch_size, r, err);
+	double load_seconds = (double)(dt_now_ns() - t0) / 1e9;
+	if (st)
+		return st;
+	const struct dt_dataset *shape = with_input ? &r->train : &r->test;
+	struct dt_session_config sc = {
+		.train = tc, .strategy = strategy, .strategy_arg = arg, .model = r->model, .test = &r->test,
+		.input = with_input ? dt_input_dataset_new(&r->train, tc->hp.batch_size, tc->seed, tc->prefetch) : NULL,
+		.height = shape->height, .width = shape->width, .channels = shape->channels,
+		.num_classes = shape->num_classes,
+	};
+	struct dt_session *s = NULL;
+	if (!(st = dt_session_new(&sc, &s, err)))
+		st = dt_session_run(s, err);
+	if (s)
+		dt_session_result(s, res);
+	res->load_seconds = load_seconds;
+	dt_session_free(s);
+	return st;
+}
+
+void dt__ps_chief_config(const struct dt_ps_run_config *cfg, struct dt_train_config *tc_out,
+			 struct dt_ps_run_config *out)
+{
+	*tc_out = *cfg->train;
+	tc_out->save_summary_steps = 0;
+	*out = *cfg;
+	out->train = tc_out;
 }

@@ -9,7 +9,14 @@
 #include "base/err.h"
 #include "data/problem.h"
 #include "nn/model.h"
+#include "train/input.h"
 #include "train/local.h"
+
+/* Sums over shard `shard_index` of `shard_count` of `ds` (example i is in
+ * shard i % shard_count), once, dropout off: sums = { loss x examples,
+ * correct, examples }. */
+enum dt_status dt_train_evaluate_shard(struct dt_model *model, const struct dt_dataset *ds, int shard_index,
+				       int shard_count, double sums[3], struct dt_err *err) DT_MUST_CHECK;
 
 /* Evaluates the model on every example of `ds` once (dropout off). */
 enum dt_status dt_train_evaluate(struct dt_model *model, const struct dt_dataset *ds, struct dt_eval_result *out,
@@ -45,10 +52,55 @@ enum dt_status dt_train_bg_eval_poll(struct dt_train_bg_eval *e, int wait, struc
 /* Waits for a running evaluation (its result is dropped); accepts NULL. */
 void dt_train_bg_eval_free(struct dt_train_bg_eval *e);
 
-/* Adds weight_decay * p to the gradient of every kernel (L2 regularization). */
+/* Adds wd * p to the gradient of every kernel (L2 regularization), all of
+ * it or the elements in [lo, hi) of the flat buffer. The one place weight
+ * decay is written: a strategy that applies a sum of `n` gradients passes
+ * n * wd, so that the mean carries wd * p. */
 void dt_train_add_weight_decay(struct dt_model *m, float wd);
+void dt_train_add_weight_decay_range(struct dt_model *m, float wd, size_t lo, size_t hi);
+
+/*
+ * What a task trains on with a built-in problem: the train split (and the
+ * test split when `load_test`), a model for its shapes and hparams (batches
+ * of `batch`, not initialized: the session's strategy initializes or
+ * restores it) and the training input over the train split. Zero it first;
+ * release it even on failure.
+ */
+struct dt_train_setup {
+	struct dt_dataset train, test;
+	struct dt_model *model;
+	struct dt_input *input;
+	double load_seconds;
+};
+enum dt_status dt_train_setup_load(const struct dt_train_config *cfg, int load_test, struct dt_train_setup *out,
+				   struct dt_err *err) DT_MUST_CHECK;
+void dt_train_setup_release(struct dt_train_setup *s);
+struct dt_strategy;
+/* A role's whole run on a built-in problem: the setup, a session with
+ * `strategy` (its state `arg`), run to the end; *res gets its figures. */
+enum dt_status dt_train_run(const struct dt_train_config *cfg, int load_test, const struct dt_strategy *strategy,
+			    void *arg, struct dt_train_result *res, struct dt_err *err) DT_MUST_CHECK;
+struct dt_session_config;
+/* The session configuration of a setup (train, model, input, test, shapes); the caller adds the strategy. */
+void dt_train_setup_session(struct dt_train_setup *s, const struct dt_train_config *cfg,
+			    struct dt_session_config *out);
 
 /* "1:02:03" or "2:03"; "?" when unknown. */
 void dt_train_format_eta(double seconds, char *buf, size_t cap);
+
+/* A role of a ps cluster (ps_roles.c, sync_roles.c) trains: BLAS, the
+ * role's setup into `r` (zeroed; the train split with `with_input`, else
+ * none: the in-graph master reads no data; the test split when
+ * `load_test`), then a session with `strategy` (state `arg`) run to the
+ * end; *res gets its figures. Release `r` (dt__role_release) either way. */
+struct dt__role;
+struct dt_ps_run_config;
+/* The configuration the ps chief's saver (train/ps_recovery.h) is given:
+ * the run's without summaries, which the session writes. */
+void dt__ps_chief_config(const struct dt_ps_run_config *cfg, struct dt_train_config *tc_out,
+			 struct dt_ps_run_config *out);
+enum dt_status dt__role_train(const struct dt_ps_run_config *cfg, struct dt__role *r, int with_input, int load_test,
+			      const struct dt_strategy *strategy, void *arg, struct dt_train_result *res,
+			      struct dt_err *err) DT_MUST_CHECK;
 
 #endif

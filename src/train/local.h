@@ -1,9 +1,10 @@
 /*
- * local.h — training in one process: the loop every other mode builds on.
+ * local.h — training in one process, and the configuration every mode shares.
  *
  * dt_train_local() loads the problem, builds the model from the hparams,
- * initializes it from the seed, and runs `train_steps` steps of
- * pipeline → forward/backward → optimizer, logging progress (step, loss,
+ * initializes it from the seed, and runs `train_steps` steps of the session
+ * (train/session.h) with the local strategy: pipeline → forward/backward →
+ * optimizer, logging progress (step, loss,
  * batch accuracy, learning rate, examples/s, ETA). It evaluates on the test
  * split every `eval_every` steps (if > 0) and once at the end, and returns
  * the figures in a `struct dt_train_result`.
@@ -26,6 +27,7 @@
 #include "base/err.h"
 #include "nn/hparams.h"
 
+struct dt_auth;
 struct dt_data_options;
 
 struct dt_train_config {
@@ -49,6 +51,9 @@ struct dt_train_config {
 	int keep_checkpoint_max;  /* newest checkpoints kept; 0: keep all */
 	int64_t save_summary_steps; /* TensorBoard scalars every N steps; 0: none */
 	int eval_after_save;      /* train_and_evaluate: evaluate the test split after each save, into eval/ */
+
+	/* A cluster task's secret (net/auth.h), borrowed; NULL: none (loopback or --insecure). */
+	const struct dt_auth *auth;
 };
 
 struct dt_eval_result {
@@ -70,6 +75,11 @@ struct dt_train_result {
 
 /* Sensible defaults (cnn on fashion_mnist, 2000 steps, seed 1, 1 thread). */
 void dt_train_config_defaults(struct dt_train_config *cfg);
+
+/* Trains on one process through the session (train/session.h) with the
+ * local strategy (train/strategy.h), which dt_strategy_local is. */
+struct dt_strategy;
+extern const struct dt_strategy dt_strategy_local;
 
 enum dt_status dt_train_local(const struct dt_train_config *cfg, struct dt_train_result *res,
 			      struct dt_err *err) DT_MUST_CHECK;

@@ -10,10 +10,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
-#include "base/progress.h"
-#include "base/rng.h"
-#include "data/pipeline.h"
-#include "data/problem.h"
+#include "distribute/in_graph.h"
 #include "distribute/placement.h"
 #include "distribute/ps_client.h"
 #include "distribute/ps_server.h"
@@ -25,6 +22,7 @@
 #include "nn/optimizer.h"
 #include "tensor/blas.h"
 #include "train/common.h"
+#include "train/session.h"
 #include "train/ps_recovery.h"
 #include "train/roles.h"
 #include "train/sync_roles.h"
@@ -82,7 +80,7 @@ static char **trainer_names(const struct dt_cluster *cl, int *n)
  * has talked to it for ps_idle_s (TensorFlow's ps waits forever for a chief
  * that is never coming back). */
 static enum dt_status serve(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_server *ps,
-			    struct dt_replica *replica, struct dt_err *err)
+			    struct dt_in_graph_replica *replica, struct dt_err *err)
 {
 	enum dt_status st = DT_OK;
 	int64_t idle_since = dt_now_ns();
@@ -90,7 +88,7 @@ static enum dt_status serve(const struct dt_ps_run_config *cfg, struct dt__role 
 		st = dt_loop_run_once(r->loop, dt_deadline_in(1.0), err);
 		const struct dt_err *failed = dt_ps_server_failure(ps);
 		if (!failed)
-			failed = dt_replica_failure(replica);
+			failed = dt_in_graph_replica_failure(replica);
 		if (!st && failed) {
 			if (err)
 				*err = *failed;
@@ -116,7 +114,7 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 	struct dt__role r;
 	memset(&r, 0, sizeof(r));
 	struct dt_ps_server *ps = NULL;
-	struct dt_replica *replica = NULL;
+	struct dt_in_graph_replica *replica = NULL;
 	int ntrainers = 0;
 	char **trainers = trainer_names(cl, &ntrainers);
 	enum dt_status st = dt__role_setup(cfg, 0, 1, 0, &r, err);
@@ -126,7 +124,11 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 	if (!st)
 		st = dt_sock_split_hostport(addr, host, sizeof(host), &port, err);
 	if (!st)
-		st = dt_replica_new(cfg, r.model, &replica, err);
+		st = dt_in_graph_replica_new(&(struct dt_in_graph_replica_config){
+			.problem = cfg->train->problem, .data_dir = cfg->train->data_dir, .data = cfg->train->data,
+			.hp = &cfg->train->hp, .prefetch = cfg->train->prefetch, .master_role = dt_job_name(cl->chief.job),
+			.master_index = (uint32_t)cl->chief.index, .num_params = dt_model_num_params(r.model),
+		}, &replica, err);
 	if (!st) {
 		listen_host(host, bind_host, sizeof(bind_host));
 		struct dt_ps_server_config pc = {
@@ -134,7 +136,7 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 			.placement = &r.placement, .num_params = dt_model_num_params(r.model), .hp = &cfg->train->hp,
 			.chief_role = dt_ps_role_name(cl->chief.job), .chief_index = (uint32_t)cl->chief.index,
 			.trainers = (const char *const *)trainers, .num_trainers = ntrainers,
-			.extension = dt_replica_extension(replica),
+			.extension = dt_in_graph_replica_extension(replica),
 		};
 		st = dt_ps_server_new(r.loop, &pc, &ps, err);
 	}
@@ -151,9 +153,9 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 			dt_info("run over: %llu synchronous gradients accumulated, %llu dropped as stale, global step %lld; "
 				"shutting down", (unsigned long long)s.sync_accepted, (unsigned long long)s.sync_dropped,
 				(long long)s.global_step);
-		else if (dt_replica_steps(replica) > 0)
+		else if (dt_in_graph_replica_steps(replica) > 0)
 			dt_info("run over: computed %lld in-graph replica steps; shutting down",
-				(long long)dt_replica_steps(replica));
+				(long long)dt_in_graph_replica_steps(replica));
 		else
 			dt_info("run over: %llu pushes applied, %llu pulls served, global step %lld; shutting down",
 				(unsigned long long)s.pushes, (unsigned long long)s.pulls, (long long)s.global_step);
@@ -164,7 +166,7 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 		}
 	}
 	dt_ps_server_free(ps);
-	dt_replica_free(replica);
+	dt_in_graph_replica_free(replica);
 	for (int i = 0; i < ntrainers; i++)
 		free(trainers[i]);
 	free(trainers);
@@ -172,51 +174,8 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 	return st;
 }
 
-struct window {
-	double loss_sum;
-	int64_t correct, examples, steps, start_ns;
-};
-
-/* One step's forward and backward on the next batch of this trainer's shard,
- * leaving the gradient (weight decay included) in the model's grads buffer. */
-struct compute {
-	struct dt_model *model;
-	struct dt_pipeline *pipe;
-	struct dt_rng *rng;
-	float wd;
-	float loss;      /* out */
-	int correct, size;
-};
-
-static void compute_step(void *arg)
-{
-	struct compute *k = arg;
-	const struct dt_batch *b = dt_pipeline_next(k->pipe);
-	k->correct = 0;
-	k->size = b->size;
-	k->loss = dt_model_train_batch(k->model, b->x, b->y, b->size, k->rng, &k->correct);
-	if (isfinite(k->loss) && k->wd > 0)
-		dt_train_add_weight_decay(k->model, k->wd);
-}
-
-/* The chief's evaluation during training (--eval_every). */
-struct eval_job {
-	struct dt_model *model;
-	const struct dt_dataset *test;
-	struct dt_eval_result res;
-	enum dt_status st;
-	struct dt_err err;
-};
-
-static void eval_main(void *arg)
-{
-	struct eval_job *e = arg;
-	e->st = dt_train_evaluate(e->model, e->test, &e->res, &e->err);
-}
-
 /* A job on a second thread while this one keeps the ps connections going:
- * the next step's compute while a round is in flight (--ps_overlap), or the
- * chief's evaluation while the loop keeps the heartbeats flowing. Every
+ * the next step's compute while a round is in flight (--ps_overlap). Every
  * ps_client call stays on this thread. */
 struct helper {
 	pthread_t thread;
@@ -263,211 +222,218 @@ static void helper_join(struct helper *h)
 	h->running = 0;
 }
 
-static int helper_done(void *arg)
+
+/* ---- the asynchronous ps strategy (train/strategy.h) ----------------------
+ * Each step: the gradient (weight decay included: the ps applies it as it
+ * is) pushed, the global step += 1, the variables pulled, in one round. With
+ * overlap, step t's round pushes from round_grads and pulls into round_params
+ * while the helper computes step t+1's gradient on the model's params (those
+ * of round t-1): one more step of staleness. */
+
+struct ps_async {
+	const struct dt_ps_run_config *cfg;
+	struct dt__role *r;
+	struct dt_ps_client *c;
+	struct dt_ps_chief ch;
+	struct dt_train_config chief_tc;   /* the chief's saver sees no summaries: the session writes them */
+	struct dt_ps_run_config chief_cfg;
+	int chief;
+	double round_s;
+	struct helper h;
+	float *round_params, *round_grads; /* the round's own buffers with overlap */
+	int have;                          /* the model's grads hold `next`, not pushed yet */
+	struct dt_session *s;              /* for the helper's compute */
+	struct dt_step_figures next;
+	enum dt_status next_st;
+	struct dt_err next_err;
+};
+
+static void ps_async_release(struct ps_async *a)
 {
-	return atomic_load(&((struct helper *)arg)->done);
+	helper_join(&a->h);
+	dt_ps_chief_release(&a->ch);
+	dt_ps_client_free(a->c);
+	free(a->round_params);
+	free(a->round_grads);
 }
 
-/* The chief evaluates its pulled copy of the variables (the model's params)
- * on a helper thread while this thread turns the loop, so its connections
- * keep their heartbeats and nobody takes it for dead however long it takes. */
-static enum dt_status eval_now(struct dt__role *r, struct helper *h, int64_t gstep, struct dt_err *err)
+static void compute_next(void *arg)
 {
-	struct eval_job e = { .model = r->model, .test = &r->test, .err = DT_ERR_INIT };
-	helper_start(h, eval_main, &e);
+	struct ps_async *a = arg;
+	a->next_err = (struct dt_err)DT_ERR_INIT;
+	a->next_st = dt__session_compute_decayed(a->s, &a->next, &a->next_err);
+}
+
+static enum dt_status async_connect(struct dt_session *s, void *self, struct dt_strategy_info *info,
+				    struct dt_err *err)
+{
+	struct ps_async *a = self;
+	const struct dt_cluster *cl = a->cfg->cluster;
+	const struct dt_train_config *tc = a->cfg->train;
+	a->s = s;
+	a->h.loop = a->r->loop;
+	info->chief = a->chief;
+	info->shard_index = cl->trainer_index;
+	info->shard_count = cl->num_worker_replicas;
+	info->shared_step = 1;
+	info->files = 0;
+	info->eval_where = DT_EVAL_COPY_WAIT; /* heartbeats flow while the chief evaluates */
+	info->loop = a->r->loop;
+	info->lr_scale = tc->hp.scale_lr_by_workers ? 1.0f / sqrtf((float)cl->num_worker_replicas) : 1.0f;
+	return dt__connect_ps(a->cfg, a->r, &a->c, err);
+}
+
+/* The chief restores or initializes the ps tasks (train/ps_recovery.h), the
+ * others wait for them; then every trainer pulls the variables. */
+static enum dt_status async_start(struct dt_session *s, void *self, struct dt_strategy_start *out, struct dt_err *err)
+{
+	struct ps_async *a = self;
+	int ended = 0;
 	enum dt_status st = DT_OK;
-	while (!st && !helper_done(h))
-		st = dt_loop_run_once(r->loop, dt_deadline_in(1.0), err);
-	helper_join(h);
-	if (!st && e.st && err)
-		*err = e.err;
-	if (!st && !(st = e.st))
-		dt_info("eval at step %lld: accuracy %.4f loss %.4f", (long long)gstep, e.res.accuracy, e.res.loss);
+	memset(out, 0, sizeof(*out));
+	if (!a->chief || !(st = dt_ps_chief_init(&a->ch, &a->chief_cfg, a->r->model, &a->r->placement, err)))
+		st = dt_ps_trainer_start(a->cfg, a->r, a->c, a->chief ? &a->ch : NULL, &out->step, &ended, err);
+	if (st)
+		return st;
+	if (ended)
+		dt__session_end_run(s);
+	if (a->cfg->overlap) {
+		const size_t bytes = dt_model_num_params(a->r->model) * sizeof(float);
+		a->round_params = dt_xmalloc(bytes ? bytes : 1);
+		a->round_grads = dt_xmalloc(bytes ? bytes : 1);
+		memcpy(a->round_params, dt_model_params(a->r->model), bytes);
+		dt_ps_client_set_buffers(a->c, a->round_params, a->round_grads);
+		dt_info("overlapping each step's round with the next step's compute (--ps_overlap)");
+	}
+	return DT_OK;
+}
+
+static enum dt_status async_compute(struct dt_session *s, void *self, struct dt_step_figures *out, struct dt_err *err)
+{
+	struct ps_async *a = self;
+	if (!a->have)
+		return dt__session_compute_decayed(s, out, err);
+	a->have = 0;
+	*out = a->next;
+	if (a->next_st && err)
+		*err = a->next_err;
+	return a->next_st;
+}
+
+/* A ps died: reconnect, restore (chief) or wait (worker), go on; on the
+ * model's own buffers, as the recovery expects. */
+static enum dt_status recover(struct ps_async *a, int64_t *gstep, int *ended, struct dt_err *err)
+{
+	float *params = dt_model_params(a->r->model), *grads = dt_model_grads(a->r->model);
+	const size_t bytes = dt_model_num_params(a->r->model) * sizeof(float);
+	if (a->round_params) {
+		memcpy(params, a->round_params, bytes);
+		dt_ps_client_set_buffers(a->c, params, grads);
+	}
+	enum dt_status st = dt_ps_recover(a->cfg, a->r, a->c, a->chief ? &a->ch : NULL, gstep, ended, err);
+	if (a->round_params) {
+		memcpy(a->round_params, params, bytes);
+		dt_ps_client_set_buffers(a->c, a->round_params, a->round_grads);
+	}
 	return st;
 }
 
-/* True when the global step crossed a multiple of `every` since `prev` (other
- * trainers move it too, so the chief's steps skip numbers). */
-static int crossed(int64_t prev, int64_t now, int64_t every)
+static enum dt_status async_apply(struct dt_session *s, void *self, const struct dt_step_figures *fig, float lr,
+				  struct dt_strategy_step *io, struct dt_err *err)
 {
-	return every > 0 && now / every > prev / every;
+	struct ps_async *a = self;
+	float *params = dt_model_params(a->r->model), *grads = dt_model_grads(a->r->model);
+	const size_t bytes = dt_model_num_params(a->r->model) * sizeof(float);
+	int64_t gstep = io->step - 1;
+	if (a->round_grads) {
+		memcpy(a->round_grads, grads, bytes);
+		helper_start(&a->h, compute_next, a);
+	}
+	enum dt_status st = dt_ps_client_round(a->c, 1, lr, 1, 1, &gstep, dt_deadline_in(a->round_s), err);
+	if (!st && a->chief) /* checkpoints, snapshot from the ps when due */
+		st = dt_ps_chief_after_step(&a->ch, a->c, gstep, fig->loss, fig->correct, lr, err);
+	if (a->round_grads) {
+		helper_join(&a->h);
+		a->have = !st; /* after a failure the recovery replaces the parameters it was computed on */
+	}
+	io->step = gstep;
+	if (!st) {
+		if (a->round_params)
+			memcpy(params, a->round_params, bytes);
+		return DT_OK;
+	}
+	int ended = 0;
+	if (!a->chief && dt_ps_client_ended_by_ps(a->c)) {
+		dt_info("the parameter servers closed: the run is over");
+		ended = 1;
+		st = DT_OK;
+	} else if (dt_ps_any_lost(a->c, a->cfg->cluster->num_ps_replicas)) {
+		st = recover(a, &gstep, &ended, err);
+	}
+	if (st)
+		return dt_err_prefix(err, "training stopped at global step %lld", (long long)gstep);
+	io->step = gstep; /* a recovery may have gone back to a checkpoint's: the steps since are redone */
+	io->taken = 0;
+	if (ended)
+		dt__session_end_run(s);
+	return DT_OK;
 }
+
+static enum dt_status loop_for_a_second(struct dt_session *s, void *self, struct dt_err *err)
+{
+	(void)s;
+	struct ps_async *a = self;
+	return dt_loop_run_once(a->r->loop, dt_deadline_in(1.0), err);
+}
+
+/* The chief: the latest variables, then the final checkpoint (whose values
+ * it evaluates), then the end of the run on every ps, so that nobody waits
+ * on it while it evaluates (its connections, whose heartbeats stop
+ * meanwhile, are closed by then). */
+static enum dt_status async_finish(struct dt_session *s, void *self, int64_t *gstep, struct dt_err *err)
+{
+	struct ps_async *a = self;
+	int64_t local, compute_ns, apply_ns, total_ns;
+	dt__session_step_times(s, &local, &compute_ns, &apply_ns, &total_ns);
+	dt_info("did %lld of %lld global steps", (long long)local, (long long)*gstep);
+	if (a->round_params)
+		dt_ps_client_set_buffers(a->c, dt_model_params(a->r->model), dt_model_grads(a->r->model));
+	if (!a->chief)
+		return DT_OK;
+	enum dt_status st;
+	if ((st = dt_ps_client_round(a->c, 0, 0, 0, 1, gstep, dt_deadline_in(a->round_s), err)) ||
+	    (st = dt_ps_chief_final(&a->ch, a->c, gstep, err)) ||
+	    (st = dt_ps_client_end(a->c, dt_deadline_in(a->round_s), err)))
+		return st;
+	dt_info("ended the run on %d parameter server(s) at global step %lld", a->cfg->cluster->num_ps_replicas,
+		(long long)*gstep);
+	dt_ps_client_free(a->c);
+	a->c = NULL;
+	return DT_OK;
+}
+
+static const struct dt_strategy strategy_ps_async = {
+	.name = "parameter_server_async", .connect = async_connect, .start = async_start, .compute = async_compute,
+	.apply = async_apply, .wait = loop_for_a_second, .finish = async_finish,
+};
 
 enum dt_status dt_train_ps_trainer(const struct dt_ps_run_config *cfg, struct dt_train_result *res,
 				   struct dt_err *err)
 {
 	const struct dt_train_config *tc = cfg->train;
-	const struct dt_cluster *cl = cfg->cluster;
 	memset(res, 0, sizeof(*res));
-	enum dt_status st = dt_blas_load(tc->threads, err);
-	if (st)
-		return st;
 	struct dt__role r;
 	memset(&r, 0, sizeof(r));
-	struct dt_ps_client *c = NULL;
-	struct dt_pipeline *pipe = NULL;
-	struct dt_ps_chief ch;
-	memset(&ch, 0, sizeof(ch));
-	struct helper h = { .running = 0 };
-	float *round_params = NULL, *round_grads = NULL; /* the round's own buffers with overlap */
-	const int chief = cl->is_chief;
-	int64_t t0 = dt_now_ns();
-	if ((st = dt__role_setup(cfg, 1, chief && (tc->eval_at_end || tc->eval_every > 0), tc->hp.batch_size, &r,
-				 err)))
-		goto out;
-	h.loop = r.loop;
-	res->load_seconds = (double)(dt_now_ns() - t0) / 1e9;
-	res->num_params = (int64_t)dt_model_num_params(r.model);
-	const int trainer = cl->trainer_index, trainers = cl->num_worker_replicas;
-	struct dt_pipeline_config pc = {
-		.data = &r.train, .batch_size = tc->hp.batch_size, .seed = tc->seed,
-		.shard_index = trainer, .shard_count = trainers, .prefetch = tc->prefetch,
-	};
-	if ((st = dt_pipeline_new(&pc, &pipe, err)))
-		goto out;
-	dt_info("data: shard %d of %d, %lld examples per epoch", trainer, trainers,
-		(long long)dt_pipeline_shard_size(pipe));
-
-	if ((st = dt__connect_ps(cfg, &r, &c, err)))
-		goto out;
-
-	const double round_s = dt__or_default(cfg->round_s, 60);
-	int64_t gstep = 0;
-	int ended = 0;
-	/* The chief restores a checkpoint or initializes, a worker waits for the
-	 * model; then the first pull (train/ps_recovery.h). */
-	if (!chief || !(st = dt_ps_chief_init(&ch, cfg, r.model, &r.placement, err)))
-		st = dt_ps_trainer_start(cfg, &r, c, chief ? &ch : NULL, &gstep, &ended, err);
-	if (st)
-		goto out;
-
-	/* With overlap, step t's round pushes from round_grads and pulls into
-	 * round_params while the helper computes step t+1's gradient on the
-	 * model's params (those of round t-1): one more step of staleness. */
-	const size_t np = dt_model_num_params(r.model), bytes = np * sizeof(float);
-	float *params = dt_model_params(r.model), *grads = dt_model_grads(r.model);
-	if (cfg->overlap) {
-		round_params = dt_xmalloc(bytes ? bytes : 1);
-		round_grads = dt_xmalloc(bytes ? bytes : 1);
-		memcpy(round_params, params, bytes);
-		dt_ps_client_set_buffers(c, round_params, round_grads);
-		dt_info("overlapping each step's round with the next step's compute (--ps_overlap)");
-	}
-	struct dt_rng dropout_rng;
-	dt_rng_derive(&dropout_rng, tc->seed, "dropout", (uint64_t)trainer);
-	struct compute k = { .model = r.model, .pipe = pipe, .rng = &dropout_rng, .wd = (float)tc->hp.weight_decay };
-	const float scale = tc->hp.scale_lr_by_workers ? 1.0f / sqrtf((float)trainers) : 1.0f;
-	struct window w = { .start_ns = dt_now_ns() };
-	int64_t train_start = w.start_ns, local_steps = 0, evaluated_at = gstep, eval_ns = 0;
-	int have = 0; /* the model's grads hold a gradient not pushed yet (k's figures) */
-	while (!ended && gstep < tc->train_steps) {
-		if (!have)
-			compute_step(&k);
-		have = 0;
-		if (!isfinite(k.loss)) {
-			st = dt_err_set(err, DT_RUNTIME, "training diverged at global step %lld: loss is %f",
-					(long long)gstep, (double)k.loss);
-			goto out;
-		}
-		const float loss = k.loss;
-		const int correct = k.correct, size = k.size;
-		float lr = dt_lr_at(&tc->hp, gstep, tc->train_steps) * scale;
-		if (round_grads) {
-			memcpy(round_grads, grads, bytes);
-			helper_start(&h, compute_step, &k);
-		}
-		if (!(st = dt_ps_client_round(c, 1, lr, 1, 1, &gstep, dt_deadline_in(round_s), err)) && chief)
-			st = dt_ps_chief_after_step(&ch, c, gstep, loss, correct, lr, err); /* summaries, checkpoints */
-		if (round_grads) {
-			helper_join(&h);
-			have = !st; /* after a failure the recovery replaces the parameters it was computed on */
-		}
-		if (st) {
-			if (!chief && dt_ps_client_ended_by_ps(c)) {
-				dt_info("the parameter servers closed: the run is over");
-				st = DT_OK;
-				ended = 1;
-				break;
-			}
-			/* A ps died: reconnect, restore (chief) or wait (worker), go on;
-			 * on the model's own buffers, as the recovery expects. */
-			if (dt_ps_any_lost(c, cl->num_ps_replicas)) {
-				if (round_params) {
-					memcpy(params, round_params, bytes);
-					dt_ps_client_set_buffers(c, params, grads);
-				}
-				st = dt_ps_recover(cfg, &r, c, chief ? &ch : NULL, &gstep, &ended, err);
-				if (round_params) {
-					memcpy(round_params, params, bytes);
-					dt_ps_client_set_buffers(c, round_params, round_grads);
-				}
-				if (!st)
-					continue;
-			}
-			dt_err_prefix(err, "training stopped at global step %lld", (long long)gstep);
-			goto out;
-		}
-		if (round_params)
-			memcpy(params, round_params, bytes);
-		local_steps++;
-		dt_progress_step(gstep, tc->train_steps); /* the launcher's STEP and STEPS/S */
-		w.loss_sum += (double)loss;
-		w.correct += correct;
-		w.examples += size;
-		w.steps++;
-		if (tc->log_every > 0 && (local_steps % tc->log_every == 0)) {
-			int64_t now = dt_now_ns();
-			double secs = (double)(now - w.start_ns) / 1e9, elapsed = (double)(now - train_start - eval_ns) / 1e9;
-			char eta[32];
-			dt_train_format_eta(gstep > 0 ? elapsed / (double)gstep * (double)(tc->train_steps - gstep) : -1,
-					    eta, sizeof(eta));
-			dt_info("step %lld (global %lld/%lld) loss %.4f acc %.3f lr %.3g %.0f examples/s eta %s",
-				(long long)local_steps, (long long)gstep, (long long)tc->train_steps,
-				w.loss_sum / (double)w.steps, (double)w.correct / (double)w.examples, (double)lr,
-				secs > 0 ? (double)w.examples / secs : 0, eta);
-			res->final_loss = w.loss_sum / (double)w.steps;
-			w = (struct window){ .start_ns = dt_now_ns() };
-		}
-		if (chief && gstep < tc->train_steps && crossed(evaluated_at, gstep, tc->eval_every)) {
-			int64_t e0 = dt_now_ns();
-			if ((st = eval_now(&r, &h, gstep, err)))
-				goto out;
-			evaluated_at = gstep;
-			eval_ns += dt_now_ns() - e0;
-			w.start_ns += dt_now_ns() - e0;
-		}
-	}
-	res->train_seconds = (double)(dt_now_ns() - train_start - eval_ns) / 1e9;
-	if (local_steps > 0 && res->train_seconds > 0)
-		res->examples_per_sec = (double)local_steps * tc->hp.batch_size / res->train_seconds;
-	res->steps = gstep;
-	dt_info("did %lld of %lld global steps", (long long)local_steps, (long long)gstep);
-	if (round_params)
-		dt_ps_client_set_buffers(c, params, grads);
-	if (chief) {
-		/* The latest variables, then the end of the run, then the evaluation:
-		 * nobody waits on the chief while it evaluates (and its connections,
-		 * whose heartbeats stop meanwhile, are closed by then). */
-		if ((st = dt_ps_client_round(c, 0, 0, 0, 1, &gstep, dt_deadline_in(round_s), err)) ||
-		    (st = dt_ps_chief_final(&ch, c, &gstep, err))) /* the final checkpoint, whose values are evaluated */
-			goto out;
-		res->steps = gstep;
-		if ((st = dt_ps_client_end(c, dt_deadline_in(round_s), err)))
-			goto out;
-		dt_info("ended the run on %d parameter server(s) at global step %lld", cl->num_ps_replicas,
-			(long long)gstep);
-		dt_ps_client_free(c);
-		c = NULL;
-		if (tc->eval_at_end && (st = dt_train_evaluate(r.model, &r.test, &res->eval, err)))
-			goto out;
-	}
-out:
-	helper_join(&h);
-	dt_ps_chief_release(&ch);
-	dt_ps_client_free(c);
-	free(round_params);
-	free(round_grads);
-	dt_pipeline_free(pipe);
+	struct ps_async a;
+	memset(&a, 0, sizeof(a));
+	a.cfg = cfg;
+	a.r = &r;
+	a.chief = cfg->cluster->is_chief;
+	a.round_s = dt__or_default(cfg->round_s, 60);
+	dt__ps_chief_config(cfg, &a.chief_tc, &a.chief_cfg);
+	enum dt_status st = dt__role_train(cfg, &r, 1, a.chief && (tc->eval_at_end || tc->eval_every > 0),
+					   &strategy_ps_async, &a, res, err);
+	ps_async_release(&a);
 	dt__role_release(&r);
 	return st;
 }

@@ -30,6 +30,9 @@
  *     with no connection left open to time out meanwhile; the other trainers return
  *     when they see the global step reached or the ps close in order.
  *
+ * The trainer is the session's loop (train/session.h) with the async
+ * strategy (train/strategy.h); the std server is a role of its own.
+ *
  * Learning rate: the schedule at the global step, divided by
  * sqrt(num_worker_replicas) when hp.scale_lr_by_workers is set (t2t's async
  * rule); the ps applies it with the optimizer of the hparams.

@@ -64,6 +64,21 @@ enum dt_status dt_summary_new(const struct dt_summary_config *cfg, struct dt_sum
 	return DT_OK;
 }
 
+void dt_summary_scalars(struct dt_summary *s, int64_t step, const char *const *tags, const float *values, int n)
+{
+	if (!s || n <= 0)
+		return;
+	struct dt_scalar *v = dt_xcalloc((size_t)n, sizeof(*v));
+	for (int i = 0; i < n; i++)
+		v[i] = (struct dt_scalar){ tags[i], values[i] };
+	struct dt_err err = DT_ERR_INIT;
+	if (dt_events_write_scalars(s->events, step, v, (size_t)n, &err))
+		dt_warn("user summaries at step %lld lost (training goes on): %s", (long long)step, err.msg);
+	else
+		s->records++;
+	free(v);
+}
+
 static void write_window(struct dt_summary *s, int64_t step, float lr)
 {
 	int64_t now = dt_now_ns();

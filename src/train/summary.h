@@ -61,6 +61,9 @@ enum dt_status dt_summary_new(const struct dt_summary_config *cfg, struct dt_sum
  * predictions in its batch, its learning rate) and writes the record when
  * `step` is a multiple of `every` or the last step. `s` may be NULL (no-op). */
 void dt_summary_step(struct dt_summary *s, int64_t step, float loss, int correct, float lr);
+/* Writes `n` scalars named `tags` at `step` as one record (a user's figures
+ * beside the built-in ones); a failed write is a warning. `s` may be NULL. */
+void dt_summary_scalars(struct dt_summary *s, int64_t step, const char *const *tags, const float *values, int n);
 /* Event file path (owned by `s`). */
 const char *dt_summary_path(const struct dt_summary *s);
 /* Records written so far (for tests and logs). */

@@ -24,6 +24,9 @@
  *    its CPU threads. The master computes nothing (t2t: --worker_gpu=0 in
  *    this layout; another value is ignored with a warning).
  *
+ * Both trainers are the session's loop (train/session.h) with a strategy
+ * each (train/strategy.h).
+ *
  * With eval_every, the chief (or master) evaluates a copy of the variables
  * on a thread of its own while it trains on (train/common.h,
  * dt_train_bg_eval_*), so the barrier never waits on an evaluation.
@@ -38,8 +41,6 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "distribute/ps_server.h"
-#include "nn/model.h"
 #include "train/local.h"
 #include "train/ps_roles.h"
 
@@ -60,36 +61,11 @@ enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct 
 enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct dt_train_result *res,
 				    struct dt_sync_stats *stats, struct dt_err *err) DT_MUST_CHECK;
 
-/* ---- the std server's side of layout 2 ---- */
-
-struct dt_replica;
-
-/* For a std server: computes when an in-graph master sets it up
- * (PS_REPLICA_SETUP, then PS_REPLICA_STEP); `model` is the server's (for the
- * parameter count), borrowed. */
-enum dt_status dt_replica_new(const struct dt_ps_run_config *cfg, const struct dt_model *model,
-			      struct dt_replica **out, struct dt_err *err) DT_MUST_CHECK;
-void dt_replica_free(struct dt_replica *r);
-const struct dt_ps_server_extension *dt_replica_extension(struct dt_replica *r);
-/* Why the replica cannot go on (its master was lost mid-run), or NULL. NULL r: NULL. */
-const struct dt_err *dt_replica_failure(const struct dt_replica *r);
-int64_t dt_replica_steps(const struct dt_replica *r);
-
-/* ---- resuming (docs/CHECKPOINTS.md) ----
- *
- * Both layouts resume from the chief's newest checkpoint after a restart:
- * layout 1's chief restores it onto the ps tasks (train/ps_recovery.h, with
- * the synchronous step and Adam's update count), layout 2's master into its
- * own variables and optimizer. A synchronous step reads exactly one batch per
- * data shard, so the input position of step s is derived, not saved: each
- * pipeline starts s batches in (a std server when the master's first step
- * after setting it up is s > 0). */
-
-struct dt_pipeline;
-struct dt_pipeline_config;
-/* Replaces *p (made from pc) by a pipeline from pc positioned `batches`
- * batches in (epochs of shard_size / batch_size whole batches). */
-enum dt_status dt__pipeline_at(const struct dt_pipeline_config *pc, int64_t batches, struct dt_pipeline **p,
-			       struct dt_err *err) DT_MUST_CHECK;
+/* The std server's side of layout 2, and the master's client of it, are
+ * distribute/in_graph.h. Resuming (docs/CHECKPOINTS.md): layout 1's chief
+ * restores the newest checkpoint onto the ps tasks (train/ps_recovery.h,
+ * with the synchronous step and Adam's update count), layout 2's master into
+ * its own variables and optimizer; a synchronous step reads exactly one batch
+ * per data shard, so the input position of step s is derived, not saved. */
 
 #endif

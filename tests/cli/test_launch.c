@@ -16,7 +16,10 @@
 
 #include "cluster_procs.h"
 #include "dt_test.h"
+#include "base/clock.h"
 #include "launch/state.h"
+#include "net/handshake.h"
+#include "net/socket.h"
 
 /* Loads experiment `id` from the test's home; 0 when it is not there yet. */
 static int load(const char *id, struct dt_exp *e)
@@ -542,4 +545,74 @@ DT_TEST_TIMEOUT(launch_slow, example_fashion_mnist_evaluator_reaches_89_percent,
 	fprintf(stderr, "evaluator accuracy %.4f\n", accuracy);
 	DT_CHECK(accuracy >= 0.89);
 	dt_run_release(&r);
+}
+
+/* The launcher makes one secret per experiment (0600, in its state
+ * directory) and gives it to every task: a stranger that knows the ps's
+ * address from TF_CONFIG but not the secret is refused while the cluster
+ * trains, and the run still finishes. */
+DT_TEST_TIMEOUT(launch_cli, tasks_authenticate_with_the_experiments_secret, 150)
+{
+	cli_private_home();
+	char spec[700];
+	cli_write_spec(spec, sizeof(spec), "guarded.yaml",
+		       "name: guarded\nmodel: mlp\nproblem: fashion_mnist\ntrain_steps: 400\n"
+		       "args: [--log_every=20, --noeval]\ndistributed: {worker: 2, ps: 1}\n");
+	struct task launcher;
+	task_start(&launcher, "launch", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
+	pid_t pids[8];
+	int n = 0;
+	DT_CHECK(wait_running("1", pids, &n, 1, 60));
+	char home[600], secret[700];
+	dt_exp_home(home, sizeof(home));
+	snprintf(secret, sizeof(secret), "%s/experiments/1/cluster_secret", home);
+	struct stat st;
+	DT_CHECK(stat(secret, &st) == 0);
+	DT_CHECK_INT_EQ(st.st_mode & 0777, 0600);
+	/* The ps (the first task) has the secret's path and its own address. */
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pids[0]);
+	FILE *f = fopen(path, "rb");
+	DT_CHECK(f != NULL);
+	static char env[1 << 16];
+	size_t len = fread(env, 1, sizeof(env) - 1, f);
+	fclose(f);
+	env[len] = '\0';
+	int port = 0, has_secret = 0;
+	for (size_t k = 0; k < len; k += strlen(env + k) + 1) {
+		char want[800];
+		snprintf(want, sizeof(want), "DTRAIN_CLUSTER_SECRET_FILE=%s", secret);
+		has_secret |= strcmp(env + k, want) == 0;
+		const char *ps = strncmp(env + k, "TF_CONFIG=", 10) == 0 ? strstr(env + k, "\"ps\"") : NULL;
+		const char *addr = ps ? strstr(ps, "127.0.0.1:") : NULL;
+		if (addr)
+			port = atoi(addr + 10);
+	}
+	DT_CHECK(has_secret);
+	DT_CHECK(port > 0);
+	/* A stranger speaking the documented HELLO without the secret. */
+	struct dt_err err = DT_ERR_INIT;
+	int fd;
+	DT_CHECK_OK(dt_sock_connect("127.0.0.1", port, "ps:0", dt_deadline_in(10), NULL, &fd, &err), &err);
+	struct dt_hello h;
+	dt_hello_init(&h, "chief", 0, 0);
+	size_t hl;
+	uint8_t *hb = dt_hello_encode_alloc(&h, &hl);
+	DT_CHECK_OK(dt_frame_send_fd(fd, DT_MSG_HELLO, 0, 0, hb, hl, dt_deadline_in(10), "ps:0", &err), &err);
+	free(hb);
+	dt_hello_release(&h);
+	struct dt_frame_decoder d;
+	dt_frame_decoder_init(&d, DT_MSG_CAP_SMALL);
+	DT_CHECK_OK(dt_frame_recv_fd(fd, &d, dt_deadline_in(10), "ps:0", &err), &err);
+	DT_CHECK_INT_EQ(d.header.type, DT_MSG_REFUSE);
+	struct dt_reason_msg m;
+	DT_CHECK_OK(dt_reason_decode(&m, dt_frame_decoder_payload(&d), (size_t)d.header.length, &err), &err);
+	DT_CHECK_INT_EQ(m.code, DT_REFUSE_AUTH);
+	dt_frame_decoder_release(&d);
+	close(fd);
+	DT_CHECK_INT_EQ(task_wait(&launcher, 120), 0);
+	char *out = task_read(&launcher, 0);
+	DT_CHECK(has_line(out, "1.ps.0", "refused"));
+	DT_CHECK_CONTAINS(out, "--> FINISHED");
+	free(out);
 }

@@ -7,11 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <yaml.h>
 
 #include "cli_util.h"
 #include "dt_test.h"
+#include "net/auth.h"
 #include "slurm_util.h"
 
 /* ---- the Kubernetes manifests ---- */
@@ -57,6 +59,44 @@ static char *layout_of(const char *tf_config)
 	return text;
 }
 
+/* Pod spec `pod` with container `c` mounts the Secret "kube-cluster-secret"
+ * read-only with mode 0400, and DTRAIN_CLUSTER_SECRET_FILE names its key there. */
+static void check_secret_mounted(yaml_document_t *d, yaml_node_t *pod, yaml_node_t *c)
+{
+	const char *file = NULL, *mount = NULL;
+	yaml_node_t *env = map_get(d, c, "env");
+	for (yaml_node_item_t *it = env->data.sequence.items.start; it < env->data.sequence.items.top; it++) {
+		yaml_node_t *e = yaml_document_get_node(d, *it);
+		if (!strcmp(scalar_of(map_get(d, e, "name")), "DTRAIN_CLUSTER_SECRET_FILE"))
+			file = scalar_of(map_get(d, e, "value"));
+	}
+	yaml_node_t *mounts = map_get(d, c, "volumeMounts");
+	for (yaml_node_item_t *it = mounts->data.sequence.items.start; it < mounts->data.sequence.items.top; it++) {
+		yaml_node_t *m = yaml_document_get_node(d, *it);
+		if (!strcmp(scalar_of(map_get(d, m, "name")), "cluster-secret")) {
+			mount = scalar_of(map_get(d, m, "mountPath"));
+			DT_CHECK_STR_EQ(scalar_of(map_get(d, m, "readOnly")), "true");
+		}
+	}
+	DT_CHECK(file && mount);
+	char want[300];
+	snprintf(want, sizeof(want), "%s/cluster_secret", mount);
+	DT_CHECK_STR_EQ(file, want);
+	int found = 0;
+	yaml_node_t *vols = map_get(d, pod, "volumes");
+	for (yaml_node_item_t *it = vols->data.sequence.items.start; it < vols->data.sequence.items.top; it++) {
+		yaml_node_t *v = yaml_document_get_node(d, *it);
+		yaml_node_t *sec = map_get(d, v, "secret");
+		if (!sec)
+			continue;
+		found++;
+		DT_CHECK_STR_EQ(scalar_of(map_get(d, v, "name")), "cluster-secret");
+		DT_CHECK_STR_EQ(scalar_of(map_get(d, sec, "secretName")), "kube-cluster-secret");
+		DT_CHECK_STR_EQ(scalar_of(map_get(d, sec, "defaultMode")), "256"); /* 0400 */
+	}
+	DT_CHECK_INT_EQ(found, 1);
+}
+
 DT_TEST_TIMEOUT(launch_cli, k8s_manifests_parse_and_carry_launchs_tf_config, 60)
 {
 	cli_private_home();
@@ -81,7 +121,7 @@ DT_TEST_TIMEOUT(launch_cli, k8s_manifests_parse_and_carry_launchs_tf_config, 60)
 	yaml_parser_t parser;
 	DT_CHECK(yaml_parser_initialize(&parser));
 	yaml_parser_set_input_string(&parser, (const unsigned char *)r.out, strlen(r.out));
-	int services = 0, jobs = 0;
+	int services = 0, jobs = 0, secrets = 0;
 	for (int docs = 0; docs < 100; docs++) {
 		yaml_document_t d;
 		DT_CHECK(yaml_parser_load(&parser, &d));
@@ -95,6 +135,20 @@ DT_TEST_TIMEOUT(launch_cli, k8s_manifests_parse_and_carry_launchs_tf_config, 60)
 		DT_CHECK(kind && name);
 		if (!strcmp(kind, "PersistentVolumeClaim")) {
 			DT_CHECK_STR_EQ(name, "kube-output");
+		} else if (!strcmp(kind, "Secret")) {
+			/* The cluster secret, in the form a task reads from its file. */
+			secrets++;
+			DT_CHECK_STR_EQ(name, "kube-cluster-secret");
+			const char *hex = scalar_of(map_get(&d, map_get(&d, root, "stringData"), "cluster_secret"));
+			DT_CHECK(hex != NULL);
+			char path[700];
+			dt_test_path(path, sizeof(path), "mounted_secret");
+			dt_test_write_file(path, hex, strlen(hex));
+			DT_CHECK(chmod(path, 0400) == 0);
+			struct dt_auth a;
+			struct dt_err err = DT_ERR_INIT;
+			DT_CHECK_OK(dt_auth_load(&a, path, DT_WIRE_AUTH, &err), &err);
+			DT_CHECK_INT_EQ(strlen(hex), 65);
 		} else if (!strcmp(kind, "Service")) {
 			services++;
 			DT_CHECK_STR_EQ(scalar_of(map_get(&d, map_get(&d, root, "spec"), "clusterIP")), "None");
@@ -115,6 +169,7 @@ DT_TEST_TIMEOUT(launch_cli, k8s_manifests_parse_and_carry_launchs_tf_config, 60)
 					tf = scalar_of(map_get(&d, e, "value"));
 			}
 			DT_CHECK(tf != NULL);
+			check_secret_mounted(&d, pod, c);
 			/* Addresses are the services' full names, as the training
 			 * operator writes them; the evaluator is not in the cluster. */
 			char self[128];
@@ -153,6 +208,7 @@ DT_TEST_TIMEOUT(launch_cli, k8s_manifests_parse_and_carry_launchs_tf_config, 60)
 	yaml_parser_delete(&parser);
 	DT_CHECK_INT_EQ(services, 6);
 	DT_CHECK_INT_EQ(jobs, 6);
+	DT_CHECK_INT_EQ(secrets, 1);
 	DT_CHECK_CONTAINS(r.out, "name: \"kube-ps-1\"\n");
 	DT_CHECK_CONTAINS(r.out, "name: \"kube-worker-1\"\n");
 	DT_CHECK_CONTAINS(r.out, "containerPort: 2222");
@@ -232,6 +288,19 @@ DT_TEST_TIMEOUT(launch_cli, k8s_and_tfjob_pass_the_kubernetes_and_tfjob_schemas,
 		DT_CHECK_INT_EQ(r.exit_code, 0);
 		DT_CHECK_CONTAINS(r.out, "\"kind\":\"TFJob\"");
 		DT_CHECK_CONTAINS(r.out, "\"kind\":\"Job\"");
+		DT_CHECK_CONTAINS(r.out, "\"kind\":\"Secret\"");
+		/* Every TFJob replica's pods mount the secret the task is told of. */
+		char *tfjob = cli_read_file(files[1]);
+		DT_CHECK(tfjob != NULL);
+		int replicas = 0, mounts = 0;
+		for (const char *p = tfjob; (p = strstr(p, "restartPolicy:")) != NULL; p++)
+			replicas++;
+		for (const char *p = tfjob; (p = strstr(p, "secretName: \"")) != NULL; p++)
+			mounts++;
+		DT_CHECK(replicas > 0);
+		DT_CHECK_INT_EQ(mounts, replicas);
+		DT_CHECK_CONTAINS(tfjob, "value: \"/etc/dtrain/secret/cluster_secret\"");
+		free(tfjob);
 		if (i == 2)
 			DT_CHECK(strstr(r.out, "PersistentVolumeClaim") == NULL); /* an existing claim is named */
 		else
@@ -291,9 +360,15 @@ DT_TEST_TIMEOUT(launch_cli, the_training_operators_tf_config_is_accepted_unchang
 	snprintf(out_flag, sizeof(out_flag), "--output_dir=%s/op", dt_test_tmpdir());
 	snprintf(tf, sizeof(tf), "TF_CONFIG={\"cluster\":{\"chief\":[\"dist-mnist-chief-0.kubeflow.svc:2222\"]},"
 				 "\"task\":{\"type\":\"chief\",\"index\":0},\"environment\":\"cloud\"}");
+	/* Its addresses are not loopback: the task needs the cluster secret (SECURITY.md). */
+	char secret[700], secret_flag[760];
+	snprintf(secret, sizeof(secret), "%s/secret", dt_test_tmpdir());
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_OK(dt_auth_secret_new(secret, &err), &err);
+	snprintf(secret_flag, sizeof(secret_flag), "--cluster_secret_file=%s", secret);
 	struct dt_run r;
 	dt_test_run(&r, (const char *[]){ dt_test_dtrain_bin(), "train", "--model=mlp", "--problem=fashion_mnist",
-					  "--train_steps=50", out_flag, NULL },
+					  "--train_steps=50", out_flag, secret_flag, NULL },
 		    (const char *[]){ tf, NULL }, 60);
 	if (r.exit_code != 0)
 		fprintf(stderr, "%s\n%s", r.out, r.err);
@@ -402,7 +477,8 @@ DT_TEST_TIMEOUT(launch_slurm_real, emitted_sbatch_script_runs_two_jobs_and_resta
 	char *body = cli_read_file(job);
 	DT_CHECK(body != NULL);
 	const char *want[] = { "#SBATCH --nodes=1\n", "#SBATCH --ntasks=4\n", "#SBATCH --ntasks-per-node=4\n",
-			       "#SBATCH --cpus-per-task=1\n", "#SBATCH --requeue\n", "srun --nodes=1 --ntasks=1 --exact" };
+			       "#SBATCH --cpus-per-task=1\n", "#SBATCH --requeue\n", "srun --nodes=1 --ntasks=1 --exact",
+			       "export DTRAIN_CLUSTER_SECRET_FILE=" };
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		DT_CHECK_CONTAINS(body, want[i]);
 	DT_CHECK(strstr(body, "overcommit") == NULL);
@@ -429,8 +505,15 @@ DT_TEST_TIMEOUT(launch_slurm_real, emitted_sbatch_script_runs_two_jobs_and_resta
 		char *log = cli_read_file(path);
 		char ckpt[700];
 		snprintf(ckpt, sizeof(ckpt), "%s/slurmy-%d/checkpoint", dir, ids[k]); /* one output dir per job */
-		if (strcmp(state, "COMPLETED") != 0 || !log || !strstr(log, "slurmy.experiment --> FINISHED (exit code 0)") ||
-		    !strstr(log, "[chief:0] I") || !strstr(log, "eval (test split") || access(ckpt, F_OK) != 0)
+		/* Every task authenticated with the job's own secret, 0600 in the shared output dir. */
+		char secret[760];
+		snprintf(secret, sizeof(secret), "%s/slurmy-%d/cluster_secret.%d", dir, ids[k], ids[k]);
+		struct stat sb;
+		if (stat(secret, &sb) != 0 || (sb.st_mode & 0777) != 0600)
+			snprintf(failure, sizeof(failure), "job %d: no cluster secret of mode 0600 at %s", ids[k], secret);
+		else if (strcmp(state, "COMPLETED") != 0 || !log ||
+			 !strstr(log, "slurmy.experiment --> FINISHED (exit code 0)") || !strstr(log, "[chief:0] I") ||
+			 !strstr(log, "eval (test split") || access(ckpt, F_OK) != 0)
 			snprintf(failure, sizeof(failure), "job %d ended %s:\n%.2500s", ids[k], state, log ? log : "(no output)");
 		free(log);
 	}

@@ -8,7 +8,7 @@
 //
 // NODE_MODULES holds kubernetes-models and js-yaml (the test installs them
 // under build/). Every YAML document of every FILE must be a known kind:
-// v1 Namespace, Service, PersistentVolumeClaim; batch/v1 Job; and
+// v1 Namespace, Service, PersistentVolumeClaim, Secret; batch/v1 Job; and
 // kubeflow.org/v1 TFJob. No npm package carries the TFJob CRD's schema, so
 // its rules that matter are written out below from the operator's CRD
 // (kubeflow/training-operator, manifests/base/crds/kubeflow.org_tfjobs.yaml
@@ -35,7 +35,7 @@ const modules = path.resolve(process.argv[2]);
 const files = process.argv.slice(3);
 const yaml = require(path.join(modules, "js-yaml"));
 const k8s = (p) => require(path.join(modules, "kubernetes-models", p));
-const { Namespace, Service, PersistentVolumeClaim, Pod } = k8s("v1");
+const { Namespace, Service, PersistentVolumeClaim, Secret, Pod } = k8s("v1");
 const { Job } = k8s("batch/v1");
 
 function fail(where, msg) {
@@ -98,6 +98,7 @@ for (const file of files) {
       "v1 Namespace": Namespace,
       "v1 Service": Service,
       "v1 PersistentVolumeClaim": PersistentVolumeClaim,
+      "v1 Secret": Secret,
       "batch/v1 Job": Job,
     };
     if (key === "kubeflow.org/v1 TFJob") {

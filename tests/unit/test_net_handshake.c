@@ -2,6 +2,7 @@
  * handshakes against a forked server: accepted, and refused for a different
  * protocol version, cluster fingerprint or model, with the reason arriving on
  * the refused side, while the server keeps serving. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "dt_test.h"
 #include "net_test_util.h"
 #include "base/clock.h"
+#include "net/auth.h"
 #include "net/conn.h"
 #include "net/frame.h"
 #include "net/handshake.h"
@@ -285,4 +287,27 @@ DT_TEST(net_handshake, a_server_that_never_answers_fails_the_client_by_its_deadl
 	dt_hello_release(&me);
 	close(fd);
 	close(lfd);
+}
+
+DT_TEST(net_handshake, the_blocking_handshakes_refuse_a_secret_before_any_byte)
+{
+	/* They return no keys, so they speak only the unauthenticated protocol
+	 * (tests and tools): a hello with a secret is refused at once. */
+	int sv[2];
+	DT_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	struct dt_auth auth = { .mode = DT_WIRE_AUTH };
+	struct dt_hello me, remote;
+	test_hello(&me, "worker", 1, TEST_FINGERPRINT, 16);
+	me.auth = &auth;
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_INT_EQ(dt_handshake_client(sv[0], &me, "ps:0", "ps", 0, dt_deadline_in(5), &remote, &err), DT_INTERNAL);
+	DT_CHECK_CONTAINS(err.msg, "dt_handshake_client with ps:0: this hello carries a cluster secret");
+	DT_CHECK_INT_EQ(dt_handshake_server(sv[0], &me, "worker:0", dt_deadline_in(5), &remote, &err), DT_INTERNAL);
+	DT_CHECK_CONTAINS(err.msg, "dt_conn_connect");
+	uint8_t b;
+	DT_CHECK(recv(sv[1], &b, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN); /* nothing was sent */
+	me.auth = NULL;
+	dt_hello_release(&me);
+	close(sv[0]);
+	close(sv[1]);
 }

@@ -1,4 +1,4 @@
-/* The std server's side of t2t's in-graph sync (train/sync_roles.h): a
+/* The std server's side of t2t's in-graph sync (distribute/in_graph.h): a
  * compute replica that the master sets up and then drives step by step. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,10 +12,11 @@
 #include "data/problem.h"
 #include "distribute/ps_wire.h"
 #include "net/conn.h"
-#include "train/sync_roles.h"
+#include "distribute/in_graph.h"
+#include "nn/model.h"
 
-struct dt_replica {
-	const struct dt_ps_run_config *cfg;
+struct dt_in_graph_replica {
+	struct dt_in_graph_replica_config cfg;
 	size_t num_params;
 	struct dt_ps_server_extension ext;
 	/* set up by the master */
@@ -34,7 +35,7 @@ struct dt_replica {
 	struct dt_err failure;
 };
 
-static void teardown(struct dt_replica *r)
+static void teardown(struct dt_in_graph_replica *r)
 {
 	for (uint32_t i = 0; i < DT_PS_REPLICA_MAX_PER_TASK; i++) {
 		dt_pipeline_free(r->pipes[i]);
@@ -60,17 +61,16 @@ static void refuse(struct dt_conn *c, const struct dt_frame_header *h, enum dt_s
 	(void)dt_conn_reply_error(c, h->request_id, st, "%s", what);
 }
 
-static int from_master(const struct dt_replica *r, struct dt_conn *c)
+static int from_master(const struct dt_in_graph_replica *r, struct dt_conn *c)
 {
-	const struct dt_cluster *cl = r->cfg->cluster;
 	const struct dt_hello *h = dt_conn_remote(c);
-	return h && strcmp(h->role, dt_job_name(cl->chief.job)) == 0 && h->index == (uint32_t)cl->chief.index;
+	return h && strcmp(h->role, r->cfg.master_role) == 0 && h->index == r->cfg.master_index;
 }
 
 /* Loads the train split and builds the model and one pipeline per replica. */
-static enum dt_status set_up(struct dt_replica *r, const struct dt_ps_replica_setup *s, struct dt_err *err)
+static enum dt_status set_up(struct dt_in_graph_replica *r, const struct dt_ps_replica_setup *s, struct dt_err *err)
 {
-	const struct dt_train_config *tc = r->cfg->train;
+	const struct dt_in_graph_replica_config *tc = &r->cfg;
 	teardown(r);
 	if (strcmp(s->problem, tc->problem) != 0) {
 		dt_err_set(err, DT_CONFIG, "the master trains on problem '%s' but this task was started with --problem=%s",
@@ -80,7 +80,7 @@ static enum dt_status set_up(struct dt_replica *r, const struct dt_ps_replica_se
 	enum dt_status st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TRAIN, s->seed, &r->train, err);
 	if (st)
 		return st;
-	struct dt_hparams hp = tc->hp;
+	struct dt_hparams hp = *tc->hp;
 	hp.dropout = s->dropout;
 	if ((st = dt_model_new(&hp, r->train.height, r->train.width, r->train.channels, r->train.num_classes,
 			       (int)s->batch_size, &r->model, err)))
@@ -105,15 +105,14 @@ static enum dt_status set_up(struct dt_replica *r, const struct dt_ps_replica_se
 	return DT_OK;
 }
 
-enum dt_status dt__pipeline_at(const struct dt_pipeline_config *pc, int64_t batches, struct dt_pipeline **p,
-			       struct dt_err *err)
+/* Replaces *p (made from pc) by a pipeline from pc positioned `batches`
+ * batches in: step s reads batch s of each shard. */
+static enum dt_status pipeline_at(const struct dt_pipeline_config *pc, int64_t batches, struct dt_pipeline **p,
+				  struct dt_err *err)
 {
 	struct dt_pipeline_config at = *pc;
-	int64_t per_epoch = *p ? dt_pipeline_shard_size(*p) / pc->batch_size : 0;
-	if (per_epoch > 0 && batches > 0) {
-		at.start_epoch = batches / per_epoch;
-		at.start_offset = batches % per_epoch * pc->batch_size;
-	}
+	dt_pipeline_batch_position(*p ? dt_pipeline_shard_size(*p) : 0, pc->batch_size, batches, &at.start_epoch,
+				   &at.start_offset);
 	dt_pipeline_free(*p);
 	*p = NULL;
 	return dt_pipeline_new(&at, p, err);
@@ -121,14 +120,14 @@ enum dt_status dt__pipeline_at(const struct dt_pipeline_config *pc, int64_t batc
 
 /* Forward/backward of each replica's batch at the master's variables;
  * replies with the summed mean gradients. */
-static void compute(struct dt_replica *r, struct dt_conn *c, const struct dt_frame_header *h,
+static void compute(struct dt_in_graph_replica *r, struct dt_conn *c, const struct dt_frame_header *h,
 		    const struct dt_ps_replica_step *m)
 {
 	if (m->step != r->next_step) {
 		/* A master resumed from a checkpoint: step s reads batch s of each shard. */
 		struct dt_err err = DT_ERR_INIT;
 		for (uint32_t i = 0; i < r->setup.replicas; i++)
-			if (dt__pipeline_at(&r->pcs[i], m->step, &r->pipes[i], &err)) {
+			if (pipeline_at(&r->pcs[i], m->step, &r->pipes[i], &err)) {
 				teardown(r);
 				refuse(c, h, err.status, err.msg);
 				return;
@@ -166,7 +165,7 @@ static void compute(struct dt_replica *r, struct dt_conn *c, const struct dt_fra
 
 static int on_frame(void *arg, struct dt_conn *c, const struct dt_frame_header *h, uint8_t *p)
 {
-	struct dt_replica *r = arg;
+	struct dt_in_graph_replica *r = arg;
 	struct dt_err err = DT_ERR_INIT;
 	if (h->type == DT_MSG_PS_REPLICA_SETUP) {
 		struct dt_ps_replica_setup s;
@@ -203,7 +202,7 @@ static int on_frame(void *arg, struct dt_conn *c, const struct dt_frame_header *
 
 static void on_close(void *arg, struct dt_conn *c, const struct dt_err *why)
 {
-	struct dt_replica *r = arg;
+	struct dt_in_graph_replica *r = arg;
 	if (c != r->master)
 		return;
 	r->master = NULL;
@@ -215,19 +214,19 @@ static void on_close(void *arg, struct dt_conn *c, const struct dt_err *why)
 	}
 }
 
-enum dt_status dt_replica_new(const struct dt_ps_run_config *cfg, const struct dt_model *model,
-			      struct dt_replica **out, struct dt_err *err)
+enum dt_status dt_in_graph_replica_new(const struct dt_in_graph_replica_config *cfg,
+				       struct dt_in_graph_replica **out, struct dt_err *err)
 {
 	(void)err;
-	struct dt_replica *r = dt_xcalloc(1, sizeof(*r));
-	r->cfg = cfg;
-	r->num_params = dt_model_num_params(model);
+	struct dt_in_graph_replica *r = dt_xcalloc(1, sizeof(*r));
+	r->cfg = *cfg;
+	r->num_params = cfg->num_params;
 	r->ext = (struct dt_ps_server_extension){ .on_frame = on_frame, .on_close = on_close, .arg = r };
 	*out = r;
 	return DT_OK;
 }
 
-void dt_replica_free(struct dt_replica *r)
+void dt_in_graph_replica_free(struct dt_in_graph_replica *r)
 {
 	if (!r)
 		return;
@@ -236,6 +235,9 @@ void dt_replica_free(struct dt_replica *r)
 	free(r);
 }
 
-const struct dt_ps_server_extension *dt_replica_extension(struct dt_replica *r) { return &r->ext; }
-const struct dt_err *dt_replica_failure(const struct dt_replica *r) { return r && r->failed ? &r->failure : NULL; }
-int64_t dt_replica_steps(const struct dt_replica *r) { return r ? r->steps : 0; }
+const struct dt_ps_server_extension *dt_in_graph_replica_extension(struct dt_in_graph_replica *r) { return &r->ext; }
+const struct dt_err *dt_in_graph_replica_failure(const struct dt_in_graph_replica *r)
+{
+	return r && r->failed ? &r->failure : NULL;
+}
+int64_t dt_in_graph_replica_steps(const struct dt_in_graph_replica *r) { return r ? r->steps : 0; }

@@ -1,0 +1,87 @@
+/*
+ * in_graph.h — t2t's in-graph replication over the ps wire (docs/PROTOCOL.md,
+ * PS_REPLICA_*; docs/DISTRIBUTED.md, "t2t's sync layout"), both sides.
+ *
+ * The master (dt_in_graph_master, the client side, beside ps_client.h)
+ * dials every std server, sets each up as `replicas` compute replicas
+ * (PS_REPLICA_SETUP: problem, batch, seed, its data shards), and then each
+ * step sends every server the variables (PS_REPLICA_STEP) and sums the
+ * gradients they reply with. It holds the variables and the optimizer
+ * itself (train/sync_roles.c); this module only moves bytes. Every call has
+ * a deadline; a server that fails or does not answer fails the call naming it.
+ *
+ * The replica (dt_in_graph_replica, the server side) is an extension of a
+ * std server (ps_server.h): on PS_REPLICA_SETUP from the master (and only
+ * from it) it loads the train split and builds a model and one pipeline per
+ * replica; on each PS_REPLICA_STEP it computes every replica's gradient at
+ * the master's variables, one after another, and replies with their sum.
+ * Step s reads batch s of each shard, so a master resumed at step s > 0
+ * repositions the pipelines without anything saved on the server. A master
+ * lost mid-run is this server's failure (DT_PEER; the whole cluster
+ * restarts). Single-threaded, on the server's loop.
+ */
+#ifndef DT_DISTRIBUTE_IN_GRAPH_H
+#define DT_DISTRIBUTE_IN_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "distribute/ps_server.h"
+#include "distribute/ps_wire.h"
+#include "net/handshake.h"
+#include "net/loop.h"
+#include "data/problem.h"
+#include "nn/hparams.h"
+
+/* ---- the master's side ---- */
+
+struct dt_in_graph_master;
+
+/* One step's figures summed over every replica. */
+struct dt_in_graph_figures {
+	double loss_sum;     /* of the replicas' mean batch losses */
+	int64_t correct, examples;
+};
+
+/* Dials the `ntasks` std servers at `addrs` ("host:port") as `hello`,
+ * retrying whatever a retry can fix until connect_s (named in the error as
+ * --connect_timeout). *out: dt_in_graph_free. */
+enum dt_status dt_in_graph_connect(struct dt_loop *loop, const char *const *addrs, int ntasks,
+				   const struct dt_hello *hello, double connect_s, struct dt_in_graph_master **out,
+				   struct dt_err *err) DT_MUST_CHECK;
+/* Sets up server i with setups[i], for models of `num_params` parameters. */
+enum dt_status dt_in_graph_setup(struct dt_in_graph_master *m, const struct dt_ps_replica_setup *setups,
+				 size_t num_params, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
+/* Step `step` at `params` (num_params): grad_sum (num_params) gets the sum of
+ * every replica's gradient, *out the figures. */
+enum dt_status dt_in_graph_step(struct dt_in_graph_master *m, int64_t step, const float *params, float *grad_sum,
+				struct dt_in_graph_figures *out, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
+/* Ends the run on every server (PS_END). */
+enum dt_status dt_in_graph_end(struct dt_in_graph_master *m, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
+/* Closes every connection in order (a short wait for them to close); accepts NULL. */
+void dt_in_graph_free(struct dt_in_graph_master *m);
+
+/* ---- the std server's side ---- */
+
+struct dt_in_graph_replica_config {
+	const char *problem, *data_dir;  /* the server's own flags: the master's problem must match */
+	const struct dt_data_options *data; /* image_folder and csv flags (data/problem.h); NULL: defaults */
+	const struct dt_hparams *hp;     /* the server's (the master's dropout wins) */
+	int prefetch;
+	const char *master_role;         /* only this task sets up replicas ("master", index 0) */
+	uint32_t master_index;
+	size_t num_params;               /* the model's, as the server built it */
+};
+
+struct dt_in_graph_replica;
+
+enum dt_status dt_in_graph_replica_new(const struct dt_in_graph_replica_config *cfg,
+				       struct dt_in_graph_replica **out, struct dt_err *err) DT_MUST_CHECK;
+void dt_in_graph_replica_free(struct dt_in_graph_replica *r);
+const struct dt_ps_server_extension *dt_in_graph_replica_extension(struct dt_in_graph_replica *r);
+/* Why the replica cannot go on (its master was lost mid-run), or NULL. NULL r: NULL. */
+const struct dt_err *dt_in_graph_replica_failure(const struct dt_in_graph_replica *r);
+int64_t dt_in_graph_replica_steps(const struct dt_in_graph_replica *r);
+
+#endif

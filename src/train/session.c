@@ -1,0 +1,550 @@
+#include "train/session.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/progress.h"
+#include "distribute/mirrored.h"
+#include "train/checkpoint.h"
+#include "train/common.h"
+#include "train/evaluator.h"
+#include "train/events.h"
+#include "train/summary.h"
+
+/* Progress since the last progress line. */
+struct window {
+	double loss_sum;
+	int64_t correct, examples, steps;
+	int64_t start_ns;
+};
+
+struct dt_session {
+	const struct dt_train_config *cfg;
+	const struct dt_strategy *strategy;
+	void *self;
+	struct dt_strategy_info info;
+	struct dt_model *model;       /* borrowed */
+	struct dt_input *input;       /* owned */
+	struct dt_dataset *test;      /* borrowed; may be empty */
+	int shape[4];                 /* height, width, channels, classes */
+	struct dt_optimizer opt;
+	struct dt_mirrored *mirror;   /* in-process replicas; NULL with one */
+	struct dt_rng dropout_rng;
+
+	/* The chief's files. */
+	int saving;
+	struct dt_saver saver;
+	char *hparams_json;
+	struct dt_summary *summary;
+	struct dt_events *eval_events; /* train_and_evaluate's eval/; NULL otherwise */
+
+	dt_session_hook_fn hook;
+	void *hook_arg;
+
+	struct dt_train_bg_eval *bg;  /* the evaluation copy (eval_where != DT_EVAL_INLINE) */
+	int ended;                    /* the strategy found the run over */
+	int64_t step0, step;          /* the step the run continued after; the global step now */
+	int64_t local_steps;          /* steps this session took */
+	int64_t evaluated_at;         /* the step of the last --eval_every evaluation (or step0) */
+	int64_t last_eval_step;       /* train_and_evaluate's last evaluation; -1: none */
+	struct dt_eval_result last_eval;
+	struct window w;
+	int64_t train_start_ns, after_first_ns, end_ns;
+	int64_t compute_ns, apply_ns, eval_ns;
+	int finished;
+	struct dt_train_result res;
+};
+
+struct dt_model *dt__session_model(struct dt_session *s) { return s->model; }
+struct dt_optimizer *dt__session_optimizer(struct dt_session *s) { return &s->opt; }
+const struct dt_train_config *dt__session_config(const struct dt_session *s) { return s->cfg; }
+struct dt_dataset *dt__session_test(struct dt_session *s) { return s->test; }
+int64_t dt_session_global_step(const struct dt_session *s) { return s->step; }
+int dt_session_should_stop(const struct dt_session *s) { return s->ended || s->step >= s->cfg->train_steps; }
+void dt__session_end_run(struct dt_session *s) { s->ended = 1; }
+struct dt_rng *dt__session_rng(struct dt_session *s) { return &s->dropout_rng; }
+
+void dt_session_set_hook(struct dt_session *s, dt_session_hook_fn fn, void *arg)
+{
+	s->hook = fn;
+	s->hook_arg = arg;
+}
+
+static int has_output_dir(const struct dt_train_config *tc) { return tc->output_dir && *tc->output_dir; }
+
+enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strategy_start *out, struct dt_err *err)
+{
+	const struct dt_train_config *tc = s->cfg;
+	memset(out, 0, sizeof(*out));
+	if (!has_output_dir(tc)) {
+		dt_model_init_params(s->model, tc->seed);
+		return DT_OK;
+	}
+	enum dt_status st = dt_saver_init(&s->saver, tc->output_dir, tc->save_checkpoints_steps,
+					  tc->save_checkpoints_secs, tc->keep_checkpoint_max, err);
+	if (st)
+		return st;
+	s->saving = 1;
+	s->hparams_json = dt_ckpt_hparams_json(&tc->hp);
+	struct dt_ckpt_contents c;
+	dt_ckpt_contents_for_model(&c, s->model);
+	dt_ckpt_contents_set_optimizer(&c, &s->opt);
+	int found;
+	char path[DT_CKPT_PATH_MAX];
+	if ((st = dt_ckpt_restore_latest(tc->output_dir, &c, &found, path, sizeof(path), err)))
+		return st;
+	if (!found) {
+		dt_info("no checkpoint in '%s': training from scratch", tc->output_dir);
+		dt_model_init_params(s->model, tc->seed);
+		return DT_OK;
+	}
+	dt_info("restored step %lld from %s", (long long)c.global_step, path);
+	dt_saver_mark(&s->saver, c.global_step);
+	out->step = c.global_step;
+	out->epoch = c.pipeline_epoch;
+	out->offset = c.pipeline_offset;
+	out->has_rng = c.has_rng;
+	out->rng = c.dropout_rng;
+	return DT_OK;
+}
+
+/* The chief's TensorBoard files, when there is an output dir. */
+static enum dt_status open_summaries(struct dt_session *s, struct dt_err *err)
+{
+	const struct dt_train_config *tc = s->cfg;
+	enum dt_status st;
+	if (s->info.chief && s->info.eval_every > 0 && s->info.eval_where != DT_EVAL_INLINE &&
+	    (st = dt_train_bg_eval_new(&tc->hp, s->test, tc->hp.batch_size, s->info.loop, &s->bg, err)))
+		return st;
+	if (!s->info.chief || !has_output_dir(tc))
+		return DT_OK;
+	if (tc->save_summary_steps > 0) {
+		struct dt_summary_config sc = { .dir = tc->output_dir, .every = tc->save_summary_steps,
+						.last_step = tc->train_steps, .hp = &tc->hp,
+						.batch_size = s->info.summary_batch ? s->info.summary_batch
+										   : s->info.global_batch };
+		if ((st = dt_summary_new(&sc, &s->summary, err)))
+			return st;
+	}
+	if (tc->eval_after_save && s->info.files)
+		return dt_eval_open_events(tc->output_dir, DT_SPLIT_TEST, &s->eval_events, err);
+	return DT_OK;
+}
+
+/* The dropout stream, the in-process replicas and the input, from where the
+ * run continues. One rule for every mode: a restored stream, else the one
+ * derived for this shard (and, where streams are not saved, the step). */
+static enum dt_status start_compute(struct dt_session *s, const struct dt_strategy_start *at, struct dt_err *err)
+{
+	const struct dt_train_config *tc = s->cfg;
+	uint64_t stream = (s->info.dropout_per_resume ? (uint64_t)at->step * 65536u : 0) + (uint64_t)s->info.shard_index;
+	if (at->has_rng)
+		s->dropout_rng = at->rng;
+	else
+		dt_rng_derive(&s->dropout_rng, tc->seed, "dropout", stream);
+	enum dt_status st;
+	if (tc->replicas > 1) {
+		struct dt_mirrored_config mc = {
+			.hp = &tc->hp, .height = s->shape[0], .width = s->shape[1], .channels = s->shape[2],
+			.num_classes = s->shape[3],
+			.replicas = tc->replicas, .batch_size = tc->hp.batch_size, .seed = tc->seed, .stream_base = stream,
+		};
+		if ((st = dt_mirrored_new(s->model, &mc, &s->mirror, err)))
+			return st;
+		dt_info("mirrored: %d replicas on threads split each batch of %d, OpenBLAS 1 thread each", tc->replicas,
+			tc->hp.batch_size);
+	}
+	if (!s->input) /* the strategy computes elsewhere (t2t's in-graph master) */
+		return DT_OK;
+	if (at->batches > 0)
+		st = dt_input_start_at_batch(s->input, s->info.shard_index, s->info.shard_count, tc->hp.batch_size,
+					     at->batches, err);
+	else
+		st = dt_input_start(s->input, s->info.shard_index, s->info.shard_count, at->epoch, at->offset, err);
+	if (st)
+		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
+	if (s->info.shard_count > 1 && s->info.global_batch != tc->hp.batch_size)
+		dt_info("data: shard %d of %d, %lld examples per epoch; batch %d per worker%s, global batch %d",
+			s->info.shard_index, s->info.shard_count, (long long)dt_input_shard_size(s->input),
+			tc->hp.batch_size, tc->replicas > 1 ? " split over its replicas" : "", s->info.global_batch);
+	else if (s->info.shard_count > 1)
+		dt_info("data: shard %d of %d, %lld examples per epoch", s->info.shard_index, s->info.shard_count,
+			(long long)dt_input_shard_size(s->input));
+	return DT_OK;
+}
+
+enum dt_status dt_session_new(const struct dt_session_config *cfg, struct dt_session **out, struct dt_err *err)
+{
+	*out = NULL;
+	struct dt_session *s = dt_xcalloc(1, sizeof(*s));
+	const struct dt_train_config *tc = cfg->train;
+	s->cfg = tc;
+	s->strategy = cfg->strategy;
+	s->self = cfg->strategy_arg;
+	s->model = cfg->model;
+	s->input = cfg->input;
+	s->test = cfg->test;
+	s->shape[0] = cfg->height, s->shape[1] = cfg->width, s->shape[2] = cfg->channels, s->shape[3] = cfg->num_classes;
+	s->last_eval_step = -1;
+	s->info = (struct dt_strategy_info){ .chief = 1, .shard_count = 1, .global_batch = tc->hp.batch_size,
+					     .examples_note = "", .save_rng = 1, .eval_every = tc->eval_every,
+					     .files = 1, .lr_scale = 1 };
+	s->res.num_params = (int64_t)dt_model_num_params(s->model);
+	struct dt_strategy_start at;
+	memset(&at, 0, sizeof(at));
+	enum dt_status st = dt_optimizer_init(&s->opt, &tc->hp, dt_model_num_params(s->model), err);
+	if (!st && s->strategy->connect)
+		st = s->strategy->connect(s, s->self, &s->info, err);
+	if (!st)
+		st = s->strategy->start(s, s->self, &at, err);
+	if (!st)
+		st = open_summaries(s, err);
+	if (!st)
+		st = start_compute(s, &at, err);
+	if (st) {
+		dt_session_free(s);
+		return st;
+	}
+	s->step0 = s->step = s->evaluated_at = at.step;
+	if (s->step0 >= tc->train_steps && !s->info.shared_step)
+		dt_info("the checkpoint is at step %lld, train_steps is %lld: nothing to train", (long long)s->step0,
+			(long long)tc->train_steps);
+	s->w = (struct window){ .start_ns = dt_now_ns() };
+	s->train_start_ns = s->w.start_ns;
+	*out = s;
+	return DT_OK;
+}
+
+void dt_session_free(struct dt_session *s)
+{
+	if (!s)
+		return;
+	if (s->saving)
+		dt_saver_release(&s->saver);
+	free(s->hparams_json);
+	dt_train_bg_eval_free(s->bg);
+	dt_events_free(s->eval_events);
+	dt_summary_free(s->summary);
+	dt_mirrored_free(s->mirror);
+	dt_input_free(s->input);
+	dt_optimizer_release(&s->opt);
+	free(s);
+}
+
+/* Sums `n` figures over every task (strategy), or leaves them alone. */
+static enum dt_status reduce(struct dt_session *s, double *v, int n, const char *what, struct dt_err *err)
+{
+	if (!s->strategy->reduce)
+		return DT_OK;
+	float f[4];
+	DT_ASSERT(n <= 4);
+	for (int i = 0; i < n; i++)
+		f[i] = (float)v[i]; /* counts <= 2^24 stay exact */
+	enum dt_status st = s->strategy->reduce(s, s->self, f, (size_t)n, what, err);
+	for (int i = 0; i < n; i++)
+		v[i] = (double)f[i];
+	return st;
+}
+
+enum dt_status dt_session_evaluate(struct dt_session *s, struct dt_eval_result *out, struct dt_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	if (!s->test || s->test->count == 0)
+		return dt_err_set(err, DT_USAGE, "cannot evaluate: no test split was loaded for this session");
+	double v[3];
+	int shard = s->strategy->reduce ? s->info.shard_index : 0, count = s->strategy->reduce ? s->info.shard_count : 1;
+	enum dt_status st = dt_train_evaluate_shard(s->model, s->test, shard, count, v, err);
+	if (!st)
+		st = reduce(s, v, 3, "eval/sums", err);
+	if (st)
+		return dt_err_prefix(err, "cannot evaluate at step %lld", (long long)s->step);
+	out->examples = (int64_t)v[2];
+	out->accuracy = v[2] > 0 ? v[1] / v[2] : 0;
+	out->loss = v[2] > 0 ? v[0] / v[2] : 0;
+	return DT_OK;
+}
+
+enum dt_status dt_session_save(struct dt_session *s, struct dt_err *err)
+{
+	if (!s->saving)
+		return DT_OK;
+	struct dt_ckpt_contents c;
+	dt_ckpt_contents_for_model(&c, s->model);
+	dt_ckpt_contents_set_optimizer(&c, &s->opt);
+	c.global_step = s->step;
+	c.has_rng = s->info.save_rng;
+	c.dropout_rng = s->dropout_rng;
+	if (s->input)
+		dt_input_position(s->input, &c.pipeline_epoch, &c.pipeline_offset);
+	c.hparams = s->hparams_json;
+	c.extra = s->info.ckpt_meta;
+	c.num_extra = s->info.num_ckpt_meta;
+	return dt_saver_save(&s->saver, &c, err);
+}
+
+void dt_session_scalars(struct dt_session *s, const char *const *tags, const float *values, int n)
+{
+	dt_summary_scalars(s->summary, s->step, tags, values, n);
+}
+
+/* The progress line over the window (its figures summed over every task),
+ * and the run's final loss. */
+static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *err)
+{
+	const struct dt_train_config *tc = s->cfg;
+	struct window *w = &s->w;
+	double v[3] = { w->loss_sum, (double)w->correct, (double)w->examples };
+	enum dt_status st = reduce(s, v, 3, "log/window", err);
+	if (st)
+		return dt_err_prefix(err, "training stopped at step %lld", (long long)s->step);
+	double loss = v[0] / ((double)w->steps * (s->strategy->reduce ? s->info.shard_count : 1));
+	s->res.final_loss = loss;
+	if (tc->log_every > 0 || s->info.log_last_step) {
+		int64_t now = dt_now_ns();
+		double secs = (double)(now - w->start_ns) / 1e9, elapsed = (double)(now - s->train_start_ns) / 1e9;
+		char eta[32], note[64] = "", at[64];
+		/* This task's steps, not the global step: a resumed run did the steps before it elsewhen. */
+		dt_train_format_eta(elapsed / (double)s->local_steps * (double)(tc->train_steps - s->step), eta,
+				    sizeof(eta));
+		if (s->strategy->note)
+			s->strategy->note(s, s->self, elapsed, note, sizeof(note));
+		if (s->info.shared_step)
+			snprintf(at, sizeof(at), "step %lld (global %lld/%lld)", (long long)s->local_steps,
+				 (long long)s->step, (long long)tc->train_steps);
+		else
+			snprintf(at, sizeof(at), "step %lld/%lld", (long long)s->step, (long long)tc->train_steps);
+		dt_info("%s loss %.4f acc %.3f lr %.3g %.0f examples/s%s%s eta %s", at, loss, v[1] / v[2], (double)lr,
+			secs > 0 ? v[2] / secs : 0, s->info.examples_note, note, eta);
+	}
+	*w = (struct window){ .start_ns = dt_now_ns() };
+	return DT_OK;
+}
+
+/* Checkpoint cadence (the saver's, and the last step), then train_and_evaluate's evaluation. */
+static enum dt_status maybe_save(struct dt_session *s, struct dt_err *err)
+{
+	if (!s->saving || !(dt_saver_due(&s->saver, s->step) || s->step == s->cfg->train_steps))
+		return DT_OK;
+	int64_t s0 = dt_now_ns();
+	enum dt_status st = dt_session_save(s, err);
+	if (!st && s->eval_events) {
+		int64_t e0 = dt_now_ns();
+		st = dt_eval_in_process(s->eval_events, s->model, s->test, s->step, &s->last_eval, err);
+		s->last_eval_step = s->step;
+		s->eval_ns += dt_now_ns() - e0;
+	}
+	s->w.start_ns += dt_now_ns() - s0;
+	return st;
+}
+
+/* Waits for the background evaluation, keeping the connections alive. */
+static enum dt_status wait_for_copy(struct dt_session *s, struct dt_err *err)
+{
+	enum dt_status st = DT_OK;
+	while (!st && dt_train_bg_eval_busy(s->bg))
+		st = s->strategy->wait ? s->strategy->wait(s, s->self, err) : (dt_sleep(0.01), DT_OK);
+	return st ? st : dt_train_bg_eval_poll(s->bg, 1, err);
+}
+
+/*
+ * --eval_every: when the global step crosses a multiple of it (other tasks
+ * move a shared step too), except at the last step, evaluated at the end.
+ * Where it runs is the strategy's: inline between two steps (every task its
+ * shard, summed, with a `reduce`), or on a copy of the variables on a thread
+ * of its own, so that no peer's deadline (a barrier, heartbeats) sees it:
+ * waited for while the connections are kept alive, or not waited for at all
+ * (training goes on; the next one waits for it if it is still running).
+ */
+static enum dt_status maybe_evaluate(struct dt_session *s, struct dt_err *err)
+{
+	int64_t every = s->info.eval_every;
+	enum dt_status st = s->info.eval_where == DT_EVAL_COPY_ASYNC ? dt_train_bg_eval_poll(s->bg, 0, err) : DT_OK;
+	if (st || every <= 0 || s->step >= s->cfg->train_steps || s->step / every <= s->evaluated_at / every)
+		return st;
+	if (!s->info.chief && s->info.eval_where != DT_EVAL_INLINE)
+		return DT_OK;
+	int64_t e0 = dt_now_ns();
+	if (s->info.eval_where == DT_EVAL_INLINE) {
+		struct dt_eval_result ev;
+		if ((st = dt_session_evaluate(s, &ev, err)))
+			return st;
+		if (s->info.chief)
+			dt_info("eval at step %lld: accuracy %.4f loss %.4f", (long long)s->step, ev.accuracy, ev.loss);
+	} else {
+		if (dt_train_bg_eval_busy(s->bg))
+			dt_debug("step %lld: waiting for the evaluation before the next one (--eval_every=%lld)",
+				 (long long)s->step, (long long)every);
+		if ((st = wait_for_copy(s, err)))
+			return st;
+		dt_train_bg_eval_start(s->bg, dt_model_params(s->model), s->step);
+		if (s->info.eval_where == DT_EVAL_COPY_WAIT && (st = wait_for_copy(s, err)))
+			return st;
+	}
+	s->evaluated_at = s->step;
+	if (s->info.eval_where != DT_EVAL_COPY_ASYNC) {
+		s->eval_ns += dt_now_ns() - e0;
+		s->w.start_ns += dt_now_ns() - e0;
+	}
+	return DT_OK;
+}
+
+enum dt_status dt__session_next_batch(struct dt_session *s, const struct dt_batch **out, struct dt_err *err)
+{
+	if (!s->input)
+		return dt_err_set(err, DT_USAGE, "this session has no training input (its strategy computes elsewhere)");
+	enum dt_status st = dt_input_next(s->input, out, err);
+	return st ? dt_err_prefix(err, "cannot read the batch after step %lld", (long long)s->step) : DT_OK;
+}
+
+enum dt_status dt__session_compute(struct dt_session *s, struct dt_step_figures *out, struct dt_err *err)
+{
+	const struct dt_batch *b;
+	enum dt_status st = dt__session_next_batch(s, &b, err);
+	if (st)
+		return st;
+	out->correct = 0;
+	out->examples = b->size;
+	out->loss = dt_mirrored_step(s->mirror, s->model, b->x, b->y, b->size, &s->dropout_rng, &out->correct);
+	return DT_OK;
+}
+
+enum dt_status dt__session_compute_decayed(struct dt_session *s, struct dt_step_figures *out, struct dt_err *err)
+{
+	enum dt_status st = dt__session_compute(s, out, err);
+	const float wd = (float)s->cfg->hp.weight_decay;
+	if (!st && isfinite(out->loss) && wd > 0)
+		dt_train_add_weight_decay(s->model, wd);
+	return st;
+}
+
+/* Summary records are due when the step crosses a multiple of the cadence
+ * (other tasks move a shared step too), and carry that multiple. */
+static void summarize(struct dt_session *s, int64_t prev, const struct dt_step_figures *fig, float lr)
+{
+	int64_t every = s->cfg->save_summary_steps, step = s->step;
+	int64_t tag = every > 0 && step / every > prev / every && step % every ? step / every * every : step;
+	dt_summary_step(s->summary, tag, fig->loss, fig->correct, lr); /* the chief's own batch, as TF's chief */
+}
+
+enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
+{
+	const struct dt_train_config *tc = s->cfg;
+	if (dt_session_should_stop(s) || s->finished)
+		return dt_err_set(err, DT_USAGE, "the session is at step %lld of %lld: no step left to take",
+				  (long long)s->step, (long long)tc->train_steps);
+	struct dt_step_figures fig = { 0 };
+	int64_t t0 = dt_now_ns();
+	enum dt_status st = s->strategy->compute ? s->strategy->compute(s, s->self, &fig, err)
+						 : dt__session_compute(s, &fig, err);
+	if (st)
+		return st;
+	if (!isfinite(fig.loss)) {
+		const char *on = s->info.task_name ? " on " : "", *name = s->info.task_name ? s->info.task_name : "";
+		return dt_err_set(err, DT_RUNTIME, "training diverged at step %lld%s%s: loss is %f", (long long)s->step + 1,
+				  on, name, (double)fig.loss);
+	}
+	float lr = dt_lr_at(&tc->hp, s->step, tc->train_steps) * s->info.lr_scale;
+	int64_t t1 = dt_now_ns();
+	struct dt_strategy_step io = { .step = s->step + 1, .taken = 1 };
+	if ((st = s->strategy->apply(s, s->self, &fig, lr, &io, err)))
+		return st;
+	s->compute_ns += t1 - t0;
+	s->apply_ns += dt_now_ns() - t1;
+	const int64_t prev = s->step;
+	s->step = io.step;
+	if (!io.taken)
+		return DT_OK;
+	if (s->local_steps++ == 0) {
+		s->after_first_ns = dt_now_ns();
+		s->res.first_step_seconds = dt_process_age_seconds();
+		dt_debug("first step done %.3f s after process start", s->res.first_step_seconds);
+	}
+	s->w.loss_sum += (double)fig.loss;
+	s->w.correct += fig.correct;
+	s->w.examples += fig.examples;
+	s->w.steps++;
+	if (s->hook)
+		s->hook(s->hook_arg, s->step, fig.loss, fig.examples);
+	summarize(s, prev, &fig, lr);
+	dt_progress_step(s->step, tc->train_steps); /* the launcher's STEP and STEPS/S (base/progress.h) */
+	int log_due = s->info.shared_step
+		? tc->log_every > 0 && s->local_steps % tc->log_every == 0
+		: (tc->log_every > 0 && s->step % tc->log_every == 0) || s->step == tc->train_steps;
+	/* The progress line, then the checkpoint, as one process always logged;
+	 * where the cluster counts the steps the checkpoint comes first, as the
+	 * ps modes and the in-graph master always did (a line at step S then
+	 * says S is saved, when it is due). */
+	const int save_first = s->info.shared_step;
+	if ((save_first && (st = maybe_save(s, err))) || (log_due && (st = log_window(s, lr, err))) ||
+	    (!save_first && (st = maybe_save(s, err))) || (st = maybe_evaluate(s, err)))
+		return st;
+	if (dt_session_should_stop(s))
+		s->end_ns = dt_now_ns();
+	return DT_OK;
+}
+
+/* The run's timing figures: training steps only, evaluations left out. */
+static void timing(struct dt_session *s)
+{
+	const int64_t trained = s->local_steps;
+	struct dt_train_result *res = &s->res;
+	int64_t end = s->end_ns - s->eval_ns;
+	res->steps = s->step;
+	res->train_seconds = trained > 0 ? (double)(end - s->train_start_ns) / 1e9 : 0;
+	double steady = (double)(end - s->after_first_ns) / 1e9;
+	if (trained > 1 && steady > 0)
+		res->examples_per_sec = (double)(trained - 1) * s->info.global_batch / steady;
+	else if (res->train_seconds > 0)
+		res->examples_per_sec = (double)s->info.global_batch / res->train_seconds;
+}
+
+void dt__session_step_times(const struct dt_session *s, int64_t *steps, int64_t *compute_ns, int64_t *apply_ns,
+			    int64_t *total_ns)
+{
+	*steps = s->local_steps;
+	*compute_ns = s->compute_ns;
+	*apply_ns = s->apply_ns;
+	*total_ns = (s->end_ns ? s->end_ns : dt_now_ns()) - s->eval_ns - s->train_start_ns;
+}
+
+enum dt_status dt_session_finish(struct dt_session *s, struct dt_err *err)
+{
+	if (s->finished)
+		return dt_err_set(err, DT_USAGE, "the session is already finished");
+	s->finished = 1;
+	if (!s->end_ns)
+		s->end_ns = dt_now_ns();
+	int64_t step = s->step;
+	enum dt_status st = s->strategy->finish ? s->strategy->finish(s, s->self, &step, err) : DT_OK;
+	s->step = step;
+	timing(s);
+	/* An evaluation still running: nobody waits on this task any more. */
+	if (st || (st = dt_train_bg_eval_poll(s->bg, 1, err)) || !s->info.chief || !s->cfg->eval_at_end)
+		return st;
+	if (s->last_eval_step == s->step) {
+		s->res.eval = s->last_eval; /* evaluated right after the final save */
+		return DT_OK;
+	}
+	/* The whole split on the chief, after the others have left: nobody waits on it. */
+	return dt_train_evaluate(s->model, s->test, &s->res.eval, err);
+}
+
+enum dt_status dt_session_run(struct dt_session *s, struct dt_err *err)
+{
+	enum dt_status st = DT_OK;
+	while (!st && !dt_session_should_stop(s))
+		st = dt_session_step(s, err);
+	return st ? st : dt_session_finish(s, err);
+}
+
+void dt_session_result(const struct dt_session *s, struct dt_train_result *res)
+{
+	*res = s->res;
+	if (!s->finished)
+		res->steps = s->step;
+}

@@ -1,0 +1,125 @@
+/*
+ * session.h — the training engine: one session, one loop, every mode.
+ *
+ * A session owns what a training task runs on: the data input
+ * (train/input.h), the optimizer, the checkpoint saver, the TensorBoard
+ * summaries, the progress lines, the evaluation (--eval_every, at the end,
+ * train_and_evaluate's after each save) and the per-step hook. The model is
+ * the caller's (borrowed), so any model that fills nn/model.h's buffers
+ * trains; the strategy (train/strategy.h) supplies only what the mode
+ * changes. Each step:
+ *
+ *   batch ← input; loss ← compute (forward/backward); divergence check;
+ *   apply (reduce and update) at the schedule's learning rate; hook;
+ *   summaries; progress line every log_every steps (and at the last);
+ *   checkpoint when the saver is due (and at the last step), then
+ *   train_and_evaluate's evaluation; --eval_every's evaluation when the step
+ *   crosses a multiple of it (not at the last: the final one follows).
+ *
+ * Only the chief (strategy info) saves, writes summaries and logs
+ * evaluations; with a `reduce` every task evaluates its shard of the test
+ * split and the figures are summed.
+ *
+ * Use: dt_session_new (connects, restores or initializes), then either
+ * dt_session_run, or dt_session_step while !dt_session_should_stop and then
+ * dt_session_finish. dt_session_result reads the figures at any time.
+ * Statuses come with a struct dt_err; nothing here prints a final error or
+ * exits. One thread drives a session.
+ */
+#ifndef DT_TRAIN_SESSION_H
+#define DT_TRAIN_SESSION_H
+
+#include <stdint.h>
+
+#include "base/err.h"
+#include "data/problem.h"
+#include "nn/model.h"
+#include "nn/optimizer.h"
+#include "train/input.h"
+#include "train/local.h"
+#include "train/strategy.h"
+
+struct dt_session_config {
+	const struct dt_train_config *train; /* borrowed; must outlive the session */
+	const struct dt_strategy *strategy;  /* the mode */
+	void *strategy_arg;                  /* its state, passed as `self`; owned by the caller */
+	struct dt_model *model;              /* borrowed: the session trains its buffers */
+	struct dt_input *input;              /* owned by the session from dt_session_new on, even on failure;
+						NULL for a strategy that computes elsewhere (in-graph master) */
+	struct dt_dataset *test;             /* borrowed; the test split, or NULL / empty: none loaded */
+	int height, width, channels;         /* one example's shape, and the classes: in-process */
+	int num_classes;                     /* replicas (replicas > 1) are built like the model */
+};
+
+/* After each step: the global step it completed, its loss, its examples. */
+typedef void (*dt_session_hook_fn)(void *arg, int64_t step, float loss, int examples);
+
+struct dt_session;
+
+/* Builds the optimizer, connects (strategy), restores or initializes the
+ * variables, opens the summaries and starts the input at the resume point.
+ * *out: dt_session_free (NULL on failure). */
+enum dt_status dt_session_new(const struct dt_session_config *cfg, struct dt_session **out,
+			      struct dt_err *err) DT_MUST_CHECK;
+
+/* True when the global step has reached train_steps. */
+int dt_session_should_stop(const struct dt_session *s);
+/* One step of the loop above. DT_USAGE when it should stop. */
+enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err) DT_MUST_CHECK;
+/* After the last step: leaves the cluster (strategy) and, with eval_at_end,
+ * the chief evaluates (reusing train_and_evaluate's evaluation of that step). */
+enum dt_status dt_session_finish(struct dt_session *s, struct dt_err *err) DT_MUST_CHECK;
+/* Steps until should_stop, then finish. */
+enum dt_status dt_session_run(struct dt_session *s, struct dt_err *err) DT_MUST_CHECK;
+
+/* Evaluates the current variables on the test split (every task its shard,
+ * summed, with a `reduce`: then every task must call it at the same step). */
+enum dt_status dt_session_evaluate(struct dt_session *s, struct dt_eval_result *out,
+				   struct dt_err *err) DT_MUST_CHECK;
+/* Saves a checkpoint of the current step now (the chief with an output dir;
+ * others: DT_OK, nothing). */
+enum dt_status dt_session_save(struct dt_session *s, struct dt_err *err) DT_MUST_CHECK;
+/* Writes user scalars at the current step to the summaries (the chief's;
+ * nothing without them). A failed write is a warning, as for the built-in ones. */
+void dt_session_scalars(struct dt_session *s, const char *const *tags, const float *values, int n);
+void dt_session_set_hook(struct dt_session *s, dt_session_hook_fn fn, void *arg);
+
+int64_t dt_session_global_step(const struct dt_session *s);
+/* Figures so far (all of them after dt_session_finish). */
+void dt_session_result(const struct dt_session *s, struct dt_train_result *res);
+void dt_session_free(struct dt_session *s);
+
+/* ---- for strategies (train/strategy.h) ---- */
+
+struct dt_model *dt__session_model(struct dt_session *s);
+struct dt_optimizer *dt__session_optimizer(struct dt_session *s);
+const struct dt_train_config *dt__session_config(const struct dt_session *s);
+struct dt_dataset *dt__session_test(struct dt_session *s);
+/* The chief's one restore: with an output dir, sets up the saver and restores
+ * the newest checkpoint that verifies into the model and optimizer (step,
+ * input position, dropout stream into *out); without one, or with none found,
+ * initializes the variables from the seed (*out zero). */
+enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strategy_start *out,
+					   struct dt_err *err) DT_MUST_CHECK;
+/* The default compute: the next batch, forward/backward into the model's
+ * gradient buffer (the in-process replicas' sum when replicas > 1) with the
+ * session's dropout stream. A strategy may call it from a helper thread while
+ * the session's thread waits in its apply. */
+enum dt_status dt__session_compute(struct dt_session *s, struct dt_step_figures *out,
+				   struct dt_err *err) DT_MUST_CHECK;
+/* dt__session_compute plus weight decay on the whole gradient: for the
+ * strategies that push it to be applied elsewhere (the ps). */
+enum dt_status dt__session_compute_decayed(struct dt_session *s, struct dt_step_figures *out,
+					   struct dt_err *err) DT_MUST_CHECK;
+/* The next batch of the input (for a strategy's own compute). */
+enum dt_status dt__session_next_batch(struct dt_session *s, const struct dt_batch **out,
+				      struct dt_err *err) DT_MUST_CHECK;
+struct dt_rng *dt__session_rng(struct dt_session *s);
+/* The strategy found the run over (the ps closed it): should_stop from now on. */
+void dt__session_end_run(struct dt_session *s);
+/* Steps trained by this session, and the time spent computing, applying
+ * (reducing included) and in all (evaluations left out). */
+void dt__session_step_times(const struct dt_session *s, int64_t *steps, int64_t *compute_ns, int64_t *apply_ns,
+			    int64_t *total_ns);
+
+#endif

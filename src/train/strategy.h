@@ -1,0 +1,131 @@
+/*
+ * strategy.h — what one distribution mode supplies to the training session
+ * (train/session.h): only what differs between modes. The session owns the
+ * data input, the model (borrowed from its maker), the optimizer, the
+ * checkpoint saver, the summaries, the progress lines, the evaluation and the
+ * hooks, and turns the one loop; a strategy says how this task connects,
+ * where its variables start from, how a gradient becomes an update, and how
+ * figures are summed across tasks.
+ *
+ * Per mode (one file each, beside its role entry point):
+ *   local                 train/local.c: one process, the batch split over
+ *                         in-process replicas on threads when replicas > 1
+ *                         (distribute/mirrored.h); apply = weight decay +
+ *                         optimizer on the whole buffer;
+ *   multi-worker mirrored train/allreduce_role.c: ring all-reduce of the
+ *                         gradient in buckets overlapped with the backward
+ *                         pass, rank 0 restores and broadcasts, every rank
+ *                         applies the mean; figures summed over the ranks;
+ *   ps async              train/ps_roles.c: the gradient (weight decay
+ *                         included) pushed and the variables pulled in one
+ *                         round, the global step the ps's; a lost ps
+ *                         recovered (train/ps_recovery.h);
+ *   ps sync, in-graph     train/sync_roles.c: the push waits at the ps's
+ *                         barrier; t2t's master sums its std servers'
+ *                         gradients and applies the mean itself.
+ * The roles that do not train (std server, evaluator) are not strategies.
+ *
+ * Calls, all on the session's thread, in this order:
+ *   connect  (optional) join the cluster; fills `info` (the defaults are one
+ *            process's: chief, shard 0 of 1, global batch = batch size);
+ *   start    the variables (and optimizer slots) initialized or restored
+ *            (dt__session_restore_or_init is the one restore), and where the
+ *            run continues: step and input position;
+ *   compute  (optional; default: dt__session_compute, the next batch and
+ *            dt_mirrored_step) forward/backward into the model's gradient buffer;
+ *   apply    the gradient reduced and applied at learning rate `lr` (the
+ *            schedule's at the global step before it), or pushed: the
+ *            global step it reaches;
+ *   reduce   (optional; NULL: one task) sums `n` floats over every task, for
+ *            the log window and the sharded evaluation: every task calls it at
+ *            the same steps;
+ *   finish   (optional) after the last step, before the final evaluation:
+ *            leaving the cluster in order (the ps chief's final checkpoint).
+ * A failing call ends the session with its status; its message names the
+ * peer and the step where it has them.
+ */
+#ifndef DT_TRAIN_STRATEGY_H
+#define DT_TRAIN_STRATEGY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/rng.h"
+#include "data/pipeline.h"
+
+struct dt_session;
+struct dt_loop;
+struct dt_ckpt_kv;
+
+enum dt_eval_where {
+	DT_EVAL_INLINE,            /* between two steps, on this thread (summed with `reduce`) */
+	DT_EVAL_COPY_WAIT,         /* a copy on a thread while `wait` keeps the connections alive */
+	DT_EVAL_COPY_ASYNC,        /* a copy on a thread while training goes on; nobody waits on it */
+};
+
+/* This task's place in the run, as connect sees it. */
+struct dt_strategy_info {
+	int chief;                 /* saves, writes summaries, logs evaluations, evaluates at the end */
+	int shard_index, shard_count; /* this task's data shard; also its test shard with `reduce` */
+	int global_batch;          /* examples per step in examples/s (summaries too, without summary_batch) */
+	int summary_batch;         /* examples per global step in the summaries; 0: global_batch */
+	const char *task_name;     /* "worker:1", named in divergence errors; NULL alone */
+	const char *examples_note; /* after "examples/s" in progress lines, e.g. " (all workers)"; "" */
+	int log_last_step;         /* a progress line at the last step even with log_every 0 */
+	int dropout_per_resume;    /* a resumed run's dropout stream derives from its step (not restored) */
+	int save_rng;              /* checkpoints carry the dropout stream (and restore it) */
+	int64_t eval_every;        /* --eval_every that every task follows (connect may agree on one) */
+	enum dt_eval_where eval_where; /* of --eval_every's evaluations */
+	int shared_step;           /* the cluster counts the steps (ps): lines "step L (global G/T)", the
+				      log cadence on this task's steps, no line forced at the last */
+	int files;                 /* the chief's checkpoints are the session's (0: the strategy's own, ps) */
+	float lr_scale;            /* the schedule's rate times this (t2t's async sqrt rule); 1 */
+	struct dt_loop *loop;      /* woken when a background evaluation ends; may be NULL */
+	const struct dt_ckpt_kv *ckpt_meta; /* extra metadata in the session's checkpoints */
+	int num_ckpt_meta;
+};
+
+/* Where start leaves the run. */
+struct dt_strategy_start {
+	int64_t step;              /* the global step training continues after */
+	int64_t epoch, offset;     /* the input position of the next batch */
+	int64_t batches;           /* > 0: the position instead as whole batches into the shard (a synchronous
+				      step reads one batch per shard, so its position is derived, not saved) */
+	int has_rng;               /* `rng` is the restored dropout stream */
+	struct dt_rng rng;
+};
+
+/* One step's figures on this task's batch. */
+struct dt_step_figures {
+	float loss;                /* mean over the batch */
+	int correct, examples;
+};
+
+/* What apply did. */
+struct dt_strategy_step {
+	int64_t step;              /* in: s's step + 1; out: the global step now */
+	int taken;                 /* in: 1; out: 0 when the step was not counted (a recovery redoes it, or the
+				      run turned out to be over: dt__session_end_run) */
+};
+
+struct dt_strategy {
+	const char *name;
+	enum dt_status (*connect)(struct dt_session *s, void *self, struct dt_strategy_info *info,
+				  struct dt_err *err);
+	enum dt_status (*start)(struct dt_session *s, void *self, struct dt_strategy_start *out, struct dt_err *err);
+	enum dt_status (*compute)(struct dt_session *s, void *self, struct dt_step_figures *out, struct dt_err *err);
+	enum dt_status (*apply)(struct dt_session *s, void *self, const struct dt_step_figures *fig, float lr,
+				struct dt_strategy_step *io, struct dt_err *err);
+	enum dt_status (*reduce)(struct dt_session *s, void *self, float *v, size_t n, const char *what,
+				 struct dt_err *err);
+	/* (optional) While the session waits on a background evaluation: at
+	 * most about a second of keeping the task's connections alive. */
+	enum dt_status (*wait)(struct dt_session *s, void *self, struct dt_err *err);
+	/* (optional) Text after "examples/s" in a progress line; `elapsed_s` of training so far. */
+	void (*note)(struct dt_session *s, void *self, double elapsed_s, char *buf, size_t cap);
+	/* (optional) *step in: the global step reached; out: the run's last. */
+	enum dt_status (*finish)(struct dt_session *s, void *self, int64_t *step, struct dt_err *err);
+};
+
+#endif
