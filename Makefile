@@ -23,10 +23,10 @@ WARNINGS += -Werror
 endif
 
 OPT      := $(if $(SANITIZE),-O1 -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-recover=all,-O2 -march=native) -fno-math-errno
-# Debian keeps HDF5 in a directory of its own (the serial flavour); pkg-config knows it once
-# libhdf5-dev is installed, and the fallback names it before (the first make installs it).
-HDF5_CFLAGS := $(or $(shell pkg-config --cflags hdf5 2>/dev/null),-I/usr/include/hdf5/serial)
-HDF5_LIBS   := $(or $(shell pkg-config --libs hdf5 2>/dev/null),-L/usr/lib/$(shell $(CC) -print-multiarch)/hdf5/serial -lhdf5)
+# Debian keeps HDF5's headers in a directory of its own (the serial flavour) and links the
+# library as libhdf5_serial from the standard directory, so no -L (which dtrain.pc would carry).
+HDF5_CFLAGS := -I/usr/include/hdf5/serial
+HDF5_LIBS   := -lhdf5_serial
 CPPFLAGS := -Iinclude -Isrc $(HDF5_CFLAGS) -D_GNU_SOURCE -MMD -MP
 CFLAGS   := -std=c11 -g $(OPT) $(WARNINGS) -pthread
 LDFLAGS  := $(if $(SANITIZE),-fsanitize=$(SANITIZE)) -pthread
