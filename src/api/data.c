@@ -142,7 +142,7 @@ dtrain_status dtrain_data_problem(const char *problem, const char *data_dir, con
 						 split);
 	struct dt_dataset ds;
 	memset(&ds, 0, sizeof(ds));
-	if (dt_problem_load(problem, data_dir, sp, 1, &ds, e))
+	if (dt_problem_load(problem, data_dir, NULL, sp, 1, &ds, e))
 		return (dtrain_status)e->status;
 	size_t per = (size_t)ds.height * (size_t)ds.width * (size_t)ds.channels;
 	float *x = NULL;

@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "cmd/cmd.h"
+#include "cmd/data_flags.h"
 #include "cmd/secret.h"
 #include "base/strutil.h"
 #include "cluster/resolve.h"
@@ -281,7 +282,7 @@ static int run_evaluator(const struct dt_train_config *cfg, const char *schedule
 {
 	struct dt_err err = DT_ERR_INIT;
 	struct dt_eval_config ec = {
-		.problem = cfg->problem, .data_dir = cfg->data_dir, .hp = cfg->hp, .seed = cfg->seed,
+		.problem = cfg->problem, .data_dir = cfg->data_dir, .data = cfg->data, .hp = cfg->hp, .seed = cfg->seed,
 		.threads = cfg->threads, .output_dir = cfg->output_dir, .split = DT_SPLIT_TEST,
 		.train_steps = cfg->train_steps, .timeout_s = ea->timeout_s, .report = print_eval,
 	};
@@ -394,6 +395,8 @@ int dt_cmd_train(int argc, char **argv)
 	int eval = 1, threads = 1, prefetch = 1;
 	int replicas = 1;
 	const char *data_dir = "";
+	struct dt_data_flags df = DT_DATA_FLAGS_INIT;
+	struct dt_data_options data_opts;
 	struct ckpt_args ck = { .output_dir = "", .keep_max = cfg.keep_checkpoint_max,
 				.summary_steps = cfg.save_summary_steps };
 	struct eval_args ea = { .mode = "latest", .timeout_s = 3600 };
@@ -410,8 +413,10 @@ int dt_cmd_train(int argc, char **argv)
 			      "train the Keras model of this JSON (model.to_json() or a TF.js model.json) instead of "
 			      "--model; hparams from --hparams_set [default: cnn_base]"),
 		DT_OPT_GROUP("Data"),
-		DT_OPT_STRING("problem", &cfg.problem, "NAME", "fashion_mnist, mnist or synthetic"),
-		DT_OPT_STRING("data_dir", &data_dir, "DIR", "directory of the problem's IDX files [default: the problem's own]"),
+		DT_OPT_STRING("problem", &cfg.problem, "NAME", "fashion_mnist, mnist, synthetic, image_folder or csv"),
+		DT_OPT_STRING("data_dir", &data_dir, "DIR",
+			      "the problem's IDX files, image folder or CSV file [default: the problem's own]"),
+		DT_DATA_FLAG_OPTIONS(&df),
 		DT_OPT_GROUP("Training"),
 		DT_OPT_INT64("train_steps", &steps, "N", "steps to train (each one batch)"),
 		DT_OPT_INT64("eval_every", &eval_every, "N", "also evaluate on the test split every N steps (0: only at the end)"),
@@ -535,7 +540,12 @@ int dt_cmd_train(int argc, char **argv)
 			return dt_cmd_report(&err);
 		}
 	}
+	if (dt_data_flags_resolve(&df, a.keras_model, &data_opts, &err)) {
+		dt_cluster_release(&cl);
+		return dt_cmd_report(&err);
+	}
 	cfg.data_dir = data_dir;
+	cfg.data = &data_opts;
 	cfg.train_steps = steps;
 	cfg.eval_every = eval_every;
 	cfg.eval_at_end = eval;

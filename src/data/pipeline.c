@@ -14,6 +14,12 @@
  * caller reads it only while it is HELD, so the buffers need no lock; the
  * states, the stop flag and the end flag live under `mu`, and every wait is
  * on the condition variable `cv`.
+ *
+ * A dataset of image files (image_folder) is decoded in produce() too, so
+ * on the prefetch thread; with data_threads > 1 a small pool of decoders
+ * shares each batch with it (example i goes to decoder i % threads), and
+ * produce() returns when all of them are done, so the slot protocol above
+ * is unchanged. A dataset of float features is copied as it is.
  */
 #include "data/pipeline.h"
 
@@ -25,7 +31,9 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "base/rng.h"
+#include "data/image_folder.h"
 
 #define MAX_BATCH_SIZE (1 << 20)
 
@@ -37,6 +45,28 @@ struct slot {
 	struct dt_batch batch;           /* points at x and y */
 	int64_t next_epoch, next_offset; /* position after this batch */
 	enum slot_state state;
+};
+
+/* Decoders of image files: the producer is decoder 0, the pool's threads
+ * 1..n. A job is one batch; `gen` counts jobs, `pending` the pool's
+ * threads still working on the current one; all under mu. */
+struct decode_pool {
+	int n;                      /* threads in the pool */
+	pthread_t *threads;         /* (n) */
+	uint8_t **scratch;          /* (n + 1) one example's pixels per decoder */
+	pthread_mutex_t mu;
+	pthread_cond_t work, done;
+	uint64_t gen;
+	int pending, stop;
+	struct slot *job_slot;      /* the job: slot, dataset indices, size, epoch */
+	const uint32_t *job_idx;
+	int job_size;
+	int64_t job_epoch;
+};
+
+struct decoder_arg {
+	struct dt_pipeline *p;
+	int k;
 };
 
 struct dt_pipeline {
@@ -69,6 +99,11 @@ struct dt_pipeline {
 	pthread_cond_t cv;
 	int stop;
 	int producer_done;
+
+	/* Image files only: decoders (threads = 1: the producer alone). */
+	int decoders;
+	struct decode_pool pool;
+	struct decoder_arg *decoder_args; /* (pool.n) */
 };
 
 /* In training mode a batch never runs past the end of the shard: a position
@@ -98,6 +133,125 @@ static void convert(float *restrict dst, const uint8_t *restrict src, size_t n, 
 		dst[k] = lut[src[k]];
 }
 
+/* Decoder k's share of the current job: examples k, k + decoders, ... A file
+ * that fails now passed the load's check, so it changed since: the example
+ * is left zero-valued pixels and the failure is logged, naming the file. */
+static void decode_share(struct dt_pipeline *p, int k)
+{
+	struct decode_pool *d = &p->pool;
+	const size_t elems = p->example_elems;
+	for (int i = k; i < d->job_size; i += p->decoders) {
+		struct dt_err e = DT_ERR_INIT;
+		if (dt_image_files_read(p->data->files, d->job_idx[i], d->job_epoch, d->scratch[k], &e))
+			dt_log(DT_LOG_WARN, "%s (it was readable when the data was loaded; using zeros)", e.msg);
+		convert(d->job_slot->x + (size_t)i * elems, d->scratch[k], elems, p->lut);
+	}
+}
+
+static void *decoder_main(void *arg)
+{
+	struct decoder_arg *a = arg;
+	struct decode_pool *d = &a->p->pool;
+	uint64_t seen = 0;
+	pthread_mutex_lock(&d->mu);
+	for (;;) {
+		while (!d->stop && d->gen == seen)
+			pthread_cond_wait(&d->work, &d->mu);
+		if (d->stop)
+			break;
+		seen = d->gen;
+		pthread_mutex_unlock(&d->mu);
+		decode_share(a->p, a->k);
+		pthread_mutex_lock(&d->mu);
+		if (--d->pending == 0)
+			pthread_cond_signal(&d->done);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
+
+static void decode_batch(struct dt_pipeline *p, struct slot *s, const uint32_t *idx, int size)
+{
+	struct decode_pool *d = &p->pool;
+	if (d->n == 0) {
+		d->job_slot = s;
+		d->job_idx = idx;
+		d->job_size = size;
+		d->job_epoch = p->epoch;
+		decode_share(p, 0);
+		return;
+	}
+	pthread_mutex_lock(&d->mu);
+	d->job_slot = s;
+	d->job_idx = idx;
+	d->job_size = size;
+	d->job_epoch = p->epoch;
+	d->pending = d->n;
+	d->gen++;
+	pthread_cond_broadcast(&d->work);
+	pthread_mutex_unlock(&d->mu);
+	decode_share(p, 0);
+	pthread_mutex_lock(&d->mu);
+	while (d->pending > 0)
+		pthread_cond_wait(&d->done, &d->mu);
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* Starts the decoders of an image-file dataset (all signals blocked, as for
+ * the prefetch thread); fewer threads than asked if some cannot start. */
+static void pool_start(struct dt_pipeline *p)
+{
+	struct decode_pool *d = &p->pool;
+	int want = p->data->files->threads - 1;
+	if (want < 0)
+		want = 0;
+	d->scratch = dt_xcalloc((size_t)want + 1, sizeof(uint8_t *));
+	for (int k = 0; k <= want; k++)
+		d->scratch[k] = dt_xmalloc(p->example_elems);
+	p->decoders = 1;
+	if (want == 0)
+		return;
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->work, NULL);
+	pthread_cond_init(&d->done, NULL);
+	d->threads = dt_xcalloc((size_t)want, sizeof(pthread_t));
+	p->decoder_args = dt_xcalloc((size_t)want, sizeof(struct decoder_arg));
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (int k = 0; k < want; k++) {
+		p->decoder_args[k] = (struct decoder_arg){ p, k + 1 };
+		if (pthread_create(&d->threads[k], NULL, decoder_main, &p->decoder_args[k]) != 0) {
+			dt_log(DT_LOG_WARN, "input pipeline: started %d of %d decoding threads", k, want);
+			break;
+		}
+		d->n++;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	p->decoders = d->n + 1;
+}
+
+static void pool_stop(struct dt_pipeline *p)
+{
+	struct decode_pool *d = &p->pool;
+	if (d->threads) {
+		pthread_mutex_lock(&d->mu);
+		d->stop = 1;
+		pthread_cond_broadcast(&d->work);
+		pthread_mutex_unlock(&d->mu);
+		for (int k = 0; k < d->n; k++)
+			pthread_join(d->threads[k], NULL);
+		pthread_cond_destroy(&d->done);
+		pthread_cond_destroy(&d->work);
+		pthread_mutex_destroy(&d->mu);
+		free(d->threads);
+	}
+	for (int k = 0; d->scratch && k < d->n + 1; k++)
+		free(d->scratch[k]);
+	free(d->scratch);
+	free(p->decoder_args);
+}
+
 /* Makes the next batch into `s`; returns 0 when a single pass is over. */
 static int produce(struct dt_pipeline *p, struct slot *s)
 {
@@ -116,10 +270,18 @@ static int produce(struct dt_pipeline *p, struct slot *s)
 	const uint8_t *images = p->data->images;
 	const uint32_t *idx = p->order + p->offset;
 	const float *lut = p->lut;
-	for (int i = 0; i < size; i++) {
-		convert(s->x + (size_t)i * elems, images + (size_t)idx[i] * elems, elems, lut);
-		s->y[i] = p->data->labels[idx[i]];
+	if (p->data->files) {
+		decode_batch(p, s, idx, size);
+	} else if (p->data->features) {
+		for (int i = 0; i < size; i++)
+			memcpy(s->x + (size_t)i * elems, p->data->features + (size_t)idx[i] * elems,
+			       elems * sizeof(float));
+	} else {
+		for (int i = 0; i < size; i++)
+			convert(s->x + (size_t)i * elems, images + (size_t)idx[i] * elems, elems, lut);
 	}
+	for (int i = 0; i < size; i++)
+		s->y[i] = p->data->labels[idx[i]];
 	s->batch.size = size;
 	s->batch.x = s->x;
 	s->batch.y = s->y;
@@ -163,7 +325,8 @@ static enum dt_status check_config(const struct dt_pipeline_config *cfg, struct 
 	const struct dt_dataset *ds = cfg->data;
 	if (!ds)
 		return dt_err_set(err, DT_INTERNAL, "input pipeline has no dataset");
-	if (ds->height <= 0 || ds->width <= 0 || ds->channels <= 0 || (ds->count && (!ds->images || !ds->labels)))
+	const int forms = (ds->images != NULL) + (ds->files != NULL) + (ds->features != NULL);
+	if (ds->height <= 0 || ds->width <= 0 || ds->channels <= 0 || (ds->count && (forms != 1 || !ds->labels)))
 		return dt_err_set(err, DT_INTERNAL, "dataset '%s' is not loaded (%dx%dx%d, %" PRIu32 " examples)",
 				  ds->source, ds->height, ds->width, ds->channels, ds->count);
 	if (!(ds->std > 0.0f) || !isfinite(ds->std) || !isfinite(ds->mean))
@@ -229,6 +392,8 @@ enum dt_status dt_pipeline_new(const struct dt_pipeline_config *cfg, struct dt_p
 		p->slots[i].y = dt_xmalloc((size_t)p->batch_size);
 	}
 
+	if (ds->files)
+		pool_start(p);
 	if (cfg->prefetch) {
 		int rc = pthread_mutex_init(&p->mu, NULL);
 		if (rc == 0 && (rc = pthread_cond_init(&p->cv, NULL)) != 0)
@@ -319,6 +484,8 @@ void dt_pipeline_free(struct dt_pipeline *p)
 		pthread_cond_destroy(&p->cv);
 		pthread_mutex_destroy(&p->mu);
 	}
+	if (p->data->files)
+		pool_stop(p);
 	for (int i = 0; i < 2; i++) {
 		free(p->slots[i].x);
 		free(p->slots[i].y);

@@ -1,6 +1,7 @@
 /*
- * problem.c — the problem registry: IDX problems read from files and the
- * synthetic problem generated in memory.
+ * problem.c — the problem registry: IDX problems read from files, the
+ * synthetic problem generated in memory, and the entries of the file
+ * problems (image_folder.c, csv.c) with the validation split they share.
  */
 #include "data/problem.h"
 
@@ -14,6 +15,8 @@
 #include "base/alloc.h"
 #include "base/rng.h"
 #include "data/idx.h"
+#include "data/image_folder.h"
+#include "data/internal.h"
 
 #define IMAGE_SIDE 28
 #define NUM_CLASSES 10
@@ -24,7 +27,7 @@
 #define SYNTH_BLOBS 4
 #define SYNTH_NOISE 64 /* noise is triangular in [-SYNTH_NOISE, SYNTH_NOISE) */
 
-enum source_kind { FROM_IDX, FROM_SYNTHETIC };
+enum source_kind { FROM_IDX, FROM_SYNTHETIC, FROM_IMAGE_FOLDER, FROM_CSV };
 
 struct problem {
 	const char *name;
@@ -42,9 +45,13 @@ static const struct problem problems[] = {
 	  "or pass the right --data_dir",
 	  0.1307f, 0.3081f },
 	{ "synthetic", FROM_SYNTHETIC, NULL, NULL, 0.0f, 0.0f },
+	{ "image_folder", FROM_IMAGE_FOLDER, NULL,
+	  "pass --data_dir DIR holding one sub-directory of images (jpg, png, bmp, gif) per class", 0.0f, 0.0f },
+	{ "csv", FROM_CSV, NULL, "pass --data_dir FILE.csv (a header row, numeric features) and --label_column NAME",
+	  0.0f, 0.0f },
 };
 
-static const char *const problem_names[] = { "fashion_mnist", "mnist", "synthetic" };
+static const char *const problem_names[] = { "fashion_mnist", "mnist", "synthetic", "image_folder", "csv" };
 
 const char *const *dt_problem_names(size_t *count)
 {
@@ -68,11 +75,23 @@ const char *dt_problem_default_dir(const char *problem)
 	return p ? p->default_dir : NULL;
 }
 
+void dt_data_options_init(struct dt_data_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->image_height = 256;
+	o->image_width = 256;
+	o->channels = 3;
+	o->bad_images = DT_BAD_IMAGES_FAIL;
+	o->data_threads = 2;
+}
+
 void dt_dataset_release(struct dt_dataset *ds)
 {
 	if (!ds)
 		return;
 	free(ds->images);
+	dt_image_files_free(ds->files);
+	free(ds->features);
 	free(ds->labels);
 	memset(ds, 0, sizeof(*ds));
 }
@@ -298,8 +317,67 @@ static enum dt_status load_synthetic(const struct problem *pr, enum dt_split spl
 	return DT_OK;
 }
 
-enum dt_status dt_problem_load(const char *problem, const char *data_dir, enum dt_split split, uint64_t seed,
-			       struct dt_dataset *out, struct dt_err *err)
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+static enum dt_status check_options(const struct dt_data_options *o, struct dt_err *err)
+{
+	if (!(o->validation_split >= 0 && o->validation_split < 1))
+		return dt_err_set(err, DT_USAGE, "--validation_split must be in [0, 1), got %g", o->validation_split);
+	if (o->image_height < 1 || o->image_width < 1 || o->image_height > 8192 || o->image_width > 8192)
+		return dt_err_set(err, DT_USAGE, "--image_size %dx%d is out of range (1 to 8192 a side)", o->image_height,
+				  o->image_width);
+	if (o->channels != 1 && o->channels != 3 && o->channels != 4)
+		return dt_err_set(err, DT_USAGE, "image channels must be 1, 3 or 4, got %d", o->channels);
+	if (!(o->random_crop == 0 || (o->random_crop >= 0.05 && o->random_crop <= 1)))
+		return dt_err_set(err, DT_USAGE, "--random_crop must be 0 (off) or a fraction in [0.05, 1], got %g",
+				  o->random_crop);
+	if (o->data_threads < 1 || o->data_threads > 64)
+		return dt_err_set(err, DT_USAGE, "--data_threads must be in [1, 64], got %d", o->data_threads);
+	return DT_OK;
+}
+
+enum dt_status dt__split_select(uint32_t count, double fraction, uint64_t seed, enum dt_split split,
+				const char *source, uint32_t **out, uint32_t *n, struct dt_err *err)
+{
+	*out = NULL;
+	*n = 0;
+	if (split == DT_SPLIT_TEST && fraction <= 0) {
+		enum dt_status st = dt_err_set(err, DT_USAGE, "'%s' has no test split without --validation_split",
+					       source);
+		dt_err_hint(err, "pass --validation_split=0.2 to hold out 20%% as the test split (Keras's "
+			    "validation subset), or --noeval");
+		return st;
+	}
+	const uint32_t nval = (uint32_t)floor(fraction * count);
+	uint32_t *perm = dt_xmallocarray(count ? count : 1, sizeof(uint32_t));
+	for (uint32_t i = 0; i < count; i++)
+		perm[i] = i;
+	if (fraction > 0) {
+		struct dt_rng rng;
+		dt_rng_derive(&rng, seed, "validation_split", 0);
+		dt_rng_shuffle_u32(&rng, perm, count);
+	}
+	const uint32_t from = split == DT_SPLIT_TRAIN ? 0 : count - nval;
+	const uint32_t to = split == DT_SPLIT_TRAIN ? count - nval : count;
+	if (to == from) {
+		free(perm);
+		return dt_err_set(err, DT_DATA, "--validation_split=%g of the %u examples of '%s' leaves the %s split "
+				  "empty", fraction, count, source, split == DT_SPLIT_TRAIN ? "training" : "test");
+	}
+	memmove(perm, perm + from, (size_t)(to - from) * sizeof(uint32_t));
+	*n = to - from;
+	/* ascending: each split keeps the source's order */
+	qsort(perm, *n, sizeof(uint32_t), cmp_u32);
+	*out = perm;
+	return DT_OK;
+}
+
+enum dt_status dt_problem_load(const char *problem, const char *data_dir, const struct dt_data_options *opts,
+			       enum dt_split split, uint64_t seed, struct dt_dataset *out, struct dt_err *err)
 {
 	memset(out, 0, sizeof(*out));
 	const struct problem *pr = find_problem(problem);
@@ -320,9 +398,22 @@ enum dt_status dt_problem_load(const char *problem, const char *data_dir, enum d
 	const char *dir = data_dir && *data_dir ? data_dir : pr->default_dir;
 	if (!dir) {
 		enum dt_status st = dt_err_set(err, DT_USAGE, "problem '%s' needs --data_dir", pr->name);
-		dt_err_hint(err, "pass --data_dir DIR with train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], "
-			    "t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz]");
+		if (pr->kind == FROM_IDX)
+			dt_err_hint(err, "pass --data_dir DIR with train-images-idx3-ubyte[.gz], "
+				    "train-labels-idx1-ubyte[.gz], t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz]");
+		else
+			dt_err_hint(err, "%s", pr->missing_hint);
 		return st;
 	}
-	return load_idx_problem(pr, dir, split, out, err);
+	if (pr->kind == FROM_IDX)
+		return load_idx_problem(pr, dir, split, out, err);
+	struct dt_data_options defaults;
+	dt_data_options_init(&defaults);
+	if (!opts)
+		opts = &defaults;
+	enum dt_status st = check_options(opts, err);
+	if (!st)
+		st = pr->kind == FROM_CSV ? dt__csv_problem_load(dir, opts, split, seed, out, err)
+					  : dt__image_folder_load(dir, opts, split, seed, out, err);
+	return st;
 }

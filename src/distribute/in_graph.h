@@ -31,6 +31,7 @@
 #include "distribute/ps_wire.h"
 #include "net/handshake.h"
 #include "net/loop.h"
+#include "data/problem.h"
 #include "nn/hparams.h"
 
 /* ---- the master's side ---- */
@@ -65,6 +66,7 @@ void dt_in_graph_free(struct dt_in_graph_master *m);
 
 struct dt_in_graph_replica_config {
 	const char *problem, *data_dir;  /* the server's own flags: the master's problem must match */
+	const struct dt_data_options *data; /* image_folder and csv flags (data/problem.h); NULL: defaults */
 	const struct dt_hparams *hp;     /* the server's (the master's dropout wins) */
 	int prefetch;
 	const char *master_role;         /* only this task sets up replicas ("master", index 0) */

@@ -77,7 +77,7 @@ static enum dt_status set_up(struct dt_in_graph_replica *r, const struct dt_ps_r
 			   s->problem, tc->problem);
 		return DT_CONFIG;
 	}
-	enum dt_status st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TRAIN, s->seed, &r->train, err);
+	enum dt_status st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TRAIN, s->seed, &r->train, err);
 	if (st)
 		return st;
 	struct dt_hparams hp = *tc->hp;

@@ -148,7 +148,9 @@ static enum dt_status keras_model_new(const char *path, int height, int width, i
 		return st;
 	const int *s = info.input_shape;
 	const int rank3 = info.input_rank == 3 && s[0] == height && s[1] == width && s[2] == channels;
-	if (info.num_inputs != 1 || info.input_is_int || !rank3 || info.classes != num_classes) {
+	/* A vector input (CSV features) is data of (1, 1, features): the same bytes. */
+	const int rank1 = info.input_rank == 1 && height == 1 && width == 1 && s[0] == channels;
+	if (info.num_inputs != 1 || info.input_is_int || !(rank3 || rank1) || info.classes != num_classes) {
 		dt_model_free(*out);
 		*out = NULL;
 		dt_err_set(err, DT_USAGE,

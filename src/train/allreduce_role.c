@@ -374,7 +374,7 @@ static enum dt_status ring_start(struct dt_session *s, void *self, struct dt_str
 			r->ranks.names[0], (long long)tc->eval_every);
 	struct dt_dataset *test = dt__session_test(s);
 	if (pos[3] > 0 && test->count == 0 &&
-	    (st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TEST, tc->seed, test, err)))
+	    (st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TEST, tc->seed, test, err)))
 		return st;
 	if (r->rank == 0)
 		dt_info("%s the variables and broadcast them to %d worker(s)", pos[0] ? "restored" : "initialized",

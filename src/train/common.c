@@ -199,9 +199,9 @@ enum dt_status dt_train_setup_load(const struct dt_train_config *cfg, int load_t
 	struct dt_blas_info blas = dt_blas_info();
 	dt_info("blas: OpenBLAS core %s (%s), %d thread(s)", blas.core, blas.core_source, blas.threads);
 	int64_t t0 = dt_now_ns();
-	if ((st = dt_problem_load(cfg->problem, cfg->data_dir, DT_SPLIT_TRAIN, cfg->seed, &out->train, err)))
+	if ((st = dt_problem_load(cfg->problem, cfg->data_dir, cfg->data, DT_SPLIT_TRAIN, cfg->seed, &out->train, err)))
 		return st;
-	if (load_test && (st = dt_problem_load(cfg->problem, cfg->data_dir, DT_SPLIT_TEST, cfg->seed, &out->test, err)))
+	if (load_test && (st = dt_problem_load(cfg->problem, cfg->data_dir, cfg->data, DT_SPLIT_TEST, cfg->seed, &out->test, err)))
 		return st;
 	out->load_seconds = (double)(dt_now_ns() - t0) / 1e9;
 	dt_info("data: %u train, %u test examples: %s (%.2f s)", out->train.count, out->test.count, out->train.source,

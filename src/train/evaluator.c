@@ -90,7 +90,7 @@ static enum dt_status setup(struct evaluator *e, struct dt_err *err)
 	enum dt_status st = dt_blas_load(cfg->threads, err);
 	if (st)
 		return st;
-	if ((st = dt_problem_load(cfg->problem, cfg->data_dir, cfg->split, cfg->seed, &e->data, err)))
+	if ((st = dt_problem_load(cfg->problem, cfg->data_dir, cfg->data, cfg->split, cfg->seed, &e->data, err)))
 		return st;
 	const struct dt_dataset *d = &e->data;
 	if ((st = dt_model_new(&cfg->hp, d->height, d->width, d->channels, d->num_classes, cfg->hp.batch_size,

@@ -56,6 +56,7 @@ enum dt_eval_mode {
 
 struct dt_eval_config {
 	const char *problem, *data_dir; /* as for training */
+	const struct dt_data_options *data; /* as for training; NULL: defaults */
 	struct dt_hparams hp;           /* the trainers' resolved hparams */
 	uint64_t seed;                  /* only the synthetic problem uses it */
 	int threads;                    /* OpenBLAS threads */

@@ -28,10 +28,12 @@
 #include "nn/hparams.h"
 
 struct dt_auth;
+struct dt_data_options;
 
 struct dt_train_config {
 	const char *problem;      /* "fashion_mnist", "mnist", "synthetic" */
 	const char *data_dir;     /* NULL or "": the problem's default */
+	const struct dt_data_options *data; /* image_folder and csv flags (data/problem.h); NULL: defaults */
 	struct dt_hparams hp;     /* model, batch size, optimizer, schedule */
 	int64_t train_steps;      /* > 0 */
 	int64_t eval_every;       /* evaluate every N steps; 0: only at the end */

@@ -32,9 +32,9 @@ enum dt_status dt__role_setup(const struct dt_ps_run_config *cfg, int load_train
 	const struct dt_train_config *tc = cfg->train;
 	const struct dt_cluster *cl = cfg->cluster;
 	enum dt_status st;
-	if (load_train && (st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TRAIN, tc->seed, &r->train, err)))
+	if (load_train && (st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TRAIN, tc->seed, &r->train, err)))
 		return st;
-	if (load_test && (st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TEST, tc->seed, &r->test, err)))
+	if (load_test && (st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TEST, tc->seed, &r->test, err)))
 		return st;
 	const struct dt_dataset *d = load_train ? &r->train : &r->test;
 	if ((st = dt_model_new(&tc->hp, d->height, d->width, d->channels, d->num_classes,

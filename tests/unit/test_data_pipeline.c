@@ -212,7 +212,7 @@ DT_TEST_TIMEOUT(data_pipeline, prefetch_gives_the_same_batches, 120)
 {
 	struct dt_dataset ds;
 	struct dt_err err = DT_ERR_INIT;
-	DT_CHECK_OK(dt_problem_load("synthetic", NULL, DT_SPLIT_TEST, 5, &ds, &err), &err);
+	DT_CHECK_OK(dt_problem_load("synthetic", NULL, NULL, DT_SPLIT_TEST, 5, &ds, &err), &err);
 	for (int mode = 0; mode < 2; mode++) {
 		struct dt_pipeline_config c = config(&ds, 64, 21);
 		c.shard_index = 1;

@@ -81,10 +81,14 @@ DT_TEST(data_problem, registry_lists_names_and_default_dirs)
 {
 	size_t n = 0;
 	const char *const *names = dt_problem_names(&n);
-	DT_CHECK_UINT_EQ(n, 3);
+	DT_CHECK_UINT_EQ(n, 5);
 	DT_CHECK_STR_EQ(names[0], "fashion_mnist");
 	DT_CHECK_STR_EQ(names[1], "mnist");
 	DT_CHECK_STR_EQ(names[2], "synthetic");
+	DT_CHECK_STR_EQ(names[3], "image_folder");
+	DT_CHECK_STR_EQ(names[4], "csv");
+	DT_CHECK(dt_problem_default_dir("image_folder") == NULL);
+	DT_CHECK(dt_problem_default_dir("csv") == NULL);
 	DT_CHECK_STR_EQ(dt_problem_default_dir("fashion_mnist"), FASHION_DIR);
 	DT_CHECK(dt_problem_default_dir("mnist") == NULL);
 	DT_CHECK(dt_problem_default_dir("synthetic") == NULL);
@@ -95,9 +99,9 @@ DT_TEST(data_problem, unknown_problem_lists_the_valid_ones)
 {
 	struct dt_dataset ds;
 	struct dt_err err = DT_ERR_INIT;
-	DT_CHECK_INT_EQ(dt_problem_load("cifar10", NULL, DT_SPLIT_TRAIN, 1, &ds, &err), DT_USAGE);
+	DT_CHECK_INT_EQ(dt_problem_load("cifar10", NULL, NULL, DT_SPLIT_TRAIN, 1, &ds, &err), DT_USAGE);
 	DT_CHECK_CONTAINS(err.msg, "unknown problem 'cifar10'");
-	DT_CHECK_CONTAINS(err.msg, "fashion_mnist, mnist, synthetic");
+	DT_CHECK_CONTAINS(err.msg, "fashion_mnist, mnist, synthetic, image_folder, csv");
 	DT_CHECK(ds.images == NULL);
 	dt_dataset_release(&ds);
 	dt_dataset_release(NULL);
@@ -110,8 +114,8 @@ DT_TEST_TIMEOUT(data_problem, fashion_mnist_loads_both_splits_balanced, 60)
 	struct dt_dataset tr, te;
 	struct dt_err err = DT_ERR_INIT;
 	int64_t t0 = dt_now_ns();
-	DT_CHECK_OK(dt_problem_load("fashion_mnist", NULL, DT_SPLIT_TRAIN, 0, &tr, &err), &err);
-	DT_CHECK_OK(dt_problem_load("fashion_mnist", "", DT_SPLIT_TEST, 0, &te, &err), &err);
+	DT_CHECK_OK(dt_problem_load("fashion_mnist", NULL, NULL, DT_SPLIT_TRAIN, 0, &tr, &err), &err);
+	DT_CHECK_OK(dt_problem_load("fashion_mnist", "", NULL, DT_SPLIT_TEST, 0, &te, &err), &err);
 	printf("fashion_mnist: both splits loaded in %.3f s\n", (double)(dt_now_ns() - t0) / 1e9);
 
 	DT_CHECK_UINT_EQ(tr.count, 60000);
@@ -146,12 +150,12 @@ DT_TEST(data_problem, mnist_without_data_dir_is_a_usage_error)
 {
 	struct dt_dataset ds;
 	struct dt_err err = DT_ERR_INIT;
-	DT_CHECK_INT_EQ(dt_problem_load("mnist", NULL, DT_SPLIT_TRAIN, 0, &ds, &err), DT_USAGE);
+	DT_CHECK_INT_EQ(dt_problem_load("mnist", NULL, NULL, DT_SPLIT_TRAIN, 0, &ds, &err), DT_USAGE);
 	DT_CHECK_INT_EQ(dt_status_exit_code(err.status), 2);
 	DT_CHECK_CONTAINS(err.msg, "problem 'mnist' needs --data_dir");
 	DT_CHECK_CONTAINS(err.msg, "\nhint: pass --data_dir");
 	dt_err_clear(&err);
-	DT_CHECK_INT_EQ(dt_problem_load("mnist", "", DT_SPLIT_TEST, 0, &ds, &err), DT_USAGE);
+	DT_CHECK_INT_EQ(dt_problem_load("mnist", "", NULL, DT_SPLIT_TEST, 0, &ds, &err), DT_USAGE);
 }
 
 DT_TEST(data_problem, mnist_loads_fixture_files_gzipped_or_plain)
@@ -161,8 +165,8 @@ DT_TEST(data_problem, mnist_loads_fixture_files_gzipped_or_plain)
 	write_split(dir, "t10k", 0, 20, 20, 28, -1);
 	struct dt_dataset tr, te;
 	struct dt_err err = DT_ERR_INIT;
-	DT_CHECK_OK(dt_problem_load("mnist", dir, DT_SPLIT_TRAIN, 0, &tr, &err), &err);
-	DT_CHECK_OK(dt_problem_load("mnist", dir, DT_SPLIT_TEST, 0, &te, &err), &err);
+	DT_CHECK_OK(dt_problem_load("mnist", dir, NULL, DT_SPLIT_TRAIN, 0, &tr, &err), &err);
+	DT_CHECK_OK(dt_problem_load("mnist", dir, NULL, DT_SPLIT_TEST, 0, &te, &err), &err);
 	DT_CHECK_UINT_EQ(tr.count, 30);
 	DT_CHECK_UINT_EQ(te.count, 20);
 	DT_CHECK_NEAR(tr.mean, 0.1307, 1e-6);
@@ -181,7 +185,7 @@ DT_TEST(data_problem, missing_files_are_io_errors_with_a_hint)
 	const char *dir = dt_test_tmpdir();
 	struct dt_dataset ds;
 	struct dt_err err = DT_ERR_INIT;
-	DT_CHECK_INT_EQ(dt_problem_load("fashion_mnist", dir, DT_SPLIT_TRAIN, 0, &ds, &err), DT_IO);
+	DT_CHECK_INT_EQ(dt_problem_load("fashion_mnist", dir, NULL, DT_SPLIT_TRAIN, 0, &ds, &err), DT_IO);
 	DT_CHECK_INT_EQ(dt_status_exit_code(err.status), 4);
 	char want[600];
 	snprintf(want, sizeof(want), "cannot find '%s/train-images-idx3-ubyte.gz' or '%s/train-images-idx3-ubyte'",
@@ -194,7 +198,7 @@ DT_TEST(data_problem, missing_files_are_io_errors_with_a_hint)
 	snprintf(want, sizeof(want), "%s/t10k-labels-idx1-ubyte", dir);
 	DT_CHECK_INT_EQ(remove(want), 0);
 	dt_err_clear(&err);
-	DT_CHECK_INT_EQ(dt_problem_load("mnist", dir, DT_SPLIT_TEST, 0, &ds, &err), DT_IO);
+	DT_CHECK_INT_EQ(dt_problem_load("mnist", dir, NULL, DT_SPLIT_TEST, 0, &ds, &err), DT_IO);
 	DT_CHECK_CONTAINS(err.msg, want);
 	DT_CHECK_CONTAINS(err.msg, "hint: download the four MNIST IDX files");
 }
@@ -205,7 +209,7 @@ DT_TEST(data_problem, images_and_labels_count_mismatch)
 	write_split(dir, "train", 0, 30, 29, 28, -1);
 	struct dt_dataset ds;
 	struct dt_err err = DT_ERR_INIT;
-	DT_CHECK_INT_EQ(dt_problem_load("mnist", dir, DT_SPLIT_TRAIN, 0, &ds, &err), DT_DATA);
+	DT_CHECK_INT_EQ(dt_problem_load("mnist", dir, NULL, DT_SPLIT_TRAIN, 0, &ds, &err), DT_DATA);
 	char want[600];
 	snprintf(want, sizeof(want), "'%s/train-labels-idx1-ubyte' has 29 labels but '%s/train-images-idx3-ubyte' has 30 images",
 		 dir, dir);
@@ -219,7 +223,7 @@ DT_TEST(data_problem, label_out_of_range)
 	write_split(dir, "train", 1, 30, 30, 28, 13);
 	struct dt_dataset ds;
 	struct dt_err err = DT_ERR_INIT;
-	DT_CHECK_INT_EQ(dt_problem_load("mnist", dir, DT_SPLIT_TRAIN, 0, &ds, &err), DT_DATA);
+	DT_CHECK_INT_EQ(dt_problem_load("mnist", dir, NULL, DT_SPLIT_TRAIN, 0, &ds, &err), DT_DATA);
 	DT_CHECK_CONTAINS(err.msg, "train-labels-idx1-ubyte.gz': label 12 of example 13 is out of range");
 	DT_CHECK_CONTAINS(err.msg, "problem 'mnist' has 10 classes");
 }
@@ -230,7 +234,7 @@ DT_TEST(data_problem, wrong_image_size_or_swapped_files)
 	write_split(dir, "train", 0, 5, 5, 32, -1);
 	struct dt_dataset ds;
 	struct dt_err err = DT_ERR_INIT;
-	DT_CHECK_INT_EQ(dt_problem_load("mnist", dir, DT_SPLIT_TRAIN, 0, &ds, &err), DT_DATA);
+	DT_CHECK_INT_EQ(dt_problem_load("mnist", dir, NULL, DT_SPLIT_TRAIN, 0, &ds, &err), DT_DATA);
 	DT_CHECK_CONTAINS(err.msg, "train-images-idx3-ubyte' has 32x32 images; problem 'mnist' needs 28x28");
 
 	/* A labels file where the images should be. */
@@ -238,7 +242,7 @@ DT_TEST(data_problem, wrong_image_size_or_swapped_files)
 	uint32_t dims[1] = { 5 };
 	write_idx(dir, "train-images-idx3-ubyte", 0, 1, dims, labels);
 	dt_err_clear(&err);
-	DT_CHECK_INT_EQ(dt_problem_load("mnist", dir, DT_SPLIT_TRAIN, 0, &ds, &err), DT_DATA);
+	DT_CHECK_INT_EQ(dt_problem_load("mnist", dir, NULL, DT_SPLIT_TRAIN, 0, &ds, &err), DT_DATA);
 	DT_CHECK_CONTAINS(err.msg, "train-images-idx3-ubyte' is not an image file");
 	DT_CHECK_CONTAINS(err.msg, "found 1 of uint8");
 
@@ -246,7 +250,7 @@ DT_TEST(data_problem, wrong_image_size_or_swapped_files)
 	uint32_t none[3] = { 0, 28, 28 };
 	write_idx(dir, "train-images-idx3-ubyte", 0, 3, none, labels);
 	dt_err_clear(&err);
-	DT_CHECK_INT_EQ(dt_problem_load("mnist", dir, DT_SPLIT_TRAIN, 0, &ds, &err), DT_DATA);
+	DT_CHECK_INT_EQ(dt_problem_load("mnist", dir, NULL, DT_SPLIT_TRAIN, 0, &ds, &err), DT_DATA);
 	DT_CHECK_CONTAINS(err.msg, "train-images-idx3-ubyte' holds no images");
 }
 
@@ -259,7 +263,7 @@ DT_TEST(data_problem, corrupt_file_error_names_it)
 	dt_test_write_file(path, "\x1f\x8b garbage", 10);
 	struct dt_dataset ds;
 	struct dt_err err = DT_ERR_INIT;
-	DT_CHECK_INT_EQ(dt_problem_load("mnist", dir, DT_SPLIT_TRAIN, 0, &ds, &err), DT_DATA);
+	DT_CHECK_INT_EQ(dt_problem_load("mnist", dir, NULL, DT_SPLIT_TRAIN, 0, &ds, &err), DT_DATA);
 	char want[700];
 	snprintf(want, sizeof(want), "cannot load IDX file '%s'", path);
 	DT_CHECK_CONTAINS(err.msg, want);
@@ -269,10 +273,10 @@ DT_TEST_TIMEOUT(data_problem, synthetic_is_deterministic_per_seed, 60)
 {
 	struct dt_dataset a, b, c, t;
 	struct dt_err err = DT_ERR_INIT;
-	DT_CHECK_OK(dt_problem_load("synthetic", NULL, DT_SPLIT_TRAIN, 42, &a, &err), &err);
-	DT_CHECK_OK(dt_problem_load("synthetic", NULL, DT_SPLIT_TEST, 42, &t, &err), &err);
-	DT_CHECK_OK(dt_problem_load("synthetic", NULL, DT_SPLIT_TRAIN, 42, &b, &err), &err);
-	DT_CHECK_OK(dt_problem_load("synthetic", "ignored", DT_SPLIT_TRAIN, 43, &c, &err), &err);
+	DT_CHECK_OK(dt_problem_load("synthetic", NULL, NULL, DT_SPLIT_TRAIN, 42, &a, &err), &err);
+	DT_CHECK_OK(dt_problem_load("synthetic", NULL, NULL, DT_SPLIT_TEST, 42, &t, &err), &err);
+	DT_CHECK_OK(dt_problem_load("synthetic", NULL, NULL, DT_SPLIT_TRAIN, 42, &b, &err), &err);
+	DT_CHECK_OK(dt_problem_load("synthetic", "ignored", NULL, DT_SPLIT_TRAIN, 43, &c, &err), &err);
 
 	DT_CHECK_UINT_EQ(a.count, 60000);
 	DT_CHECK_UINT_EQ(t.count, 10000);
@@ -303,8 +307,8 @@ DT_TEST_TIMEOUT(data_problem, synthetic_is_learnable_and_its_normalization_fits,
 {
 	struct dt_dataset tr, te;
 	struct dt_err err = DT_ERR_INIT;
-	DT_CHECK_OK(dt_problem_load("synthetic", NULL, DT_SPLIT_TRAIN, 7, &tr, &err), &err);
-	DT_CHECK_OK(dt_problem_load("synthetic", NULL, DT_SPLIT_TEST, 7, &te, &err), &err);
+	DT_CHECK_OK(dt_problem_load("synthetic", NULL, NULL, DT_SPLIT_TRAIN, 7, &tr, &err), &err);
+	DT_CHECK_OK(dt_problem_load("synthetic", NULL, NULL, DT_SPLIT_TEST, 7, &te, &err), &err);
 
 	/* Nearest class mean, fitted on train, scored on test: a learnable
 	 * problem scores far above chance (10 %). */

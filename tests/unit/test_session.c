@@ -140,7 +140,7 @@ DT_TEST(session, input_started_at_a_batch_continues_the_stream)
 {
 	struct dt_err err = DT_ERR_INIT;
 	struct dt_dataset d;
-	DT_CHECK_OK(dt_problem_load("synthetic", NULL, DT_SPLIT_TRAIN, 7, &d, &err), &err);
+	DT_CHECK_OK(dt_problem_load("synthetic", NULL, NULL, DT_SPLIT_TRAIN, 7, &d, &err), &err);
 	struct dt_input *a = dt_input_dataset_new(&d, 32, 7, 1), *b = dt_input_dataset_new(&d, 32, 7, 0);
 	DT_CHECK_OK(dt_input_start(a, 1, 3, 0, 0, &err), &err);
 	const int64_t per_epoch = dt_input_shard_size(a) / 32, k = per_epoch + 3;

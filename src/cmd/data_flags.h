@@ -1,0 +1,48 @@
+/*
+ * data_flags.h — the data flags of `dtrain train` (image_folder and csv):
+ * their option-table entries and their resolution into dt_data_options.
+ */
+#ifndef DT_CMD_DATA_FLAGS_H
+#define DT_CMD_DATA_FLAGS_H
+
+#include "base/err.h"
+#include "base/options.h"
+#include "data/problem.h"
+
+struct dt_data_flags {
+	double validation_split;
+	const char *image_size;   /* "" | "N" | "HxW" */
+	const char *color_mode;   /* "" | grayscale | rgb | rgba */
+	int crop_to_aspect_ratio, random_flip;
+	double random_crop;
+	const char *bad_images;   /* fail | skip */
+	int data_threads;
+	const char *label_column;
+};
+
+#define DT_DATA_FLAGS_INIT { .image_size = "", .color_mode = "", .bad_images = "fail", .data_threads = 2, \
+			     .label_column = "" }
+
+#define DT_DATA_FLAG_OPTIONS(f)                                                                                    \
+	DT_OPT_DOUBLE("validation_split", &(f)->validation_split, "FRACTION",                                      \
+		      "image_folder, csv: hold out this fraction (seeded by --seed) as the test split [0: none]"),     \
+	DT_OPT_STRING("image_size", &(f)->image_size, "HxW",                                                       \
+		      "image_folder: resize to this, bilinear [default: the --keras_model's input, else 256x256]"),    \
+	DT_OPT_STRING("color_mode", &(f)->color_mode, "MODE",                                                      \
+		      "image_folder: grayscale, rgb or rgba [default: the --keras_model's channels, else rgb]"),       \
+	DT_OPT_BOOL("crop_to_aspect_ratio", &(f)->crop_to_aspect_ratio,                                            \
+		    "image_folder: crop the centre to --image_size's aspect ratio before resizing"),                  \
+	DT_OPT_BOOL("random_flip", &(f)->random_flip, "image_folder: mirror training images left-right at random"), \
+	DT_OPT_DOUBLE("random_crop", &(f)->random_crop, "FRACTION",                                                \
+		      "image_folder: train on a random crop of this fraction of each side (test: the centre) [0: off]"), \
+	DT_OPT_STRING("bad_images", &(f)->bad_images, "fail|skip",                                                 \
+		      "image_folder: a corrupt or unreadable image fails the run (exit 4) or is left out with a warning"), \
+	DT_OPT_INT("data_threads", &(f)->data_threads, "N", "image_folder: threads decoding images per input pipeline"), \
+	DT_OPT_STRING("label_column", &(f)->label_column, "NAME", "csv: the label column's name")
+
+/* Fills *o from the flags; sizes and channels not given come from the Keras
+ * model's input when there is one. Bad values → DT_USAGE. */
+enum dt_status dt_data_flags_resolve(const struct dt_data_flags *f, const char *keras_model,
+				     struct dt_data_options *o, struct dt_err *err) DT_MUST_CHECK;
+
+#endif

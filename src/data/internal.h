@@ -1,0 +1,30 @@
+/*
+ * internal.h — what the files of data/ share (not for other modules).
+ */
+#ifndef DT_DATA_INTERNAL_H
+#define DT_DATA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/err.h"
+#include "data/problem.h"
+
+/* Keras's validation_split: the `count` examples in a seeded random order
+ * (the same for both splits of a run), the first count - floor(fraction *
+ * count) being the training split and the rest the test split. Returns
+ * the chosen split's example indices, ascending (so the split keeps the
+ * source's order), in *out (the caller frees it) and their number in *n.
+ * fraction 0 with the test split → DT_USAGE; a split left empty → DT_DATA. */
+enum dt_status dt__split_select(uint32_t count, double fraction, uint64_t seed, enum dt_split split,
+				const char *source, uint32_t **out, uint32_t *n, struct dt_err *err) DT_MUST_CHECK;
+
+/* Reads a whole file of at most max_bytes into *buf (the caller frees it). */
+enum dt_status dt__read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len,
+			     struct dt_err *err) DT_MUST_CHECK;
+
+enum dt_status dt__image_folder_load(const char *dir, const struct dt_data_options *o, enum dt_split split,
+				     uint64_t seed, struct dt_dataset *out, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt__csv_problem_load(const char *path, const struct dt_data_options *o, enum dt_split split,
+				    uint64_t seed, struct dt_dataset *out, struct dt_err *err) DT_MUST_CHECK;
+
+#endif
