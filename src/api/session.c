@@ -3,17 +3,21 @@
  *
  * A dtrain_session collects options until it starts (the first step, run,
  * evaluate or gradients); then it compiles the model (api/builder.c or the
- * custom adapter in api/model.c), wraps the data in an engine input
- * (train/input.h) whose batches carry nn/'s general batch, and opens an
- * engine session with the strategy of its mode. The strategy's compute
- * runs dt_model_step on that batch, so any model — a layer graph or a
- * custom callback — trains on the one loop (restore, save, summaries,
- * progress lines, hooks are the engine's).
+ * custom adapter in api/model.c) and hands the engine a source
+ * (train/local.h's dt_train_source): that model, more instances of it, an
+ * engine input (train/input.h) whose batches carry nn/'s general batch,
+ * and its evaluation on the caller's data. Every role builds from the
+ * source instead of a problem and the model registry, and the session's
+ * compute runs dt_model_step on the general batch, so any model — a layer
+ * graph or a custom callback — trains on the one loop in every mode
+ * (restore, save, summaries, progress lines, hooks are the engine's).
  *
- * Modes come from the cluster as TensorFlow picks them (dtrain.h). Only
- * the modes whose strategy takes the general batch run here (see
- * mode_runs); the others say so with DT_CONFIG instead of training
- * something else.
+ * Modes come from the cluster as TensorFlow picks them (dtrain.h): local
+ * and mirrored open the engine session here, on the caller's thread; the
+ * distributed trainers run the engine's role on a thread of their own
+ * (api/roles.c) that the caller's calls drive; a ps serves (the engine's
+ * std server) and an evaluator follows the checkpoints, each inside
+ * dtrain_session_run.
  */
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +33,8 @@
 #include "tensor/blas.h"
 #include "train/local.h"
 #include "train/session.h"
+#include "train/evaluator.h"
+#include "train/ps_roles.h"
 #include "train/strategy.h"
 
 enum mode { M_LOCAL, M_MIRRORED, M_PS_ASYNC, M_PS_SYNC, M_RING, M_PS_SERVER, M_EVALUATOR };
@@ -155,13 +161,14 @@ struct dtrain_session {
 	struct dt_train_config tc;
 	char output_dir[1024];
 	int sync;
-	int replicas;           /* in-process replicas (the engine's own config keeps 1: the group is ours) */
-	struct dt_mirrored *group;
+	int replicas;           /* in-process replicas (tc.replicas once started) */
+	double eval_timeout_s;  /* an evaluator's wait for a new checkpoint */
 	/* started */
-	struct dt_model *model;
+	struct dt_model *model; /* the trainer's; kept after the run (evaluate, read_variable) */
 	int feeds[DT_API_MAX_INPUTS], target_feed;
-	struct dt_strategy strategy;
-	struct dt_session *eng;
+	struct dt_train_source src;
+	struct dt_session *eng; /* local and mirrored: the engine session, on this thread */
+	struct dt__api_role *role; /* the distributed trainers: the role on its thread */
 	char mode_name[32];
 	double last_loss;       /* of the last step (the engine's hook) */
 };
@@ -170,27 +177,6 @@ static void on_step(void *arg, int64_t step, float loss, int examples)
 {
 	(void)step, (void)examples;
 	((dtrain_session *)arg)->last_loss = loss;
-}
-
-/* The engine's local strategy with the general batch's compute: one
- * model, or the in-process replicas splitting the batch (mirrored). */
-static enum dt_status api_compute(struct dt_session *s, void *self, struct dt_step_figures *out, struct dt_err *err)
-{
-	dtrain_session *api = self;
-	if (!api->group) /* the engine's compute takes the general batch (dt_batch's `general`) */
-		return dt__session_compute(s, out, err);
-	const struct dt_batch *b;
-	enum dt_status st = dt__session_next_batch(s, &b, err);
-	if (st)
-		return st;
-	struct dt_step_result res;
-	st = dt_mirrored_step_general(api->group, b->general, &res, err);
-	if (st)
-		return dt_err_prefix(err, "step %lld", (long long)dt_session_global_step(s) + 1);
-	out->loss = res.loss;
-	out->correct = res.correct;
-	out->examples = b->size;
-	return DT_OK;
 }
 
 static enum mode mode_of(const dtrain_session *s)
@@ -236,6 +222,7 @@ dtrain_status dtrain_session_new(dtrain_model *model, dtrain_data *train, const 
 	s->tc.prefetch = 0;
 	s->tc.output_dir = s->output_dir;
 	s->replicas = 1;
+	s->eval_timeout_s = 3600;
 	enum dt_status ds = dt_hparams_from_set("mlp_base", &s->tc.hp, e);
 	DT_ASSERT(ds == DT_OK);
 	snprintf(s->tc.hp.lr_schedule, sizeof(s->tc.hp.lr_schedule), "constant");
@@ -257,6 +244,7 @@ static const struct opt opts[] = {
 	{ "train_steps", O_I64, TC(train_steps), 1, 1e15 },
 	{ "seed", O_I64, TC(seed), 0, 9.2e18 },
 	{ "replicas", O_INT, offsetof(struct dtrain_session, replicas), 1, DT_MIRRORED_MAX_REPLICAS },
+	{ "eval_timeout_secs", O_DBL, offsetof(struct dtrain_session, eval_timeout_s), 1, 1e7 },
 	{ "sync", O_BOOL, offsetof(struct dtrain_session, sync), 0, 1 },
 	{ "threads", O_INT, TC(threads), 1, 1024 },
 	{ "log_every", O_I64, TC(log_every), 0, 1e15 },
@@ -348,14 +336,8 @@ const char *dtrain_session_mode(const dtrain_session *s)
 	return s ? mode_names[mode_of(s)] : "";
 }
 
-/* Whether this build runs mode m through the API: the modes whose engine
- * strategy takes nn/'s general batch (api_compute). */
-static int mode_runs(enum mode m)
-{
-	return m == M_LOCAL || m == M_MIRRORED;
-}
-
-/* A replica of the session's model (distribute/mirrored.h's make). */
+/* A replica of the session's model (distribute/mirrored.h's make; the
+ * source's make_model). */
 static enum dt_status make_replica(void *arg, int max_batch, struct dt_model **out, struct dt_err *err)
 {
 	const dtrain_session *s = arg;
@@ -363,8 +345,58 @@ static enum dt_status make_replica(void *arg, int max_batch, struct dt_model **o
 	return dt__api_compile(s->pm, max_batch, out, feeds, &target, err);
 }
 
-/* Compiles the model, opens the engine session: connect, restore or
- * initialize, summaries, the input at its position. */
+/* The source's make_input: the training data as general batches of `batch`. */
+static enum dt_status make_input(void *arg, const struct dt_model *model, int batch, uint64_t seed,
+				 struct dt_input **out, struct dt_err *err)
+{
+	dtrain_session *s = arg;
+	*out = NULL;
+	struct api_input *in = dt_xcalloc(1, sizeof(*in));
+	in->base.ops = &api_input_ops;
+	in->data = s->train;
+	in->pm = s->pm;
+	in->model = model;
+	in->feeds = s->feeds;
+	in->target_feed = s->target_feed;
+	in->batch = batch;
+	in->seed = seed;
+	enum dt_status st = alloc_bufs(s->pm, batch, in->bufs, err);
+	if (st) {
+		in_free(&in->base);
+		return st;
+	}
+	*out = &in->base;
+	return DT_OK;
+}
+
+static enum dt_status pass(dtrain_session *s, struct dt_model *model, dtrain_data *d, int grads, double *loss,
+			   double *acc, struct dt_err *e);
+
+/* The source's evaluate: the eval data (the training data without one). */
+static enum dt_status evaluate_source(void *arg, struct dt_model *model, struct dt_eval_result *out,
+				      struct dt_err *err)
+{
+	dtrain_session *s = arg;
+	double loss = 0, acc = 0;
+	enum dt_status st = pass(s, model, s->eval ? s->eval : s->train, 0, &loss, &acc, err);
+	out->loss = loss;
+	out->accuracy = acc < 0 ? 0 : acc;
+	out->examples = 0;
+	return st;
+}
+
+/* The source's drive (the role's thread): the API's hook, then the requests. */
+static enum dt_status drive(void *arg, struct dt_session *eng, struct dt_err *err)
+{
+	dtrain_session *s = arg;
+	dt_session_set_hook(eng, on_step, s);
+	return dt__api_role_drive(s->role, eng, err);
+}
+
+/* Compiles the model and fills the source. Local and mirrored open the
+ * engine session here (connect, restore or initialize, summaries, the
+ * input at its position); the distributed trainers start their role and
+ * wait for its session to open; a ps and an evaluator start in run. */
 static enum dt_status start(dtrain_session *s, struct dt_err *e)
 {
 	if (s->state == S_STARTED)
@@ -373,62 +405,111 @@ static enum dt_status start(dtrain_session *s, struct dt_err *e)
 		return dt_err_set(e, DT_USAGE, "the session is closed");
 	enum mode m = mode_of(s);
 	snprintf(s->mode_name, sizeof(s->mode_name), "%s", mode_names[m]);
-	if (!mode_runs(m)) {
-		dt_err_set(e, DT_CONFIG, "mode %s does not run through the API in this build", mode_names[m]);
-		dt_err_hint(e, "local and mirrored run (one process); the engine's %s strategy does not take a "
-			       "custom or layer-graph model's batches yet",
-			    mode_names[m]);
-		return DT_CONFIG;
-	}
 	enum dt_status st = dt_hparams_validate(&s->tc.hp, e);
 	if (st)
 		return st;
+	if (m == M_PS_SYNC && s->replicas > 1)
+		return dt_err_set(e, DT_CONFIG, "mode ps_sync with replicas=%d: a synchronous trainer runs one replica",
+				  s->replicas);
 	int batch = s->tc.hp.batch_size;
 	if ((st = dt__api_compile(s->pm, batch, &s->model, s->feeds, &s->target_feed, e)))
 		return st;
 	/* From here a failure undoes everything, so that a later call starts afresh. */
-	struct api_input *in = dt_xcalloc(1, sizeof(*in));
-	in->base.ops = &api_input_ops;
-	in->data = s->train;
-	in->pm = s->pm;
-	in->model = s->model;
-	in->feeds = s->feeds;
-	in->target_feed = s->target_feed;
-	in->batch = batch;
-	in->seed = s->tc.seed;
-	if ((st = alloc_bufs(s->pm, batch, in->bufs, e)) || (st = dt_blas_load(s->tc.threads, e)))
+	if ((st = dt_blas_load(s->tc.threads, e)))
 		goto undo;
+	s->src = (struct dt_train_source){ .model = s->model, .make_model = make_replica, .make_input = make_input,
+					   .evaluate = evaluate_source, .drive = drive, .arg = s };
+	s->tc.source = &s->src;
+	s->tc.replicas = s->replicas;
 	/* The CLI's prefixes: a process alone is the chief. */
 	if (dt_cluster_is_local(s->cl))
 		dt_log_set_identity("chief", 0);
 	else
 		dt_log_set_identity(dt_job_name(s->cl->task.job), s->cl->task.index);
 	dt_blas_set_threads(s->tc.threads);
-	if (m == M_MIRRORED) {
-		struct dt_mirrored_config mc = { .hp = &s->tc.hp, .make = make_replica, .make_arg = s,
-						 .replicas = s->replicas, .batch_size = batch, .seed = s->tc.seed };
-		if ((st = dt_mirrored_new(s->model, &mc, &s->group, e)))
-			goto undo;
-		dt_info("mirrored: %d replicas on threads split each batch of %d", s->replicas, batch);
+	if (m == M_PS_SERVER || m == M_EVALUATOR) {
+		s->state = S_STARTED;
+		return DT_OK;
 	}
-	s->strategy = dt_strategy_local;
-	s->strategy.compute = api_compute;
-	struct dt_session_config sc = { .train = &s->tc, .strategy = &s->strategy, .strategy_arg = s,
-					.model = s->model, .input = &in->base };
-	in = NULL; /* the engine owns the input from dt_session_new on, even on failure */
+	if (m == M_PS_ASYNC || m == M_PS_SYNC || m == M_RING) {
+		enum dt__api_role_kind kind = m == M_RING	 ? DT_API_ROLE_RING
+					      : m == M_PS_SYNC ? DT_API_ROLE_PS_SYNC
+							       : DT_API_ROLE_PS_ASYNC;
+		if ((st = dt__api_role_start(kind, &s->tc, s->cl, &s->role, e)))
+			goto undo;
+		s->state = S_STARTED;
+		return DT_OK;
+	}
+	struct dt_session_config sc = { .train = &s->tc, .strategy = &dt_strategy_local, .model = s->model };
+	if ((st = make_input(s, s->model, batch, s->tc.seed, &sc.input, e)))
+		goto undo;
+	/* the engine owns the input from dt_session_new on, even on failure */
 	if ((st = dt_session_new(&sc, &s->eng, e)))
 		goto undo;
 	dt_session_set_hook(s->eng, on_step, s);
 	s->state = S_STARTED;
 	return DT_OK;
 undo:
-	if (in)
-		in_free(&in->base);
-	dt_mirrored_free(s->group);
-	s->group = NULL;
+	s->tc.source = NULL;
 	dt_model_free(s->model);
 	s->model = NULL;
 	return st;
+}
+
+/* Requests to a role's session (api/roles.c), on its thread. */
+static enum dt_status req_step(struct dt_session *eng, void *arg, struct dt_err *err)
+{
+	(void)arg;
+	return dt_session_step(eng, err);
+}
+static enum dt_status req_run(struct dt_session *eng, void *arg, struct dt_err *err)
+{
+	(void)arg;
+	return dt_session_run(eng, err);
+}
+static enum dt_status req_finish(struct dt_session *eng, void *arg, struct dt_err *err)
+{
+	(void)arg;
+	return dt_session_finish(eng, err);
+}
+static enum dt_status req_save(struct dt_session *eng, void *arg, struct dt_err *err)
+{
+	(void)arg;
+	return dt_session_save(eng, err);
+}
+struct scalar_req {
+	const char *tag;
+	float value;
+};
+static enum dt_status req_scalar(struct dt_session *eng, void *arg, struct dt_err *err)
+{
+	(void)err;
+	struct scalar_req *r = arg;
+	dt_session_scalars(eng, &r->tag, &r->value, 1);
+	return DT_OK;
+}
+
+/* A ps task: the engine's std server until the chief ends the run. */
+static enum dt_status serve(dtrain_session *s, struct dt_err *e)
+{
+	struct dt_ps_run_config pc = { .train = &s->tc, .cluster = s->cl, .ps_idle_s = 600 };
+	return dt_train_std_server(&pc, e);
+}
+
+/* An evaluator task: each new checkpoint of output_dir, restored into a
+ * model of its own and evaluated on the eval data, until train_steps. */
+static enum dt_status follow_checkpoints(dtrain_session *s, struct dt_err *e)
+{
+	if (!s->output_dir[0])
+		return dt_err_set(e, DT_USAGE, "an evaluator task needs output_dir: the directory the chief saves in");
+	if (!s->eval)
+		dt_info("evaluator: no eval data was set (dtrain_session_set_eval_data): evaluating the training data");
+	struct dt_eval_config ec = {
+		.problem = "", .hp = s->tc.hp, .seed = s->tc.seed, .threads = s->tc.threads, .output_dir = s->output_dir,
+		.split = DT_SPLIT_TEST, .mode = DT_EVAL_LATEST, .train_steps = s->tc.train_steps,
+		.timeout_s = s->eval_timeout_s, .source = &s->src,
+	};
+	return dt_evaluator_run(&ec, NULL, e);
 }
 
 dtrain_status dtrain_session_step(dtrain_session *s, double *loss, dtrain_error *err)
@@ -448,11 +529,11 @@ dtrain_status dtrain_session_step(dtrain_session *s, double *loss, dtrain_error 
 	enum dt_status st = start(s, e);
 	if (st)
 		return (dtrain_status)st;
-	if (dt_session_should_stop(s->eng))
+	if (dtrain_session_should_stop(s))
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_step: the run is over (global step %lld of "
 							      "train_steps %lld)",
-						 (long long)dt_session_global_step(s->eng), (long long)s->tc.train_steps);
-	if ((st = dt_session_step(s->eng, e)))
+						 (long long)dtrain_session_global_step(s), (long long)s->tc.train_steps);
+	if ((st = s->role ? dt__api_role_call(s->role, req_step, NULL, 0, e) : dt_session_step(s->eng, e)))
 		return (dtrain_status)st;
 	if (loss)
 		*loss = s->last_loss;
@@ -463,11 +544,15 @@ int dtrain_session_should_stop(const dtrain_session *s)
 {
 	if (!s || s->state == S_CLOSED)
 		return 1;
+	if (s->role)
+		return dt__api_role_should_stop(s->role);
 	return s->eng ? dt_session_should_stop(s->eng) : 0;
 }
 
 int64_t dtrain_session_global_step(const dtrain_session *s)
 {
+	if (s && s->role)
+		return dt__api_role_global_step(s->role);
 	return s && s->eng ? dt_session_global_step(s->eng) : 0;
 }
 
@@ -479,7 +564,9 @@ dtrain_status dtrain_session_close(dtrain_session *s, dtrain_error *err)
 	if (s->state == S_CLOSED)
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_close: the session is closed already");
 	enum dt_status st = DT_OK;
-	if (s->state == S_STARTED)
+	if (s->role)
+		st = dt__api_role_call(s->role, req_finish, NULL, 1, e);
+	else if (s->eng)
 		st = dt_session_finish(s->eng, e);
 	s->state = S_CLOSED;
 	return (dtrain_status)st;
@@ -495,6 +582,17 @@ dtrain_status dtrain_session_run(dtrain_session *s, dtrain_error *err)
 	enum dt_status st = start(s, e);
 	if (st)
 		return (dtrain_status)st;
+	enum mode m = mode_of(s);
+	if (m == M_PS_SERVER || m == M_EVALUATOR) {
+		st = m == M_PS_SERVER ? serve(s, e) : follow_checkpoints(s, e);
+		s->state = S_CLOSED;
+		return (dtrain_status)st;
+	}
+	if (s->role) {
+		st = dt__api_role_call(s->role, req_run, NULL, 1, e);
+		s->state = S_CLOSED;
+		return (dtrain_status)st;
+	}
 	while (!dt_session_should_stop(s->eng))
 		if ((st = dt_session_step(s->eng, e)))
 			return (dtrain_status)st;
@@ -505,8 +603,8 @@ void dtrain_session_free(dtrain_session *s)
 {
 	if (!s)
 		return;
+	dt__api_role_free(s->role); /* before the model it trains */
 	dt_session_free(s->eng);
-	dt_mirrored_free(s->group);
 	dt_model_free(s->model);
 	dt_cluster_release(&s->local_cl);
 	free(s);
@@ -517,7 +615,8 @@ void dtrain_session_free(dtrain_session *s)
 /* Every example of d once through the model (dropout off): the mean loss
  * and accuracy (-1 without one). With grads, the first batch only,
  * training mode with dropout off, gradients left in the model. */
-static enum dt_status pass(dtrain_session *s, dtrain_data *d, int grads, double *loss, double *acc, struct dt_err *e)
+static enum dt_status pass(dtrain_session *s, struct dt_model *model, dtrain_data *d, int grads, double *loss,
+			   double *acc, struct dt_err *e)
 {
 	int batch = s->tc.hp.batch_size;
 	void *bufs[DT_API_MAX_INPUTS] = { 0 };
@@ -532,10 +631,9 @@ static enum dt_status pass(dtrain_session *s, dtrain_data *d, int grads, double 
 		if ((st = dt__api_reader_next(r, 0, bufs, &size, e)) || size == 0)
 			break;
 		struct dt_model_batch mb;
-		make_batch(&mb, s->model, s->feeds, s->target_feed, bufs, size);
+		make_batch(&mb, model, s->feeds, s->target_feed, bufs, size);
 		struct dt_step_result res;
-		st = grads ? dt_model_step(s->model, &mb, NULL, NULL, NULL, &res, e)
-			   : dt_model_evaluate(s->model, &mb, &res, e);
+		st = grads ? dt_model_step(model, &mb, NULL, NULL, NULL, &res, e) : dt_model_evaluate(model, &mb, &res, e);
 		if (st)
 			break;
 		loss_sum += (double)res.loss * size;
@@ -582,7 +680,7 @@ dtrain_status dtrain_session_evaluate(dtrain_session *s, dtrain_data *data, doub
 		return (dtrain_status)st;
 	if (!data)
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_evaluate: the data is NULL");
-	return (dtrain_status)pass(s, data, 0, loss, accuracy, e);
+	return (dtrain_status)pass(s, s->model, data, 0, loss, accuracy, e);
 }
 
 dtrain_status dtrain_session_gradients(dtrain_session *s, dtrain_data *data, double *loss, dtrain_error *err)
@@ -593,7 +691,7 @@ dtrain_status dtrain_session_gradients(dtrain_session *s, dtrain_data *data, dou
 		return (dtrain_status)st;
 	if (!data)
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_gradients: the data is NULL");
-	return (dtrain_status)pass(s, data, 1, loss, NULL, e);
+	return (dtrain_status)pass(s, s->model, data, 1, loss, NULL, e);
 }
 
 static const struct dt_variable *find_var(dtrain_session *s, const char *fn, const char *name, int64_t count,
@@ -666,10 +764,12 @@ dtrain_status dtrain_session_save(dtrain_session *s, dtrain_error *err)
 	enum dt_status st = ready(s, "dtrain_session_save", e);
 	if (st)
 		return (dtrain_status)st;
-	if (!s->eng)
-		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_save: the session did not start");
+	if (!s->eng && !s->role)
+		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_save: this task does not train");
 	if (!s->output_dir[0])
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_save: no output_dir to save to");
+	if (s->role)
+		return (dtrain_status)dt__api_role_call(s->role, req_save, NULL, 0, e);
 	return (dtrain_status)dt_session_save(s->eng, e);
 }
 
@@ -699,9 +799,12 @@ dtrain_status dtrain_session_scalar(dtrain_session *s, const char *tag, double v
 		return NULL_SESSION(e, "dtrain_session_scalar");
 	if (!tag || !*tag)
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_scalar: the tag is NULL or empty");
-	if (s->eng) {
-		float v = (float)value;
-		dt_session_scalars(s->eng, &tag, &v, 1);
+	struct scalar_req r = { tag, (float)value };
+	if (s->role && !dt__api_role_should_stop(s->role)) {
+		enum dt_status st = dt__api_role_call(s->role, req_scalar, &r, 0, e);
+		(void)st; /* a write that fails is a warning (train/session.h) */
+	} else if (s->eng) {
+		dt_session_scalars(s->eng, &r.tag, &r.value, 1);
 	}
 	return DTRAIN_OK;
 }
