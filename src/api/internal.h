@@ -195,6 +195,24 @@ int64_t dt__api_role_global_step(struct dt__api_role *r);
 /* Ends a role still open (as a failure: its peers see it leave), joins; accepts NULL. */
 void dt__api_role_free(struct dt__api_role *r);
 
+/* ---- the engine input (input.c) ---- */
+
+struct dt_input;
+struct dt_model_batch;
+/* The training input over `data` for `model` (compiled from pm; feeds and
+ * target_feed as dt__api_compile gave them, borrowed): batches of `batch`,
+ * shuffled per epoch from seed. *out: dt_input_free. */
+enum dt_status dt__api_input_new(dtrain_data *data, const dtrain_model *pm, const struct dt_model *model,
+				 const int *feeds, int target_feed, int batch, uint64_t seed, struct dt_input **out,
+				 struct dt_err *err) DT_MUST_CHECK;
+/* Buffers for `batch` examples of every public input (DT_NOMEM when too
+ * big), and their release (accepts NULLs). */
+enum dt_status dt__api_alloc_bufs(const dtrain_model *pm, int batch, void **bufs, struct dt_err *err) DT_MUST_CHECK;
+void dt__api_free_bufs(void **bufs);
+/* The general batch of `size` examples over those buffers. */
+void dt__api_make_batch(struct dt_model_batch *mb, const struct dt_model *model, const int *feeds, int target_feed,
+			void *const *bufs, int size);
+
 /* The validated cluster a session uses: cl's own, or `local` filled as the
  * one-process cluster (cl NULL, or built in code with no task). NULL with
  * DT_USAGE in e when cl has tasks but no task set. */

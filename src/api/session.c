@@ -32,123 +32,15 @@
 #include "nn/model.h"
 #include "tensor/blas.h"
 #include "train/local.h"
-#include "train/session.h"
 #include "train/evaluator.h"
 #include "train/ps_roles.h"
+#include "train/session.h"
 #include "train/strategy.h"
 
 enum mode { M_LOCAL, M_MIRRORED, M_PS_ASYNC, M_PS_SYNC, M_RING, M_PS_SERVER, M_EVALUATOR };
 static const char *const mode_names[] = { "local", "mirrored", "ps_async", "ps_sync", "multi_worker_mirrored",
 					  "ps_server", "evaluator" };
 enum state { S_NEW, S_STARTED, S_CLOSED };
-
-/* ---- the engine input over a public data source ---- */
-
-struct api_batch {
-	struct dt_batch b;      /* what the engine hands its strategy (first: the strategy casts back) */
-	struct dt_model_batch mb;
-};
-
-struct api_input {
-	struct dt_input base;   /* first: the engine holds a struct dt_input * */
-	dtrain_data *data;
-	const dtrain_model *pm;
-	const struct dt_model *model;
-	const int *feeds;       /* public input of each model input */
-	int target_feed;
-	int batch;
-	uint64_t seed;
-	struct dt__api_reader *r;
-	void *bufs[DT_API_MAX_INPUTS]; /* by public input, (batch, per_example) */
-	struct api_batch cur;
-};
-
-static enum dt_status in_start(struct dt_input *in, int index, int count, int64_t epoch, int64_t offset,
-			       struct dt_err *err)
-{
-	struct api_input *a = (struct api_input *)in;
-	dt__api_reader_free(a->r);
-	a->r = NULL;
-	enum dt_status st = dt__api_reader_new(a->data, a->pm, index, count, a->batch, a->seed, 0, &a->r, err);
-	if (st)
-		return st;
-	dt__api_reader_seek(a->r, epoch, offset);
-	return DT_OK;
-}
-
-/* The general batch over the buffers of a reader's batch of `size`. */
-static void make_batch(struct dt_model_batch *mb, const struct dt_model *model, const int *feeds, int target_feed,
-		       void *const *bufs, int size)
-{
-	memset(mb, 0, sizeof(*mb));
-	mb->size = size;
-	mb->num_inputs = dt_model_num_inputs(model);
-	for (int i = 0; i < mb->num_inputs; i++) {
-		mb->inputs[i].dtype = dt_model_input(model, i)->dtype;
-		mb->inputs[i].data = bufs[feeds[i]];
-	}
-	mb->targets.dtype = dt_model_target(model)->dtype;
-	mb->targets.data = bufs[target_feed];
-}
-
-static enum dt_status in_next(struct dt_input *in, const struct dt_batch **out, struct dt_err *err)
-{
-	struct api_input *a = (struct api_input *)in;
-	int64_t epoch, offset;
-	dt__api_reader_position(a->r, &epoch, &offset);
-	int size = 0;
-	enum dt_status st = dt__api_reader_next(a->r, 0, a->bufs, &size, err);
-	if (st)
-		return st;
-	if (size < 1)
-		return dt_err_set(err, DT_DATA, "the data gave an empty batch");
-	make_batch(&a->cur.mb, a->model, a->feeds, a->target_feed, a->bufs, size);
-	a->cur.b = (struct dt_batch){ .size = size, .epoch = epoch, .general = &a->cur.mb };
-	*out = &a->cur.b;
-	return DT_OK;
-}
-
-static void in_position(const struct dt_input *in, int64_t *epoch, int64_t *offset)
-{
-	dt__api_reader_position(((const struct api_input *)in)->r, epoch, offset);
-}
-
-static int64_t in_shard_size(const struct dt_input *in)
-{
-	const struct api_input *a = (const struct api_input *)in;
-	return a->r ? dt__api_reader_shard_size(a->r) : 0;
-}
-
-static void free_bufs(void **bufs)
-{
-	for (int i = 0; i < DT_API_MAX_INPUTS; i++) {
-		free(bufs[i]);
-		bufs[i] = NULL;
-	}
-}
-
-static void in_free(struct dt_input *in)
-{
-	struct api_input *a = (struct api_input *)in;
-	dt__api_reader_free(a->r);
-	free_bufs(a->bufs);
-	free(a);
-}
-
-static const struct dt_input_ops api_input_ops = {
-	.start = in_start, .next = in_next, .position = in_position, .shard_size = in_shard_size, .free = in_free,
-};
-
-/* Buffers for `batch` examples of every public input; DT_NOMEM when too big. */
-static enum dt_status alloc_bufs(const dtrain_model *pm, int batch, void **bufs, struct dt_err *err)
-{
-	for (int i = 0; i < pm->ninputs; i++)
-		if (dt_try_malloc(&bufs[i], (size_t)batch * (size_t)pm->inputs[i].per_example * 4, err)) {
-			free_bufs(bufs);
-			return dt_err_prefix(err, "input '%s' for batches of %d", pm->inputs[i].name, batch);
-		}
-	return DT_OK;
-}
 
 /* ---- the session ---- */
 
@@ -350,23 +242,7 @@ static enum dt_status make_input(void *arg, const struct dt_model *model, int ba
 				 struct dt_input **out, struct dt_err *err)
 {
 	dtrain_session *s = arg;
-	*out = NULL;
-	struct api_input *in = dt_xcalloc(1, sizeof(*in));
-	in->base.ops = &api_input_ops;
-	in->data = s->train;
-	in->pm = s->pm;
-	in->model = model;
-	in->feeds = s->feeds;
-	in->target_feed = s->target_feed;
-	in->batch = batch;
-	in->seed = seed;
-	enum dt_status st = alloc_bufs(s->pm, batch, in->bufs, err);
-	if (st) {
-		in_free(&in->base);
-		return st;
-	}
-	*out = &in->base;
-	return DT_OK;
+	return dt__api_input_new(s->train, s->pm, model, s->feeds, s->target_feed, batch, seed, out, err);
 }
 
 static enum dt_status pass(dtrain_session *s, struct dt_model *model, dtrain_data *d, int grads, double *loss,
@@ -621,7 +497,7 @@ static enum dt_status pass(dtrain_session *s, struct dt_model *model, dtrain_dat
 	int batch = s->tc.hp.batch_size;
 	void *bufs[DT_API_MAX_INPUTS] = { 0 };
 	struct dt__api_reader *r = NULL;
-	enum dt_status st = alloc_bufs(s->pm, batch, bufs, e);
+	enum dt_status st = dt__api_alloc_bufs(s->pm, batch, bufs, e);
 	if (!st)
 		st = dt__api_reader_new(d, s->pm, 0, 1, batch, s->tc.seed, 1, &r, e);
 	double loss_sum = 0;
@@ -631,7 +507,7 @@ static enum dt_status pass(dtrain_session *s, struct dt_model *model, dtrain_dat
 		if ((st = dt__api_reader_next(r, 0, bufs, &size, e)) || size == 0)
 			break;
 		struct dt_model_batch mb;
-		make_batch(&mb, model, s->feeds, s->target_feed, bufs, size);
+		dt__api_make_batch(&mb, model, s->feeds, s->target_feed, bufs, size);
 		struct dt_step_result res;
 		st = grads ? dt_model_step(model, &mb, NULL, NULL, NULL, &res, e) : dt_model_evaluate(model, &mb, &res, e);
 		if (st)
@@ -644,7 +520,7 @@ static enum dt_status pass(dtrain_session *s, struct dt_model *model, dtrain_dat
 			break;
 	}
 	dt__api_reader_free(r);
-	free_bufs(bufs);
+	dt__api_free_bufs(bufs);
 	if (st)
 		return st;
 	if (examples == 0)
