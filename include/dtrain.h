@@ -435,7 +435,10 @@ DTRAIN_API dtrain_status dtrain_session_run(dtrain_session *s, dtrain_error *err
 
 /* A custom loop: one training step (connecting, initializing or restoring
  * on the first), *loss (may be NULL) its mean loss. Only on trainer tasks
- * (DTRAIN_USAGE on a ps or evaluator: call dtrain_session_run). */
+ * (DTRAIN_USAGE on a ps or evaluator: call dtrain_session_run). A first
+ * call that finds the run already over (a worker joining after the chief
+ * ended it) takes no step: DTRAIN_OK, *loss 0, should_stop then 1; later
+ * calls past the end are DTRAIN_USAGE. */
 DTRAIN_API dtrain_status dtrain_session_step(dtrain_session *s, double *loss, dtrain_error *err);
 /* 1 once the global step reached train_steps (or the session is closed). */
 DTRAIN_API int dtrain_session_should_stop(const dtrain_session *s);

@@ -402,9 +402,15 @@ dtrain_status dtrain_session_step(dtrain_session *s, double *loss, dtrain_error 
 		dt_err_hint(e, "call dtrain_session_run: it serves (ps) or evaluates (evaluator) until the run ends");
 		return DTRAIN_USAGE;
 	}
+	const int first = s->state == S_NEW;
 	enum dt_status st = start(s, e);
 	if (st)
 		return (dtrain_status)st;
+	if (first && dtrain_session_should_stop(s)) { /* a worker that joins a run already over */
+		if (loss)
+			*loss = 0;
+		return DTRAIN_OK;
+	}
 	if (dtrain_session_should_stop(s))
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_step: the run is over (global step %lld of "
 							      "train_steps %lld)",
