@@ -373,7 +373,7 @@ static enum dt_status ring_start(struct dt_session *s, void *self, struct dt_str
 		dt_warn("evaluating every %lld steps as %s does (this task has --eval_every=%lld)", (long long)pos[3],
 			r->ranks.names[0], (long long)tc->eval_every);
 	struct dt_dataset *test = dt__session_test(s);
-	if (pos[3] > 0 && test->count == 0 &&
+	if (pos[3] > 0 && test->count == 0 && !tc->source && /* a source evaluates its own data */
 	    (st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TEST, tc->seed, test, err)))
 		return st;
 	if (r->rank == 0)
@@ -410,11 +410,7 @@ static enum dt_status ring_compute(struct dt_session *s, void *self, struct dt_s
 	if (st)
 		return st;
 	comm_thread_begin_step(&r->ct);
-	out->correct = 0;
-	out->examples = b->size;
-	out->loss = dt_model_train_batch_notify(dt__session_model(s), b->x, b->y, b->size, dt__session_rng(s),
-						&out->correct, grads_ready, &r->ct);
-	return DT_OK;
+	return dt__session_compute_batch(s, b, grads_ready, &r->ct, out, err);
 }
 
 /* Applies the optimizer to bucket b of the summed gradient: the mean over the

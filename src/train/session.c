@@ -119,7 +119,7 @@ static enum dt_status open_summaries(struct dt_session *s, struct dt_err *err)
 	const struct dt_train_config *tc = s->cfg;
 	enum dt_status st;
 	if (s->info.chief && s->info.eval_every > 0 && s->info.eval_where != DT_EVAL_INLINE &&
-	    (st = dt_train_bg_eval_new(&tc->hp, s->test, tc->hp.batch_size, s->info.loop, &s->bg, err)))
+	    (st = dt_train_bg_eval_new(tc, s->test, tc->hp.batch_size, s->info.loop, &s->bg, err)))
 		return st;
 	if (!s->info.chief || !has_output_dir(tc))
 		return DT_OK;
@@ -153,6 +153,7 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 			.hp = &tc->hp, .height = s->shape[0], .width = s->shape[1], .channels = s->shape[2],
 			.num_classes = s->shape[3],
 			.replicas = tc->replicas, .batch_size = tc->hp.batch_size, .seed = tc->seed, .stream_base = stream,
+			.make = tc->source ? tc->source->make_model : NULL, .make_arg = tc->source ? tc->source->arg : NULL,
 		};
 		if ((st = dt_mirrored_new(s->model, &mc, &s->mirror, err)))
 			return st;
@@ -405,11 +406,29 @@ enum dt_status dt__session_compute(struct dt_session *s, struct dt_step_figures 
 {
 	const struct dt_batch *b;
 	enum dt_status st = dt__session_next_batch(s, &b, err);
-	if (st)
-		return st;
+	return st ? st : dt__session_compute_batch(s, b, NULL, NULL, out, err);
+}
+
+enum dt_status dt__session_compute_batch(struct dt_session *s, const struct dt_batch *b, dt_grads_ready_fn on_ready,
+					 void *arg, struct dt_step_figures *out, struct dt_err *err)
+{
+	DT_ASSERT(!on_ready || !s->mirror); /* the replicas' sum is whole only at the end */
 	out->correct = 0;
 	out->examples = b->size;
-	out->loss = dt_mirrored_step(s->mirror, s->model, b->x, b->y, b->size, &s->dropout_rng, &out->correct);
+	if (!b->general) { /* the built-in path: a dataset's images and uint8 labels */
+		out->loss = on_ready ? dt_model_train_batch_notify(s->model, b->x, b->y, b->size, &s->dropout_rng,
+								   &out->correct, on_ready, arg)
+				     : dt_mirrored_step(s->mirror, s->model, b->x, b->y, b->size, &s->dropout_rng,
+							&out->correct);
+		return DT_OK;
+	}
+	struct dt_step_result res;
+	enum dt_status st = s->mirror ? dt_mirrored_step_general(s->mirror, b->general, &res, err)
+				      : dt_model_step(s->model, b->general, &s->dropout_rng, on_ready, arg, &res, err);
+	if (st)
+		return dt_err_prefix(err, "step %lld", (long long)s->step + 1);
+	out->loss = res.loss;
+	out->correct = res.correct;
 	return DT_OK;
 }
 
@@ -531,6 +550,8 @@ enum dt_status dt_session_finish(struct dt_session *s, struct dt_err *err)
 		return DT_OK;
 	}
 	/* The whole split on the chief, after the others have left: nobody waits on it. */
+	if (s->cfg->source)
+		return s->cfg->source->evaluate(s->cfg->source->arg, s->model, &s->res.eval, err);
 	return dt_train_evaluate(s->model, s->test, &s->res.eval, err);
 }
 
