@@ -11,25 +11,17 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "nn/model_impl.h"
+#include "nn/graph_impl.h"
 
 /* Per-example tensors and single variables stay far below int and size_t
  * overflow in every index computation. */
 #define MAX_ELEMS (1L << 28)
 
-enum prefix { P_INPUT, P_DENSE, P_CONV, P_POOL, P_AVG_POOL, P_FLATTEN, P_RESHAPE, P_ACT, P_DROPOUT, P_EMB, P_NORM,
-	      P_ADD, P_CONCAT, P_COUNT };
 static const char *const prefixes[P_COUNT] = { "input",   "dense",   "conv",      "pool",       "avg_pool",
 					       "flatten", "reshape", "activation", "dropout",   "embedding",
-					       "layer_norm", "add",  "concat" };
+					       "layer_norm", "add",  "concat", "inputs", "multihead_attention", "timing",
+					       "shift_right", "symbol", "logits" };
 
-struct dt_graph {
-	int n;
-	struct dt__node nodes[DT__MAX_NODES];
-	int counter[P_COUNT];
-	int has_loss, output;
-	enum dt_loss loss;
-};
 
 struct dt_graph *dt_graph_new(void)
 {
@@ -53,7 +45,7 @@ int dt_graph_num_nodes(const struct dt_graph *g)
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-static void fmt_dims(char *buf, size_t cap, int rank, const int *dims)
+void dt__graph_fmt_dims(char *buf, size_t cap, int rank, const int *dims)
 {
 	int64_t d[3];
 	for (int i = 0; i < rank; i++)
@@ -61,7 +53,7 @@ static void fmt_dims(char *buf, size_t cap, int rank, const int *dims)
 	dt_shape_format(buf, cap, rank, d);
 }
 
-static struct dt_shape to_shape(int rank, const int *d)
+struct dt_shape dt__graph_to_shape(int rank, const int *d)
 {
 	if (rank == 1)
 		return (struct dt_shape){ 1, 1, d[0] };
@@ -78,7 +70,7 @@ static void set_dims(struct dt__node *n, int rank, struct dt_shape s)
 		n->dims[i] = all[3 - rank + i];
 }
 
-static long elems(int rank, const int *d)
+long dt__graph_elems(int rank, const int *d)
 {
 	long e = 1;
 	for (int i = 0; i < rank; i++)
@@ -112,7 +104,7 @@ static enum dt_status check_name(const struct dt_graph *g, const char *name, str
 
 /* Picks the node's name (the caller's or the next free default) into
  * `out`; checks there is room. Counters advance only on commit. */
-static enum dt_status begin(struct dt_graph *g, const char *name, enum prefix p, char *out, int *number,
+enum dt_status dt__graph_begin(struct dt_graph *g, const char *name, enum dt__prefix p, char *out, int *number,
 			    struct dt_err *err)
 {
 	if (!g)
@@ -131,7 +123,7 @@ static enum dt_status begin(struct dt_graph *g, const char *name, enum prefix p,
 }
 
 /* The node `input` names (NULL: the last one), as its index in *idx. */
-static enum dt_status resolve(const struct dt_graph *g, const char *node, const char *input, int *idx,
+enum dt_status dt__graph_resolve(const struct dt_graph *g, const char *node, const char *input, int *idx,
 			      struct dt_err *err)
 {
 	if (!input) {
@@ -147,7 +139,7 @@ static enum dt_status resolve(const struct dt_graph *g, const char *node, const 
 	return DT_OK;
 }
 
-static enum dt_status want_float(const struct dt_graph *g, const char *node, int in, struct dt_err *err)
+enum dt_status dt__graph_want_float(const struct dt_graph *g, const char *node, int in, struct dt_err *err)
 {
 	if (g->nodes[in].dtype != DT_FLOAT32)
 		return dt_err_set(err, DT_CONFIG, "node '%s': needs a float32 input, but '%s' is %s (token ids go into an embedding)",
@@ -161,12 +153,12 @@ static enum dt_status want_rank(const struct dt_graph *g, const char *node, cons
 	if (g->nodes[in].rank == rank)
 		return DT_OK;
 	char s[64];
-	fmt_dims(s, sizeof(s), g->nodes[in].rank, g->nodes[in].dims);
+	dt__graph_fmt_dims(s, sizeof(s), g->nodes[in].rank, g->nodes[in].dims);
 	return dt_err_set(err, DT_CONFIG, "node '%s': %s needs an input of rank %d, but '%s' gives %s", node, what, rank,
 			  g->nodes[in].layer.name, s);
 }
 
-static enum dt_status get_init(const char *node, const char *text, const char *dflt, struct dt_init *out,
+enum dt_status dt__graph_get_init(const char *node, const char *text, const char *dflt, struct dt_init *out,
 			       struct dt_err *err)
 {
 	if (dt_init_parse(text ? text : dflt, out, err) == DT_OK)
@@ -176,18 +168,18 @@ static enum dt_status get_init(const char *node, const char *text, const char *d
 }
 
 /* Adds node `n` (filled by the caller) and advances its prefix's counter. */
-static void commit(struct dt_graph *g, const struct dt__node *n, enum prefix p, int number)
+void dt__graph_commit(struct dt_graph *g, const struct dt__node *n, enum dt__prefix p, int number)
 {
 	g->nodes[g->n++] = *n;
 	g->counter[p] = number;
 }
 
-static enum dt_status layer_status(enum dt_status st, const char *node, const struct dt_graph *g, int in,
+enum dt_status dt__graph_layer_status(enum dt_status st, const char *node, const struct dt_graph *g, int in,
 				   struct dt_err *err)
 {
 	if (st) {
 		char s[64];
-		fmt_dims(s, sizeof(s), g->nodes[in].rank, g->nodes[in].dims);
+		dt__graph_fmt_dims(s, sizeof(s), g->nodes[in].rank, g->nodes[in].dims);
 		dt_err_prefix(err, "node '%s' on '%s' %s", node, g->nodes[in].layer.name, s);
 	}
 	return st;
@@ -200,7 +192,7 @@ enum dt_status dt_graph_input(struct dt_graph *g, const char *name, enum dt_dtyp
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number;
-	enum dt_status st = begin(g, name, P_INPUT, nm, &number, err);
+	enum dt_status st = dt__graph_begin(g, name, P_INPUT, nm, &number, err);
 	if (st)
 		return st;
 	int inputs = 0;
@@ -210,6 +202,8 @@ enum dt_status dt_graph_input(struct dt_graph *g, const char *name, enum dt_dtyp
 		return dt_err_set(err, DT_CONFIG, "input '%s': a model takes at most %d inputs", nm, DT_MODEL_MAX_INPUTS);
 	if (dtype != DT_FLOAT32 && dtype != DT_INT32)
 		return dt_err_set(err, DT_CONFIG, "input '%s': unknown dtype %d", nm, (int)dtype);
+	if (g->seq_max_len > 0)
+		return dt_err_set(err, DT_CONFIG, "input '%s': a sequence graph takes sequence inputs only", nm);
 	if (ndim < 1 || ndim > 3 || !shape)
 		return dt_err_set(err, DT_CONFIG, "input '%s': per-example shape must have rank 1 to 3, got %d", nm, ndim);
 	long e = 1;
@@ -226,8 +220,8 @@ enum dt_status dt_graph_input(struct dt_graph *g, const char *name, enum dt_dtyp
 	n.rank = ndim;
 	memcpy(n.dims, shape, (size_t)ndim * sizeof(int));
 	n.dtype = dtype;
-	dt_layer_shape_only(&n.layer, DT_LAYER_INPUT, nm, to_shape(ndim, n.dims), to_shape(ndim, n.dims));
-	commit(g, &n, P_INPUT, number);
+	dt_layer_shape_only(&n.layer, DT_LAYER_INPUT, nm, dt__graph_to_shape(ndim, n.dims), dt__graph_to_shape(ndim, n.dims));
+	dt__graph_commit(g, &n, P_INPUT, number);
 	return DT_OK;
 }
 
@@ -238,13 +232,13 @@ enum dt_status dt_graph_dense(struct dt_graph *g, const char *name, const char *
 	int number, in;
 	struct dt__node n;
 	memset(&n, 0, sizeof(n));
-	enum dt_status st = begin(g, name, P_DENSE, nm, &number, err);
+	enum dt_status st = dt__graph_begin(g, name, P_DENSE, nm, &number, err);
 	if (!st)
-		st = resolve(g, nm, input, &in, err);
+		st = dt__graph_resolve(g, nm, input, &in, err);
 	if (!st)
-		st = want_float(g, nm, in, err);
+		st = dt__graph_want_float(g, nm, in, err);
 	if (!st)
-		st = get_init(nm, kernel_init, "glorot_uniform", &n.init[0], err);
+		st = dt__graph_get_init(nm, kernel_init, "glorot_uniform", &n.init[0], err);
 	if (st)
 		return st;
 	if ((int)act < DT_ACT_LINEAR || (int)act > DT_ACT_GELU)
@@ -252,10 +246,10 @@ enum dt_status dt_graph_dense(struct dt_graph *g, const char *name, const char *
 	const struct dt__node *src = &g->nodes[in];
 	const long fan_in = src->dims[src->rank - 1];
 	if (units < 1 || units > MAX_ELEMS || fan_in * (long)units > 4 * MAX_ELEMS ||
-	    elems(src->rank, src->dims) / fan_in * units > MAX_ELEMS)
+	    dt__graph_elems(src->rank, src->dims) / fan_in * units > MAX_ELEMS)
 		return dt_err_set(err, DT_CONFIG, "node '%s': dense needs 1 to %ld units (and a kernel of at most %ld values), got %d",
 				  nm, MAX_ELEMS, 4 * MAX_ELEMS, units);
-	st = layer_status(dt_layer_dense_act(&n.layer, nm, src->layer.out, units, act, 1, err), nm, g, in, err);
+	st = dt__graph_layer_status(dt_layer_dense_act(&n.layer, nm, src->layer.out, units, act, 1, err), nm, g, in, err);
 	if (st)
 		return st;
 	n.ninputs = 1;
@@ -264,7 +258,7 @@ enum dt_status dt_graph_dense(struct dt_graph *g, const char *name, const char *
 	memcpy(n.dims, src->dims, sizeof(n.dims));
 	n.dims[n.rank - 1] = units;
 	n.init[1] = (struct dt_init){ DT_INIT_ZEROS, 0 };
-	commit(g, &n, P_DENSE, number);
+	dt__graph_commit(g, &n, P_DENSE, number);
 	return DT_OK;
 }
 
@@ -276,15 +270,15 @@ enum dt_status dt_graph_conv2d(struct dt_graph *g, const char *name, const char 
 	int number, in;
 	struct dt__node n;
 	memset(&n, 0, sizeof(n));
-	enum dt_status st = begin(g, name, P_CONV, nm, &number, err);
+	enum dt_status st = dt__graph_begin(g, name, P_CONV, nm, &number, err);
 	if (!st)
-		st = resolve(g, nm, input, &in, err);
+		st = dt__graph_resolve(g, nm, input, &in, err);
 	if (!st)
-		st = want_float(g, nm, in, err);
+		st = dt__graph_want_float(g, nm, in, err);
 	if (!st)
 		st = want_rank(g, nm, "conv2d", in, 3, err);
 	if (!st)
-		st = get_init(nm, kernel_init, "glorot_uniform", &n.init[0], err);
+		st = dt__graph_get_init(nm, kernel_init, "glorot_uniform", &n.init[0], err);
 	if (st)
 		return st;
 	if (act != DT_ACT_RELU && act != DT_ACT_LINEAR)
@@ -301,7 +295,7 @@ enum dt_status dt_graph_conv2d(struct dt_graph *g, const char *name, const char 
 		st = dt_layer_conv2d_same(&n.layer, nm, src->layer.out, kh, kw, filters, stride, act == DT_ACT_RELU, err);
 	else
 		st = dt_layer_conv2d(&n.layer, nm, src->layer.out, kh, kw, filters, stride, 0, act == DT_ACT_RELU, err);
-	if (layer_status(st, nm, g, in, err))
+	if (dt__graph_layer_status(st, nm, g, in, err))
 		return st;
 	if ((long)dt_shape_elems(n.layer.out) > MAX_ELEMS ||
 	    (long)n.layer.geom.OH * n.layer.geom.OW * dt_conv_k(&n.layer.geom) > 4 * MAX_ELEMS)
@@ -310,7 +304,7 @@ enum dt_status dt_graph_conv2d(struct dt_graph *g, const char *name, const char 
 	n.inputs[0] = in;
 	set_dims(&n, 3, n.layer.out);
 	n.init[1] = (struct dt_init){ DT_INIT_ZEROS, 0 };
-	commit(g, &n, P_CONV, number);
+	dt__graph_commit(g, &n, P_CONV, number);
 	return DT_OK;
 }
 
@@ -319,12 +313,12 @@ enum dt_status dt_graph_pool(struct dt_graph *g, const char *name, const char *i
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
-	const enum prefix p = kind == DT_POOL_AVG ? P_AVG_POOL : P_POOL;
-	enum dt_status st = begin(g, name, p, nm, &number, err);
+	const enum dt__prefix p = kind == DT_POOL_AVG ? P_AVG_POOL : P_POOL;
+	enum dt_status st = dt__graph_begin(g, name, p, nm, &number, err);
 	if (!st)
-		st = resolve(g, nm, input, &in, err);
+		st = dt__graph_resolve(g, nm, input, &in, err);
 	if (!st)
-		st = want_float(g, nm, in, err);
+		st = dt__graph_want_float(g, nm, in, err);
 	if (!st)
 		st = want_rank(g, nm, "pooling", in, 3, err);
 	if (st)
@@ -342,12 +336,12 @@ enum dt_status dt_graph_pool(struct dt_graph *g, const char *name, const char *i
 	else
 		st = dt_layer_pool(&n.layer, nm, src->layer.out, kind == DT_POOL_MAX, ph, pw, sh, sw,
 				   padding == DT_PADDING_SAME, err);
-	if (layer_status(st, nm, g, in, err))
+	if (dt__graph_layer_status(st, nm, g, in, err))
 		return st;
 	n.ninputs = 1;
 	n.inputs[0] = in;
 	set_dims(&n, 3, n.layer.out);
-	commit(g, &n, p, number);
+	dt__graph_commit(g, &n, p, number);
 	return DT_OK;
 }
 
@@ -355,21 +349,21 @@ enum dt_status dt_graph_flatten(struct dt_graph *g, const char *name, const char
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
-	enum dt_status st = begin(g, name, P_FLATTEN, nm, &number, err);
+	enum dt_status st = dt__graph_begin(g, name, P_FLATTEN, nm, &number, err);
 	if (!st)
-		st = resolve(g, nm, input, &in, err);
+		st = dt__graph_resolve(g, nm, input, &in, err);
 	if (st)
 		return st;
 	struct dt__node n;
 	memset(&n, 0, sizeof(n));
 	const struct dt__node *src = &g->nodes[in];
-	if (layer_status(dt_layer_flatten(&n.layer, nm, src->layer.out, err), nm, g, in, err))
+	if (dt__graph_layer_status(dt_layer_flatten(&n.layer, nm, src->layer.out, err), nm, g, in, err))
 		return DT_CONFIG;
 	n.ninputs = 1;
 	n.inputs[0] = in;
 	n.dtype = src->dtype;
 	set_dims(&n, 1, n.layer.out);
-	commit(g, &n, P_FLATTEN, number);
+	dt__graph_commit(g, &n, P_FLATTEN, number);
 	return DT_OK;
 }
 
@@ -378,15 +372,15 @@ enum dt_status dt_graph_reshape(struct dt_graph *g, const char *name, const char
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
-	enum dt_status st = begin(g, name, P_RESHAPE, nm, &number, err);
+	enum dt_status st = dt__graph_begin(g, name, P_RESHAPE, nm, &number, err);
 	if (!st)
-		st = resolve(g, nm, input, &in, err);
+		st = dt__graph_resolve(g, nm, input, &in, err);
 	if (st)
 		return st;
 	if (ndim < 1 || ndim > 3 || !shape)
 		return dt_err_set(err, DT_CONFIG, "node '%s': reshape to rank %d, must be 1 to 3", nm, ndim);
 	const struct dt__node *src = &g->nodes[in];
-	const long total = elems(src->rank, src->dims);
+	const long total = dt__graph_elems(src->rank, src->dims);
 	int dims[3], free_axis = -1;
 	long known = 1;
 	for (int i = 0; i < ndim; i++) {
@@ -405,35 +399,35 @@ enum dt_status dt_graph_reshape(struct dt_graph *g, const char *name, const char
 	if (free_axis >= 0 && known > 0 && known <= MAX_ELEMS && total % known == 0)
 		dims[free_axis] = (int)(total / known);
 	char a[64], b[64];
-	fmt_dims(a, sizeof(a), src->rank, src->dims);
-	fmt_dims(b, sizeof(b), ndim, shape);
+	dt__graph_fmt_dims(a, sizeof(a), src->rank, src->dims);
+	dt__graph_fmt_dims(b, sizeof(b), ndim, shape);
 	if (known > MAX_ELEMS || (free_axis >= 0 && total % known != 0) || (free_axis < 0 && known != total))
 		return dt_err_set(err, DT_CONFIG, "node '%s': cannot reshape '%s' %s (%ld values) to %s", nm,
 				  src->layer.name, a, total, b);
 	struct dt__node n;
 	memset(&n, 0, sizeof(n));
-	if (layer_status(dt_layer_reshape(&n.layer, nm, src->layer.out, to_shape(ndim, dims), err), nm, g, in, err))
+	if (dt__graph_layer_status(dt_layer_reshape(&n.layer, nm, src->layer.out, dt__graph_to_shape(ndim, dims), err), nm, g, in, err))
 		return DT_CONFIG;
 	n.ninputs = 1;
 	n.inputs[0] = in;
 	n.dtype = src->dtype;
 	n.rank = ndim;
 	memcpy(n.dims, dims, sizeof(dims));
-	commit(g, &n, P_RESHAPE, number);
+	dt__graph_commit(g, &n, P_RESHAPE, number);
 	return DT_OK;
 }
 
 /* activation, dropout, layer_norm: float in, same shape out. */
-static enum dt_status same_shape(struct dt_graph *g, const char *name, const char *input, enum prefix p,
+static enum dt_status same_shape(struct dt_graph *g, const char *name, const char *input, enum dt__prefix p,
 				 enum dt_layer_kind kind, enum dt_act act, float value, struct dt_err *err)
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
-	enum dt_status st = begin(g, name, p, nm, &number, err);
+	enum dt_status st = dt__graph_begin(g, name, p, nm, &number, err);
 	if (!st)
-		st = resolve(g, nm, input, &in, err);
+		st = dt__graph_resolve(g, nm, input, &in, err);
 	if (!st)
-		st = want_float(g, nm, in, err);
+		st = dt__graph_want_float(g, nm, in, err);
 	if (st)
 		return st;
 	struct dt__node n;
@@ -445,7 +439,7 @@ static enum dt_status same_shape(struct dt_graph *g, const char *name, const cha
 		st = dt_layer_dropout(&n.layer, nm, src->layer.out, value, err);
 	else
 		st = dt_layer_layernorm(&n.layer, nm, src->layer.out, value, err);
-	if (layer_status(st, nm, g, in, err))
+	if (dt__graph_layer_status(st, nm, g, in, err))
 		return st;
 	n.ninputs = 1;
 	n.inputs[0] = in;
@@ -453,7 +447,7 @@ static enum dt_status same_shape(struct dt_graph *g, const char *name, const cha
 	memcpy(n.dims, src->dims, sizeof(n.dims));
 	n.init[0] = (struct dt_init){ DT_INIT_ONES, 0 };
 	n.init[1] = (struct dt_init){ DT_INIT_ZEROS, 0 };
-	commit(g, &n, p, number);
+	dt__graph_commit(g, &n, p, number);
 	return DT_OK;
 }
 
@@ -482,32 +476,32 @@ enum dt_status dt_graph_embedding(struct dt_graph *g, const char *name, const ch
 	int number, in;
 	struct dt__node n;
 	memset(&n, 0, sizeof(n));
-	enum dt_status st = begin(g, name, P_EMB, nm, &number, err);
+	enum dt_status st = dt__graph_begin(g, name, P_EMB, nm, &number, err);
 	if (!st)
-		st = resolve(g, nm, input, &in, err);
+		st = dt__graph_resolve(g, nm, input, &in, err);
 	if (!st)
-		st = get_init(nm, init, "random_normal(0.05)", &n.init[0], err);
+		st = dt__graph_get_init(nm, init, "random_normal(0.05)", &n.init[0], err);
 	if (st)
 		return st;
 	const struct dt__node *src = &g->nodes[in];
 	char s[64];
-	fmt_dims(s, sizeof(s), src->rank, src->dims);
+	dt__graph_fmt_dims(s, sizeof(s), src->rank, src->dims);
 	if (src->dtype != DT_INT32)
 		return dt_err_set(err, DT_CONFIG, "node '%s': embedding needs int32 token ids, but '%s' %s is %s", nm,
 				  src->layer.name, s, dt_dtype_name(src->dtype));
 	if (src->rank > 2)
 		return dt_err_set(err, DT_CONFIG, "node '%s': embedding needs ids of rank 1 or 2, but '%s' gives %s", nm,
 				  src->layer.name, s);
-	if (vocab < 1 || dim < 1 || (long)vocab * dim > 4 * MAX_ELEMS || elems(src->rank, src->dims) * dim > MAX_ELEMS)
+	if (vocab < 1 || dim < 1 || (long)vocab * dim > 4 * MAX_ELEMS || dt__graph_elems(src->rank, src->dims) * dim > MAX_ELEMS)
 		return dt_err_set(err, DT_CONFIG, "node '%s': embedding of %d rows of %d is out of range", nm, vocab, dim);
-	if (layer_status(dt_layer_embedding(&n.layer, nm, src->layer.out, vocab, dim, err), nm, g, in, err))
+	if (dt__graph_layer_status(dt_layer_embedding(&n.layer, nm, src->layer.out, vocab, dim, err), nm, g, in, err))
 		return DT_CONFIG;
 	n.ninputs = 1;
 	n.inputs[0] = in;
 	n.rank = src->rank + 1;
 	memcpy(n.dims, src->dims, sizeof(n.dims));
 	n.dims[src->rank] = dim;
-	commit(g, &n, P_EMB, number);
+	dt__graph_commit(g, &n, P_EMB, number);
 	return DT_OK;
 }
 
@@ -517,8 +511,8 @@ static enum dt_status merge(struct dt_graph *g, const char *name, int count, con
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number;
-	const enum prefix p = concat ? P_CONCAT : P_ADD;
-	enum dt_status st = begin(g, name, p, nm, &number, err);
+	const enum dt__prefix p = concat ? P_CONCAT : P_ADD;
+	enum dt_status st = dt__graph_begin(g, name, p, nm, &number, err);
 	if (st)
 		return st;
 	if (count < 2 || count > DT__MAX_NODE_INPUTS || !inputs)
@@ -530,15 +524,15 @@ static enum dt_status merge(struct dt_graph *g, const char *name, int count, con
 	for (int j = 0; j < count; j++) {
 		if (!inputs[j])
 			return dt_err_set(err, DT_CONFIG, "node '%s': input %d is NULL", nm, j);
-		st = resolve(g, nm, inputs[j], &n.inputs[j], err);
+		st = dt__graph_resolve(g, nm, inputs[j], &n.inputs[j], err);
 		if (!st)
-			st = want_float(g, nm, n.inputs[j], err);
+			st = dt__graph_want_float(g, nm, n.inputs[j], err);
 		if (st)
 			return st;
 		const struct dt__node *a = &g->nodes[n.inputs[0]], *b = &g->nodes[n.inputs[j]];
 		char sa[64], sb[64];
-		fmt_dims(sa, sizeof(sa), a->rank, a->dims);
-		fmt_dims(sb, sizeof(sb), b->rank, b->dims);
+		dt__graph_fmt_dims(sa, sizeof(sa), a->rank, a->dims);
+		dt__graph_fmt_dims(sb, sizeof(sb), b->rank, b->dims);
 		int same_lead = a->rank == b->rank;
 		for (int d = 0; same_lead && d + 1 < a->rank; d++)
 			same_lead = a->dims[d] == b->dims[d];
@@ -557,12 +551,12 @@ static enum dt_status merge(struct dt_graph *g, const char *name, int count, con
 	n.rank = a->rank;
 	memcpy(n.dims, a->dims, sizeof(n.dims));
 	if (concat) {
-		if (elems(a->rank - 1, a->dims) * last > MAX_ELEMS)
+		if (dt__graph_elems(a->rank - 1, a->dims) * last > MAX_ELEMS)
 			return dt_err_set(err, DT_CONFIG, "node '%s': concatenation too large", nm);
 		n.dims[n.rank - 1] = (int)last;
 	}
-	dt_layer_shape_only(&n.layer, concat ? DT_LAYER_CONCAT : DT_LAYER_ADD, nm, a->layer.out, to_shape(n.rank, n.dims));
-	commit(g, &n, p, number);
+	dt_layer_shape_only(&n.layer, concat ? DT_LAYER_CONCAT : DT_LAYER_ADD, nm, a->layer.out, dt__graph_to_shape(n.rank, n.dims));
+	dt__graph_commit(g, &n, p, number);
 	return DT_OK;
 }
 
@@ -583,9 +577,9 @@ enum dt_status dt_graph_loss(struct dt_graph *g, const char *output, enum dt_los
 	if (!g)
 		return dt_err_set(err, DT_USAGE, "no graph (NULL)");
 	int out;
-	enum dt_status st = resolve(g, "loss", output, &out, err);
+	enum dt_status st = dt__graph_resolve(g, "loss", output, &out, err);
 	if (!st)
-		st = want_float(g, "loss", out, err);
+		st = dt__graph_want_float(g, "loss", out, err);
 	if (st)
 		return st;
 	if (loss != DT_LOSS_SOFTMAX_XENT && loss != DT_LOSS_SIGMOID_XENT && loss != DT_LOSS_MSE)
@@ -655,6 +649,14 @@ static void add_vars(struct dt_model *m, const struct dt__node *n)
 		const int64_t s[1] = { l->in.c };
 		dt__model_add_var(m, name, "gamma", 1, s, 0, n->init[0]);
 		dt__model_add_var(m, name, "beta", 1, s, 0, n->init[1]);
+	} else if (l->kind == DT_LAYER_ATTENTION) {
+		const int64_t s[2] = { l->in.c, l->in.c };
+		static const char *const w[4] = { "q/kernel", "k/kernel", "v/kernel", "output_transform/kernel" };
+		for (int i = 0; i < 4; i++)
+			dt__model_add_var(m, name, w[i], 2, s, 1, n->init[0]);
+	} else if ((l->kind == DT_LAYER_SYMBOL || l->kind == DT_LAYER_LOGITS) && !l->share) {
+		const int64_t s[2] = { l->vocab, l->kind == DT_LAYER_SYMBOL ? l->out.c : l->in.c };
+		dt__model_add_var(m, name, "weights", 2, s, 1, n->init[0]);
 	} else if (l->kind == DT_LAYER_EMBEDDING) {
 		const int64_t s[2] = { l->vocab, l->out.c };
 		dt__model_add_var(m, name, "embeddings", 2, s, 1, n->init[0]);
@@ -711,9 +713,15 @@ enum dt_status dt_model_from_graph(const struct dt_graph *g, const char *name, i
 	}
 	const struct dt__node *o = &m->nodes[m->output];
 	m->rows = 1;
-	if (m->loss == DT_LOSS_SOFTMAX_XENT) {
+	m->seq_max_len = g->seq_max_len;
+	m->label_smoothing = g->label_smoothing;
+	if (m->loss == DT_LOSS_PADDED_XENT) {
+		const int one = 1;
+		m->classes = o->dims[0];
+		io_info(&m->target, "targets", DT_INT32, 1, &one);
+	} else if (m->loss == DT_LOSS_SOFTMAX_XENT) {
 		m->classes = o->dims[o->rank - 1];
-		m->rows = (int)(elems(o->rank, o->dims) / m->classes);
+		m->rows = (int)(dt__graph_elems(o->rank, o->dims) / m->classes);
 		const int one = 1;
 		if (o->rank == 1)
 			io_info(&m->target, "labels", DT_INT32, 1, &one);

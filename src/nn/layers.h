@@ -64,7 +64,9 @@
 
 enum dt_layer_kind { DT_LAYER_DENSE, DT_LAYER_CONV2D, DT_LAYER_MAXPOOL2, DT_LAYER_RELU, DT_LAYER_DROPOUT,
 		     DT_LAYER_FLATTEN, DT_LAYER_POOL, DT_LAYER_ACTIVATION, DT_LAYER_RESHAPE, DT_LAYER_EMBEDDING,
-		     DT_LAYER_LAYERNORM, DT_LAYER_ADD, DT_LAYER_CONCAT, DT_LAYER_INPUT, DT_LAYER_CUSTOM };
+		     DT_LAYER_LAYERNORM, DT_LAYER_ADD, DT_LAYER_CONCAT, DT_LAYER_INPUT, DT_LAYER_CUSTOM,
+		     /* the sequence nodes (nn/seq.h, graph_seq.c, exec_seq.c) */
+		     DT_LAYER_ATTENTION, DT_LAYER_TIMING, DT_LAYER_SHIFT, DT_LAYER_SYMBOL, DT_LAYER_LOGITS };
 
 /* The shape of one example: (H, W, C); a flat vector of N is (1, 1, N). */
 struct dt_shape {
@@ -102,6 +104,12 @@ struct dt_layer {
 	int vocab;                    /* embedding: rows of the table */
 	float *pre;                   /* dense with GELU: pre-activations (max_batch, out), owned */
 	float *stats;                 /* layernorm: mean then rstd per row, (2, max_batch * rows), owned */
+	/* sequence nodes (exec_seq.c) */
+	int heads, causal;            /* attention */
+	float rate_attn;              /* attention: dropout on the weights */
+	int share;                    /* symbol, logits: 1 + the node whose table this one uses; 0: its own */
+	float *attn;                  /* attention: q, k, v, ctx (4, rows, D) then p (B, H, L, L); owned */
+	uint8_t *keep;                /* attention: (B, H, L, L) dropout mask; owned */
 };
 
 /* Constructors: fill *l (no allocation). `name` is copied. A shape that does

@@ -438,7 +438,13 @@ static enum dt_status check_batch(const struct dt_model *m, const struct dt_mode
 {
 	if (!b)
 		return dt_err_set(err, DT_USAGE, "model '%s': no batch (NULL)", m->name);
-	if (b->size < 1 || b->size > m->max_batch)
+	if (m->seq_max_len > 0) {
+		if (b->length < 1 || b->length > m->seq_max_len || b->size < 1 ||
+		    (long)b->size * b->length > (long)m->max_batch)
+			return dt_err_set(err, DT_USAGE,
+					  "model '%s': batch of %d sequences of length %d, must be 1 to %d positions and at most %d tokens",
+					  m->name, b->size, b->length, m->seq_max_len, m->max_batch);
+	} else if (b->size < 1 || b->size > m->max_batch)
 		return dt_err_set(err, DT_USAGE, "model '%s': batch of %d examples, must be 1 to %d (max_batch)", m->name,
 				  b->size, m->max_batch);
 	if (b->num_inputs != m->num_inputs)
