@@ -104,7 +104,8 @@ static void build_cnn(struct build *b, const struct dt_hparams *hp, int num_clas
 #define DT_MODEL_LIST(X) \
 	X(mlp, build_mlp)     \
 	X(lenet, build_lenet) \
-	X(cnn, build_cnn)
+	X(cnn, build_cnn)     \
+	X(transformer, NULL)
 
 static const char *const model_names[] = {
 #define NAME(name, fn) #name,
@@ -146,6 +147,10 @@ enum dt_status dt_model_new(const struct dt_hparams *hp, int height, int width, 
 			which = (int)i;
 	if (which < 0)
 		return unknown_model(hp->model, err);
+	if (!model_builders[which])
+		return dt_err_set(err, DT_CONFIG,
+				  "model '%s' reads text, not images: train it on a text problem (nn/transformer.h builds it)",
+				  hp->model);
 	if (height < 1 || width < 1 || channels < 1)
 		return dt_err_set(err, DT_CONFIG, "model '%s': bad input shape (%d, %d, %d)", hp->model, height, width,
 				  channels);
