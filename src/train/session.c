@@ -473,7 +473,13 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 	int log_due = s->info.shared_step
 		? tc->log_every > 0 && s->local_steps % tc->log_every == 0
 		: (tc->log_every > 0 && s->step % tc->log_every == 0) || s->step == tc->train_steps;
-	if ((log_due && (st = log_window(s, lr, err))) || (st = maybe_save(s, err)) || (st = maybe_evaluate(s, err)))
+	/* The progress line, then the checkpoint, as one process always logged;
+	 * where the cluster counts the steps the checkpoint comes first, as the
+	 * ps modes and the in-graph master always did (a line at step S then
+	 * says S is saved, when it is due). */
+	const int save_first = s->info.shared_step;
+	if ((save_first && (st = maybe_save(s, err))) || (log_due && (st = log_window(s, lr, err))) ||
+	    (!save_first && (st = maybe_save(s, err))) || (st = maybe_evaluate(s, err)))
 		return st;
 	if (dt_session_should_stop(s))
 		s->end_ns = dt_now_ns();
