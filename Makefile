@@ -1,6 +1,7 @@
 # dtrain — one Makefile for the library, the program, the tests and the fuzz targets.
 #
-#   make                      build build/dtrain and build/libdtrain.a
+#   make                      build build/dtrain, build/libdtrain.a and build/libdtrain.so.0
+#   make install PREFIX=/usr/local DESTDIR=   the header, both libraries, dtrain.pc and dtrain
 #   make test                 build and run every test suite (the README's test command)
 #   make test SANITIZE=address,undefined   the same under ASan+UBSan, in build-san/
 #   make fuzz                 build the libFuzzer targets with clang and run each briefly
@@ -25,7 +26,7 @@ OPT      := $(if $(SANITIZE),-O1 -fno-omit-frame-pointer -fsanitize=$(SANITIZE) 
 CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE -MMD -MP
 CFLAGS   := -std=c11 -g $(OPT) $(WARNINGS) -pthread
 LDFLAGS  := $(if $(SANITIZE),-fsanitize=$(SANITIZE)) -pthread
-LDLIBS   := -ldl -lz -ljansson -lyaml -lm
+LDLIBS   := -ldl -lz -ljansson -lyaml -lsodium -lm
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -37,8 +38,22 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 
 DEPS_STAMP := build/.deps-installed
 
-.PHONY: all test check run run-local run-cluster fuzz bench clean deps
-all: $(BUILD)/dtrain $(BUILD)/libdtrain.a
+# The shared library's version comes from the header (DTRAIN_VERSION); the
+# soname carries the major number only: a program linked today finds
+# libdtrain.so.0 whatever 0.x is installed.
+VERSION  := $(shell sed -n 's/^\#define DTRAIN_VERSION "\(.*\)"/\1/p' include/dtrain.h)
+SONAME   := libdtrain.so.$(firstword $(subst ., ,$(VERSION)))
+SO_REAL  := libdtrain.so.$(VERSION)
+
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+
+.PHONY: all test check run run-local run-cluster fuzz bench clean deps install uninstall FORCE
+all: $(BUILD)/dtrain $(BUILD)/libdtrain.a $(BUILD)/$(SONAME)
 
 deps: $(DEPS_STAMP)
 $(DEPS_STAMP): scripts/install-deps.sh
@@ -50,14 +65,70 @@ $(BUILD)/%.o: %.c | $(DEPS_STAMP)
 	@echo "  CC      $<"
 	@$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-# Tests see the harness header and may pass string literals as argv.
+# Library objects are position-independent (one set serves both libraries)
+# and hidden unless include/dtrain.h marks them DTRAIN_API: the shared
+# library exports the API and nothing else, while libdtrain.a keeps every
+# global symbol linkable for the program and the internal tests (hidden
+# visibility only keeps a symbol out of a shared object's dynamic table).
+# With hidden symbols nothing can be interposed, so -fPIC code calls and
+# loads directly, as the default -fPIE does (measured: docs/BENCHMARKS.md).
+LIB_CFLAGS := -fPIC -fvisibility=hidden
+$(LIB_OBJ): CFLAGS += $(LIB_CFLAGS)
+
+# Objects are rebuilt when the code generation flags change (this stamp is
+# rewritten only then), so a build never mixes objects of two flag sets;
+# warnings (WERROR) do not change the code and are left out.
+FLAGS_STAMP := $(BUILD)/.flags
+$(FLAGS_STAMP): FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(CC) $(CPPFLAGS) $(OPT) | $(LIB_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(CPPFLAGS) $(OPT) | $(LIB_CFLAGS)' > $@
+$(LIB_OBJ) $(MAIN_OBJ) $(TEST_OBJ): $(FLAGS_STAMP)
+
+# Tests see the harness header and may pass string literals as argv; the
+# API tests compile outside programs with the sanitizers this build uses.
 $(TEST_OBJ): CPPFLAGS += -Itests/harness
 $(TEST_OBJ): CFLAGS += -Wno-write-strings
+$(BUILD)/tests/cli/test_api_%.o $(BUILD)/tests/cli/api_util.o: CPPFLAGS += -DDT_TEST_SANITIZE='"$(SANITIZE)"'
 
 $(BUILD)/libdtrain.a: $(LIB_OBJ)
 	@rm -f $@
 	@echo "  AR      $@"
 	@ar rcs $@ $^
+
+# The shared library: real file libdtrain.so.X.Y.Z, soname libdtrain.so.X,
+# and the libdtrain.so link a build uses. Every undefined symbol must be
+# resolved by the libraries named here (not under the sanitizers, whose
+# runtime only the program links).
+SO_LDFLAGS := -shared -Wl,-soname,$(SONAME) $(if $(SANITIZE),,-Wl,--no-undefined -Wl,-z,defs)
+$(BUILD)/$(SO_REAL): $(LIB_OBJ)
+	@echo "  LINK    $@"
+	@$(CC) $(LDFLAGS) $(SO_LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/$(SONAME): $(BUILD)/$(SO_REAL)
+	@ln -sf $(SO_REAL) $@
+	@ln -sf $(SONAME) $(BUILD)/libdtrain.so
+
+# Installs what an outside program needs: `cc prog.c $(pkg-config --cflags
+# --libs dtrain)`. DESTDIR stages the tree (packaging, the API tests);
+# NOBUILD=1 installs what is built without checking it is up to date (the
+# API tests, which must not start a build from inside the test run).
+INSTALL_DEPS := $(if $(NOBUILD),,$(BUILD)/dtrain $(BUILD)/libdtrain.a $(BUILD)/$(SONAME))
+install: $(INSTALL_DEPS)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 755 $(BUILD)/dtrain $(DESTDIR)$(BINDIR)/dtrain
+	install -m 644 include/dtrain.h $(DESTDIR)$(INCLUDEDIR)/dtrain.h
+	install -m 644 $(BUILD)/libdtrain.a $(DESTDIR)$(LIBDIR)/libdtrain.a
+	install -m 755 $(BUILD)/$(SO_REAL) $(DESTDIR)$(LIBDIR)/$(SO_REAL)
+	ln -sf $(SO_REAL) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libdtrain.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS_PRIVATE@|-pthread $(LDLIBS)|' dtrain.pc.in \
+	    > $(DESTDIR)$(PKGCONFIGDIR)/dtrain.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/dtrain.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/dtrain $(DESTDIR)$(INCLUDEDIR)/dtrain.h $(DESTDIR)$(LIBDIR)/libdtrain.a \
+	      $(DESTDIR)$(LIBDIR)/$(SO_REAL) $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libdtrain.so \
+	      $(DESTDIR)$(PKGCONFIGDIR)/dtrain.pc
 
 $(BUILD)/dtrain: $(MAIN_OBJ) $(BUILD)/libdtrain.a
 	@echo "  LINK    $@"
@@ -67,8 +138,9 @@ $(BUILD)/dtrain-tests: $(TEST_OBJ) $(BUILD)/libdtrain.a
 	@echo "  LINK    $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# The test runner finds the dtrain binary through DTRAIN_BIN for the CLI tests.
-test: $(BUILD)/dtrain $(BUILD)/dtrain-tests
+# The test runner finds the dtrain binary through DTRAIN_BIN for the CLI
+# tests; the API tests install the shared library from beside it.
+test: $(BUILD)/dtrain $(BUILD)/dtrain-tests $(BUILD)/$(SONAME)
 	DTRAIN_BIN=$(CURDIR)/$(BUILD)/dtrain $(BUILD)/dtrain-tests $(TESTFLAGS)
 
 # Everything: tests, sanitizer tests, fuzz runs; one summary line at the end.
@@ -147,3 +219,4 @@ BENCH_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/*.c))
 -include $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)
 
 .SECONDARY: $(FUZZ_OBJ)
+FORCE:

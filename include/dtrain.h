@@ -1,11 +1,487 @@
 /*
- * dtrain.h — the public C API of libdtrain.
+ * dtrain.h — the public C API of libdtrain: train your own model on your own
+ * data, in one process or on a cluster, with the same program.
  *
- * (Filled in as the library grows; see docs/API.md.)
+ *     cc prog.c $(pkg-config --cflags --libs dtrain)
+ *
+ * The tutorial is docs/API.md; this header is the reference. Everything
+ * public is named dtrain_* / DTRAIN_* (the library's internals use dt_*, and
+ * the shared library exports nothing else).
+ *
+ * THE PIECES
+ *   dtrain_error    a status and a message; every fallible call fills one
+ *   dtrain_cluster  who is in the cluster and who this process is (TF_CONFIG,
+ *                   --ps_hosts/--worker_hosts/--job_name/--task_index, Slurm,
+ *                   MPI, or built in code)
+ *   dtrain_model    a layer graph (dtrain_dense, dtrain_conv2d, ... and a loss)
+ *                   or a custom model (named variables and your own
+ *                   forward/backward callback)
+ *   dtrain_data     where batches come from: your batch callback, arrays in
+ *                   memory, or a built-in problem by name
+ *   dtrain_session  trains the model on the data in the mode the cluster asks
+ *                   for, step by step or to the end; evaluates; checkpoints
+ *
+ * ERRORS
+ *   Fallible functions return a dtrain_status (DTRAIN_OK is 0) and take an
+ *   optional `dtrain_error *err` last; on failure the error holds the same
+ *   status and a message saying what failed, where, and (on a line starting
+ *   "hint:") how to fix it. err may be NULL: the status is still returned.
+ *   The library never prints a final error and never exits the process; it
+ *   does print progress lines to stderr while training (option "log_every",
+ *   0 turns them off).
+ *
+ * OWNERSHIP AND LIFETIME
+ *   Every handle is created by a _new, _from_ or _resolve function and freed
+ *   by its _free, which accepts NULL. A session BORROWS its model, its data
+ *   and its cluster: free those only after the session. Arrays passed to
+ *   dtrain_data_add_* are copied. Strings returned (const char *) belong to
+ *   the handle they came from and live as long as it, unless said otherwise.
+ *
+ * THREADING
+ *   A handle is used by one thread at a time; different handles may be used
+ *   from different threads. Callbacks you give the library (the batch
+ *   callback, a custom model's forward/backward) may be called from threads
+ *   the library starts, and with "replicas" > 1 from several threads at
+ *   once, each call with its own dtrain_batch / dtrain_step: they must not
+ *   share unprotected state through their `user` pointer.
+ *
+ * MISUSE
+ *   A NULL handle, a shape that does not connect, a call in the wrong order
+ *   (an option set after training started, a step after dtrain_session_close)
+ *   returns DTRAIN_USAGE or DTRAIN_CONFIG with a message; the library does
+ *   not crash on them. Passing a freed handle or a pointer to too little
+ *   memory is undefined behaviour, as in any C library.
  */
 #ifndef DTRAIN_H
 #define DTRAIN_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define DTRAIN_VERSION "0.1.0"
+
+/* Marks the functions the shared library exports (built with
+ * -fvisibility=hidden: everything else stays inside). */
+#if defined(__GNUC__)
+#define DTRAIN_API __attribute__((visibility("default")))
+#else
+#define DTRAIN_API
+#endif
+
+/* "0.1.0": the library's version, which may differ from the header's
+ * DTRAIN_VERSION when a newer libdtrain.so.0 is installed. */
+DTRAIN_API const char *dtrain_version(void);
+
+/* ======================================================================
+ * Errors
+ * ====================================================================== */
+
+/* The statuses, with the process exit code a program may map them to
+ * (dtrain's own CLI does: docs/EXIT_CODES.md). */
+typedef enum dtrain_status {
+	DTRAIN_OK = 0,       /* 0  success */
+	DTRAIN_USAGE,        /* 2  a wrong argument, a NULL handle, a call out of order */
+	DTRAIN_CONFIG,       /* 2  an invalid configuration: cluster, shapes, options */
+	DTRAIN_NOMEM,        /* 1  out of memory */
+	DTRAIN_IO,           /* 4  a file could not be read or written */
+	DTRAIN_DATA,         /* 4  bad data: a corrupt data file, a batch with no example */
+	DTRAIN_CKPT,         /* 4  a bad or incompatible checkpoint */
+	DTRAIN_PEER,         /* 3  another task of the cluster failed (retryable) */
+	DTRAIN_TIMEOUT,      /* 3  a deadline passed (retryable) */
+	DTRAIN_PROTOCOL,     /* 3  a peer broke the protocol */
+	DTRAIN_RUNTIME,      /* 1  a runtime failure: NaN from a callback, training diverged */
+	DTRAIN_INTERNAL,     /* 1  a bug in dtrain: please report it */
+} dtrain_status;
+
+typedef struct dtrain_error dtrain_error;
+
+/* A new error holding DTRAIN_OK; NULL only when out of memory. */
+DTRAIN_API dtrain_error *dtrain_error_new(void);
+DTRAIN_API void dtrain_error_free(dtrain_error *err);
+/* The status of the last failure recorded (DTRAIN_OK when none, or err NULL). */
+DTRAIN_API dtrain_status dtrain_error_status(const dtrain_error *err);
+/* Its message, "" when none; valid until err is changed or freed. */
+DTRAIN_API const char *dtrain_error_message(const dtrain_error *err);
+/* Back to DTRAIN_OK and "". */
+DTRAIN_API void dtrain_error_clear(dtrain_error *err);
+/* For callbacks: records st and a printf-style message in err (may be NULL)
+ * and returns st, so a callback can `return dtrain_error_set(err, ...)`. */
+DTRAIN_API dtrain_status dtrain_error_set(dtrain_error *err, dtrain_status st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* "CONFIG" for DTRAIN_CONFIG; "UNKNOWN" for a value outside the enum. */
+DTRAIN_API const char *dtrain_status_name(dtrain_status st);
+/* "invalid configuration"; never NULL. */
+DTRAIN_API const char *dtrain_status_message(dtrain_status st);
+/* The exit code in the table above (1 for a value outside the enum). */
+DTRAIN_API int dtrain_status_exit_code(dtrain_status st);
+
+/* ======================================================================
+ * Cluster
+ * ====================================================================== */
+
+typedef struct dtrain_cluster dtrain_cluster;
+
+/*
+ * Finds the cluster as the dtrain CLI does, first source found wins:
+ *   1. TensorFlow's low-level flags in argv (seed 003): --ps_hosts,
+ *      --worker_hosts, --job_name, --task_index (as --flag=value or
+ *      --flag value), and --ps_replicas / --port_base for Slurm and MPI;
+ *   2. the TF_CONFIG environment variable;
+ *   3. a Slurm step (SLURM_PROCID), 4. an Open MPI launch (OMPI_COMM_WORLD_RANK);
+ *   5. none: one local process, worker 0, the chief.
+ * The flags it reads are REMOVED from argv and *argc lowered, so the program
+ * parses the rest itself; other arguments keep their order. argc/argv may
+ * be NULL (environment only). On success *out is a new cluster (free it);
+ * on failure *out is NULL and the status is DTRAIN_CONFIG (a bad TF_CONFIG,
+ * a task not in the cluster, a malformed address...) or DTRAIN_USAGE (a
+ * flag without its value, a NULL out).
+ */
+DTRAIN_API dtrain_status dtrain_cluster_resolve(int *argc, char **argv, dtrain_cluster **out, dtrain_error *err);
+
+/* The four low-level flags given as strings (NULL or "" for one not given;
+ * task_index < 0 for not given). DTRAIN_CONFIG as for resolve. */
+DTRAIN_API dtrain_status dtrain_cluster_from_flags(const char *ps_hosts, const char *worker_hosts,
+						   const char *job_name, int task_index, dtrain_cluster **out,
+						   dtrain_error *err);
+
+/* A TF_CONFIG text ({"cluster": {...}, "task": {...}}), read as TensorFlow
+ * reads it. DTRAIN_CONFIG with line and column for malformed JSON. */
+DTRAIN_API dtrain_status dtrain_cluster_from_tf_config(const char *json, dtrain_cluster **out, dtrain_error *err);
+
+/* Built in code: an empty cluster, then tasks, then which one this is.
+ * dtrain_cluster_add_task: type "chief", "worker", "ps", "master" or
+ * "evaluator", address "host:port"; DTRAIN_CONFIG for an unknown type, a bad
+ * address or a slot already taken, DTRAIN_USAGE after set_task.
+ * dtrain_cluster_set_task validates the whole cluster as TF_CONFIG would be
+ * (DTRAIN_CONFIG naming the rule broken). A cluster is usable by a session
+ * only once set_task succeeded, except the empty one: that is local. */
+DTRAIN_API dtrain_status dtrain_cluster_new(dtrain_cluster **out, dtrain_error *err);
+DTRAIN_API dtrain_status dtrain_cluster_add_task(dtrain_cluster *cl, const char *type, int index,
+						 const char *address, dtrain_error *err);
+DTRAIN_API dtrain_status dtrain_cluster_set_task(dtrain_cluster *cl, const char *type, int index,
+						 dtrain_error *err);
+DTRAIN_API void dtrain_cluster_free(dtrain_cluster *cl);
+
+/* This process's task: "worker", 0; is_chief is 1 for the chief (master:0,
+ * else chief:0, else worker:0, as TensorFlow decides). NULL cl: "", -1, 0. */
+DTRAIN_API const char *dtrain_cluster_task_type(const dtrain_cluster *cl);
+DTRAIN_API int dtrain_cluster_task_index(const dtrain_cluster *cl);
+DTRAIN_API int dtrain_cluster_is_chief(const dtrain_cluster *cl);
+/* Tasks in job `type` (0 for an absent job or unknown type). */
+DTRAIN_API int dtrain_cluster_num_tasks(const dtrain_cluster *cl, const char *type);
+/* "host:port" of type:index, NULL when there is no such task. */
+DTRAIN_API const char *dtrain_cluster_address(const dtrain_cluster *cl, const char *type, int index);
+/* Where it came from: "flags", "TF_CONFIG", "slurm", "mpi", "local", "code". */
+DTRAIN_API const char *dtrain_cluster_source(const dtrain_cluster *cl);
+
+/* ======================================================================
+ * Models
+ * ====================================================================== */
+
+typedef struct dtrain_model dtrain_model;
+
+/* A node of a layer graph: an input, a layer's output or a loss. Valid
+ * nodes are >= 0; builder calls return -1 once the model holds an error. */
+typedef int dtrain_node;
+
+typedef enum dtrain_dtype { DTRAIN_FLOAT32, DTRAIN_INT32 } dtrain_dtype;
+
+typedef enum dtrain_activation {
+	DTRAIN_LINEAR, DTRAIN_RELU, DTRAIN_SIGMOID, DTRAIN_TANH, DTRAIN_SOFTMAX, DTRAIN_GELU
+} dtrain_activation;
+
+typedef enum dtrain_padding { DTRAIN_VALID, DTRAIN_SAME } dtrain_padding;
+
+/* Initializers of a custom model's variables (layers choose their own:
+ * Glorot-uniform kernels, He-normal before a ReLU, zero biases), Keras's:
+ * GLOROT_UNIFORM U(-l, l) with l = sqrt(6 / (fan_in + fan_out)); HE_NORMAL
+ * a normal of sd sqrt(2 / fan_in) truncated at 2 sd; NORMAL and
+ * TRUNCATED_NORMAL of sd `scale` (0: 0.05); ZEROS; ONES. Fans as Keras
+ * counts them: the last dimension is fan-out, the one before fan-in, times
+ * the leading ones. Each variable draws from its own stream of the seed. */
+typedef enum dtrain_init {
+	DTRAIN_INIT_GLOROT_UNIFORM, DTRAIN_INIT_HE_NORMAL, DTRAIN_INIT_ZEROS, DTRAIN_INIT_ONES,
+	DTRAIN_INIT_NORMAL, DTRAIN_INIT_TRUNCATED_NORMAL
+} dtrain_init;
+
+/* A new, empty model; NULL only when out of memory. */
+DTRAIN_API dtrain_model *dtrain_model_new(void);
+DTRAIN_API void dtrain_model_free(dtrain_model *m);
+
+/*
+ * BUILDING. Builder calls never fail loudly: a call with a bad argument
+ * (a shape that does not connect, an unknown node, a NULL model) records
+ * the FIRST error in the model and returns -1, and every later call returns
+ * -1 and does nothing, so a graph is written straight down and checked
+ * once, by dtrain_model_check (or dtrain_session_new, which calls it). The
+ * message names the layer ("dense_2: input has 3 dimensions (7, 7, 64);
+ * ...") and the shapes.
+ *
+ * Shapes are per example: the batch is never part of them. An image is
+ * (height, width, channels); a dense kernel is (in, out); conv kernels are
+ * (kh, kw, in_channels, filters). Layers are named as Keras names them
+ * ("dense_1", "conv2d_1"), their variables "dense_1/kernel", "dense_1/bias".
+ * A model may be used by one session at a time; once a session uses it, it
+ * is frozen (builder calls → DTRAIN_USAGE recorded in the model).
+ */
+
+/* An input the data fills: `name` (unique; 1 to 31 of [A-Za-z0-9_.-]),
+ * dtype, per-example shape of ndim (0..3) dimensions, ndim 0 meaning one
+ * value per example. The labels of softmax cross-entropy are an INT32 input
+ * of shape () (one class per example) or of the logits' shape less its last
+ * axis. Also declares the inputs of a custom model. */
+DTRAIN_API dtrain_node dtrain_input(dtrain_model *m, const char *name, dtrain_dtype dtype, int ndim,
+				    const int64_t *shape);
+
+/* Layers (x: a FLOAT32 node unless said). */
+DTRAIN_API dtrain_node dtrain_dense(dtrain_model *m, dtrain_node x, int units, dtrain_activation act);
+DTRAIN_API dtrain_node dtrain_conv2d(dtrain_model *m, dtrain_node x, int filters, int kernel_h, int kernel_w,
+				     int stride, dtrain_padding padding, dtrain_activation act);
+DTRAIN_API dtrain_node dtrain_max_pool2d(dtrain_model *m, dtrain_node x, int size, int stride);
+DTRAIN_API dtrain_node dtrain_avg_pool2d(dtrain_model *m, dtrain_node x, int size, int stride);
+DTRAIN_API dtrain_node dtrain_flatten(dtrain_model *m, dtrain_node x);
+/* Same element count, new per-example shape. */
+DTRAIN_API dtrain_node dtrain_reshape(dtrain_model *m, dtrain_node x, int ndim, const int64_t *shape);
+DTRAIN_API dtrain_node dtrain_activate(dtrain_model *m, dtrain_node x, dtrain_activation act);
+/* Inverted dropout: drops with probability rate in training, identity in evaluation. */
+DTRAIN_API dtrain_node dtrain_dropout(dtrain_model *m, dtrain_node x, float rate);
+/* ids: an INT32 node of shape (T) or (T1, T2); output (T..., dim). An id
+ * outside [0, vocab) in a batch fails that step with DTRAIN_USAGE naming
+ * the example, the position and the value. */
+DTRAIN_API dtrain_node dtrain_embedding(dtrain_model *m, dtrain_node ids, int vocab, int dim);
+/* Normalizes over the last dimension, learned gain and bias. */
+DTRAIN_API dtrain_node dtrain_layer_norm(dtrain_model *m, dtrain_node x, float epsilon);
+/* a + b, same shapes (a residual connection). */
+DTRAIN_API dtrain_node dtrain_add(dtrain_model *m, dtrain_node a, dtrain_node b);
+/* Joins n (2..8) nodes along the last dimension; the others must agree. */
+DTRAIN_API dtrain_node dtrain_concatenate(dtrain_model *m, int n, const dtrain_node *xs);
+
+/* Losses: exactly one per model; the model's loss is its mean over the
+ * batch. softmax: logits (C) and an INT32 label () in [0, C) — a label out
+ * of range fails that step with DTRAIN_USAGE naming the example; sigmoid: logits and FLOAT32
+ * targets in [0, 1] of the same shape; mse: predictions and FLOAT32 targets
+ * of the same shape. Accuracy is reported for softmax only. */
+DTRAIN_API dtrain_node dtrain_softmax_cross_entropy(dtrain_model *m, dtrain_node logits, dtrain_node labels);
+DTRAIN_API dtrain_node dtrain_sigmoid_cross_entropy(dtrain_model *m, dtrain_node logits, dtrain_node targets);
+DTRAIN_API dtrain_node dtrain_mean_squared_error(dtrain_model *m, dtrain_node predictions, dtrain_node targets);
+
+/*
+ * CUSTOM MODELS: any model written in C. Declare inputs (dtrain_input) and
+ * variables, then give one callback that, for a batch, computes the mean
+ * loss and, in training, d(mean loss)/d(variable) for every variable. The
+ * library keeps the variables in one flat buffer, initializes, distributes,
+ * averages or pushes the gradients, applies the optimizer and checkpoints.
+ * A model is a layer graph or a custom model, not both (DTRAIN_USAGE).
+ */
+
+/* Declares a variable (name: 1 to 63 of [A-Za-z0-9_./-]; ndim 1..4);
+ * returns its index (0, 1, ...) for dtrain_step_param and dtrain_step_grad,
+ * or -1 (the error is recorded in the model as above). */
+DTRAIN_API int dtrain_variable(dtrain_model *m, const char *name, int ndim, const int64_t *shape,
+			       dtrain_init init, float scale);
+
+typedef struct dtrain_step dtrain_step;
+
+/* The forward/backward callback. Read inputs and variables through `step`,
+ * write gradients (training only) and the loss. Return DTRAIN_OK, or a
+ * status with a message in err (dtrain_error_set): the session's call then
+ * fails with that status and the message prefixed by the step. A loss or a
+ * gradient that is not finite fails the step with DTRAIN_RUNTIME naming the
+ * variable and the element; nothing of that step is applied. Called from
+ * library threads (see THREADING). */
+typedef dtrain_status (*dtrain_forward_backward_fn)(void *user, dtrain_step *step, dtrain_error *err);
+
+/* Sets the callback; `user` is passed back untouched (owned by you). */
+DTRAIN_API void dtrain_model_set_forward_backward(dtrain_model *m, dtrain_forward_backward_fn fn, void *user);
+
+/* Inside the callback (all return 0/NULL for a NULL step or a wrong name): */
+DTRAIN_API int dtrain_step_batch_size(const dtrain_step *s);
+/* 1 when training (gradients wanted), 0 in evaluation (dtrain_step_grad NULL). */
+DTRAIN_API int dtrain_step_training(const dtrain_step *s);
+/* Input `name`, (batch, shape...) row-major; NULL for an unknown name or the
+ * other dtype. */
+DTRAIN_API const float *dtrain_step_input_float(const dtrain_step *s, const char *name);
+DTRAIN_API const int32_t *dtrain_step_input_int32(const dtrain_step *s, const char *name);
+/* Variable `var`'s values (read only) and its gradient, zeroed before the
+ * call; both are the variable's element count long. */
+DTRAIN_API const float *dtrain_step_param(const dtrain_step *s, int var);
+DTRAIN_API float *dtrain_step_grad(dtrain_step *s, int var);
+/* The mean loss over the batch (required), and, optionally, how many
+ * examples were predicted right (for an accuracy in logs and evaluations). */
+DTRAIN_API void dtrain_step_set_loss(dtrain_step *s, double loss);
+DTRAIN_API void dtrain_step_set_correct(dtrain_step *s, int64_t correct);
+
+/* Checks a finished model: the first builder error if any, else DTRAIN_CONFIG
+ * for a model with no input, no loss (layer graph) or no callback and no
+ * variable (custom model). */
+DTRAIN_API dtrain_status dtrain_model_check(const dtrain_model *m, dtrain_error *err);
+/* Variables, after a successful check: count, name, elements. */
+DTRAIN_API int dtrain_model_num_variables(const dtrain_model *m);
+DTRAIN_API const char *dtrain_model_variable_name(const dtrain_model *m, int var);
+DTRAIN_API int64_t dtrain_model_variable_size(const dtrain_model *m, int var);
+
+/* ======================================================================
+ * Data
+ * ====================================================================== */
+
+typedef struct dtrain_data dtrain_data;
+typedef struct dtrain_batch dtrain_batch;
+
+/* Your batch callback: fill every input of the model for this batch. The
+ * tensors are shaped by the model's inputs: (batch size, shape...), float
+ * or int32. Return DTRAIN_OK, or a status and a message (dtrain_error_set):
+ * the step fails with it. Called from library threads (see THREADING). */
+typedef dtrain_status (*dtrain_batch_fn)(void *user, dtrain_batch *batch, dtrain_error *err);
+
+/* A source calling fn for each batch. examples_per_epoch > 0 lets the
+ * library count epochs for you (dtrain_batch_epoch); 0: always epoch 0. */
+DTRAIN_API dtrain_status dtrain_data_from_callback(dtrain_batch_fn fn, void *user, int64_t examples_per_epoch,
+						   dtrain_data **out, dtrain_error *err);
+
+/* In the callback: which of the num_shards shards this task reads (its
+ * trainer index), the step (batches this shard handed out before this
+ * one: 0 first, also after a restore), the epoch, the batch size, and each
+ * input's buffer to fill (NULL for an unknown name or the other dtype). */
+DTRAIN_API int dtrain_batch_shard(const dtrain_batch *b);
+DTRAIN_API int dtrain_batch_num_shards(const dtrain_batch *b);
+DTRAIN_API int64_t dtrain_batch_step(const dtrain_batch *b);
+DTRAIN_API int64_t dtrain_batch_epoch(const dtrain_batch *b);
+DTRAIN_API int dtrain_batch_size(const dtrain_batch *b);
+DTRAIN_API float *dtrain_batch_float(dtrain_batch *b, const char *input);
+DTRAIN_API int32_t *dtrain_batch_int32(dtrain_batch *b, const char *input);
+
+/* Arrays in memory: `count` examples; then one array per model input, each
+ * copied (count * per_example values). Training reads this task's shard
+ * (example i belongs to shard i % num_shards), reshuffled every epoch from
+ * the session's seed, dropping an incomplete last batch; evaluation reads
+ * every example once, in order. DTRAIN_USAGE for count < 1, a name added
+ * twice, a NULL array. */
+DTRAIN_API dtrain_status dtrain_data_from_arrays(int64_t count, dtrain_data **out, dtrain_error *err);
+DTRAIN_API dtrain_status dtrain_data_add_float(dtrain_data *d, const char *input, const float *values,
+					       int64_t per_example, dtrain_error *err);
+DTRAIN_API dtrain_status dtrain_data_add_int32(dtrain_data *d, const char *input, const int32_t *values,
+					       int64_t per_example, dtrain_error *err);
+
+/* A built-in problem ("fashion_mnist", "mnist", "synthetic"), split "train"
+ * or "test", as arrays with inputs "image" (28, 28, 1) FLOAT32, normalized,
+ * and "label" () INT32. data_dir NULL: the problem's default. DTRAIN_USAGE
+ * for an unknown name (listing the known ones), DTRAIN_DATA/DTRAIN_IO for
+ * missing or bad files. */
+DTRAIN_API dtrain_status dtrain_data_problem(const char *problem, const char *data_dir, const char *split,
+					     dtrain_data **out, dtrain_error *err);
+DTRAIN_API void dtrain_data_free(dtrain_data *d);
+
+/* ======================================================================
+ * Session: strategy, training, evaluation, checkpoints
+ * ====================================================================== */
+
+typedef struct dtrain_session dtrain_session;
+
+/*
+ * A session trains `model` on `train` as this task of `cluster` (NULL:
+ * local). The mode follows from the cluster as TensorFlow chooses it:
+ *   a "ps" job                      → parameter servers: "ps_async", or
+ *                                     "ps_sync" with option sync=1;
+ *                                     this task "ps_server" if it is a ps
+ *   several trainers, no ps         → "multi_worker_mirrored" (ring all-reduce)
+ *   one process, option replicas>1  → "mirrored" (replicas on threads)
+ *   one process                     → "local"
+ *   an "evaluator" task             → "evaluator" (evaluates checkpoints of
+ *                                     output_dir as they appear)
+ * so the SAME program runs on every task, the cluster telling each what to
+ * be. The session borrows model, train and cluster (free them after it); it
+ * checks the model (dtrain_model_check) and freezes it.
+ *
+ * THIS VERSION runs "local" and "mirrored". The other modes are chosen as
+ * above (dtrain_session_mode says which) but the first step, run, or
+ * evaluate returns DTRAIN_CONFIG ("mode ps_async does not run through the
+ * API in this build") before connecting to anyone: a mode is never run as
+ * another. dtrain's CLI (`dtrain train`) runs every mode on the built-in
+ * models.
+ */
+DTRAIN_API dtrain_status dtrain_session_new(dtrain_model *model, dtrain_data *train, const dtrain_cluster *cluster,
+					    dtrain_session **out, dtrain_error *err);
+
+/*
+ * Options, by the names of `dtrain train`'s flags and --hparams (values as
+ * text), before the first step: train_steps (1000), batch_size (per trainer),
+ * learning_rate, optimizer (sgd, momentum, adam, adagrad), momentum, beta1,
+ * beta2, epsilon, lr_schedule, warmup_steps, weight_decay, seed (1),
+ * replicas (1), sync (0), threads (1), log_every (100; 0: quiet),
+ * output_dir ("": no checkpoints), save_checkpoints_steps,
+ * keep_checkpoint_max, save_summary_steps. DTRAIN_USAGE for an unknown key
+ * (listing the known ones), a bad value, or a call after training started.
+ */
+DTRAIN_API dtrain_status dtrain_session_set(dtrain_session *s, const char *key, const char *value,
+					    dtrain_error *err);
+/* Data for evaluations ("evaluator" tasks and eval_every); borrowed. */
+DTRAIN_API dtrain_status dtrain_session_set_eval_data(dtrain_session *s, dtrain_data *eval, dtrain_error *err);
+
+/* The mode named above ("local", ...); "" for a NULL session. */
+DTRAIN_API const char *dtrain_session_mode(const dtrain_session *s);
+
+/* Runs the task to the end: trains until the global step reaches
+ * train_steps (restoring from output_dir's newest checkpoint first, saving
+ * at the end), or, on a ps task, serves until the chief ends the run, or,
+ * on an evaluator, evaluates each new checkpoint until the last. Then the
+ * session is closed. DTRAIN_PEER/DTRAIN_TIMEOUT when another task fails. */
+DTRAIN_API dtrain_status dtrain_session_run(dtrain_session *s, dtrain_error *err);
+
+/* A custom loop: one training step (connecting, initializing or restoring
+ * on the first), *loss (may be NULL) its mean loss. Only on trainer tasks
+ * (DTRAIN_USAGE on a ps or evaluator: call dtrain_session_run). */
+DTRAIN_API dtrain_status dtrain_session_step(dtrain_session *s, double *loss, dtrain_error *err);
+/* 1 once the global step reached train_steps (or the session is closed). */
+DTRAIN_API int dtrain_session_should_stop(const dtrain_session *s);
+DTRAIN_API int64_t dtrain_session_global_step(const dtrain_session *s);
+/* Ends a custom loop: the final checkpoint, the end of the run for the
+ * other tasks. After it only evaluate, read_variable and free work. */
+DTRAIN_API dtrain_status dtrain_session_close(dtrain_session *s, dtrain_error *err);
+DTRAIN_API void dtrain_session_free(dtrain_session *s);
+
+/* Evaluates the current parameters on every example of `data` once
+ * (dropout off): mean loss and accuracy (NULL-able; accuracy -1 when the
+ * model reports none). */
+DTRAIN_API dtrain_status dtrain_session_evaluate(dtrain_session *s, dtrain_data *data, double *loss,
+						 double *accuracy, dtrain_error *err);
+
+/* Checkpoints (safetensors in output_dir, docs/CHECKPOINTS.md): save now
+ * (DTRAIN_USAGE without output_dir); restore the newest checkpoint that
+ * verifies in `dir` (NULL: output_dir), before the first step: `dir`
+ * becomes the output_dir, where training goes on saving, and the session
+ * starts (a directory with no checkpoint starts from the seed). A session
+ * with an output_dir restores from it by itself when it starts. */
+DTRAIN_API dtrain_status dtrain_session_save(dtrain_session *s, dtrain_error *err);
+DTRAIN_API dtrain_status dtrain_session_restore(dtrain_session *s, const char *dir, dtrain_error *err);
+
+/* A scalar of yours in the TensorBoard summaries at the current step (chief
+ * only; elsewhere, and without output_dir, a no-op returning DTRAIN_OK). */
+DTRAIN_API dtrain_status dtrain_session_scalar(dtrain_session *s, const char *tag, double value,
+					       dtrain_error *err);
+
+/* Copies variable `name`'s values out (count = its size), or writes them in
+ * (local and mirrored modes, before or between steps). */
+DTRAIN_API dtrain_status dtrain_session_read_variable(dtrain_session *s, const char *name, float *dst, int64_t count,
+						      dtrain_error *err);
+DTRAIN_API dtrain_status dtrain_session_write_variable(dtrain_session *s, const char *name, const float *src,
+						       int64_t count, dtrain_error *err);
+
+/* The gradient of the mean loss on the first batch of `data` (dropout off),
+ * without applying it: *loss gets the loss, and dtrain_session_read_gradient
+ * the gradient of each variable. For gradient checks and saliency; local
+ * and mirrored modes. */
+DTRAIN_API dtrain_status dtrain_session_gradients(dtrain_session *s, dtrain_data *data, double *loss,
+						  dtrain_error *err);
+DTRAIN_API dtrain_status dtrain_session_read_gradient(dtrain_session *s, const char *name, float *dst,
+						      int64_t count, dtrain_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -2,8 +2,9 @@
  * dtrain ckpt — look at checkpoints (train/checkpoint.h).
  *
  *   dtrain ckpt inspect PATH   step, tensors (name, dtype, shape, bytes),
- *                              metadata, size, and whether the CRC matches
- *   dtrain ckpt verify PATH    exit 0 when the checkpoint is intact, else 4
+ *                              metadata, size, and whether the CRCs match
+ *   dtrain ckpt verify PATH    exit 0 when the checkpoint is intact (header
+ *                              checksum, model_signature, data CRC), else 4
  *                              with the reason
  *
  * PATH is a .safetensors file or an output directory (then its latest
@@ -126,9 +127,13 @@ static int verify(const char *arg)
 	if (resolve_path(arg, path, sizeof(path), &err) || dt_st_open(path, &f, &err))
 		return dt_cmd_report(&err);
 	enum dt_status st = dt_ckpt_verify(f, NULL, &err);
-	if (!st)
-		printf("ok: %s (step %s, %d tensors, crc32c %s)\n", path, dt_st_meta(f, "global_step"), f->num_tensors,
-		       dt_st_meta(f, "crc32c"));
+	if (!st) {
+		const char *hcrc = dt_st_meta(f, "header_crc32c");
+		printf("ok: %s (step %s, %d tensors, crc32c %s, %s%s)\n", path, dt_st_meta(f, "global_step"),
+		       f->num_tensors, dt_st_meta(f, "crc32c"), hcrc ? "header_crc32c " : "",
+		       hcrc ? hcrc : "format " DT_CKPT_FORMAT_V1 ": no header checksum, header checked against its "
+				     "own tensors only");
+	}
 	dt_st_free(f);
 	return st ? dt_cmd_report(&err) : 0;
 }

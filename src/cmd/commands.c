@@ -1,4 +1,5 @@
 #include "cmd/cmd.h"
+#include "cmd/secret.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +16,7 @@ const struct dt_command dt_commands[] = {
 	{ "logs", dt_cmd_logs, "print (-f: follow) the output of a launched experiment's tasks" },
 	{ "monitor", dt_cmd_monitor, "live CPU, memory and steps/s of a launched experiment's tasks" },
 	{ "kill", dt_cmd_kill, "stop a launched experiment (-f: SIGKILL at once)" },
+	{ "secret", dt_cmd_secret, "make a cluster secret: dtrain secret new PATH (docs/SECURITY.md)" },
 	{ "ckpt", dt_cmd_ckpt, "inspect or verify a checkpoint (a file, or an output dir's latest)" },
 	{ "version", dt_cmd_version, "print the version and the libraries in use" },
 	{ "help", dt_cmd_help, "show help for dtrain or one command" },

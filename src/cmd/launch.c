@@ -5,7 +5,7 @@
  *
  *   dtrain launch SPEC.yaml
  *   dtrain launch --workers=2 --ps=1 --evaluator -- --model=cnn --problem=fashion_mnist
- *   dtrain launch --emit=k8s|slurm SPEC.yaml [--emit_file=PATH]
+ *   dtrain launch --emit=k8s|tfjob|slurm SPEC.yaml [--emit_file=PATH]
  */
 #include <limits.h>
 #include <stdio.h>
@@ -21,7 +21,7 @@
 #include "launch/state.h"
 
 static const char usage[] = "dtrain launch SPEC.yaml | dtrain launch [--workers=N] [--ps=N] [--evaluator] "
-			    "[--mode=async|sync|mirrored] -- TRAIN_FLAGS... | dtrain launch --emit=k8s|slurm SPEC.yaml";
+			    "[--mode=async|sync|mirrored] -- TRAIN_FLAGS... | dtrain launch --emit=k8s|tfjob|slurm SPEC.yaml";
 
 /* The dtrain binary the tasks run: this very program. */
 static void self_path(char *buf, size_t cap)
@@ -63,7 +63,7 @@ int dt_cmd_launch(int argc, char **argv)
 		DT_OPT_DOUBLE("grace_period", &grace, "SECONDS", "between SIGTERM and SIGKILL when stopping tasks"),
 		DT_OPT_DOUBLE("evaluator_timeout", &eval_timeout, "SECONDS", "the evaluator's time after training ends"),
 		DT_OPT_GROUP("Beyond one machine"),
-		DT_OPT_STRING("emit", &emit, "KIND", "print instead of running: k8s (manifests) or slurm (sbatch script)"),
+		DT_OPT_STRING("emit", &emit, "KIND", "print instead of running: k8s (manifests), tfjob (Kubeflow) or slurm (sbatch)"),
 		DT_OPT_STRING("emit_file", &emit_file, "PATH", "write what --emit prints to PATH instead of stdout"),
 		DT_OPT_END,
 	};
@@ -157,10 +157,12 @@ int dt_cmd_launch(int argc, char **argv)
 		}
 		if (!strcmp(emit, "k8s"))
 			st = dt_launch_emit_k8s(&spec, out, &err);
+		else if (!strcmp(emit, "tfjob"))
+			st = dt_launch_emit_tfjob(&spec, out, &err);
 		else if (!strcmp(emit, "slurm"))
 			st = dt_launch_emit_slurm(&spec, bin, out, &err);
 		else
-			st = dt_err_set(&err, DT_USAGE, "unknown --emit '%s' (k8s or slurm)", emit);
+			st = dt_err_set(&err, DT_USAGE, "unknown --emit '%s' (k8s, tfjob or slurm)", emit);
 		if (out != stdout && fclose(out) != 0 && !st)
 			st = dt_err_set(&err, DT_IO, "cannot write '%s'", emit_file);
 		rc = st ? dt_cmd_report(&err) : 0;

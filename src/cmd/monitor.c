@@ -5,10 +5,16 @@
  *
  * CPU% is the task's utime + stime over the refresh interval, 100 per core
  * (so 262 means 2.6 cores); MEM% its resident set over the machine's
- * MemTotal; MEM-USED / TOTAL in GiB; STEPS/S the change of the global step
- * its log reports, over the interval. The table is redrawn in place (ANSI:
- * cursor home, clear) every --interval seconds until the experiment ends;
- * --once prints one table, measured over one interval, and exits.
+ * MemTotal; MEM-USED / TOTAL in GiB; STEP, DONE (% of train_steps), STEPS/S
+ * and ETA from the task's progress file (base/progress.h): the global step
+ * the task itself counts and its steps/s over a sliding window of that
+ * counter (10 s), written by the task once a second, so every screen shows
+ * the current rate however often it refreshes (log lines come every
+ * --log_every steps, seconds apart). Above the table: the experiment's
+ * global step, % done and ETA (the chief's), the newest checkpoint and
+ * the newest evaluation. The table is redrawn in place (ANSI: cursor home,
+ * clear) every --interval seconds until the experiment ends; --once prints
+ * one table, measured over one interval, and exits.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -23,17 +29,13 @@
 struct sample {
 	unsigned long long ticks; /* utime + stime */
 	long long rss_pages;
-	long long step;
 	int alive;
 };
 
 static void sample_task(const struct dt_exp *e, const struct dt_exp_task *t, struct sample *s)
 {
 	memset(s, 0, sizeof(*s));
-	s->step = -1;
-	char log[700];
-	dt_exp_log_path(e, t->name, log, sizeof(log));
-	s->step = dt_exp_log_step(log);
+	(void)e;
 	if (!dt_proc_same(t->pid, t->pid_start))
 		return;
 	char path[64], buf[1024];
@@ -140,12 +142,30 @@ int dt_cmd_monitor(int argc, char **argv)
 		t0 = t1;
 		if (!once)
 			printf("\033[H\033[J");
-		printf("experiment %s '%s': %s\n", e.id, e.name, dt_task_state_name(e.state));
-		printf("%-18s %-9s %7s %6s %18s %8s\n", "ID", "STATE", "CPU %", "MEM %", "MEM-USED / TOTAL", "STEPS/S");
+		double now = dt_wall_seconds();
+		struct dt_exp_progress ep;
+		char note[300], ckpt[512], eta[32] = "-";
+		dt_exp_progress(&e, now, &ep, note, sizeof(note));
+		dt_exp_newest_checkpoint(&e, ckpt, sizeof(ckpt));
+		printf("experiment %s '%s': %s", e.id, e.name, dt_task_state_name(e.state));
+		if (ep.p.step >= 0) {
+			printf("  global step %lld", (long long)ep.p.step);
+			if (ep.p.total > 0)
+				printf("/%lld (%.0f%%)", (long long)ep.p.total, ep.pct);
+		}
+		if (ep.have && !dt_task_state_final(e.state)) {
+			if (ep.eta_s >= 0)
+				dt_progress_fmt_duration(eta, sizeof(eta), ep.eta_s);
+			printf("  %.1f steps/s  ETA %s", ep.rate, eta);
+		}
+		printf("\ncheckpoint: %s  evaluation: %s\n", ckpt[0] ? ckpt : "(none yet)", note[0] ? note : "(none yet)");
+		printf("%-18s %-9s %7s %6s %18s %11s %5s %8s %7s\n", "ID", "STATE", "CPU %", "MEM %", "MEM-USED / TOTAL",
+		       "STEP", "DONE", "STEPS/S", "ETA");
 		for (int i = 0; i < n; i++) {
 			const struct dt_exp_task *t = &e.tasks[i];
 			sample_task(&e, t, &cur[i]);
-			char label[64], cpu[16] = "N/A", memp[16] = "N/A", used[32] = "N/A", sps[16] = "N/A";
+			char label[64], cpu[16] = "N/A", memp[16] = "N/A", used[32] = "N/A", step[48] = "-", done[16] = "-",
+			     sps[16] = "N/A", teta[32] = "-";
 			snprintf(label, sizeof(label), "%s.%s", e.id, t->name);
 			if (cur[i].alive && prev[i].alive && cur[i].ticks >= prev[i].ticks && dt > 0)
 				snprintf(cpu, sizeof(cpu), "%.0f", 100.0 * (double)(cur[i].ticks - prev[i].ticks) / (double)hz / dt);
@@ -154,9 +174,18 @@ int dt_cmd_monitor(int argc, char **argv)
 				snprintf(memp, sizeof(memp), "%.1f", 100.0 * bytes / total);
 				snprintf(used, sizeof(used), "%.2f / %.1f", bytes / (1 << 30), total / (1 << 30));
 			}
-			if (cur[i].step >= 0 && prev[i].step >= 0 && dt > 0)
-				snprintf(sps, sizeof(sps), "%.1f", (double)(cur[i].step - prev[i].step) / dt);
-			printf("%-18s %-9s %7s %6s %18s %8s\n", label, dt_task_state_name(t->state), cpu, memp, used, sps);
+			struct dt_exp_progress tp;
+			dt_exp_task_progress(&e, t, now, &tp);
+			if (tp.p.step >= 0)
+				snprintf(step, sizeof(step), "%lld", (long long)tp.p.step);
+			if (tp.pct >= 0)
+				snprintf(done, sizeof(done), "%.0f%%", tp.pct);
+			if (tp.have && t->state == DT_TS_RUNNING)
+				snprintf(sps, sizeof(sps), "%.1f", tp.rate);
+			if (tp.eta_s >= 0 && t->state == DT_TS_RUNNING)
+				dt_progress_fmt_duration(teta, sizeof(teta), tp.eta_s);
+			printf("%-18s %-9s %7s %6s %18s %11s %5s %8s %7s\n", label, dt_task_state_name(t->state), cpu, memp,
+			       used, step, done, sps, teta);
 			prev[i] = cur[i];
 		}
 		fflush(stdout);

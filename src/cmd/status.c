@@ -42,13 +42,26 @@ static void fmt_uptime(char *buf, size_t cap, double secs)
 		snprintf(buf, cap, "%dh%02dm", (int)secs / 3600, (int)secs % 3600 / 60);
 }
 
+/* "1200/2400", "1200" without a total, "-" without a step. */
+static void fmt_step(char *buf, size_t cap, const struct dt_exp_progress *p)
+{
+	if (p->p.step < 0)
+		snprintf(buf, cap, "-");
+	else if (p->p.total > 0)
+		snprintf(buf, cap, "%lld/%lld", (long long)p->p.step, (long long)p->p.total);
+	else
+		snprintf(buf, cap, "%lld", (long long)p->p.step);
+}
+
 static void print_tasks(const struct dt_exp *e)
 {
-	printf("%-18s %-9s %8s %5s %8s %9s %s\n", "TASK", "STATE", "PID", "EXIT", "UPTIME", "STEP", "RESTARTS");
+	printf("%-18s %-9s %8s %5s %8s %11s %5s %8s %7s %s\n", "TASK", "STATE", "PID", "EXIT", "UPTIME", "STEP", "DONE",
+	       "STEPS/S", "ETA", "RESTARTS");
 	double now = dt_wall_seconds();
 	for (int i = 0; i < e->ntasks; i++) {
 		const struct dt_exp_task *t = &e->tasks[i];
-		char label[64], pid[16] = "-", code[16] = "-", up[32] = "-", step[32] = "-";
+		char label[64], pid[16] = "-", code[16] = "-", up[32] = "-", step[48], done[16] = "-", rate[16] = "-",
+								      eta[32] = "-";
 		snprintf(label, sizeof(label), "%s.%s", e->id, t->name);
 		if (t->pid > 0 && !dt_task_state_final(t->state))
 			snprintf(pid, sizeof(pid), "%d", (int)t->pid);
@@ -56,14 +69,38 @@ static void print_tasks(const struct dt_exp *e)
 			snprintf(code, sizeof(code), "%d", t->exit_code);
 		if (t->started > 0 && (t->state == DT_TS_RUNNING || t->state == DT_TS_STARTING))
 			fmt_uptime(up, sizeof(up), now - t->started);
-		char log[700];
-		dt_exp_log_path(e, t->name, log, sizeof(log));
-		long long s = dt_exp_log_step(log);
-		if (s >= 0)
-			snprintf(step, sizeof(step), "%lld", s);
-		printf("%-18s %-9s %8s %5s %8s %9s %d\n", label, dt_task_state_name(t->state), pid, code, up, step,
-		       t->restarts);
+		struct dt_exp_progress p;
+		dt_exp_task_progress(e, t, now, &p);
+		fmt_step(step, sizeof(step), &p);
+		if (p.pct >= 0)
+			snprintf(done, sizeof(done), "%.0f%%", p.pct);
+		if (p.have && t->state == DT_TS_RUNNING)
+			snprintf(rate, sizeof(rate), "%.1f", p.rate);
+		if (p.eta_s >= 0 && t->state == DT_TS_RUNNING)
+			dt_progress_fmt_duration(eta, sizeof(eta), p.eta_s);
+		printf("%-18s %-9s %8s %5s %8s %11s %5s %8s %7s %d\n", label, dt_task_state_name(t->state), pid, code, up,
+		       step, done, rate, eta, t->restarts);
 	}
+}
+
+/* The experiment's progress, newest checkpoint and evaluation. */
+static void print_progress(const struct dt_exp *e)
+{
+	struct dt_exp_progress p;
+	char note[300], ckpt[512], step[48], eta[32] = "-";
+	double now = dt_wall_seconds();
+	dt_exp_progress(e, now, &p, note, sizeof(note));
+	dt_exp_newest_checkpoint(e, ckpt, sizeof(ckpt));
+	fmt_step(step, sizeof(step), &p);
+	if (p.eta_s >= 0)
+		dt_progress_fmt_duration(eta, sizeof(eta), p.eta_s);
+	printf("global step: %s", step);
+	if (p.pct >= 0)
+		printf(" (%.0f%%)", p.pct);
+	if (p.have && !dt_task_state_final(e->state))
+		printf(", %.1f steps/s, ETA %s", p.rate, eta);
+	printf("\nnewest checkpoint: %s\nnewest evaluation: %s\n", ckpt[0] ? ckpt : "(none yet)",
+	       note[0] ? note : "(none yet)");
 }
 
 int dt_cmd_status(int argc, char **argv)
@@ -97,7 +134,9 @@ int dt_cmd_status(int argc, char **argv)
 		printf("experiment %s '%s': %s", e.id, e.name, dt_task_state_name(e.state));
 		if (e.exit_code >= 0)
 			printf(" (exit code %d)", e.exit_code);
-		printf("\nspec: %s\noutput dir: %s\nlogs: %s/logs\n\n", e.spec, e.output_dir, e.dir);
+		printf("\nspec: %s\noutput dir: %s\nlogs: %s/logs\n", e.spec, e.output_dir, e.dir);
+		print_progress(&e);
+		printf("\n");
 		print_tasks(&e);
 		dt_exp_release(&e);
 		return 0;

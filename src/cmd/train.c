@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "cmd/cmd.h"
+#include "cmd/secret.h"
 #include "base/strutil.h"
 #include "cluster/resolve.h"
 #include "distribute/mirrored.h"
@@ -31,7 +32,7 @@ static const char usage[] =
 	"dtrain train [--model=NAME] [--problem=NAME] [--train_steps=N] [--hparams='k=v,...'] [options]";
 
 struct train_args {
-	const char *model, *hparams_set, *hparams, *log_level, *metrics_file;
+	const char *model, *hparams_set, *hparams, *log_level, *metrics_file, *keras_model;
 	int64_t seed;
 	double connect_timeout;
 	double ps_idle_timeout;
@@ -69,7 +70,17 @@ static enum dt_status resolve_hparams(const struct train_args *a, struct dt_hpar
 		snprintf(hp->model, sizeof(hp->model), "%s", a->model);
 	if (a->hparams && *a->hparams && (st = dt_hparams_parse(hp, a->hparams, err)))
 		return dt_err_prefix(err, "--hparams");
-	return dt_hparams_validate(hp, err);
+	if ((st = dt_hparams_validate(hp, err)))
+		return st;
+	if (a->keras_model && *a->keras_model) {
+		/* every role builds its model through dt_model_new, which reads this */
+		if (strlen(a->keras_model) >= sizeof(hp->keras_model))
+			return dt_err_set(err, DT_USAGE, "--keras_model: path longer than %zu bytes",
+					  sizeof(hp->keras_model) - 1);
+		snprintf(hp->keras_model, sizeof(hp->keras_model), "%s", a->keras_model);
+		snprintf(hp->model, sizeof(hp->model), "keras");
+	}
+	return DT_OK;
 }
 
 static enum dt_status write_metrics(const char *path, const struct dt_train_config *cfg,
@@ -375,7 +386,7 @@ int dt_cmd_train(int argc, char **argv)
 {
 	struct dt_train_config cfg;
 	dt_train_config_defaults(&cfg);
-	struct train_args a = { .model = "cnn", .hparams = "", .hparams_set = "", .log_level = "info",
+	struct train_args a = { .model = "cnn", .hparams = "", .hparams_set = "", .log_level = "info", .keras_model = "",
 				.metrics_file = "", .seed = 1,
 				.connect_timeout = 120, .ps_idle_timeout = 600, .step_timeout = 60, .ps_overlap = 1,
 				.sync_timeout = DT_SYNC_TIMEOUT_DEFAULT_S };
@@ -388,11 +399,16 @@ int dt_cmd_train(int argc, char **argv)
 	struct eval_args ea = { .mode = "latest", .timeout_s = 3600 };
 	struct dt_cluster_flags cf;
 	dt_cluster_flags_init(&cf);
+	struct dt_secret_flags sf = { "", "", 0 };
+	struct dt_auth auth;
 	struct dt_option opts[] = {
 		DT_OPT_GROUP("Model"),
 		DT_OPT_STRING("model", &a.model, "NAME", "model to train: mlp, lenet, cnn"),
 		DT_OPT_STRING("hparams_set", &a.hparams_set, "NAME", "named hyper-parameter set [default: <model>_base]"),
 		DT_OPT_STRING("hparams", &a.hparams, "K=V,...", "overrides, e.g. 'learning_rate=0.05,batch_size=128'"),
+		DT_OPT_STRING("keras_model", &a.keras_model, "PATH",
+			      "train the Keras model of this JSON (model.to_json() or a TF.js model.json) instead of "
+			      "--model; hparams from --hparams_set [default: cnn_base]"),
 		DT_OPT_GROUP("Data"),
 		DT_OPT_STRING("problem", &cfg.problem, "NAME", "fashion_mnist, mnist or synthetic"),
 		DT_OPT_STRING("data_dir", &data_dir, "DIR", "directory of the problem's IDX files [default: the problem's own]"),
@@ -424,6 +440,7 @@ int dt_cmd_train(int argc, char **argv)
 		DT_OPT_DOUBLE("eval_timeout_secs", &ea.timeout_s, "SECONDS",
 			      "exit 3 after this long with no new checkpoint"),
 		DT_CLUSTER_OPTIONS(&cf),
+		DT_SECRET_OPTIONS(&sf),
 		DT_OPT_GROUP("Parameter servers"),
 		DT_OPT_DOUBLE("connect_timeout", &a.connect_timeout, "SECONDS",
 			      "how long a trainer waits for the ps tasks to accept, and for the chief to initialize them; "
@@ -509,6 +526,14 @@ int dt_cmd_train(int argc, char **argv)
 	if (resolve_role(&cf, opts, &eval, &cl, &mode, &err) || resolve_hparams(&a, &cfg.hp, &err)) {
 		dt_cluster_release(&cl);
 		return dt_cmd_report(&err);
+	}
+	if (mode != MODE_LOCAL && mode != MODE_EVAL) {
+		/* Every connection of a cluster task is authenticated when a secret is given. */
+		const char *own = dt_cluster_address(&cl, cl.task.job, cl.task.index);
+		if (dt_cmd_cluster_auth(&sf, &own, 1, &auth, &cfg.auth, &err)) {
+			dt_cluster_release(&cl);
+			return dt_cmd_report(&err);
+		}
 	}
 	cfg.data_dir = data_dir;
 	cfg.train_steps = steps;

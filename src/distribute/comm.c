@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,13 +82,17 @@ static enum dt_status send_hello(int fd, uint16_t type, uint32_t flags, const st
 }
 
 static enum dt_status answer_right(struct dt_comm *comm, const struct dt_comm_config *cfg, const struct dt_hello *local,
-				   int64_t deadline, struct dt_err *err)
+				   struct dt__ring_right *rr, int64_t deadline, struct dt_err *err)
 {
 	int right = (cfg->rank + 1) % cfg->nranks;
 	const char *peer = comm->labels[right];
 	struct dt_frame_decoder d;
 	dt_frame_decoder_init(&d, DT_MSG_CAP_HANDSHAKE);
+	if (local->auth)
+		d.trailer = DT_AUTH_TAG_BYTES; /* the answer to an authenticated hello is tagged */
 	enum dt_status st = dt_frame_recv_fd(comm->right_fd, &d, deadline, peer, err);
+	if (!st && local->auth)
+		st = dt_frame_open_fd(&d, &rr->sec, peer, err);
 	if (st) {
 		dt_frame_decoder_release(&d);
 		return dt_err_prefix(err, "ring handshake");
@@ -155,13 +160,27 @@ static enum dt_status rendezvous(struct dt_comm *comm, const struct dt_comm_conf
 	st = dt_sock_connect(host, port, task, deadline, NULL, &comm->right_fd, err);
 	if (st)
 		return st;
-	st = send_hello(comm->right_fd, DT_MSG_HELLO, 0, local, deadline, comm->labels[right], err);
+	struct dt__ring_right rr = { .label = comm->labels[right], .role = peer_role(&cfg->peers[right]),
+				     .index = cfg->peers[right].index };
+	dt_frame_decoder_init(&rr.dec, DT_MSG_CAP_SMALL);
+	if (local->auth) {
+		/* The HELLO follows the right neighbour's challenge, read while accepting the left one. */
+		uint8_t buf[DT_AUTH_MSG_MAX];
+		size_t len = dt_auth_client_hello(&rr.hs, local, buf);
+		st = dt_frame_send_fd(comm->right_fd, DT_MSG_AUTH_HELLO, 0, 0, buf, len, deadline, rr.label, err);
+		rr.active = 1;
+	} else {
+		st = send_hello(comm->right_fd, DT_MSG_HELLO, 0, local, deadline, comm->labels[right], err);
+	}
 	if (st)
-		return dt_err_prefix(err, "ring handshake");
-	st = dt__comm_accept_left(comm, cfg, local, lfd, start, deadline, err);
-	if (st)
-		return st;
-	return answer_right(comm, cfg, local, deadline, err);
+		dt_err_prefix(err, "ring handshake");
+	if (!st)
+		st = dt__comm_accept_left(comm, cfg, local, lfd, &rr, start, deadline, err);
+	if (!st)
+		st = answer_right(comm, cfg, local, &rr, deadline, err);
+	dt_frame_decoder_release(&rr.dec);
+	sodium_memzero(&rr, sizeof(rr));
+	return st;
 }
 
 /* Same-host reads unless the config or DTRAIN_COLLECTIVE_CMA=0 says no. */

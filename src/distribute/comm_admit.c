@@ -28,10 +28,12 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sodium.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "base/strutil.h"
 #include "net/conn.h"
 #include "net/handshake.h"
@@ -50,6 +52,11 @@ struct pending {
 	uint64_t bytes; /* hello bytes its header announced */
 	char addr[DT_PEER_LABEL_MAX];
 	struct dt_frame_decoder dec;
+	/* With a secret: 0 waiting for AUTH_HELLO, 1 for AUTH_PROOF, 2 for the
+	 * (tagged) HELLO; without one it starts at 2. */
+	int stage;
+	struct dt_auth_hs hs;
+	struct dt_wire_sec sec;
 };
 
 struct admission {
@@ -74,12 +81,16 @@ static void drop(struct pending *p, const char *why)
 	if (why) {
 		a->strangers++;
 		dt_fmt(a->last, sizeof(a->last), "%s", why);
+		/* A flood would log a line per socket: the first, then at powers of two. */
+		if ((a->strangers & (a->strangers - 1)) == 0)
+			dt_warn("ring listener: %s (%llu closed so far)", why, (unsigned long long)a->strangers);
 	}
 	dt_sock_close(p->fd);
 	p->fd = -1;
 	a->bytes -= p->bytes;
 	p->bytes = 0;
 	dt_frame_decoder_release(&p->dec);
+	sodium_memzero(&p->sec, sizeof(p->sec));
 	a->npending--;
 }
 
@@ -105,10 +116,14 @@ static int on_header(void *arg, const struct dt_frame_header *h, void **dest, ch
 	(void)dest;
 	struct pending *p = arg;
 	struct admission *a = p->a;
-	if (h->type != DT_MSG_HELLO) {
-		dt_fmt(why, cap, "expected a hello first, got %s", dt_msg_name(h->type));
+	uint16_t want = p->stage == 0 ? DT_MSG_AUTH_HELLO : p->stage == 1 ? DT_MSG_AUTH_PROOF : DT_MSG_HELLO;
+	if (h->type != want) {
+		dt_fmt(why, cap, "expected %s first, got %s%s", dt_msg_name(want), dt_msg_name(h->type),
+		       p->stage == 0 && h->type == DT_MSG_HELLO ? " (this ring requires the cluster secret)" : "");
 		return -1;
 	}
+	if (p->stage < 2)
+		return 0; /* small and capped by the decoder */
 	a->bytes += h->length - p->bytes;
 	p->bytes = h->length;
 	while (a->bytes > a->budget && a->npending > 1) {
@@ -152,6 +167,11 @@ static enum dt_status judge(struct admission *a, struct pending *p, int64_t dead
 		drop(p, text);
 		return DT_OK;
 	}
+	if (!code && p->sec.mode && (strcmp(remote.role, p->hs.role_c) != 0 || remote.index != p->hs.index_c)) {
+		dt_fmt(reason, sizeof(reason), "it authenticated as %s:%u but its hello says %s:%u", p->hs.role_c,
+		       p->hs.index_c, remote.role, remote.index);
+		code = DT_REFUSE_IDENTITY;
+	}
 	int claims_left = strcmp(remote.role, role_of(want)) == 0 && remote.index == want->index;
 	if (!code && !claims_left) {
 		dt_fmt(reason, sizeof(reason), "%s:%u is not this rank's left neighbour %s:%u in the ring", remote.role,
@@ -174,7 +194,11 @@ static enum dt_status judge(struct admission *a, struct pending *p, int64_t dead
 	dt_hello_release(&remote);
 	size_t len;
 	uint8_t *buf = dt_hello_encode_alloc(a->local, &len);
-	st = dt_frame_send_fd(p->fd, DT_MSG_HELLO_OK, DT_FRAME_F_REPLY, 0, buf, len, deadline, p->addr, err);
+	if (p->sec.mode)
+		st = dt_frame_send_fd_sealed(p->fd, &p->sec, DT_MSG_HELLO_OK, DT_FRAME_F_REPLY, buf, len, deadline, p->addr,
+					     err);
+	else
+		st = dt_frame_send_fd(p->fd, DT_MSG_HELLO_OK, DT_FRAME_F_REPLY, 0, buf, len, deadline, p->addr, err);
 	free(buf);
 	if (st) {
 		drop(p, err ? err->msg : "cannot answer its hello");
@@ -182,6 +206,76 @@ static enum dt_status judge(struct admission *a, struct pending *p, int64_t dead
 	}
 	*is_left = 1;
 	return DT_OK;
+}
+
+/* A whole AUTH_HELLO or AUTH_PROOF from p: answers or moves it on, or
+ * refuses and drops it. Returns 1 if p is still pending. */
+static int auth_step(struct admission *a, struct pending *p, int64_t deadline)
+{
+	char why[DT_REASON_MAX];
+	const uint8_t *in = dt_frame_decoder_payload(&p->dec);
+	size_t len = (size_t)p->dec.header.length;
+	uint32_t code;
+	if (p->stage == 0) {
+		uint8_t out[DT_AUTH_MSG_MAX];
+		size_t out_len = 0;
+		code = dt_auth_server_challenge(&p->hs, a->local, in, len, out, &out_len, why, sizeof(why));
+		int64_t by = dt_deadline_in(REFUSE_SEND_S);
+		if (!code && dt_frame_send_fd(p->fd, DT_MSG_AUTH_CHALLENGE, DT_FRAME_F_REPLY, 0, out, out_len,
+					      by < deadline ? by : deadline, p->addr, NULL) != DT_OK) {
+			char text[DT_ERR_MSG_MAX];
+			dt_fmt(text, sizeof(text), "cannot send a challenge to %s", p->addr);
+			drop(p, text);
+			return 0;
+		}
+	} else {
+		code = dt_auth_server_check(&p->hs, in, len, &p->sec, why, sizeof(why));
+	}
+	if (code) {
+		send_refuse(p->fd, code, why, deadline, p->addr);
+		char text[DT_ERR_MSG_MAX];
+		dt_fmt(text, sizeof(text), "refused %s: %s", p->addr, why);
+		drop(p, text);
+		return 0;
+	}
+	dt_frame_decoder_next(&p->dec);
+	if (++p->stage == 2) {
+		p->dec.trailer = DT_AUTH_TAG_BYTES;
+		p->dec.max_payload = a->hello_cap;
+	}
+	return 1;
+}
+
+/* The right neighbour's answer to our AUTH_HELLO has arrived on rr: prove
+ * and send the HELLO. A refusal or a failed proof ends the rendezvous. */
+static enum dt_status right_step(const struct dt_hello *local, int fd, struct dt__ring_right *rr, int64_t deadline,
+				 struct dt_err *err)
+{
+	const uint8_t *in = dt_frame_decoder_payload(&rr->dec);
+	size_t len = (size_t)rr->dec.header.length;
+	uint16_t type = rr->dec.header.type;
+	rr->active = 0;
+	if (type == DT_MSG_REFUSE || type == DT_MSG_ERROR) {
+		struct dt_reason_msg m;
+		if (dt_reason_decode(&m, in, len, err) != DT_OK)
+			return dt_err_prefix(err, "ring handshake with %s: bad %s", rr->label, dt_msg_name(type));
+		return dt_err_set(err, DT_CONFIG, "%s refused the ring connection: %s", rr->label, m.text);
+	}
+	if (type != DT_MSG_AUTH_CHALLENGE)
+		return dt_err_set(err, DT_PROTOCOL, "ring handshake with %s: expected auth_challenge, got %s", rr->label,
+				  dt_msg_name(type));
+	char why[DT_REASON_MAX];
+	uint8_t proof[DT_AUTH_MAC_BYTES];
+	if (dt_auth_client_prove(&rr->hs, in, len, rr->role, rr->index, proof, &rr->sec, why, sizeof(why)))
+		return dt_err_set(err, DT_CONFIG, "ring authentication with %s failed: %s", rr->label, why);
+	enum dt_status st = dt_frame_send_fd(fd, DT_MSG_AUTH_PROOF, 0, 0, proof, sizeof(proof), deadline, rr->label, err);
+	if (st)
+		return dt_err_prefix(err, "ring handshake");
+	size_t hl;
+	uint8_t *hello = dt_hello_encode_alloc(local, &hl);
+	st = dt_frame_send_fd_sealed(fd, &rr->sec, DT_MSG_HELLO, 0, hello, hl, deadline, rr->label, err);
+	free(hello);
+	return st ? dt_err_prefix(err, "ring handshake") : DT_OK;
 }
 
 /* Takes what the listener has, closing the oldest pending ones beyond the cap. */
@@ -214,7 +308,8 @@ static enum dt_status accept_some(struct admission *a, int lfd, int64_t deadline
 		int64_t own = dt_deadline_in(DT_NET_HANDSHAKE_S);
 		*p = (struct pending){ .a = a, .fd = fd, .order = a->next_order++, .deadline = own < deadline ? own : deadline };
 		dt_fmt(p->addr, sizeof(p->addr), "%s", addr);
-		dt_frame_decoder_init(&p->dec, a->hello_cap);
+		dt_frame_decoder_init(&p->dec, a->local->auth ? DT_AUTH_MSG_MAX : a->hello_cap);
+		p->stage = a->local->auth ? 0 : 2;
 		p->dec.on_header = on_header;
 		p->dec.on_header_arg = p;
 		a->npending++;
@@ -223,22 +318,24 @@ static enum dt_status accept_some(struct admission *a, int lfd, int64_t deadline
 }
 
 enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_config *cfg,
-				    const struct dt_hello *local, int lfd, int64_t start, int64_t deadline,
-				    struct dt_err *err)
+				    const struct dt_hello *local, int lfd, struct dt__ring_right *rr, int64_t start,
+				    int64_t deadline, struct dt_err *err)
 {
+	int left_done = 0;
 	struct admission a = { .cfg = cfg, .local = local, .left = (cfg->rank - 1 + cfg->nranks) % cfg->nranks };
 	a.hello_cap = dt_handshake_hello_cap(local);
 	a.budget = dt_handshake_pending_budget(a.hello_cap);
 	a.slots = dt_xcalloc(DT_NET_PENDING_MAX, sizeof(*a.slots));
 	for (size_t i = 0; i < DT_NET_PENDING_MAX; i++)
 		a.slots[i].fd = -1;
-	struct pollfd *pfd = dt_xcalloc(DT_NET_PENDING_MAX + 1, sizeof(*pfd));
-	struct pending **polled = dt_xcalloc(DT_NET_PENDING_MAX + 1, sizeof(*polled));
+	struct pollfd *pfd = dt_xcalloc(DT_NET_PENDING_MAX + 2, sizeof(*pfd));
+	struct pending **polled = dt_xcalloc(DT_NET_PENDING_MAX + 2, sizeof(*polled));
 	enum dt_status st = DT_OK;
 	for (;;) {
 		int64_t now = dt_now_ns(), wake = deadline;
 		nfds_t n = 0;
-		pfd[n++] = (struct pollfd){ lfd, POLLIN, 0 };
+		pfd[n++] = (struct pollfd){ lfd, left_done ? 0 : POLLIN, 0 };
+		pfd[n++] = (struct pollfd){ rr->active ? comm->right_fd : -1, POLLIN, 0 };
 		for (size_t i = 0; i < DT_NET_PENDING_MAX; i++) {
 			struct pending *p = &a.slots[i];
 			if (p->fd < 0)
@@ -253,6 +350,11 @@ enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_c
 				wake = p->deadline;
 			polled[n] = p;
 			pfd[n++] = (struct pollfd){ p->fd, POLLIN, 0 };
+		}
+		if (dt_deadline_passed(deadline) && left_done) {
+			st = dt_err_set(err, DT_TIMEOUT, "ring handshake with %s: no answer to our auth_hello within %.1f s",
+					rr->label, (double)(dt_now_ns() - start) / 1e9);
+			break;
 		}
 		if (dt_deadline_passed(deadline)) {
 			st = dt_err_set(err, DT_TIMEOUT,
@@ -270,8 +372,20 @@ enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_c
 		}
 		if (r <= 0)
 			continue;
+		if (rr->active && pfd[1].revents) {
+			int ready = 0;
+			st = dt_frame_recv_fd_some(comm->right_fd, &rr->dec, rr->label, &ready, err);
+			if (!st && ready)
+				st = right_step(local, comm->right_fd, rr, deadline, err);
+			if (st) {
+				dt_err_prefix(err, "ring handshake");
+				break;
+			}
+			if (left_done && !rr->active)
+				break;
+		}
 		int done = 0;
-		for (nfds_t i = 1; i < n && !done && !st; i++) {
+		for (nfds_t i = 2; i < n && !done && !st; i++) {
 			struct pending *p = polled[i];
 			/* A slot closed earlier in this round (over the budget) may have been reused: skip it. */
 			if (!pfd[i].revents || p->fd != pfd[i].fd)
@@ -284,6 +398,14 @@ enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_c
 			}
 			if (!ready)
 				continue;
+			if (p->stage < 2) {
+				(void)auth_step(&a, p, deadline);
+				continue;
+			}
+			if (p->sec.mode && dt_frame_open_fd(&p->dec, &p->sec, p->addr, &e) != DT_OK) {
+				drop(p, e.msg);
+				continue;
+			}
 			int is_left = 0;
 			st = judge(&a, p, deadline, &is_left, err);
 			if (!st && is_left) {
@@ -292,12 +414,23 @@ enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_c
 				a.bytes -= p->bytes;
 				p->bytes = 0;
 				dt_frame_decoder_release(&p->dec);
+				sodium_memzero(&p->sec, sizeof(p->sec));
 				a.npending--;
 				done = 1;
 			}
 		}
-		if (done || st)
+		if (st)
 			break;
+		if (done) {
+			/* Strangers still pending are closed below; the right link may still need its proof. */
+			left_done = 1;
+			if (!rr->active)
+				break;
+			for (size_t i = 0; i < DT_NET_PENDING_MAX; i++)
+				if (a.slots[i].fd >= 0)
+					drop(&a.slots[i], NULL);
+			continue;
+		}
 		if (pfd[0].revents && (st = accept_some(&a, lfd, deadline, err)) != DT_OK)
 			break;
 	}

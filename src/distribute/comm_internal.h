@@ -13,6 +13,7 @@
 #include "base/err.h"
 #include "distribute/collective.h"
 #include "distribute/ring_wire.h"
+#include "net/auth.h"
 #include "net/socket.h"
 
 /* One DATA frame of a collective's plan: buf[off, off + len). */
@@ -81,9 +82,21 @@ void dt__plan_broadcast(struct dt_comm *c, size_t bytes, int root, struct dt__pl
 /* comm_admit.c: rendezvous step 3, accepting the left neighbour on `lfd`
  * while judging every other pending connection concurrently (comm.c). On
  * success comm->left_fd is the neighbour's descriptor, answered HELLO_OK. */
+/* The link to the right neighbour during an authenticated rendezvous
+ * (net/auth.h): AUTH_HELLO has been sent; the admission loop reads the
+ * challenge as it comes, proves and sends the HELLO, so that no rank waits
+ * on its right neighbour before it has started to accept its left one. */
+struct dt__ring_right {
+	int active;   /* 1 while the challenge is awaited; 0: nothing to do (no secret, or proved) */
+	const char *label, *role;
+	uint32_t index;
+	struct dt_auth_hs hs;
+	struct dt_wire_sec sec; /* the keys of the link, for the HELLO and its answer */
+	struct dt_frame_decoder dec;
+};
 enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_config *cfg,
-				    const struct dt_hello *local, int lfd, int64_t start, int64_t deadline,
-				    struct dt_err *err) DT_MUST_CHECK;
+				    const struct dt_hello *local, int lfd, struct dt__ring_right *right, int64_t start,
+				    int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
 enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t deadline,
 				      struct dt_err *err) DT_MUST_CHECK;
 /* Reads len bytes at address src of process pid into dst; DT_PEER and

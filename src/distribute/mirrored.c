@@ -20,9 +20,13 @@ struct replica {
 	const float *x;           /* (n, H, W, C) */
 	const uint8_t *y;         /* (n) */
 	int n;
+	const struct dt_model_batch *whole; /* general step: the batch this slice is cut from; else NULL */
+	int off;                  /* general step: the slice's first example */
 	/* Written by the replica before the barrier. */
 	float loss;
-	int correct;
+	int correct, counted;
+	enum dt_status st;        /* general step */
+	struct dt_err err;
 };
 
 struct dt_mirrored {
@@ -75,6 +79,30 @@ static void reduce_piece(struct dt_mirrored *g, int r)
 	}
 }
 
+/* Bytes per example of each input (and the targets) of a model. */
+static size_t io_bytes(const struct dt_io_info *io)
+{
+	return io->count * 4; /* float32 and int32 */
+}
+
+/* A general step on examples [off, off + n) of rep->whole. */
+static void general_slice(struct replica *rep)
+{
+	const struct dt_model_batch *b = rep->whole;
+	struct dt_model_batch s = *b;
+	s.size = rep->n;
+	for (int i = 0; i < b->num_inputs; i++)
+		s.inputs[i].data = (const char *)b->inputs[i].data +
+				   (size_t)rep->off * io_bytes(dt_model_input(rep->model, i));
+	s.targets.data = (const char *)b->targets.data + (size_t)rep->off * io_bytes(dt_model_target(rep->model));
+	struct dt_step_result res = { 0 };
+	dt_err_clear(&rep->err);
+	rep->st = dt_model_step(rep->model, &s, &rep->rng, NULL, NULL, &res, &rep->err);
+	rep->loss = res.loss;
+	rep->correct = res.correct;
+	rep->counted = res.counted;
+}
+
 /* Replica r's part of a step: its forward/backward (parameters copied from
  * the primary first, for r > 0), the barrier, its piece of the sum. */
 static void run_step(struct replica *rep)
@@ -85,10 +113,14 @@ static void run_step(struct replica *rep)
 			memcpy(dt_model_params(rep->model), dt_model_params(g->reps[0].model),
 			       g->num_params * sizeof(float));
 		rep->correct = 0;
-		rep->loss = dt_model_train_batch(rep->model, rep->x, rep->y, rep->n, &rep->rng, &rep->correct);
+		if (rep->whole)
+			general_slice(rep);
+		else
+			rep->loss = dt_model_train_batch(rep->model, rep->x, rep->y, rep->n, &rep->rng, &rep->correct);
 	} else {
 		rep->loss = 0;
-		rep->correct = 0;
+		rep->correct = rep->counted = 0;
+		rep->st = DT_OK;
 	}
 	pthread_barrier_wait(&g->reduced);
 	reduce_piece(g, rep->index);
@@ -175,8 +207,9 @@ enum dt_status dt_mirrored_new(struct dt_model *primary, const struct dt_mirrore
 			rep->model = primary;
 			continue;
 		}
-		st = dt_model_new(cfg->hp, cfg->height, cfg->width, cfg->channels, cfg->num_classes, slice_max,
-				  &rep->model, err);
+		st = cfg->make ? cfg->make(cfg->make_arg, slice_max, &rep->model, err)
+			       : dt_model_new(cfg->hp, cfg->height, cfg->width, cfg->channels, cfg->num_classes, slice_max,
+					      &rep->model, err);
 		if (!st && dt_model_num_params(rep->model) != g->num_params)
 			st = dt_err_set(err, DT_INTERNAL, "replica %d has %zu parameters, the primary %zu", r,
 					dt_model_num_params(rep->model), g->num_params);
@@ -201,8 +234,9 @@ enum dt_status dt_mirrored_new(struct dt_model *primary, const struct dt_mirrore
 	return DT_OK;
 }
 
-float dt_mirrored_train_batch(struct dt_mirrored *g, const float *x, const uint8_t *labels, int batch,
-			      int *correct)
+/* Splits `batch` examples over the replicas (sizes, offsets, weights). */
+static void split(struct dt_mirrored *g, int batch, const float *x, const uint8_t *labels,
+		  const struct dt_model_batch *whole)
 {
 	DT_ASSERT(batch >= 1 && batch <= g->batch_size);
 	const int n = g->n;
@@ -211,15 +245,22 @@ float dt_mirrored_train_batch(struct dt_mirrored *g, const float *x, const uint8
 	for (int r = 0; r < n; r++) {
 		struct replica *rep = &g->reps[r];
 		rep->n = batch / n + (r < batch % n);
-		rep->x = x + (size_t)off * g->example_floats;
-		rep->y = labels + off;
+		rep->whole = whole;
+		rep->off = off;
+		rep->x = x ? x + (size_t)off * g->example_floats : NULL;
+		rep->y = labels ? labels + off : NULL;
 		off += rep->n;
 		g->weights[r] = (float)rep->n / (float)batch;
 		if (rep->n > 0)
 			g->active++;
 	}
 	DT_ASSERT(off == batch);
+}
 
+/* Runs one step on every replica: the threads, then replica 0 here. */
+static void run_all(struct dt_mirrored *g)
+{
+	const int n = g->n;
 	pthread_mutex_lock(&g->mu);
 	g->pending = n - 1;
 	g->generation++;
@@ -232,7 +273,14 @@ float dt_mirrored_train_batch(struct dt_mirrored *g, const float *x, const uint8
 	while (g->pending > 0)
 		pthread_cond_wait(&g->done_cv, &g->mu);
 	pthread_mutex_unlock(&g->mu);
+}
 
+float dt_mirrored_train_batch(struct dt_mirrored *g, const float *x, const uint8_t *labels, int batch,
+			      int *correct)
+{
+	const int n = g->n;
+	split(g, batch, x, labels, NULL);
+	run_all(g);
 	double loss = 0;
 	int right = 0;
 	for (int r = 0; r < n; r++) {
@@ -250,4 +298,26 @@ float dt_mirrored_step(struct dt_mirrored *g, struct dt_model *model, const floa
 	if (!g)
 		return dt_model_train_batch(model, x, labels, batch, rng, correct);
 	return dt_mirrored_train_batch(g, x, labels, batch, correct);
+}
+
+enum dt_status dt_mirrored_step_general(struct dt_mirrored *g, const struct dt_model_batch *b,
+					struct dt_step_result *res, struct dt_err *err)
+{
+	split(g, b->size, NULL, NULL, b);
+	run_all(g);
+	double loss = 0;
+	memset(res, 0, sizeof(*res));
+	for (int r = 0; r < g->n; r++) {
+		const struct replica *rep = &g->reps[r];
+		if (rep->st) {
+			if (err)
+				*err = rep->err;
+			return dt_err_prefix(err, "replica %d", r);
+		}
+		loss += (double)g->weights[r] * (double)rep->loss;
+		res->correct += rep->correct;
+		res->counted += rep->counted;
+	}
+	res->loss = (float)loss;
+	return DT_OK;
 }

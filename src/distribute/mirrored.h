@@ -54,8 +54,14 @@
 
 #define DT_MIRRORED_MAX_REPLICAS 64
 
+/* Makes a replica like the primary for batches of up to max_batch (a
+ * layer graph or custom model the registry cannot build). */
+typedef enum dt_status (*dt_mirrored_make_fn)(void *arg, int max_batch, struct dt_model **out, struct dt_err *err);
+
 struct dt_mirrored_config {
 	const struct dt_hparams *hp;         /* the primary's hparams (model name, dropout) */
+	dt_mirrored_make_fn make;            /* NULL: replicas from the registry (hp, shape, classes); else this */
+	void *make_arg;
 	int height, width, channels;         /* one example's shape, as the primary was built */
 	int num_classes;
 	int replicas;                        /* N, 2..DT_MIRRORED_MAX_REPLICAS */
@@ -87,5 +93,18 @@ float dt_mirrored_train_batch(struct dt_mirrored *g, const float *x, const uint8
  * with g == NULL, dt_model_train_batch(model, ..., rng, correct). */
 float dt_mirrored_step(struct dt_mirrored *g, struct dt_model *model, const float *x, const uint8_t *labels,
 		       int batch, struct dt_rng *rng, int *correct);
+
+/*
+ * The same step for any model (nn/model.h's general entry point): batch b
+ * (1 <= b->size <= batch_size) is split as above, every input and the
+ * targets sliced by example, and each replica runs dt_model_step on its
+ * slice. *res gets the loss weighted as above and the summed correct and
+ * counted. If a replica's step fails (a label out of range in its slice, a
+ * custom callback's error), the step returns the failure of the first such
+ * replica, its message prefixed by "replica r", and the gradient is not to
+ * be applied. Replicas must come from `make` or share the primary's inputs.
+ */
+enum dt_status dt_mirrored_step_general(struct dt_mirrored *g, const struct dt_model_batch *b,
+					struct dt_step_result *res, struct dt_err *err) DT_MUST_CHECK;
 
 #endif

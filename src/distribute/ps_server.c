@@ -375,8 +375,9 @@ enum dt_status dt_ps_server_new(struct dt_loop *loop, const struct dt_ps_server_
 		.conn = { .silence_s = cfg->silence_s, .handler = &handler, .arg = s },
 	};
 	if ((st = dt_server_new(loop, &sc, &s->server, err))) {
+		dt_err_prefix(err, "cannot start %s", s->name); /* before the free: s->name is s's */
 		dt_ps_server_free(s);
-		return dt_err_prefix(err, "cannot start %s", s->name);
+		return st;
 	}
 	*out = s;
 	return DT_OK;

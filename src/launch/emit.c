@@ -1,26 +1,79 @@
 /*
- * emit.c — Kubernetes manifests and the Slurm batch script (see emit.h).
+ * emit.c — the Kubernetes manifests and the Kubeflow TFJob (see emit.h).
+ *
+ * Every document is built as a libyaml node tree and written by libyaml's
+ * emitter, so any value (an argument with a newline, quotes, ': ', '#',
+ * unicode, a leading '-') is quoted and escaped as YAML requires and parses
+ * back to the same string. Values are double-quoted scalars (so "0" stays a
+ * string, as an env value must); keys, kinds and numbers are plain.
  */
 #include "launch/emit.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <yaml.h>
 
 #include "base/alloc.h"
 #include "launch/tasks.h"
 
 #define K8S_PORT 2222
+#define PVC_SIZE "10Gi"
 
-/* A YAML single-quoted scalar: only ' needs escaping (as ''). */
-static void yq(FILE *out, const char *s)
+struct doc {
+	yaml_document_t d;
+};
+
+static int plain(struct doc *d, const char *v)
 {
-	fputc('\'', out);
-	for (; *s; s++) {
-		if (*s == '\'')
-			fputc('\'', out);
-		fputc(*s, out);
-	}
-	fputc('\'', out);
+	int id = yaml_document_add_scalar(&d->d, NULL, (yaml_char_t *)(uintptr_t)v, -1, YAML_PLAIN_SCALAR_STYLE);
+	DT_ASSERT(id);
+	return id;
+}
+
+static int str(struct doc *d, const char *v)
+{
+	int id = yaml_document_add_scalar(&d->d, NULL, (yaml_char_t *)(uintptr_t)v, -1,
+					  YAML_DOUBLE_QUOTED_SCALAR_STYLE);
+	DT_ASSERT(id);
+	return id;
+}
+
+static int num(struct doc *d, long long v)
+{
+	char buf[32];
+	snprintf(buf, sizeof(buf), "%lld", v);
+	return plain(d, buf);
+}
+
+static int map(struct doc *d)
+{
+	int id = yaml_document_add_mapping(&d->d, NULL, YAML_BLOCK_MAPPING_STYLE);
+	DT_ASSERT(id);
+	return id;
+}
+
+static int seq(struct doc *d)
+{
+	int id = yaml_document_add_sequence(&d->d, NULL, YAML_BLOCK_SEQUENCE_STYLE);
+	DT_ASSERT(id);
+	return id;
+}
+
+static void put(struct doc *d, int m, const char *key, int value)
+{
+	DT_ASSERT(yaml_document_append_mapping_pair(&d->d, m, plain(d, key), value));
+}
+
+static void push(struct doc *d, int s, int item)
+{
+	DT_ASSERT(yaml_document_append_sequence_item(&d->d, s, item));
+}
+
+static int new_doc(struct doc *d)
+{
+	yaml_tag_directive_t none = { NULL, NULL };
+	DT_ASSERT(yaml_document_initialize(&d->d, NULL, &none, &none, 1, 1));
+	return map(d);
 }
 
 static const char *spec_name(const struct dt_launch_spec *s)
@@ -28,205 +81,321 @@ static const char *spec_name(const struct dt_launch_spec *s)
 	return s->name ? s->name : "dtrain";
 }
 
-static void service_name(char *buf, size_t cap, const struct dt_launch_spec *s, const struct dt_launch_task *t)
+static const char *namespace_of(const struct dt_launch_spec *s)
 {
-	snprintf(buf, cap, "%s-%s-%d", spec_name(s), dt_job_name(t->ref.job), t->ref.index);
+	return s->k8s_namespace ? s->k8s_namespace : "default";
+}
+
+static const char *output_dir_of(const struct dt_launch_spec *s)
+{
+	return s->output_dir ? s->output_dir : "/output";
+}
+
+/* apiVersion, kind, metadata {name, namespace, labels}; returns the root. */
+static int object(struct doc *d, const struct dt_launch_spec *s, const char *api, const char *kind, const char *name,
+		  const char *job)
+{
+	int root = new_doc(d);
+	put(d, root, "apiVersion", plain(d, api));
+	put(d, root, "kind", plain(d, kind));
+	int meta = map(d);
+	put(d, meta, "name", str(d, name));
+	if (strcmp(kind, "Namespace"))
+		put(d, meta, "namespace", str(d, namespace_of(s)));
+	int labels = map(d);
+	put(d, labels, "app", str(d, "dtrain"));
+	put(d, labels, "dtrain-experiment", str(d, spec_name(s)));
+	if (job)
+		put(d, labels, "dtrain-job", str(d, job));
+	put(d, meta, "labels", labels);
+	put(d, root, "metadata", meta);
+	return root;
+}
+
+static int env_var(struct doc *d, const char *name, const char *value)
+{
+	int e = map(d);
+	put(d, e, "name", plain(d, name));
+	put(d, e, "value", str(d, value));
+	return e;
+}
+
+/* requests and limits: the spec's cpus and mem (the same, so the pod is
+ * Guaranteed and the task gets what `launch` gives it); -1 when none. */
+static int resources(struct doc *d, const struct dt_launch_resources *r)
+{
+	if (r->cpus <= 0 && r->mem_bytes <= 0)
+		return -1;
+	int res = map(d);
+	const char *kinds[] = { "requests", "limits" };
+	for (int k = 0; k < 2; k++) {
+		int m = map(d);
+		char buf[32];
+		if (r->cpus > 0) {
+			snprintf(buf, sizeof(buf), "%d", r->cpus);
+			put(d, m, "cpu", str(d, buf));
+		}
+		if (r->mem_bytes > 0) {
+			snprintf(buf, sizeof(buf), "%lld", (long long)r->mem_bytes);
+			put(d, m, "memory", str(d, buf));
+		}
+		put(d, res, kinds[k], m);
+	}
+	return res;
+}
+
+/* The container `tensorflow` (Kubeflow's name, which the operator looks
+ * for) running task `t`; `tf_config` NULL for a TFJob (the operator sets it). */
+static int container(struct doc *d, const struct dt_launch_spec *s, const struct dt_launch_task *t,
+		     const char *tf_config, const char *experiment_id)
+{
+	int c = map(d);
+	put(d, c, "name", plain(d, "tensorflow"));
+	put(d, c, "image", str(d, s->image ? s->image : "dtrain:latest"));
+	int cmd = seq(d);
+	char **argv = dt_launch_argv(s, t, "dtrain", output_dir_of(s), NULL);
+	for (char **a = argv; *a; a++)
+		push(d, cmd, str(d, *a));
+	dt_launch_argv_free(argv);
+	put(d, c, "command", cmd);
+	int env = seq(d);
+	if (tf_config)
+		push(d, env, env_var(d, "TF_CONFIG", tf_config));
+	push(d, env, env_var(d, "OUTPUT_DIR", output_dir_of(s)));
+	push(d, env, env_var(d, "EXPERIMENT_ID", experiment_id));
+	if (tf_config) {
+		char index[16];
+		snprintf(index, sizeof(index), "%d", t->ref.index);
+		push(d, env, env_var(d, "TASK_TYPE", dt_job_name(t->ref.job)));
+		push(d, env, env_var(d, "TASK_INDEX", index));
+		push(d, env, env_var(d, "DTRAIN_TASK", t->name));
+	}
+	put(d, c, "env", env);
+	int ports = seq(d), p = map(d);
+	put(d, p, "name", plain(d, "tfjob-port"));
+	put(d, p, "containerPort", num(d, K8S_PORT));
+	push(d, ports, p);
+	put(d, c, "ports", ports);
+	int res = resources(d, &s->res[t->group]);
+	if (res > 0)
+		put(d, c, "resources", res);
+	int mounts = seq(d), m = map(d);
+	put(d, m, "name", plain(d, "output"));
+	put(d, m, "mountPath", str(d, output_dir_of(s)));
+	push(d, mounts, m);
+	put(d, c, "volumeMounts", mounts);
+	return c;
+}
+
+/* A pod spec with one container and the output volume. */
+static int pod_spec(struct doc *d, const struct dt_launch_spec *s, int c, const char *restart_policy)
+{
+	int spec = map(d);
+	if (restart_policy)
+		put(d, spec, "restartPolicy", plain(d, restart_policy));
+	int cs = seq(d);
+	push(d, cs, c);
+	put(d, spec, "containers", cs);
+	int vols = seq(d), v = map(d), pvc = map(d);
+	char claim[96];
+	snprintf(claim, sizeof(claim), "%s-output", spec_name(s));
+	put(d, pvc, "claimName", str(d, s->output_claim ? s->output_claim : claim));
+	put(d, v, "name", plain(d, "output"));
+	put(d, v, "persistentVolumeClaim", pvc);
+	push(d, vols, v);
+	put(d, spec, "volumes", vols);
+	return spec;
+}
+
+static enum dt_status dump(yaml_emitter_t *e, struct doc *d, struct dt_err *err)
+{
+	if (!yaml_emitter_dump(e, &d->d)) /* deletes the document either way */
+		return dt_err_set(err, DT_IO, "cannot write the manifests: %s", e->problem ? e->problem : "emitter error");
+	return DT_OK;
+}
+
+/* The Namespace (unless "default") and the output dir's claim (unless the
+ * spec names an existing one). */
+static enum dt_status emit_common(yaml_emitter_t *e, const struct dt_launch_spec *s, struct dt_err *err)
+{
+	struct doc d;
+	enum dt_status st = DT_OK;
+	if (strcmp(namespace_of(s), "default")) {
+		(void)object(&d, s, "v1", "Namespace", namespace_of(s), NULL);
+		if ((st = dump(e, &d, err)))
+			return st;
+	}
+	if (!s->output_claim) {
+		char claim[96];
+		snprintf(claim, sizeof(claim), "%s-output", spec_name(s));
+		int root = object(&d, s, "v1", "PersistentVolumeClaim", claim, NULL);
+		int spec = map(&d), modes = seq(&d), res = map(&d), req = map(&d);
+		push(&d, modes, plain(&d, "ReadWriteMany"));
+		put(&d, spec, "accessModes", modes);
+		put(&d, req, "storage", str(&d, PVC_SIZE));
+		put(&d, res, "requests", req);
+		put(&d, spec, "resources", res);
+		put(&d, root, "spec", spec);
+		st = dump(e, &d, err);
+	}
+	return st;
+}
+
+static enum dt_status check(const struct dt_launch_spec *s, struct dt_err *err)
+{
+	if (output_dir_of(s)[0] != '/')
+		return dt_err_set(err, DT_CONFIG, "output_dir '%s' must be an absolute path in a container for --emit=k8s "
+						  "or tfjob", output_dir_of(s));
+	return DT_OK;
+}
+
+static enum dt_status open_emitter(yaml_emitter_t *e, FILE *out, struct dt_err *err)
+{
+	if (!yaml_emitter_initialize(e))
+		return dt_err_set(err, DT_NOMEM, "cannot start the YAML emitter");
+	yaml_emitter_set_output_file(e, out);
+	yaml_emitter_set_unicode(e, 1);
+	yaml_emitter_set_width(e, -1); /* no folding: one line per value */
+	if (!yaml_emitter_open(e)) {
+		dt_err_set(err, DT_IO, "cannot write the manifests: %s", e->problem ? e->problem : "emitter error");
+		yaml_emitter_delete(e);
+		return err ? err->status : DT_IO;
+	}
+	return DT_OK;
+}
+
+static enum dt_status close_emitter(yaml_emitter_t *e, FILE *out, enum dt_status st, struct dt_err *err)
+{
+	if (!yaml_emitter_close(e) && !st)
+		st = dt_err_set(err, DT_IO, "cannot write the manifests: %s", e->problem ? e->problem : "emitter error");
+	if (!yaml_emitter_flush(e) && !st)
+		st = dt_err_set(err, DT_IO, "cannot write the manifests");
+	yaml_emitter_delete(e);
+	if ((fflush(out) != 0 || ferror(out)) && !st)
+		st = dt_err_set(err, DT_IO, "cannot write the manifests");
+	return st;
 }
 
 enum dt_status dt_launch_emit_k8s(const struct dt_launch_spec *s, FILE *out, struct dt_err *err)
 {
+	enum dt_status st = check(s, err);
+	if (st)
+		return st;
 	struct dt_launch_task tasks[DT_LAUNCH_MAX_TASKS];
 	int n = dt_launch_tasks(s, tasks);
-	char names[DT_LAUNCH_MAX_TASKS][96];
+	const char *name = spec_name(s), *ns = namespace_of(s);
+	char names[DT_LAUNCH_MAX_TASKS][96], addr_buf[DT_LAUNCH_MAX_TASKS][200];
 	const char *addrs[DT_LAUNCH_MAX_TASKS];
-	char addr_buf[DT_LAUNCH_MAX_TASKS][110];
 	for (int i = 0; i < n; i++) {
-		service_name(names[i], sizeof(names[i]), s, &tasks[i]);
-		snprintf(addr_buf[i], sizeof(addr_buf[i]), "%.96s:%d", names[i], K8S_PORT);
+		/* The training operator's service names and addresses. */
+		snprintf(names[i], sizeof(names[i]), "%s-%s-%d", name, dt_job_name(tasks[i].ref.job), tasks[i].ref.index);
+		snprintf(addr_buf[i], sizeof(addr_buf[i]), "%.96s.%.60s.svc:%d", names[i], ns, K8S_PORT);
 		addrs[i] = addr_buf[i];
 	}
-	const char *outdir = s->output_dir ? s->output_dir : "/output";
-	if (outdir[0] != '/')
-		return dt_err_set(err, DT_CONFIG, "output_dir '%s' must be an absolute path in a container for --emit=k8s",
-				  outdir);
-	const char *name = spec_name(s);
-	fprintf(out, "# dtrain launch --emit=k8s: experiment '%s', %d tasks, mode %s.\n", name, n,
-		dt_launch_mode_name(s->mode));
-	fprintf(out, "# Needs a ReadWriteMany PersistentVolumeClaim '%s-output' (the shared output dir).\n", name);
-	for (int i = 0; i < n; i++) {
+	yaml_emitter_t e;
+	if ((st = open_emitter(&e, out, err)))
+		return st;
+	st = emit_common(&e, s, err);
+	for (int i = 0; i < n && !st; i++) {
 		const struct dt_launch_task *t = &tasks[i];
 		const char *job = dt_job_name(t->ref.job);
-		fprintf(out, "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: %s\n", names[i]);
-		fprintf(out, "  labels: {app: dtrain, dtrain-experiment: %s, dtrain-job: %s}\n", name, job);
-		fprintf(out, "spec:\n  clusterIP: None\n  selector: {dtrain-experiment: %s, dtrain-task: %s}\n", name,
-			names[i]);
-		fprintf(out, "  ports:\n  - {name: tfjob-port, port: %d, targetPort: %d}\n", K8S_PORT, K8S_PORT);
+		struct doc d;
+		int root = object(&d, s, "v1", "Service", names[i], job);
+		int spec = map(&d), sel = map(&d), ports = seq(&d), p = map(&d);
+		put(&d, spec, "clusterIP", plain(&d, "None"));
+		put(&d, sel, "dtrain-experiment", str(&d, name));
+		put(&d, sel, "dtrain-task", str(&d, names[i]));
+		put(&d, spec, "selector", sel);
+		put(&d, p, "name", plain(&d, "tfjob-port"));
+		put(&d, p, "port", num(&d, K8S_PORT));
+		put(&d, p, "targetPort", num(&d, K8S_PORT));
+		push(&d, ports, p);
+		put(&d, spec, "ports", ports);
+		put(&d, root, "spec", spec);
+		if ((st = dump(&e, &d, err)))
+			break;
 
-		fprintf(out, "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: %s\n", names[i]);
-		fprintf(out, "  labels: {app: dtrain, dtrain-experiment: %s, dtrain-job: %s}\n", name, job);
-		fprintf(out, "spec:\n");
-		int backoff = s->restart == DT_RESTART_NEVER ? 0 : s->backoff_limit;
-		fprintf(out, "  backoffLimit: %d\n", backoff);
+		root = object(&d, s, "batch/v1", "Job", names[i], job);
+		spec = map(&d);
+		put(&d, spec, "backoffLimit", num(&d, s->restart == DT_RESTART_NEVER ? 0 : s->backoff_limit));
 		if (s->restart == DT_RESTART_EXIT_CODE) {
-			fprintf(out, "  podFailurePolicy:\n    rules:\n    - action: FailJob\n      onExitCodes:\n"
-				     "        containerName: tensorflow\n        operator: NotIn\n"
-				     "        values: [3, 130, 137, 138, 143]\n");
+			/* Kubeflow's permanent codes fail the Job; the others retry. */
+			int pfp = map(&d), rules = seq(&d), rule = map(&d), on = map(&d), vals = seq(&d);
+			put(&d, rule, "action", plain(&d, "FailJob"));
+			put(&d, on, "containerName", plain(&d, "tensorflow"));
+			put(&d, on, "operator", plain(&d, "NotIn"));
+			const int retry[] = { 3, 130, 137, 138, 143 };
+			for (size_t k = 0; k < DT_ARRAY_LEN(retry); k++)
+				push(&d, vals, num(&d, retry[k]));
+			put(&d, on, "values", vals);
+			put(&d, rule, "onExitCodes", on);
+			push(&d, rules, rule);
+			put(&d, pfp, "rules", rules);
+			put(&d, spec, "podFailurePolicy", pfp);
 		}
-		fprintf(out, "  template:\n    metadata:\n      labels: {app: dtrain, dtrain-experiment: %s, dtrain-task: "
-			     "%s}\n", name, names[i]);
-		fprintf(out, "    spec:\n      restartPolicy: %s\n",
-			s->restart == DT_RESTART_ON_FAILURE ? "OnFailure" : "Never");
-		fprintf(out, "      containers:\n      - name: tensorflow\n        image: ");
-		yq(out, s->image ? s->image : "dtrain:latest");
-		fprintf(out, "\n        command:\n");
-		char **argv = dt_launch_argv(s, t, "dtrain", outdir, NULL);
-		for (char **a = argv; *a; a++) {
-			fprintf(out, "        - ");
-			yq(out, *a);
-			fputc('\n', out);
-		}
-		dt_launch_argv_free(argv);
+		int tmpl = map(&d), tmeta = map(&d), tlabels = map(&d);
+		put(&d, tlabels, "app", str(&d, "dtrain"));
+		put(&d, tlabels, "dtrain-experiment", str(&d, name));
+		put(&d, tlabels, "dtrain-task", str(&d, names[i]));
+		put(&d, tmeta, "labels", tlabels);
+		put(&d, tmpl, "metadata", tmeta);
 		char *tf = dt_launch_tf_config(tasks, n, addrs, i);
-		fprintf(out, "        env:\n        - name: TF_CONFIG\n          value: ");
-		yq(out, tf);
+		int c = container(&d, s, t, tf, name);
 		free(tf);
-		fprintf(out, "\n        - {name: OUTPUT_DIR, value: ");
-		yq(out, outdir);
-		fprintf(out, "}\n        - {name: EXPERIMENT_ID, value: ");
-		yq(out, name);
-		fprintf(out, "}\n        - {name: TASK_TYPE, value: %s}\n        - {name: TASK_INDEX, value: '%d'}\n", job,
-			t->ref.index);
-		fprintf(out, "        ports:\n        - {name: tfjob-port, containerPort: %d}\n", K8S_PORT);
-		const struct dt_launch_resources *r = &s->res[t->group];
-		if (r->cpus > 0 || r->mem_bytes > 0) {
-			fprintf(out, "        resources:\n          limits: {");
-			if (r->cpus > 0)
-				fprintf(out, "cpu: '%d'%s", r->cpus, r->mem_bytes > 0 ? ", " : "");
-			if (r->mem_bytes > 0)
-				fprintf(out, "memory: '%lld'", (long long)r->mem_bytes);
-			fprintf(out, "}\n");
-		}
-		fprintf(out, "        volumeMounts:\n        - {name: output, mountPath: ");
-		yq(out, outdir);
-		fprintf(out, "}\n      volumes:\n      - name: output\n        persistentVolumeClaim: {claimName: %s-output}\n",
-			name);
+		put(&d, tmpl, "spec", pod_spec(&d, s, c, s->restart == DT_RESTART_ON_FAILURE ? "OnFailure" : "Never"));
+		put(&d, spec, "template", tmpl);
+		put(&d, root, "spec", spec);
+		st = dump(&e, &d, err);
 	}
-	if (fflush(out) != 0 || ferror(out))
-		return dt_err_set(err, DT_IO, "cannot write the manifests");
-	return DT_OK;
+	return close_emitter(&e, out, st, err);
 }
 
-/* srun --multi-prog files have no quoting: refuse what it cannot carry. */
-static enum dt_status multiprog_word(const char *w, struct dt_err *err)
+enum dt_status dt_launch_emit_tfjob(const struct dt_launch_spec *s, FILE *out, struct dt_err *err)
 {
-	for (const char *p = w; *p; p++)
-		if (*p == ' ' || *p == '\t' || *p == '\'' || *p == '"' || *p == '\\' || *p == '$' || *p == '`' ||
-		    *p == '\n' || *p == '%')
-			return dt_err_set(err, DT_CONFIG,
-					  "argument '%s' cannot go into an srun --multi-prog file (no quoting there: "
-					  "no spaces, quotes, '$', '%%' or backslashes)", w);
-	return DT_OK;
-}
-
-static enum dt_status multiprog_line(FILE *out, const char *ranks, char **argv, struct dt_err *err)
-{
-	fprintf(out, "%s", ranks);
-	for (char **a = argv; *a; a++) {
-		int ours = strncmp(*a, "--port_base=${", 14) == 0; /* expanded by the script's shell */
-		enum dt_status st = a == argv || ours ? DT_OK : multiprog_word(*a, err);
-		if (st)
-			return st;
-		fprintf(out, " %s", a == argv ? "$DTRAIN" : *a);
-	}
-	fprintf(out, "\n");
-	return DT_OK;
-}
-
-enum dt_status dt_launch_emit_slurm(const struct dt_launch_spec *s, const char *bin, FILE *out, struct dt_err *err)
-{
-	if (s->ncommand)
-		return dt_err_set(err, DT_CONFIG, "--emit=slurm runs dtrain train through its Slurm resolver; a spec with "
-						  "'command:' cannot be mapped to ranks");
+	enum dt_status st = check(s, err);
+	if (st)
+		return st;
 	struct dt_launch_task tasks[DT_LAUNCH_MAX_TASKS];
 	int n = dt_launch_tasks(s, tasks);
-	int ps = s->mode == DT_LAUNCH_MIRRORED ? 0 : s->ps;
-	int trainers = s->workers;
-	int ranks = ps + trainers;
-	const char *name = spec_name(s);
-	fprintf(out, "#!/bin/bash\n");
-	fprintf(out, "# dtrain launch --emit=slurm: experiment '%s', mode %s: %d ps and %d trainers%s.\n", name,
-		dt_launch_mode_name(s->mode), ps, trainers, s->evaluators ? ", and an evaluator as a second step" : "");
-	fprintf(out, "# Ranks follow dtrain's Slurm resolver (--ps_replicas=%d): the first %d rank(s) ps, the rest\n"
-		     "# workers, worker 0 the chief; ports --port_base + local index on each node.\n"
-		     "# Submit: sbatch <this file>\n", ps, ps);
-	fprintf(out, "#SBATCH --job-name=%s\n#SBATCH --ntasks=%d\n#SBATCH --overcommit\n", name, ranks + s->evaluators);
-	fprintf(out, "#SBATCH --output=%s-%%j.out\n", name);
-	const struct dt_launch_resources *r = &s->res[DT_GROUP_WORKER];
-	if (r->cpus > 0)
-		fprintf(out, "#SBATCH --cpus-per-task=%d\n", r->cpus);
-	if (r->mem_bytes > 0)
-		fprintf(out, "#SBATCH --mem-per-cpu=%lldM\n", (long long)(r->mem_bytes >> 20) / (r->cpus > 0 ? r->cpus : 1));
-	fprintf(out, "set -eu\n");
-	fprintf(out, "DTRAIN=${DTRAIN:-");
-	yq(out, bin);
-	fprintf(out, "}\nexport OUTPUT_DIR=${OUTPUT_DIR:-");
-	yq(out, s->output_dir ? s->output_dir : "output");
-	fprintf(out, "}\nexport EXPERIMENT_ID=%s-${SLURM_JOB_ID:-0}\nunset TF_CONFIG\nmkdir -p \"$OUTPUT_DIR\"\n", name);
-	fprintf(out, "conf=$(mktemp)\ntrap 'rm -f \"$conf\"' EXIT\ncat > \"$conf\" <<EOF\n");
-	char rng[64], extra[64];
-	snprintf(extra, sizeof(extra), "--ps_replicas=%d", ps);
-	char port_base[] = "--port_base=${DTRAIN_PORT_BASE:-8888}";
-	for (int i = 0; i < n; i++) {
-		const struct dt_launch_task *t = &tasks[i];
-		if (t->ref.job == DT_JOB_EVALUATOR)
-			continue;
-		/* One line for the ps ranks, one for the trainers. */
-		if (t->ref.job == DT_JOB_PS && t->ref.index != 0)
-			continue;
-		if (t->ref.job == DT_JOB_WORKER)
-			continue;
-		int lo = t->ref.job == DT_JOB_PS ? 0 : ps;
-		int hi = t->ref.job == DT_JOB_PS ? ps - 1 : ranks - 1;
-		if (lo == hi)
-			snprintf(rng, sizeof(rng), "%d", lo);
-		else
-			snprintf(rng, sizeof(rng), "%d-%d", lo, hi);
-		int argc;
-		char **argv = dt_launch_argv(s, t, "dtrain", NULL, &argc);
-		char **with = dt_xcalloc((size_t)argc + 3, sizeof(char *));
-		memcpy(with, argv, (size_t)argc * sizeof(char *));
-		with[argc] = extra;
-		with[argc + 1] = port_base;
-		enum dt_status st = multiprog_line(out, rng, with, err);
-		free(with);
-		dt_launch_argv_free(argv);
-		if (st)
-			return st;
-	}
-	fprintf(out, "EOF\n");
-	if (s->evaluators) {
-		/* The evaluator talks to no task (it reads the output dir), so its
-		 * TF_CONFIG names its role only. */
-		fprintf(out, "TF_CONFIG='{\"cluster\": {\"chief\": [\"slurm-step:%d\"]}, \"task\": {\"type\": \"evaluator\", "
-			     "\"index\": 0}, \"environment\": \"cloud\"}' \\\n  srun -n1 --overlap",
-			8888);
-		struct dt_launch_task *ev = &tasks[n - 1];
-		char **argv = dt_launch_argv(s, ev, "dtrain", NULL, NULL);
-		for (char **a = argv; *a; a++) {
-			fputc(' ', out);
-			if (a == argv) {
-				fprintf(out, "\"$DTRAIN\"");
-			} else {
-				yq(out, *a);
-			}
+	yaml_emitter_t e;
+	if ((st = open_emitter(&e, out, err)))
+		return st;
+	st = emit_common(&e, s, err);
+	if (!st) {
+		struct doc d;
+		int root = object(&d, s, "kubeflow.org/v1", "TFJob", spec_name(s), NULL);
+		int spec = map(&d), run = map(&d), replicas = map(&d);
+		/* Running: the ps (which never end by themselves if the chief is
+		 * gone) are deleted once the job has succeeded or failed. */
+		put(&d, run, "cleanPodPolicy", plain(&d, "Running"));
+		put(&d, run, "backoffLimit", num(&d, s->restart == DT_RESTART_NEVER ? 0 : s->backoff_limit));
+		put(&d, spec, "runPolicy", run);
+		/* Replica types in the operator's spelling, each from its first task. */
+		static const struct {
+			enum dt_job job;
+			const char *type;
+		} kinds[] = { { DT_JOB_PS, "PS" }, { DT_JOB_CHIEF, "Chief" }, { DT_JOB_WORKER, "Worker" },
+			      { DT_JOB_EVALUATOR, "Evaluator" } };
+		static const char *const policy[] = { [DT_RESTART_NEVER] = "Never", [DT_RESTART_ON_FAILURE] = "OnFailure",
+						      [DT_RESTART_EXIT_CODE] = "ExitCode" };
+		for (size_t k = 0; k < DT_ARRAY_LEN(kinds); k++) {
+			int count = 0, first = -1;
+			for (int i = 0; i < n; i++)
+				if (tasks[i].ref.job == kinds[k].job && count++ == 0)
+					first = i;
+			if (!count)
+				continue;
+			int rs = map(&d), tmpl = map(&d);
+			put(&d, rs, "replicas", num(&d, count));
+			put(&d, rs, "restartPolicy", plain(&d, policy[s->restart]));
+			int c = container(&d, s, &tasks[first], NULL, spec_name(s));
+			put(&d, tmpl, "spec", pod_spec(&d, s, c, NULL));
+			put(&d, rs, "template", tmpl);
+			put(&d, replicas, kinds[k].type, rs);
 		}
-		dt_launch_argv_free(argv);
-		fprintf(out, " &\nevaluator=$!\n");
+		put(&d, spec, "tfReplicaSpecs", replicas);
+		put(&d, root, "spec", spec);
+		st = dump(&e, &d, err);
 	}
-	fprintf(out, "srun -n %d --overcommit --kill-on-bad-exit=1 --multi-prog \"$conf\"\n", ranks);
-	if (s->evaluators)
-		fprintf(out, "wait \"$evaluator\"\n");
-	if (fflush(out) != 0 || ferror(out))
-		return dt_err_set(err, DT_IO, "cannot write the batch script");
-	return DT_OK;
+	return close_emitter(&e, out, st, err);
 }

@@ -143,8 +143,35 @@ static void take_output(struct launcher *L, struct rt_task *t, int eof)
 	}
 }
 
+/* The exec-status pipe (child.c): EOF once the exec succeeded (RUNNING),
+ * 4 bytes of errno when it failed. Called before any output of the task is
+ * shown, so "--> RUNNING" always precedes the task's own first line: the
+ * pipe closes at exec, before the program can write anything. */
+static void take_exec_status(struct launcher *L, struct rt_task *t)
+{
+	if (t->exec_fd < 0)
+		return;
+	int e = 0;
+	ssize_t got;
+	do
+		got = read(t->exec_fd, &e, sizeof(e));
+	while (got < 0 && errno == EINTR);
+	if (got < 0 && errno == EAGAIN)
+		return; /* not exec'd yet */
+	close(t->exec_fd);
+	t->exec_fd = -1;
+	if (got == 0 && t->pid > 0) {
+		set_state(L, t, DT_TS_RUNNING, NULL);
+	} else if (got == (ssize_t)sizeof(e)) {
+		char text[300];
+		snprintf(text, sizeof(text), "cannot start '%s': %s", t->argv[0], strerror(e));
+		emit(L, t, text);
+	}
+}
+
 static void read_output(struct launcher *L, struct rt_task *t)
 {
+	take_exec_status(L, t);
 	for (int rounds = 0; t->out_fd >= 0 && rounds < 64; rounds++) {
 		ssize_t n = read(t->out_fd, t->line + t->used, sizeof(t->line) - 1 - t->used);
 		if (n < 0 && errno == EINTR)
@@ -196,6 +223,9 @@ static enum dt_status start_task(struct launcher *L, struct rt_task *t, struct d
 	env_add(env, &ne, "TASK_INDEX", index);
 	env_add(env, &ne, "DTRAIN_TASK", t->def.name);
 	env_add(env, &ne, "DTRAIN", L->opts->bin);
+	char progress[700];
+	dt_exp_progress_path(&L->exp, t->def.name, progress, sizeof(progress));
+	env_add(env, &ne, DT_PROGRESS_ENV, progress);
 	struct dt__child c = { .label = t->label, .argv = t->argv, .env = env, .out_fd = out[1], .cpus = t->cpus,
 			       .ncpus = t->ncpus, .mem_bytes = L->spec->res[t->def.group].mem_bytes,
 			       .cgroup_dir = t->cgroup };
@@ -210,6 +240,7 @@ static enum dt_status start_task(struct launcher *L, struct rt_task *t, struct d
 		return err->status;
 	}
 	fcntl(out[0], F_SETFL, O_NONBLOCK);
+	fcntl(exec_fd, F_SETFL, O_NONBLOCK);
 	dt__guard_send(L->guard_fd, 'A', pid);
 	t->pid = pid;
 	t->out_fd = out[0];
@@ -420,17 +451,7 @@ static void loop(struct launcher *L)
 						teardown(L, sigs[j] == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)");
 					}
 			} else if (fds[k].fd == t->exec_fd) {
-				int e = 0;
-				ssize_t got = read(t->exec_fd, &e, sizeof(e));
-				close(t->exec_fd);
-				t->exec_fd = -1;
-				if (got == 0 && t->pid > 0) {
-					set_state(L, t, DT_TS_RUNNING, NULL);
-				} else if (got == (ssize_t)sizeof(e)) {
-					char text[300];
-					snprintf(text, sizeof(text), "cannot start '%s': %s", t->argv[0], strerror(e));
-					emit(L, t, text);
-				}
+				take_exec_status(L, t);
 			} else {
 				read_output(L, t);
 			}

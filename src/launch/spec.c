@@ -44,6 +44,7 @@ void dt_launch_spec_init(struct dt_launch_spec *s)
 	s->backoff_limit = 3;
 	s->grace_s = 10;
 	s->evaluator_timeout_s = 300;
+	s->nodes = 1;
 }
 
 static void free_list(char **items, int n)
@@ -67,6 +68,8 @@ void dt_launch_spec_release(struct dt_launch_spec *s)
 	free_list(s->command, s->ncommand);
 	free(s->output_dir);
 	free(s->image);
+	free(s->k8s_namespace);
+	free(s->output_claim);
 	dt_launch_spec_init(s);
 }
 
@@ -299,7 +302,7 @@ static enum dt_status top_res_key(struct walker *w, const char *key, yaml_node_t
 	return res_key(w, key, v, &t->all);
 }
 
-static const char *const dist_keys[] = { "mode", "worker", "ps", "evaluator" };
+static const char *const dist_keys[] = { "mode", "worker", "ps", "evaluator", "nodes" };
 
 static enum dt_status dist_key(struct walker *w, const char *key, yaml_node_t *v, void *ctx)
 {
@@ -318,6 +321,9 @@ static enum dt_status dist_key(struct walker *w, const char *key, yaml_node_t *v
 	} else if (!strcmp(key, "ps")) {
 		st = want_int(w, v, "ps", 0, 64, &n);
 		s->ps = (int)n;
+	} else if (!strcmp(key, "nodes")) {
+		st = want_int(w, v, "nodes", 1, DT_LAUNCH_MAX_NODES, &n);
+		s->nodes = (int)n;
 	} else {
 		st = want_int(w, v, "evaluator", 0, 1, &n);
 		s->evaluators = (int)n;
@@ -327,7 +333,8 @@ static enum dt_status dist_key(struct walker *w, const char *key, yaml_node_t *v
 
 static const char *const top_keys[] = { "name", "model", "problem", "hparams", "hparams_set", "train_steps",
 					"args", "command", "distributed", "resources", "output_dir", "restart_policy",
-					"backoff_limit", "grace_period", "evaluator_timeout", "image" };
+					"backoff_limit", "grace_period", "evaluator_timeout", "image", "namespace",
+					"output_claim" };
 
 struct top_ctx {
 	struct dt_launch_spec *s;
@@ -360,6 +367,10 @@ static enum dt_status top_key(struct walker *w, const char *key, yaml_node_t *v,
 		return want_string(w, v, key, &s->output_dir);
 	if (!strcmp(key, "image"))
 		return want_string(w, v, key, &s->image);
+	if (!strcmp(key, "namespace"))
+		return want_string(w, v, key, &s->k8s_namespace);
+	if (!strcmp(key, "output_claim"))
+		return want_string(w, v, key, &s->output_claim);
 	if (!strcmp(key, "args"))
 		return want_list(w, v, key, &s->args, &s->nargs);
 	if (!strcmp(key, "train_steps")) {
@@ -422,6 +433,12 @@ enum dt_status dt_launch_spec_check(const struct dt_launch_spec *s, struct dt_er
 		return dt_err_set(err, DT_CONFIG,
 				  "experiment name '%s' must be 1-40 lowercase letters, digits and '-', starting with a "
 				  "letter (it names Kubernetes services)", s->name);
+	if (s->k8s_namespace && !name_ok(s->k8s_namespace))
+		return dt_err_set(err, DT_CONFIG, "namespace '%s' must be 1-40 lowercase letters, digits and '-', starting "
+						  "with a letter (a Kubernetes namespace name)", s->k8s_namespace);
+	if (s->output_claim && !name_ok(s->output_claim))
+		return dt_err_set(err, DT_CONFIG, "output_claim '%s' must be 1-40 lowercase letters, digits and '-', "
+						  "starting with a letter (a PersistentVolumeClaim name)", s->output_claim);
 	if (s->workers < 1 || s->ps < 0 || s->evaluators < 0 || s->evaluators > 1)
 		return dt_err_set(err, DT_CONFIG, "needs at least 1 worker (the chief), 0 or more ps and at most 1 evaluator");
 	if (s->mode == DT_LAUNCH_MIRRORED && s->ps > 0)
@@ -515,8 +532,12 @@ enum dt_status dt_launch_spec_load(const char *path, struct dt_launch_spec *out,
 	size_t len = 0;
 	dt_launch_spec_init(out);
 	enum dt_status st = dt_read_file(path, SPEC_MAX_BYTES, &text, &len, err);
-	if (st)
-		return dt_err_prefix(err, "cannot read the experiment spec");
+	if (st) { /* a spec that is not there is a bad spec: exit 2, as EXIT_CODES.md says */
+		dt_err_prefix(err, "cannot read the experiment spec");
+		if (err)
+			err->status = DT_CONFIG;
+		return DT_CONFIG;
+	}
 	st = dt_launch_spec_parse(text, len, path, out, err);
 	free(text);
 	return st;

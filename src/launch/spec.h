@@ -12,7 +12,7 @@
  *     train_steps: 1000
  *     args: [--log_every=100]           # more dtrain train flags, appended
  *     command: "sh line" | [argv...]    # instead of model/...: run this (see below)
- *     distributed: {mode: async, worker: 2, ps: 1, evaluator: 1}
+ *     distributed: {mode: async, worker: 2, ps: 1, evaluator: 1, nodes: 2}
  *     resources: {cpus: 1, mem: 2G, ps: {cpus: 1, mem: 512M}}
  *     output_dir: out/fashion-mnist
  *     restart_policy: OnFailure         # Never | OnFailure | ExitCode
@@ -20,6 +20,8 @@
  *     grace_period: 10                  # seconds between SIGTERM and SIGKILL
  *     evaluator_timeout: 300            # seconds the evaluator may go on after training
  *     image: dtrain:latest              # container image for --emit=k8s
+ *     namespace: ml                     # Kubernetes namespace for --emit=k8s/tfjob
+ *     output_claim: shared-out          # an existing PersistentVolumeClaim for the output dir
  *
  * Invariants of a parsed spec (dt_launch_spec_parse checks them all):
  *   - exactly one of `command` and the dtrain-train keys says what runs;
@@ -85,7 +87,12 @@ struct dt_launch_spec {
 	double grace_s;              /* SIGTERM → SIGKILL */
 	double evaluator_timeout_s;  /* evaluator's time after the trainers end */
 	char *image;                 /* --emit=k8s */
+	char *k8s_namespace;         /* --emit=k8s/tfjob; NULL: "default" */
+	char *output_claim;          /* an existing PVC; NULL: the manifests create "<name>-output" */
+	int nodes;                   /* machines the tasks spread over under --emit=slurm (default 1) */
 };
+
+#define DT_LAUNCH_MAX_NODES 64
 
 void dt_launch_spec_init(struct dt_launch_spec *s);
 void dt_launch_spec_release(struct dt_launch_spec *s);

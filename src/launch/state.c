@@ -121,6 +121,9 @@ enum dt_status dt_exp_create(const char *home, struct dt_exp *exp, struct dt_err
 			snprintf(logs, sizeof(logs), "%s/logs", exp->dir);
 			if (mkdir(logs, 0755) != 0)
 				return dt_err_set(err, DT_IO, "cannot create '%s': %s", logs, strerror(errno));
+			snprintf(logs, sizeof(logs), "%s/progress", exp->dir);
+			if (mkdir(logs, 0755) != 0)
+				return dt_err_set(err, DT_IO, "cannot create '%s': %s", logs, strerror(errno));
 			return DT_OK;
 		}
 		if (errno != EEXIST)
@@ -132,6 +135,91 @@ enum dt_status dt_exp_create(const char *home, struct dt_exp *exp, struct dt_err
 void dt_exp_log_path(const struct dt_exp *exp, const char *task, char *buf, size_t cap)
 {
 	snprintf(buf, cap, "%s/logs/%s.log", exp->dir, task);
+}
+
+void dt_exp_progress_path(const struct dt_exp *exp, const char *task, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s/progress/%s", exp->dir, task);
+}
+
+void dt_exp_task_progress(const struct dt_exp *exp, const struct dt_exp_task *t, double now,
+			  struct dt_exp_progress *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->pct = out->eta_s = -1;
+	char path[700];
+	dt_exp_progress_path(exp, t->name, path, sizeof(path));
+	if (dt_progress_read(path, &out->p, NULL) == DT_OK) {
+		out->have = 1;
+	} else {
+		/* A task that writes no progress file (a `command:` of its own):
+		 * the step its log reports, no rate. */
+		dt_exp_log_path(exp, t->name, path, sizeof(path));
+		memset(&out->p, 0, sizeof(out->p));
+		out->p.step = dt_exp_log_step(path);
+		return;
+	}
+	if (out->p.total > 0 && out->p.step >= 0)
+		out->pct = 100.0 * (double)out->p.step / (double)out->p.total;
+	int running = t->state == DT_TS_RUNNING;
+	out->rate = running && now - out->p.time > DT_PROGRESS_WINDOW_S ? 0 : out->p.rate;
+	if (out->p.total > 0 && out->p.step >= out->p.total)
+		out->eta_s = 0;
+	else if (running && out->rate > 0 && out->p.total > 0)
+		out->eta_s = (double)(out->p.total - out->p.step) / out->rate - (now - out->p.time);
+	if (out->eta_s < 0 && out->pct >= 0 && running && out->rate > 0)
+		out->eta_s = 0;
+}
+
+void dt_exp_progress(const struct dt_exp *exp, double now, struct dt_exp_progress *out, char *note, size_t cap)
+{
+	memset(out, 0, sizeof(*out));
+	out->pct = out->eta_s = -1;
+	out->p.step = -1;
+	if (note && cap)
+		note[0] = '\0';
+	double note_time = 0;
+	int from_chief = 0;
+	for (int i = 0; i < exp->ntasks; i++) {
+		const struct dt_exp_task *t = &exp->tasks[i];
+		struct dt_exp_progress p;
+		dt_exp_task_progress(exp, t, now, &p);
+		if (p.have && p.p.note[0] && p.p.time >= note_time && note && cap) {
+			snprintf(note, cap, "%s (%s)", p.p.note, t->name);
+			note_time = p.p.time;
+		}
+		int chief = !strcmp(t->name, "chief");
+		int trainer = chief || !strncmp(t->name, "worker.", 7);
+		if (!trainer || !p.have || from_chief)
+			continue;
+		/* The chief's view wins; else the most advanced trainer's. */
+		if (chief || !out->have || p.p.step > out->p.step) {
+			*out = p;
+			from_chief = chief;
+		}
+	}
+	out->p.note[0] = '\0'; /* a trainer's note is not the experiment's */
+}
+
+void dt_exp_newest_checkpoint(const struct dt_exp *exp, char *buf, size_t cap)
+{
+	buf[0] = '\0';
+	char path[700];
+	snprintf(path, sizeof(path), "%s/checkpoint", exp->output_dir);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return;
+	char line[600];
+	while (fgets(line, sizeof(line), f)) {
+		const char *key = "model_checkpoint_path: \"";
+		if (strncmp(line, key, strlen(key)))
+			continue;
+		char *v = line + strlen(key);
+		v[strcspn(v, "\"")] = '\0';
+		snprintf(buf, cap, "%s", v);
+		break;
+	}
+	fclose(f);
 }
 
 enum dt_status dt_exp_save(const struct dt_exp *exp, struct dt_err *err)

@@ -5,6 +5,9 @@
  * Layout under $DTRAIN_HOME (default ~/.dtrain):
  *   experiments/<id>/state.json      the experiment and its tasks (below)
  *   experiments/<id>/logs/<task>.log each task's output, "[<UTC>] <line>"
+ *   experiments/<id>/progress/<task> each task's progress file (base/progress.h),
+ *                                    written by the task itself through
+ *                                    DTRAIN_PROGRESS_FILE
  *   experiments/<id>/output/         the default output dir
  * Ids are 1, 2, 3...: the launcher takes the next free one by mkdir, which
  * is atomic, so two launches never share an id.
@@ -21,6 +24,7 @@
 #include <sys/types.h>
 
 #include "base/err.h"
+#include "base/progress.h"
 
 #define DT_TASK_STATE_MAP(X) \
 	X(CREATED) X(STARTING) X(RUNNING) X(FINISHED) X(FAILED) X(KILLED) X(LOST)
@@ -87,6 +91,26 @@ int dt_proc_same(pid_t pid, unsigned long long start);
  * owned it is gone without recording its end (killed -9, machine reboot);
  * returns 1 when it did so. Does not save. */
 int dt_exp_check_lost(struct dt_exp *exp);
+
+/* "<dir>/progress/<task>". */
+void dt_exp_progress_path(const struct dt_exp *exp, const char *task, char *buf, size_t cap);
+
+/* What `status` and `monitor` show of a task's progress, at `now` (epoch s). */
+struct dt_exp_progress {
+	int have;          /* 0: the task wrote no progress file (its log's step, if any, is in p.step) */
+	struct dt_progress p;
+	double pct;        /* of p.total; -1 when the total is unknown */
+	double rate;       /* p.rate, or 0 when the file is stale (no step for DT_PROGRESS_WINDOW_S) */
+	double eta_s;      /* (total - step) / rate; -1 when unknown */
+};
+void dt_exp_task_progress(const struct dt_exp *exp, const struct dt_exp_task *t, double now,
+			  struct dt_exp_progress *out);
+/* The experiment's progress: the chief's (or, without one, the most advanced
+ * trainer's); `note` gets the newest evaluation a task reported ("" if none). */
+void dt_exp_progress(const struct dt_exp *exp, double now, struct dt_exp_progress *out, char *note, size_t cap);
+/* The newest checkpoint the output dir's `checkpoint` state file names
+ * (model_checkpoint_path), or "" when there is none yet. */
+void dt_exp_newest_checkpoint(const struct dt_exp *exp, char *buf, size_t cap);
 
 /* The latest global step in a task's log (progress lines "step N/M",
  * "step n (global N/M)", "global step N"); -1 when none. Reads at most

@@ -56,7 +56,9 @@ static void put(struct sbuf *b, const char *s)
 
 char *dt_launch_tf_config(const struct dt_launch_task *tasks, int ntasks, const char *const *addrs, int self)
 {
-	static const enum dt_job order[] = { DT_JOB_CHIEF, DT_JOB_WORKER, DT_JOB_PS, DT_JOB_EVALUATOR };
+	/* The evaluator is not listed: no task connects to it, and TensorFlow's
+	 * RunConfig and the training operator leave it out of `cluster`. */
+	static const enum dt_job order[] = { DT_JOB_CHIEF, DT_JOB_WORKER, DT_JOB_PS };
 	struct sbuf b = { 0 };
 	put(&b, "{\"cluster\": {");
 	int first_job = 1;

@@ -7,10 +7,12 @@
  * Layout, in start order (the ps first, so trainers find them listening):
  *   ps:0..P-1, chief:0, worker:0..W-2, evaluator:0
  * The spec's `worker` count includes the chief (RiseML's master). Mirrored
- * mode has no ps. The cluster of every TF_CONFIG lists every task, the
- * evaluator included, in the key order chief, worker, ps, evaluator; its
- * text is compact JSON with ", " and ": " separators (t2t's json.dumps),
- * with "environment": "cloud" as Kubeflow writes it.
+ * mode has no ps. The cluster of every TF_CONFIG lists every training
+ * task in the key order chief, worker, ps; the evaluator is left out, as
+ * TensorFlow's RunConfig and the training operator leave it (its own
+ * TF_CONFIG names it in "task" only); the text is compact JSON with ", "
+ * and ": " separators (t2t's json.dumps), with "environment": "cloud" as
+ * Kubeflow writes it.
  */
 #ifndef DT_LAUNCH_TASKS_H
 #define DT_LAUNCH_TASKS_H

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sodium.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -97,6 +98,9 @@ void dt__conn_schedule_next(struct dt_conn *c)
 {
 	int64_t next = INT64_MAX;
 	switch (c->state) {
+	case CS_AUTH:
+	case CS_AUTH_PROOF:
+	case CS_CLIENT_AUTH:
 	case CS_HANDSHAKE:
 	case CS_CLIENT_HELLO:
 		next = c->handshake_by;
@@ -151,9 +155,11 @@ static void on_timer(struct dt_loop *loop, struct dt_timer *t, void *arg)
 	c->in_cb++;
 	dt__conn_run_dones(c);
 	int64_t now = dt_now_ns();
-	if (c->state == CS_HANDSHAKE && now >= c->handshake_by)
-		dt__conn_fail(c, DT_TIMEOUT, "no hello from %s within %.1f s", c->peer, c->cfg.handshake_s);
-	if (c->state == CS_CLIENT_HELLO && now >= c->handshake_by)
+	if (CS_UNJUDGED(c->state) && now >= c->handshake_by)
+		dt__conn_fail(c, DT_TIMEOUT, "no %s from %s within %.1f s",
+			      c->state == CS_AUTH ? "auth_hello" : c->state == CS_AUTH_PROOF ? "auth_proof" : "hello",
+			      c->peer, c->cfg.handshake_s);
+	if ((c->state == CS_CLIENT_HELLO || c->state == CS_CLIENT_AUTH) && now >= c->handshake_by)
 		dt__conn_fail(c, DT_TIMEOUT, "handshake with %s: no answer to our hello within %.1f s", c->peer,
 			      dt__secs(now - c->last_tx));
 	if (c->state == CS_CLOSING && now >= c->linger_by) {
@@ -214,7 +220,7 @@ static enum dt_status conn_new(struct dt_loop *loop, int fd, const char *peer, c
 	c->dec.on_header_arg = c;
 	/* An accepted peer gets a small read buffer until it is judged: a
 	 * thousand strangers then cost a few MiB, not 64 KiB each (open_now grows it). */
-	c->rcap = state == CS_HANDSHAKE ? RBUF_PENDING : RBUF_CAP;
+	c->rcap = CS_UNJUDGED(state) ? RBUF_PENDING : RBUF_CAP;
 	c->rbuf = dt_xmalloc(c->rcap);
 	c->last_rx = c->last_tx = dt_now_ns();
 	dt_timer_init(&c->timer, on_timer, c);
@@ -262,6 +268,12 @@ enum dt_status dt__conn_accept(struct dt_loop *loop, int fd, const char *addr, c
 	if (!c->acc.hello_cap)
 		c->acc.hello_cap = dt_handshake_hello_cap(opts->local);
 	c->dec.max_payload = c->acc.hello_cap;
+	if (opts->local->auth) {
+		/* Nothing but the small authentication messages until the peer has
+		 * proved it holds the secret (conn_auth.c). */
+		c->state = CS_AUTH;
+		c->dec.max_payload = DT_AUTH_MSG_MAX;
+	}
 	c->handshake_by = dt_now_ns() + (int64_t)(c->cfg.handshake_s * 1e9);
 	dt__conn_schedule_next(c);
 	return DT_OK;
@@ -282,11 +294,10 @@ enum dt_status dt_conn_start_client(struct dt_loop *loop, int fd, const char *pe
 	}
 	int64_t by = dt_now_ns() + (int64_t)(c->cfg.handshake_s * 1e9);
 	c->handshake_by = deadline < by ? deadline : by;
-	size_t len;
-	uint8_t *tmp = dt_hello_encode_alloc(local, &len);
-	struct iovec part = { tmp, len };
-	dt__conn_enqueue(c, DT_MSG_HELLO, 0, 0, &part, 1, 1);
-	free(tmp);
+	if (local->auth)
+		dt__conn_auth_start_client(c); /* the HELLO follows the server's challenge */
+	else
+		dt__conn_queue_hello(c);
 	dt__conn_flush(c);
 	dt__conn_schedule_next(c);
 	return DT_OK;
@@ -310,7 +321,7 @@ static void pause_in_loop(void *arg, double seconds)
 static int handshake_over(void *arg)
 {
 	struct connect_wait *w = arg;
-	return w->c->state != CS_CLIENT_HELLO;
+	return w->c->state != CS_CLIENT_HELLO && w->c->state != CS_CLIENT_AUTH;
 }
 
 /* One attempt: the TCP connection (refusals retried inside until tcp_by),
@@ -418,6 +429,8 @@ void dt__conn_really_free(struct dt_conn *c)
 	dt__conn_teardown_fd(c);
 	dt_frame_decoder_release(&c->dec);
 	dt_hello_release(&c->remote);
+	sodium_memzero(&c->sec, sizeof(c->sec));
+	sodium_memzero(&c->hs, sizeof(c->hs));
 	free(c->rbuf);
 	free(c->q);
 	free(c->wbuf);
@@ -438,12 +451,12 @@ void dt_conn_free(struct dt_conn *c)
 
 int dt__conn_is_pending(const struct dt_conn *c)
 {
-	return c->state == CS_HANDSHAKE;
+	return CS_UNJUDGED(c->state);
 }
 
 void dt__conn_evict(struct dt_conn *c, const char *why)
 {
-	if (c->state != CS_HANDSHAKE)
+	if (!CS_UNJUDGED(c->state))
 		return;
 	c->evicted = 1;
 	dt__conn_fail(c, DT_TIMEOUT, "closed %s before its hello: %s", c->peer, why);
@@ -456,7 +469,7 @@ int dt__conn_was_evicted(const struct dt_conn *c)
 
 void dt_conn_shutdown(struct dt_conn *c, const char *reason)
 {
-	if (c->state != CS_OPEN && c->state != CS_HANDSHAKE && c->state != CS_CLIENT_HELLO)
+	if (c->state != CS_OPEN && !CS_HANDSHAKING(c->state))
 		return;
 	dt__conn_send_reason(c, DT_MSG_SHUTDOWN, 0, 0, reason ? reason : "");
 	dt__conn_close_after_flush(c, DT_OK, "closed by this side: %s", reason ? reason : "shutdown");

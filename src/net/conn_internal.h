@@ -18,11 +18,18 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "net/auth.h"
 #include "net/conn.h"
 
-/* CS_HANDSHAKE: server side, waiting for HELLO; CS_CLIENT_HELLO: client side,
- * HELLO sent, waiting for HELLO_OK or REFUSE. */
-enum { CS_HANDSHAKE, CS_CLIENT_HELLO, CS_OPEN, CS_CLOSING, CS_CLOSED };
+/* With a cluster secret (net/auth.h) the handshake starts with CS_AUTH
+ * (server: waiting for AUTH_HELLO), CS_AUTH_PROOF (server: challenge sent,
+ * waiting for AUTH_PROOF) and CS_CLIENT_AUTH (client: AUTH_HELLO sent,
+ * waiting for AUTH_CHALLENGE). Then CS_HANDSHAKE: server side, waiting for
+ * HELLO; CS_CLIENT_HELLO: client side, HELLO sent, waiting for HELLO_OK or
+ * REFUSE. The server's three first states are all "unjudged". */
+enum { CS_AUTH, CS_AUTH_PROOF, CS_CLIENT_AUTH, CS_HANDSHAKE, CS_CLIENT_HELLO, CS_OPEN, CS_CLOSING, CS_CLOSED };
+#define CS_UNJUDGED(s) ((s) == CS_AUTH || (s) == CS_AUTH_PROOF || (s) == CS_HANDSHAKE)
+#define CS_HANDSHAKING(s) ((s) <= CS_CLIENT_HELLO)
 
 #define RBUF_CAP (64u << 10)  /* one recv of small frames */
 #define RBUF_PENDING 2048u     /* the same before the handshake: unjudged peers stay cheap */
@@ -32,6 +39,8 @@ enum { CS_HANDSHAKE, CS_CLIENT_HELLO, CS_OPEN, CS_CLOSING, CS_CLOSED };
 
 struct out_entry {
 	uint8_t hdr[DT_FRAME_HEADER_SIZE];
+	uint8_t tag[DT_AUTH_TAG_BYTES]; /* sent after the payload when `tagged` */
+	int tagged;
 	uint64_t total; /* header + payload */
 	uint64_t sent;
 	int nparts;
@@ -63,6 +72,12 @@ struct dt_conn {
 	uint32_t expect_index;
 	int quiet_failure;                 /* dt_conn_connect returns a failed handshake itself */
 	int evicted;                       /* closed unjudged to make room (dt__conn_evict) */
+	uint32_t mismatch_code;            /* on_header saw the other side of a secret/no-secret mismatch */
+	char mismatch[160];
+
+	/* authentication (net/auth.h): the exchange, then the keys of every frame */
+	struct dt_auth_hs hs;
+	struct dt_wire_sec sec;
 	int was_open;
 	void *user;
 
@@ -137,6 +152,19 @@ void dt__conn_finish_request(struct dt_conn *c, struct dt_request *r, enum dt_st
 void dt__conn_fail_request(struct dt_conn *c, struct dt_request *r, enum dt_status st, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 void dt__conn_expire_requests(struct dt_conn *c, int64_t now);
+
+/* conn_auth.c */
+/* Client: queues AUTH_HELLO (state CS_CLIENT_AUTH). */
+void dt__conn_auth_start_client(struct dt_conn *c);
+/* A frame in CS_AUTH, CS_AUTH_PROOF or CS_CLIENT_AUTH. */
+void dt__conn_auth_frame(struct dt_conn *c, const struct dt_frame_header *h, const uint8_t *payload);
+/* Whether on_header takes type h in an auth state (why says what was wrong). */
+int dt__conn_auth_header(struct dt_conn *c, const struct dt_frame_header *h, char *why, size_t cap);
+/* Checks a completed frame of an authenticated connection; 0 if authentic,
+ * else the conn is closed (naming the peer and the frame). */
+int dt__conn_auth_check(struct dt_conn *c, const struct dt_frame_header *h, uint8_t *payload);
+/* Queues the HELLO of the client side. */
+void dt__conn_queue_hello(struct dt_conn *c);
 
 /* conn_recv.c */
 int dt__conn_on_header(void *arg, const struct dt_frame_header *h, void **dest, char *why, size_t cap);

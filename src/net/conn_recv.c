@@ -24,21 +24,40 @@ static void send_hello_ok(struct dt_conn *c)
 	free(tmp);
 }
 
+
 /* The decoder failed: say why if the peer speaks our protocol, then close. */
 static void violation(struct dt_conn *c)
 {
 	const char *detail = c->dec.detail;
+	if (c->state == CS_AUTH && c->dec.header.type == DT_MSG_HELLO && !c->mismatch_code) {
+		/* A hello longer than an auth_hello's cap is refused for what it is. */
+		c->mismatch_code = DT_REFUSE_AUTH;
+		dt_fmt(c->mismatch, sizeof(c->mismatch),
+		       "this task requires the cluster secret and the peer sent a hello without it (start every task "
+		       "with the same --cluster_secret_file)");
+	}
+	if ((c->dec.error == DT_FRAME_REJECTED || c->dec.error == DT_FRAME_TOO_LARGE) && c->mismatch_code) {
+		/* One side has a cluster secret and the other none: a configuration
+		 * error that retrying will not fix, said as such. */
+		if (c->state == CS_CLIENT_AUTH) {
+			dt__conn_fail(c, DT_CONFIG, "handshake with %s: %s", c->peer, detail);
+			return;
+		}
+		dt__conn_send_reason(c, DT_MSG_REFUSE, DT_FRAME_F_REPLY, c->mismatch_code, c->mismatch);
+		dt__conn_close_after_flush(c, DT_CONFIG, "refused %s: %s", c->peer, c->mismatch);
+		return;
+	}
 	switch (c->dec.error) {
 	case DT_FRAME_BAD_MAGIC:
 		dt__conn_fail(c, DT_PROTOCOL, "bad frame from %s: %s", c->peer, detail);
 		return;
 	case DT_FRAME_BAD_VERSION:
-		if (c->state == CS_CLIENT_HELLO) {
+		if (c->state == CS_CLIENT_HELLO || c->state == CS_CLIENT_AUTH) {
 			dt__conn_fail(c, DT_CONFIG, "handshake with %s: it speaks protocol version %u, this side speaks version %u",
 				      c->peer, c->dec.header.version, DT_PROTOCOL_VERSION);
 			return;
 		}
-		if (c->state == CS_HANDSHAKE && c->acc.local) {
+		if (CS_UNJUDGED(c->state) && c->acc.local) {
 			char reason[DT_REASON_MAX], me[48];
 			dt_hello_name(c->acc.local, me, sizeof(me));
 			snprintf(reason, sizeof(reason), "protocol version differs: %s speaks version %u but the peer speaks version %u",
@@ -76,7 +95,15 @@ static void violation(struct dt_conn *c)
 int dt__conn_on_header(void *arg, const struct dt_frame_header *h, void **dest, char *why, size_t cap)
 {
 	struct dt_conn *c = arg;
+	if (c->state == CS_AUTH || c->state == CS_AUTH_PROOF || c->state == CS_CLIENT_AUTH)
+		return dt__conn_auth_header(c, h, why, cap);
 	if (c->state == CS_HANDSHAKE) {
+		if (h->type == DT_MSG_AUTH_HELLO && !c->sec.mode) {
+			c->mismatch_code = DT_REFUSE_AUTH;
+			dt_fmt(c->mismatch, sizeof(c->mismatch),
+			       "this task runs without a cluster secret but the peer authenticates (give every task the "
+			       "same --cluster_secret_file, or none on a loopback-only cluster)");
+		}
 		if (h->type != DT_MSG_HELLO) {
 			snprintf(why, cap, "expected a hello first, got %s", dt_msg_name(h->type));
 			return -1;
@@ -138,6 +165,11 @@ static void handle_hello(struct dt_conn *c, const uint8_t *payload, size_t len)
 	char name[48];
 	dt_hello_name(&remote, name, sizeof(name));
 	dt_fmt(c->peer, sizeof(c->peer), "%s at %s", name, c->addr);
+	if (!code && c->sec.mode && (strcmp(remote.role, c->hs.role_c) != 0 || remote.index != c->hs.index_c)) {
+		dt_fmt(reason, sizeof(reason), "it authenticated as %s:%u but its hello says %s", c->hs.role_c,
+		       c->hs.index_c, name);
+		code = DT_REFUSE_IDENTITY;
+	}
 	if (!code && c->acc.admit)
 		code = c->acc.admit(c->acc.admit_arg, c, &remote, reason, sizeof(reason));
 	if (code) {
@@ -178,6 +210,12 @@ static void handle_answer(struct dt_conn *c, const struct dt_frame_header *h, co
 	if (dt_handshake_check(c->acc.local, &remote, reason, sizeof(reason))) {
 		dt_hello_release(&remote);
 		dt__conn_fail(c, DT_CONFIG, "handshake with %s: %s", c->peer, reason);
+		return;
+	}
+	if (c->sec.mode && (strcmp(remote.role, c->hs.role_s) != 0 || remote.index != c->hs.index_s)) {
+		dt__conn_fail(c, DT_CONFIG, "handshake with %s: it authenticated as %s:%u but its hello says %s:%u", c->peer,
+			      c->hs.role_s, c->hs.index_s, remote.role, remote.index);
+		dt_hello_release(&remote);
 		return;
 	}
 	if (c->expect_role[0] && (strcmp(remote.role, c->expect_role) != 0 || remote.index != c->expect_index)) {
@@ -290,7 +328,13 @@ static void frame_ready(struct dt_conn *c)
 	uint8_t *payload = dt_frame_decoder_payload(&c->dec);
 	c->stats.frames_in++;
 	c->receiving = NULL;
-	if (c->state == CS_HANDSHAKE)
+	if (c->dec.trailer && dt__conn_auth_check(c, &h, payload) != 0) {
+		dt_frame_decoder_next(&c->dec);
+		return;
+	}
+	if (c->state == CS_AUTH || c->state == CS_AUTH_PROOF || c->state == CS_CLIENT_AUTH)
+		dt__conn_auth_frame(c, &h, payload);
+	else if (c->state == CS_HANDSHAKE)
 		handle_hello(c, payload, (size_t)h.length); /* on_header let nothing else through */
 	else if (c->state == CS_CLIENT_HELLO)
 		handle_answer(c, &h, payload, (size_t)h.length);
@@ -302,7 +346,7 @@ static void frame_ready(struct dt_conn *c)
 /* Feeds the buffered bytes to the decoder; returns with the buffer empty or the conn not reading. */
 static void consume_buffered(struct dt_conn *c)
 {
-	while (c->rpos < c->rlen && (c->state == CS_HANDSHAKE || c->state == CS_CLIENT_HELLO || c->state == CS_OPEN)) {
+	while (c->rpos < c->rlen && (CS_HANDSHAKING(c->state) || c->state == CS_OPEN)) {
 		enum dt_frame_event ev;
 		size_t n = dt_frame_decoder_feed(&c->dec, c->rbuf + c->rpos, c->rlen - c->rpos, &ev);
 		c->rpos += n;
@@ -325,9 +369,9 @@ static void on_eof(struct dt_conn *c)
 	}
 	if (dt_frame_decoder_finish(&c->dec) == DT_FRAME_TRUNCATED)
 		dt__conn_fail(c, DT_PEER, "%s closed the connection in the middle of a frame: %s", c->peer, c->dec.detail);
-	else if (c->state == CS_HANDSHAKE)
+	else if (CS_UNJUDGED(c->state))
 		dt__conn_fail(c, DT_PEER, "%s closed the connection before its hello", c->peer);
-	else if (c->state == CS_CLIENT_HELLO)
+	else if (c->state == CS_CLIENT_HELLO || c->state == CS_CLIENT_AUTH)
 		dt__conn_fail(c, DT_PEER, "handshake with %s: it closed the connection before answering our hello", c->peer);
 	else
 		dt__conn_fail(c, DT_PEER, "%s closed the connection", c->peer);

@@ -104,8 +104,18 @@ struct out_entry *dt__conn_enqueue(struct dt_conn *c, uint16_t type, uint32_t fl
 	struct dt_frame_header h = dt_frame_header_make(type, flags, request_id, len);
 	dt_frame_header_pack(&h, e->hdr);
 	e->total = DT_FRAME_HEADER_SIZE + len;
-	if (len == 0)
+	if (c->sec.mode) {
+		e->tagged = 1;
+		e->total += DT_AUTH_TAG_BYTES;
+		/* Encryption writes the ciphertext in place: never into the caller's memory. */
+		if (c->sec.mode == DT_WIRE_ENCRYPT)
+			copy = 1;
+	}
+	if (len == 0) {
+		if (e->tagged)
+			dt_wire_seal(&c->sec, e->hdr, NULL, 0, e->tag);
 		return e;
+	}
 	if (copy) {
 		wbuf_reserve(c, (size_t)len);
 		e->copied = 1;
@@ -117,10 +127,18 @@ struct out_entry *dt__conn_enqueue(struct dt_conn *c, uint16_t type, uint32_t fl
 			c->wlen += parts[i].iov_len;
 		}
 		c->copied_queued += (size_t)len;
+		if (e->tagged) {
+			struct iovec own = { c->wbuf + e->copy_off, e->copy_len };
+			dt_wire_seal(&c->sec, e->hdr, &own, 1, e->tag);
+		}
 	} else {
 		for (int i = 0; i < nparts; i++)
 			if (parts[i].iov_len)
 				e->parts[e->nparts++] = parts[i];
+		/* Tagged now, in queue order (the frame numbers are the send order),
+		 * in one pass over the caller's memory, which stays untouched until done. */
+		if (e->tagged)
+			dt_wire_seal(&c->sec, e->hdr, e->parts, e->nparts, e->tag);
 	}
 	return e;
 }
@@ -167,25 +185,25 @@ void dt__conn_flush(struct dt_conn *c)
 		int n = 0;
 		for (size_t i = 0; i < c->qlen; i++) {
 			struct out_entry *e = dt__conn_entry(c, i);
-			if (n + 1 + (e->copied ? 1 : e->nparts) > IOV_BATCH)
+			if (n + 2 + (e->copied ? 1 : e->nparts) > IOV_BATCH)
 				break;
+			/* The frame's pieces in order: header, payload, tag; skip what was sent. */
+			struct iovec seg[DT_CONN_MAX_PARTS + 2];
+			int ns = 0;
+			seg[ns++] = (struct iovec){ e->hdr, DT_FRAME_HEADER_SIZE };
+			if (e->copied && e->copy_len)
+				seg[ns++] = (struct iovec){ c->wbuf + e->copy_off, e->copy_len };
+			for (int p = 0; !e->copied && p < e->nparts; p++)
+				seg[ns++] = e->parts[p];
+			if (e->tagged)
+				seg[ns++] = (struct iovec){ e->tag, DT_AUTH_TAG_BYTES };
 			uint64_t skip = e->sent;
-			if (skip < DT_FRAME_HEADER_SIZE) {
-				iov[n++] = (struct iovec){ e->hdr + skip, DT_FRAME_HEADER_SIZE - (size_t)skip };
-				skip = 0;
-			} else {
-				skip -= DT_FRAME_HEADER_SIZE;
-			}
-			if (e->copied) {
-				iov[n++] = (struct iovec){ c->wbuf + e->copy_off + skip, e->copy_len - (size_t)skip };
-				continue;
-			}
-			for (int p = 0; p < e->nparts; p++) {
-				if (skip >= e->parts[p].iov_len) {
-					skip -= e->parts[p].iov_len;
+			for (int k = 0; k < ns; k++) {
+				if (skip >= seg[k].iov_len) {
+					skip -= seg[k].iov_len;
 					continue;
 				}
-				iov[n++] = (struct iovec){ (uint8_t *)e->parts[p].iov_base + skip, e->parts[p].iov_len - (size_t)skip };
+				iov[n++] = (struct iovec){ (uint8_t *)seg[k].iov_base + skip, seg[k].iov_len - (size_t)skip };
 				skip = 0;
 			}
 		}

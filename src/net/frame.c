@@ -10,7 +10,7 @@
 #include "net/bytes.h"
 #include "net/messages.h"
 
-enum { ST_HEADER, ST_PAYLOAD, ST_READY, ST_FAILED };
+enum { ST_HEADER, ST_PAYLOAD, ST_TRAILER, ST_READY, ST_FAILED };
 
 /* Bytes a discarded payload is drained through at a time. */
 #define DISCARD_CHUNK (64u << 10)
@@ -146,6 +146,19 @@ static int ensure_buf(struct dt_frame_decoder *d, uint64_t need)
 }
 
 /* The whole header is in: validate it and pick where the payload goes. */
+/* The payload is complete: the trailer next, or the frame is done. */
+static enum dt_frame_event payload_done(struct dt_frame_decoder *d)
+{
+	d->tag_have_ = 0;
+	if (d->trailer) {
+		d->state_ = ST_TRAILER;
+		return DT_FRAME_NEED_MORE;
+	}
+	d->state_ = ST_READY;
+	d->frames++;
+	return DT_FRAME_READY;
+}
+
 static enum dt_frame_event header_done(struct dt_frame_decoder *d)
 {
 	const uint8_t *b = d->hdr_;
@@ -186,11 +199,9 @@ static enum dt_frame_event header_done(struct dt_frame_decoder *d)
 				    (unsigned long long)h->length, info->name);
 		d->dest_ = d->buf_;
 	}
-	if (h->length == 0) {
-		d->state_ = ST_READY;
-		d->frames++;
-		return DT_FRAME_READY;
-	}
+	memcpy(d->hdr_raw, d->hdr_, DT_FRAME_HEADER_SIZE);
+	if (h->length == 0)
+		return payload_done(d);
 	d->state_ = ST_PAYLOAD;
 	return DT_FRAME_NEED_MORE;
 }
@@ -227,14 +238,25 @@ size_t dt_frame_decoder_feed(struct dt_frame_decoder *d, const void *data, size_
 				*ev = e;
 				return used;
 			}
-		} else { /* ST_PAYLOAD */
+		} else if (d->state_ == ST_PAYLOAD) {
 			uint64_t missing = d->header.length - d->have_;
 			size_t n = len - used < missing ? len - used : (size_t)missing;
 			if (!d->discard_)
 				memcpy(d->dest_ + d->have_, in + used, n);
 			d->have_ += n;
 			used += n;
-			if (d->have_ == d->header.length) {
+			if (d->have_ == d->header.length && payload_done(d) == DT_FRAME_READY) {
+				*ev = DT_FRAME_READY;
+				return used;
+			}
+		} else { /* ST_TRAILER */
+			size_t n = d->trailer - d->tag_have_;
+			if (n > len - used)
+				n = len - used;
+			memcpy(d->tag + d->tag_have_, in + used, n);
+			d->tag_have_ += (unsigned)n;
+			used += n;
+			if (d->tag_have_ == d->trailer) {
 				d->state_ = ST_READY;
 				d->frames++;
 				*ev = DT_FRAME_READY;
@@ -274,14 +296,32 @@ enum dt_frame_event dt_frame_decoder_advance(struct dt_frame_decoder *d, size_t 
 	d->have_ += n;
 	if (d->have_ < d->header.length)
 		return DT_FRAME_NEED_MORE;
-	d->state_ = ST_READY;
-	d->frames++;
-	return DT_FRAME_READY;
+	return payload_done(d);
+}
+
+size_t dt_frame_decoder_want(const struct dt_frame_decoder *d)
+{
+	switch (d->state_) {
+	case ST_HEADER:
+		if (d->hdr_have_ < 4)
+			return 4 - d->hdr_have_;
+		if (d->hdr_have_ < 6)
+			return 6 - d->hdr_have_;
+		return DT_FRAME_HEADER_SIZE - d->hdr_have_;
+	case ST_PAYLOAD: {
+		uint64_t missing = d->header.length - d->have_;
+		return missing > SIZE_MAX ? SIZE_MAX : (size_t)missing;
+	}
+	case ST_TRAILER:
+		return d->trailer - d->tag_have_;
+	default:
+		return 0;
+	}
 }
 
 void dt_frame_decoder_discard(struct dt_frame_decoder *d)
 {
-	if (d->state_ == ST_PAYLOAD || d->state_ == ST_READY)
+	if (d->state_ == ST_PAYLOAD || d->state_ == ST_TRAILER || d->state_ == ST_READY)
 		d->discard_ = 1;
 }
 
@@ -294,7 +334,7 @@ uint8_t *dt_frame_decoder_payload(struct dt_frame_decoder *d)
 
 int dt_frame_decoder_mid_frame(const struct dt_frame_decoder *d)
 {
-	return d->state_ == ST_PAYLOAD || (d->state_ == ST_HEADER && d->hdr_have_ > 0);
+	return d->state_ == ST_PAYLOAD || d->state_ == ST_TRAILER || (d->state_ == ST_HEADER && d->hdr_have_ > 0);
 }
 
 void dt_frame_decoder_next(struct dt_frame_decoder *d)
@@ -305,6 +345,7 @@ void dt_frame_decoder_next(struct dt_frame_decoder *d)
 	d->have_ = 0;
 	d->dest_ = NULL;
 	d->discard_ = 0;
+	d->tag_have_ = 0;
 }
 
 enum dt_frame_error dt_frame_decoder_finish(struct dt_frame_decoder *d)
@@ -319,6 +360,11 @@ enum dt_frame_error dt_frame_decoder_finish(struct dt_frame_decoder *d)
 	if (d->state_ == ST_PAYLOAD) {
 		fail(d, DT_FRAME_TRUNCATED, "the stream ended after %llu of %llu payload bytes (type %s)",
 		     (unsigned long long)d->have_, (unsigned long long)d->header.length, dt_msg_name(d->header.type));
+		return d->error;
+	}
+	if (d->state_ == ST_TRAILER) {
+		fail(d, DT_FRAME_TRUNCATED, "the stream ended after %u of %u tag bytes (type %s)", d->tag_have_, d->trailer,
+		     dt_msg_name(d->header.type));
 		return d->error;
 	}
 	return DT_FRAME_OK;

@@ -53,6 +53,8 @@
 #define DT_FRAME_MAGIC2 'T'
 #define DT_FRAME_MAGIC3 'R'
 
+#define DT_FRAME_TAG_MAX 16 /* the trailer of an authenticated frame (net/auth.h) */
+
 #define DT_FRAME_F_REPLY 0x1u
 #define DT_FRAME_F_KNOWN DT_FRAME_F_REPLY
 
@@ -106,12 +108,18 @@ struct dt_frame_decoder {
 	uint64_t max_payload;
 	dt_frame_header_fn on_header; /* optional */
 	void *on_header_arg;
+	/* Bytes that follow every payload and are not counted in its length: 0,
+	 * or DT_FRAME_TAG_MAX once a connection is authenticated (net/auth.h).
+	 * They are read into `tag`; the frame is READY after them. */
+	unsigned trailer;
 
 	/* state (read-only for callers) */
 	struct dt_frame_header header; /* valid once the header is complete */
 	enum dt_frame_error error;
 	char detail[192];              /* what was wrong, e.g. "bad magic 47 45 54 20 (an HTTP request?)" */
 	uint64_t frames;               /* frames completed */
+	uint8_t tag[DT_FRAME_TAG_MAX]; /* the trailer of the completed frame */
+	uint8_t hdr_raw[DT_FRAME_HEADER_SIZE]; /* the completed frame's header bytes as received */
 
 	/* private */
 	int state_;
@@ -122,6 +130,7 @@ struct dt_frame_decoder {
 	int discard_;       /* payload bytes are dropped (dt_frame_decoder_discard) */
 	uint8_t *buf_;      /* own payload buffer, grown on demand, never above max_payload */
 	size_t buf_cap_;
+	unsigned tag_have_; /* trailer bytes received */
 };
 
 void dt_frame_decoder_init(struct dt_frame_decoder *d, uint64_t max_payload);
@@ -137,7 +146,8 @@ size_t dt_frame_decoder_feed(struct dt_frame_decoder *d, const void *data, size_
  * still missing, so the caller can recv() into place. Returns 0 (and sets
  * nothing) when the decoder is not inside a payload. */
 int dt_frame_decoder_window(struct dt_frame_decoder *d, uint8_t **where, size_t *want);
-/* Records n bytes written into the window; returns READY when the payload is complete. */
+/* Records n bytes written into the window; returns READY when the payload is
+ * complete (NEED_MORE while a trailer is still to come: feed it). */
 enum dt_frame_event dt_frame_decoder_advance(struct dt_frame_decoder *d, size_t n);
 
 /* Inside a payload: stop storing it (the destination is about to go away);
@@ -147,6 +157,10 @@ void dt_frame_decoder_discard(struct dt_frame_decoder *d);
 
 /* The completed frame's payload (NULL when discarded; not NULL for length 0). */
 uint8_t *dt_frame_decoder_payload(struct dt_frame_decoder *d);
+/* Bytes to read before the decoder can check something or finish the frame:
+ * up to the next header check point, the rest of the payload, or the rest of
+ * the trailer; 0 when a frame is READY or the decoder failed. */
+size_t dt_frame_decoder_want(const struct dt_frame_decoder *d);
 /* 1 while a frame has started but is not complete. */
 int dt_frame_decoder_mid_frame(const struct dt_frame_decoder *d);
 /* Starts the next frame after READY. */

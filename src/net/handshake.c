@@ -13,6 +13,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "net/auth.h"
 #include "net/socket.h"
 
 /* ---- incarnation ---- */
@@ -166,6 +167,29 @@ enum dt_status dt_handshake_judge(const struct dt_hello *local, const uint8_t *p
 
 /* ---- blocking frame I/O ---- */
 
+enum dt_status dt_frame_send_fd_sealed(int fd, struct dt_wire_sec *sec, uint16_t type, uint32_t flags, uint8_t *payload,
+				       size_t len, int64_t deadline, const char *peer, struct dt_err *err)
+{
+	uint8_t hdr[DT_FRAME_HEADER_SIZE], tag[DT_AUTH_TAG_BYTES];
+	struct dt_frame_header h = dt_frame_header_make(type, flags, 0, len);
+	dt_frame_header_pack(&h, hdr);
+	struct iovec part = { payload, len };
+	dt_wire_seal(sec, hdr, &part, len ? 1 : 0, tag);
+	struct iovec iov[3] = { { hdr, sizeof(hdr) }, { payload, len }, { tag, sizeof(tag) } };
+	if (!len)
+		iov[1] = iov[2];
+	return dt_sock_sendv_all(fd, iov, len ? 3 : 2, deadline, peer, err);
+}
+
+enum dt_status dt_frame_open_fd(struct dt_frame_decoder *d, struct dt_wire_sec *sec, const char *peer,
+				struct dt_err *err)
+{
+	if (dt_wire_open(sec, d->hdr_raw, dt_frame_decoder_payload(d), (size_t)d->header.length, d->tag) == 0)
+		return DT_OK;
+	return dt_err_set(err, DT_PROTOCOL, "a %s frame from %s failed its authentication check", dt_msg_name(d->header.type),
+			  peer);
+}
+
 enum dt_status dt_frame_send_fd(int fd, uint16_t type, uint32_t flags, uint64_t request_id, const void *payload,
 				size_t len, int64_t deadline, const char *peer, struct dt_err *err)
 {
@@ -176,29 +200,19 @@ enum dt_status dt_frame_send_fd(int fd, uint16_t type, uint32_t flags, uint64_t 
 	return dt_sock_sendv_all(fd, iov, len ? 2 : 1, deadline, peer, err);
 }
 
-/* Header bytes to read next: up to the next point where the decoder checks something. */
-static size_t header_want(const struct dt_frame_decoder *d)
-{
-	if (d->hdr_have_ < 4)
-		return 4 - d->hdr_have_;
-	if (d->hdr_have_ < 6)
-		return 6 - d->hdr_have_;
-	return DT_FRAME_HEADER_SIZE - d->hdr_have_;
-}
-
 enum dt_status dt_frame_recv_fd_some(int fd, struct dt_frame_decoder *d, const char *peer, int *ready,
 				     struct dt_err *err)
 {
 	*ready = 0;
 	for (;;) {
 		enum dt_frame_event ev = DT_FRAME_NEED_MORE;
-		uint8_t tmp[DT_FRAME_HEADER_SIZE];
+		uint8_t tmp[DT_FRAME_HEADER_SIZE]; /* header and trailer bytes */
 		uint8_t *where;
 		size_t want;
 		int in_payload = dt_frame_decoder_window(d, &where, &want);
 		if (!in_payload) {
 			where = tmp;
-			want = header_want(d);
+			want = dt_frame_decoder_want(d); /* never past the frame's end */
 		}
 		ssize_t n = recv(fd, where, want, MSG_DONTWAIT);
 		if (n > 0) {

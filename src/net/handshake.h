@@ -110,6 +110,18 @@ enum dt_status dt_handshake_server(int fd, const struct dt_hello *local, const c
 /* Sends one frame (header and payload in one writev, payload not copied). */
 enum dt_status dt_frame_send_fd(int fd, uint16_t type, uint32_t flags, uint64_t request_id, const void *payload,
 				size_t len, int64_t deadline, const char *peer, struct dt_err *err) DT_MUST_CHECK;
+/* dt_frame_send_fd for an authenticated link (net/auth.h): the frame is
+ * sealed with `sec` (in encrypt mode the payload is encrypted in place, so it
+ * is not const) and its tag follows the payload. */
+struct dt_wire_sec;
+enum dt_status dt_frame_send_fd_sealed(int fd, struct dt_wire_sec *sec, uint16_t type, uint32_t flags, uint8_t *payload,
+				       size_t len, int64_t deadline, const char *peer, struct dt_err *err) DT_MUST_CHECK;
+/* Checks a frame `d` completed on an authenticated link (d->trailer set)
+ * with `sec`, decrypting it in place: DT_PROTOCOL naming the peer if it is
+ * not authentic. */
+enum dt_status dt_frame_open_fd(struct dt_frame_decoder *d, struct dt_wire_sec *sec, const char *peer,
+				struct dt_err *err) DT_MUST_CHECK;
+
 /* Reads exactly one frame into `d` (a fresh or just-`next`ed decoder); on
  * DT_OK d->header and dt_frame_decoder_payload(d) hold it; call
  * dt_frame_decoder_next before reusing d. A bad frame is DT_PROTOCOL naming

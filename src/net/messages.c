@@ -241,6 +241,7 @@ const char *dt_refuse_code_name(uint32_t code)
 	case DT_REFUSE_SIGNATURE: return "model signature";
 	case DT_REFUSE_IDENTITY: return "identity";
 	case DT_REFUSE_BUSY: return "busy";
+	case DT_REFUSE_AUTH: return "authentication";
 	default: return "unknown";
 	}
 }

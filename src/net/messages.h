@@ -33,9 +33,12 @@
 
 #include "base/err.h"
 
+struct dt_auth;
+
 #define DT_MSG_CAP_HANDSHAKE (16u << 20) /* a model signature of ~100k variables */
 #define DT_MSG_CAP_SMALL 65536u
 #define DT_MSG_CAP_CONN UINT64_MAX
+#define DT_AUTH_MSG_MAX 128u /* the authentication messages (net/auth.h) are fixed and small */
 
 /* X(NAME, wire number, "name", max payload bytes) */
 #define DT_MSG_LIST(X)                                                  \
@@ -46,6 +49,9 @@
 	X(ERROR,      5, "error",     DT_MSG_CAP_SMALL)                 \
 	X(SHUTDOWN,   6, "shutdown",  DT_MSG_CAP_SMALL)                 \
 	X(ECHO,       7, "echo",      DT_MSG_CAP_CONN)                  \
+	X(AUTH_HELLO,     8, "auth_hello",     DT_AUTH_MSG_MAX)         \
+	X(AUTH_CHALLENGE, 9, "auth_challenge", DT_AUTH_MSG_MAX)         \
+	X(AUTH_PROOF,    10, "auth_proof",     DT_AUTH_MSG_MAX)         \
 	X(PS_STATUS, 16, "ps_status", DT_MSG_CAP_SMALL)                 \
 	X(PS_INIT,   17, "ps_init",   DT_MSG_CAP_CONN)                  \
 	X(PS_PULL,   18, "ps_pull",   DT_MSG_CAP_CONN)                  \
@@ -83,6 +89,10 @@ _Static_assert(DT_MSG_HEARTBEAT == 4, "HEARTBEAT is wire type 4");
 _Static_assert(DT_MSG_ERROR == 5, "ERROR is wire type 5");
 _Static_assert(DT_MSG_SHUTDOWN == 6, "SHUTDOWN is wire type 6");
 _Static_assert(DT_MSG_ECHO == 7, "ECHO is wire type 7");
+/* The cluster-secret handshake (net/auth.h) that precedes HELLO when a secret is set. */
+_Static_assert(DT_MSG_AUTH_HELLO == 8, "AUTH_HELLO is wire type 8");
+_Static_assert(DT_MSG_AUTH_CHALLENGE == 9, "AUTH_CHALLENGE is wire type 9");
+_Static_assert(DT_MSG_AUTH_PROOF == 10, "AUTH_PROOF is wire type 10");
 /* Parameter-server messages (src/distribute/ps_wire.h has their payloads). */
 _Static_assert(DT_MSG_PS_STATUS == 16, "PS_STATUS is wire type 16");
 _Static_assert(DT_MSG_PS_INIT == 17, "PS_INIT is wire type 17");
@@ -195,6 +205,11 @@ struct dt_hello {
 	char role[DT_ROLE_MAX + 1];   /* "ps", "worker", "chief", "evaluator", ... */
 	uint32_t index;               /* task index within the role */
 	struct dt_signature signature;
+	/* Not on the wire: this task's cluster secret and wire security
+	 * (net/auth.h), borrowed, outliving every connection made with this
+	 * hello; NULL: no secret, frames go as in protocol version 1 without it.
+	 * Decoded hellos have NULL. */
+	const struct dt_auth *auth;
 };
 
 /* dt_hello_init (handshake.h) fills one for this process; this releases it. */
@@ -218,6 +233,7 @@ enum dt_refuse_code {
 	DT_REFUSE_SIGNATURE = 3,   /* different model */
 	DT_REFUSE_IDENTITY = 4,    /* role/index not accepted here (unexpected role, duplicate task) */
 	DT_REFUSE_BUSY = 5,        /* too many connections, shutting down */
+	DT_REFUSE_AUTH = 6,        /* no or another cluster secret, or one side has none (net/auth.h) */
 };
 const char *dt_refuse_code_name(uint32_t code);
 

@@ -167,7 +167,14 @@ enum dt_status dt_sock_listen(const char *host, int port, int backlog, int *fd_o
 		close(fd);
 	}
 	freeaddrinfo(res);
-	enum dt_status st = saved == EADDRINUSE || saved == EACCES || saved == EADDRNOTAVAIL ? DT_CONFIG : DT_IO;
+	/* A port in use is another process's, for now: retryable (exit 3, which
+	 * restart policies restart), unlike a port we may never have (EACCES)
+	 * or an address that is not ours (EADDRNOTAVAIL): configuration (2). */
+	if (saved == EADDRINUSE)
+		return dt_err_set(err, DT_PEER, "cannot listen on %s:%d: %s (port %d is taken by another process; "
+						"another job on this host? a restart may find it free)", host, port,
+				  strerror(saved), port);
+	enum dt_status st = saved == EACCES || saved == EADDRNOTAVAIL ? DT_CONFIG : DT_IO;
 	return dt_err_set(err, st, "cannot listen on %s:%d: %s", host, port, strerror(saved));
 }
 

@@ -233,6 +233,8 @@ static void backward(struct dt_model *m, int B, dt_grads_ready_fn on_ready, void
 					g[k] += m->tmp[k];
 			}
 		}
+		if (n->frozen && np > 0) /* Keras's trainable False: nothing to apply */
+			memset(l->dkernel, 0, np * sizeof(float));
 		if (on_ready && np > 0)
 			on_ready(arg, (size_t)(l->dkernel - m->grads), np);
 	}

@@ -13,15 +13,12 @@
 #include "base/alloc.h"
 #include "nn/graph_impl.h"
 
-/* Per-example tensors and single variables stay far below int and size_t
- * overflow in every index computation. */
-#define MAX_ELEMS (1L << 28)
-
-static const char *const prefixes[P_COUNT] = { "input",   "dense",   "conv",      "pool",       "avg_pool",
-					       "flatten", "reshape", "activation", "dropout",   "embedding",
-					       "layer_norm", "add",  "concat", "inputs", "multihead_attention", "timing",
-					       "shift_right", "symbol", "logits" };
-
+static const char *const prefixes[P_COUNT] = {
+	"input",    "dense",    "conv",      "pool",       "avg_pool",       "flatten",        "reshape",
+	"activation", "dropout", "embedding", "layer_norm", "add",            "concat",         "depthwise_conv2d",
+	"separable_conv2d", "batch_normalization", "zero_padding2d", "global_average_pooling2d", "global_max_pooling2d",
+	"inputs", "multihead_attention", "timing", "shift_right", "symbol", "logits"
+};
 
 struct dt_graph *dt_graph_new(void)
 {
@@ -43,6 +40,16 @@ int dt_graph_num_nodes(const struct dt_graph *g)
 	return g ? g->n : 0;
 }
 
+int dt_graph_node_dims(const struct dt_graph *g, const char *name, int dims[3])
+{
+	for (int i = 0; g && name && i < g->n; i++)
+		if (strcmp(g->nodes[i].layer.name, name) == 0) {
+			memcpy(dims, g->nodes[i].dims, sizeof(g->nodes[i].dims));
+			return g->nodes[i].rank;
+		}
+	return 0;
+}
+
 /* ---- helpers ------------------------------------------------------------------ */
 
 void dt__graph_fmt_dims(char *buf, size_t cap, int rank, const int *dims)
@@ -62,7 +69,7 @@ struct dt_shape dt__graph_to_shape(int rank, const int *d)
 	return (struct dt_shape){ d[0], d[1], d[2] };
 }
 
-static void set_dims(struct dt__node *n, int rank, struct dt_shape s)
+void dt__graph_set_dims(struct dt__node *n, int rank, struct dt_shape s)
 {
 	n->rank = rank;
 	const int all[3] = { s.h, s.w, s.c };
@@ -147,7 +154,7 @@ enum dt_status dt__graph_want_float(const struct dt_graph *g, const char *node, 
 	return DT_OK;
 }
 
-static enum dt_status want_rank(const struct dt_graph *g, const char *node, const char *what, int in, int rank,
+enum dt_status dt__graph_want_rank(const struct dt_graph *g, const char *node, const char *what, int in, int rank,
 				struct dt_err *err)
 {
 	if (g->nodes[in].rank == rank)
@@ -241,7 +248,7 @@ enum dt_status dt_graph_dense(struct dt_graph *g, const char *name, const char *
 		st = dt__graph_get_init(nm, kernel_init, "glorot_uniform", &n.init[0], err);
 	if (st)
 		return st;
-	if ((int)act < DT_ACT_LINEAR || (int)act > DT_ACT_GELU)
+	if ((int)act < DT_ACT_LINEAR || (int)act > DT_ACT_LAST)
 		return dt_err_set(err, DT_CONFIG, "node '%s': unknown activation %d", nm, (int)act);
 	const struct dt__node *src = &g->nodes[in];
 	const long fan_in = src->dims[src->rank - 1];
@@ -257,7 +264,7 @@ enum dt_status dt_graph_dense(struct dt_graph *g, const char *name, const char *
 	n.rank = src->rank;
 	memcpy(n.dims, src->dims, sizeof(n.dims));
 	n.dims[n.rank - 1] = units;
-	n.init[1] = (struct dt_init){ DT_INIT_ZEROS, 0 };
+	n.init[1] = (struct dt_init){ .kind = DT_INIT_ZEROS };
 	dt__graph_commit(g, &n, P_DENSE, number);
 	return DT_OK;
 }
@@ -276,7 +283,7 @@ enum dt_status dt_graph_conv2d(struct dt_graph *g, const char *name, const char 
 	if (!st)
 		st = dt__graph_want_float(g, nm, in, err);
 	if (!st)
-		st = want_rank(g, nm, "conv2d", in, 3, err);
+		st = dt__graph_want_rank(g, nm, "conv2d", in, 3, err);
 	if (!st)
 		st = dt__graph_get_init(nm, kernel_init, "glorot_uniform", &n.init[0], err);
 	if (st)
@@ -302,8 +309,8 @@ enum dt_status dt_graph_conv2d(struct dt_graph *g, const char *name, const char 
 		return dt_err_set(err, DT_CONFIG, "node '%s': conv2d output or im2col too large", nm);
 	n.ninputs = 1;
 	n.inputs[0] = in;
-	set_dims(&n, 3, n.layer.out);
-	n.init[1] = (struct dt_init){ DT_INIT_ZEROS, 0 };
+	dt__graph_set_dims(&n, 3, n.layer.out);
+	n.init[1] = (struct dt_init){ .kind = DT_INIT_ZEROS };
 	dt__graph_commit(g, &n, P_CONV, number);
 	return DT_OK;
 }
@@ -320,7 +327,7 @@ enum dt_status dt_graph_pool(struct dt_graph *g, const char *name, const char *i
 	if (!st)
 		st = dt__graph_want_float(g, nm, in, err);
 	if (!st)
-		st = want_rank(g, nm, "pooling", in, 3, err);
+		st = dt__graph_want_rank(g, nm, "pooling", in, 3, err);
 	if (st)
 		return st;
 	if ((kind != DT_POOL_MAX && kind != DT_POOL_AVG) || (padding != DT_PADDING_VALID && padding != DT_PADDING_SAME))
@@ -340,7 +347,7 @@ enum dt_status dt_graph_pool(struct dt_graph *g, const char *name, const char *i
 		return st;
 	n.ninputs = 1;
 	n.inputs[0] = in;
-	set_dims(&n, 3, n.layer.out);
+	dt__graph_set_dims(&n, 3, n.layer.out);
 	dt__graph_commit(g, &n, p, number);
 	return DT_OK;
 }
@@ -362,7 +369,7 @@ enum dt_status dt_graph_flatten(struct dt_graph *g, const char *name, const char
 	n.ninputs = 1;
 	n.inputs[0] = in;
 	n.dtype = src->dtype;
-	set_dims(&n, 1, n.layer.out);
+	dt__graph_set_dims(&n, 1, n.layer.out);
 	dt__graph_commit(g, &n, P_FLATTEN, number);
 	return DT_OK;
 }
@@ -445,8 +452,8 @@ static enum dt_status same_shape(struct dt_graph *g, const char *name, const cha
 	n.inputs[0] = in;
 	n.rank = src->rank;
 	memcpy(n.dims, src->dims, sizeof(n.dims));
-	n.init[0] = (struct dt_init){ DT_INIT_ONES, 0 };
-	n.init[1] = (struct dt_init){ DT_INIT_ZEROS, 0 };
+	n.init[0] = (struct dt_init){ .kind = DT_INIT_ONES };
+	n.init[1] = (struct dt_init){ .kind = DT_INIT_ZEROS };
 	dt__graph_commit(g, &n, p, number);
 	return DT_OK;
 }
@@ -636,19 +643,35 @@ static void io_info(struct dt_io_info *io, const char *name, enum dt_dtype dtype
 static void add_vars(struct dt_model *m, const struct dt__node *n)
 {
 	const struct dt_layer *l = &n->layer;
-	const char *name = l->name;
+	const char *name = n->var_prefix[0] ? n->var_prefix : l->name;
+	const char *kernel = n->kernel_suffix ? n->kernel_suffix : "kernel";
+	const int first = m->num_vars;
+	const int64_t bs[1] = { (int64_t)l->bias_count };
 	if (l->kind == DT_LAYER_DENSE) {
-		const int64_t ks[2] = { (int64_t)(l->kernel_count / (size_t)l->out.c), l->out.c }, bs[1] = { l->out.c };
-		dt__model_add_var(m, name, "kernel", 2, ks, 1, n->init[0]);
-		dt__model_add_var(m, name, "bias", 1, bs, 0, n->init[1]);
+		const int64_t ks[2] = { (int64_t)(l->kernel_count / (size_t)l->out.c), l->out.c };
+		dt__model_add_var(m, name, kernel, 2, ks, 1, n->init[0]);
+		if (l->bias_count)
+			dt__model_add_var(m, name, "bias", 1, bs, 0, n->init[1]);
 	} else if (l->kind == DT_LAYER_CONV2D) {
-		const int64_t ks[4] = { l->geom.KH, l->geom.KW, l->geom.C, l->out.c }, bs[1] = { l->out.c };
-		dt__model_add_var(m, name, "kernel", 4, ks, 1, n->init[0]);
-		dt__model_add_var(m, name, "bias", 1, bs, 0, n->init[1]);
-	} else if (l->kind == DT_LAYER_LAYERNORM) {
+		const int64_t ks[4] = { l->geom.KH, l->geom.KW, l->geom.C, l->out.c };
+		dt__model_add_var(m, name, kernel, 4, ks, 1, n->init[0]);
+		if (l->bias_count)
+			dt__model_add_var(m, name, "bias", 1, bs, 0, n->init[1]);
+	} else if (l->kind == DT_LAYER_DEPTHWISE) {
+		const int64_t ks[4] = { l->dw.KH, l->dw.KW, l->dw.C, l->dw.M };
+		dt__model_add_var(m, name, n->kernel_suffix ? kernel : "depthwise_kernel", 4, ks, 1, n->init[0]);
+		if (l->bias_count)
+			dt__model_add_var(m, name, "bias", 1, bs, 0, n->init[1]);
+	} else if (l->kind == DT_LAYER_LAYERNORM || l->kind == DT_LAYER_BATCHNORM) {
 		const int64_t s[1] = { l->in.c };
 		dt__model_add_var(m, name, "gamma", 1, s, 0, n->init[0]);
 		dt__model_add_var(m, name, "beta", 1, s, 0, n->init[1]);
+		if (l->kind == DT_LAYER_BATCHNORM) {
+			dt__model_add_var(m, name, "moving_mean", 1, s, 0, (struct dt_init){ .kind = DT_INIT_ZEROS });
+			dt__model_add_var(m, name, "moving_variance", 1, s, 0, (struct dt_init){ .kind = DT_INIT_ONES });
+			dt__model_freeze_var(m, m->num_vars - 2);
+			dt__model_freeze_var(m, m->num_vars - 1);
+		}
 	} else if (l->kind == DT_LAYER_ATTENTION) {
 		const int64_t s[2] = { l->in.c, l->in.c };
 		static const char *const w[4] = { "q/kernel", "k/kernel", "v/kernel", "output_transform/kernel" };
@@ -661,6 +684,9 @@ static void add_vars(struct dt_model *m, const struct dt__node *n)
 		const int64_t s[2] = { l->vocab, l->out.c };
 		dt__model_add_var(m, name, "embeddings", 2, s, 1, n->init[0]);
 	}
+	if (n->frozen)
+		for (int i = first; i < m->num_vars; i++)
+			dt__model_freeze_var(m, i);
 }
 
 enum dt_status dt_model_from_graph(const struct dt_graph *g, const char *name, int max_batch, struct dt_model **out,

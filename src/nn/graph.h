@@ -27,6 +27,21 @@
  *   layer_norm  (..., D) -> same; <node>/gamma (D) = 1, <node>/beta (D) = 0
  *   add         n same shapes -> that shape; concat: (..., Di) -> (..., sum Di)
  *
+ * and Keras's layers (graph_keras.c; names and variables as Keras's):
+ *   depthwise_conv2d  (H, W, C) -> (OH, OW, C*M); <node>/depthwise_kernel
+ *               (KH, KW, C, M), <node>/bias (C*M)
+ *   separable_conv2d  depthwise then a 1x1 conv: <node>/depthwise_kernel
+ *               (KH, KW, C, M), <node>/pointwise_kernel (1, 1, C*M, filters),
+ *               <node>/bias (filters); two executed layers, one node name
+ *   batch_norm  (..., C) -> same; <node>/gamma, /beta (trained),
+ *               /moving_mean, /moving_variance (not trained: nn/layers.h)
+ *   zero_pad    (H, W, C) -> (H+top+bottom, W+left+right, C)
+ *   global_pool (H, W, C) -> (C), average or max
+ * dt_graph_drop_bias removes a dense or convolution node's bias (Keras's
+ * use_bias False); dt_graph_set_trainable(.., 0) freezes a node (its
+ * variables are never changed by training; a frozen batch norm normalizes
+ * with its moving statistics, as Keras's does).
+ *
  * Losses, on one float node's output (logits for the cross-entropies):
  *   softmax cross-entropy: int32 labels, one per row of the last axis
  *     ((T, V) logits take (T) labels); accuracy counts rows;
@@ -90,6 +105,42 @@ enum dt_status dt_graph_add(struct dt_graph *g, const char *name, int n, const c
 			    struct dt_err *err) DT_MUST_CHECK;
 enum dt_status dt_graph_concat(struct dt_graph *g, const char *name, int n, const char *const *inputs,
 			       struct dt_err *err) DT_MUST_CHECK;
+/* Keras's convolution options; zeros mean Keras's defaults (1). */
+struct dt_conv_opts {
+	int sh, sw;           /* strides (conv2d: sh == sw) */
+	int dh, dw;           /* dilation (conv2d: 1 only) */
+	int depth_multiplier; /* depthwise and separable */
+};
+/* conv2d with the options: act DT_ACT_RELU or DT_ACT_LINEAR. */
+enum dt_status dt_graph_conv2d_opts(struct dt_graph *g, const char *name, const char *input, int filters, int kh,
+				    int kw, enum dt_padding padding, enum dt_act act, const char *kernel_init,
+				    const struct dt_conv_opts *o, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_graph_depthwise_conv2d(struct dt_graph *g, const char *name, const char *input, int kh, int kw,
+					 enum dt_padding padding, const char *kernel_init,
+					 const struct dt_conv_opts *o, struct dt_err *err) DT_MUST_CHECK;
+/* pointwise_init: the 1x1 kernel's initializer; depthwise_init the other's. */
+enum dt_status dt_graph_separable_conv2d(struct dt_graph *g, const char *name, const char *input, int filters, int kh,
+					 int kw, enum dt_padding padding, const char *depthwise_init,
+					 const char *pointwise_init, const struct dt_conv_opts *o,
+					 struct dt_err *err) DT_MUST_CHECK;
+/* momentum in [0, 1) (Keras: 0.99), eps > 0 (Keras: 1e-3). */
+enum dt_status dt_graph_batch_norm(struct dt_graph *g, const char *name, const char *input, float momentum, float eps,
+				   struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_graph_zero_pad(struct dt_graph *g, const char *name, const char *input, int top, int bottom,
+				 int left, int right, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_graph_global_pool(struct dt_graph *g, const char *name, const char *input, enum dt_pool_kind kind,
+				    struct dt_err *err) DT_MUST_CHECK;
+/* On node `name`: a dense, conv2d, depthwise or separable node without its
+ * bias; and a node trainable or frozen. Unknown node or kind → DT_CONFIG. */
+enum dt_status dt_graph_drop_bias(struct dt_graph *g, const char *name, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_graph_set_trainable(struct dt_graph *g, const char *name, int trainable,
+				      struct dt_err *err) DT_MUST_CHECK;
+/* Sets the bias-like initializer (init[1]) of node `name` (dense, conv:
+ * the bias; batch norm: beta) or the kernel-like one (init[0]: batch
+ * norm's gamma) from a dt_init_parse name. */
+enum dt_status dt_graph_set_init(struct dt_graph *g, const char *name, int which, const char *init,
+				 struct dt_err *err) DT_MUST_CHECK;
+
 /* The loss on node `output` (NULL: the last node); a later call replaces it. */
 enum dt_status dt_graph_loss(struct dt_graph *g, const char *output, enum dt_loss loss,
 			     struct dt_err *err) DT_MUST_CHECK;
@@ -140,6 +191,9 @@ enum dt_status dt_graph_sequence_loss(struct dt_graph *g, const char *logits, fl
 /* The name of the node added last ("" when none); owned by g. */
 const char *dt_graph_last(const struct dt_graph *g);
 int dt_graph_num_nodes(const struct dt_graph *g);
+/* The per-example output shape of node `name` into dims: its rank, or 0
+ * when there is no such node. */
+int dt_graph_node_dims(const struct dt_graph *g, const char *name, int dims[3]);
 
 /* Compiles g into a new model named `name` for up to max_batch examples.
  * No loss set, or max_batch < 1 → DT_CONFIG. Parameters are zero until

@@ -278,6 +278,9 @@ enum dt_status dt_hparams_validate(const struct dt_hparams *hp, struct dt_err *e
 			const char *v = (const char *)field_cptr(hp, f);
 			if (!memchr(v, '\0', DT_HP_NAME_MAX))
 				return dt_err_set(err, DT_USAGE, "%s: value is not terminated", what);
+			/* a Keras model (--keras_model) names itself "keras" */
+			if (hp->keras_model[0] && strcmp(f->name, "model") == 0 && strcmp(v, "keras") == 0)
+				break;
 			enum dt_status st = check_choice(f, v, what, err);
 			if (st)
 				return st;

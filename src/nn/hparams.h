@@ -44,6 +44,10 @@ struct dt_hparams {
 	int shared_embedding_and_softmax_weights, shared_embedding;
 	int min_length_bucket;            /* t2t's length buckets: 8, then x * length_bucket_step */
 	double length_bucket_step;
+	/* Not an hparam (no name in the table): the model's JSON when it is a
+	 * Keras model (dtrain train --keras_model; model is then "keras"), read by
+	 * dt_model_new wherever a role builds its model. "" otherwise. */
+	char keras_model[1024];
 };
 
 /* Names of the registered sets ("mlp_base", "lenet_base", "cnn_base", ...). */

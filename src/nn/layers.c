@@ -145,7 +145,7 @@ enum dt_status dt_layer_flatten(struct dt_layer *l, const char *name, struct dt_
 
 size_t dt_layer_num_params(const struct dt_layer *l)
 {
-	return l->kernel_count + l->bias_count;
+	return l->kernel_count + l->bias_count + l->extra_count;
 }
 
 void dt_layer_bind(struct dt_layer *l, float *params, float *grads)
@@ -156,6 +156,10 @@ void dt_layer_bind(struct dt_layer *l, float *params, float *grads)
 	l->bias = params + l->kernel_count;
 	l->dkernel = grads;
 	l->dbias = grads + l->kernel_count;
+	if (l->extra_count) {
+		l->moving = params + l->kernel_count + l->bias_count;
+		l->dmoving = grads + l->kernel_count + l->bias_count;
+	}
 }
 
 void dt_layer_alloc_state(struct dt_layer *l, int max_batch)
@@ -168,8 +172,10 @@ void dt_layer_alloc_state(struct dt_layer *l, int max_batch)
 	else if (l->kind == DT_LAYER_MAXPOOL2 || (l->kind == DT_LAYER_CONV2D && l->pool) ||
 		 (l->kind == DT_LAYER_POOL && l->pool_max))
 		l->argmax = dt_xalloc_aligned((size_t)max_batch * dt_shape_elems(l->out), sizeof(int32_t));
-	else if (l->kind == DT_LAYER_DENSE && l->act == DT_ACT_GELU)
+	else if (l->kind == DT_LAYER_DENSE && (l->act == DT_ACT_GELU || l->act == DT_ACT_SWISH))
 		l->pre = dt_xalloc_aligned((size_t)max_batch * dt_shape_elems(l->out), sizeof(float));
+	else if (l->kind == DT_LAYER_BATCHNORM)
+		l->stats = dt_xalloc_aligned(2 * (size_t)l->in.c, sizeof(float));
 	else if (l->kind == DT_LAYER_LAYERNORM)
 		l->stats = dt_xalloc_aligned(2 * (size_t)max_batch * (dt_shape_elems(l->in) / (size_t)l->in.c),
 					     sizeof(float));
@@ -211,6 +217,15 @@ int dt_layer_is_view(const struct dt_layer *l)
 
 /* ---- dense ---------------------------------------------------------------- */
 
+/* y (R, N) += bias, then the fused ReLU; a bias-free layer only clamps. */
+static void bias_act(const struct dt_layer *l, float *y, int R, int N)
+{
+	if (l->bias_count)
+		dt_bias_act_forward(y, l->bias, R, N, l->relu);
+	else if (l->relu)
+		dt_relu_forward(y, y, (size_t)R * (size_t)N);
+}
+
 /* Rows are examples (flat input) or every position of the last axis. */
 static void dense_forward(const struct dt_layer *l, const float *x, float *y, int B)
 {
@@ -218,7 +233,7 @@ static void dense_forward(const struct dt_layer *l, const float *x, float *y, in
 	B *= l->dense_rows;
 	/* y (B, OUT) = x (B, IN) kernel (IN, OUT) */
 	dt_matmul(0, 0, B, OUT, IN, 1.0f, x, IN, l->kernel, OUT, 0.0f, y, OUT);
-	dt_bias_act_forward(y, l->bias, B, OUT, l->relu);
+	bias_act(l, y, B, OUT);
 	if (l->act != DT_ACT_RELU && l->act != DT_ACT_LINEAR) {
 		if (l->pre)
 			memcpy(l->pre, y, (size_t)B * (size_t)OUT * sizeof(float));
@@ -230,10 +245,12 @@ static void dense_backward(const struct dt_layer *l, const float *x, const float
 {
 	const int OUT = l->out.c, IN = (int)(l->kernel_count / (size_t)OUT);
 	B *= l->dense_rows;
-	memset(l->dbias, 0, (size_t)OUT * sizeof(float));
+	float *dbias = l->bias_count ? l->dbias : NULL;
+	if (dbias)
+		memset(dbias, 0, (size_t)OUT * sizeof(float));
 	if (l->act != DT_ACT_RELU && l->act != DT_ACT_LINEAR)
 		dt_act_backward(l->act, l->pre, y, dy, dy, B, OUT);
-	dt_bias_act_backward(dy, y, l->dbias, B, OUT, l->relu); /* dy (B, OUT) becomes dL/d(pre-activation) */
+	dt_bias_act_backward(dy, y, dbias, B, OUT, l->relu); /* dy (B, OUT) becomes dL/d(pre-activation) */
 	/* dkernel (IN, OUT) = x^T (IN, B) dy (B, OUT) */
 	dt_matmul(1, 0, IN, OUT, B, 1.0f, x, IN, dy, OUT, 0.0f, l->dkernel, OUT);
 	/* dx (B, IN) = dy (B, OUT) kernel^T (OUT, IN) */
@@ -267,7 +284,7 @@ static void conv_forward(const struct dt_layer *l, const float *x, float *y, int
 			/* zc (rows, OC) = cols (rows, K) kernel (K, OC) */
 			dt_matmul(0, 0, rows, OC, K, 1.0f, cols, K, l->kernel, OC, 0.0f, zc, OC);
 		}
-		dt_bias_act_forward(zc, l->bias, rows, OC, l->relu);
+		bias_act(l, zc, rows, OC);
 		if (l->pool)
 			dt_maxpool2_forward(zc, y + (size_t)b0 * out_elems, l->argmax + (size_t)b0 * out_elems, nb, g->OH,
 					    g->OW, OC);
@@ -283,14 +300,16 @@ static void conv_backward(const struct dt_layer *l, const float *x, const float 
 	const size_t chunk_rows = (size_t)(B < l->chunk ? B : l->chunk) * (size_t)g->OH * (size_t)g->OW;
 	float *cols = scratch;
 	float *conv = scratch + chunk_rows * (size_t)K;
-	memset(l->dbias, 0, (size_t)OC * sizeof(float));
+	float *dbias = l->bias_count ? l->dbias : NULL;
+	if (dbias)
+		memset(dbias, 0, (size_t)OC * sizeof(float));
 	for (int b0 = 0; b0 < B; b0 += l->chunk) {
 		const int nb = B - b0 < l->chunk ? B - b0 : l->chunk;
 		const int rows = nb * g->OH * g->OW;
 		const int out_rows = nb * l->out.h * l->out.w;
 		float *dyc = dy + (size_t)b0 * out_elems; /* (out_rows, OC) */
 		/* The ReLU mask and the bias gradient, on the (pooled) output. */
-		dt_bias_act_backward(dyc, y + (size_t)b0 * out_elems, l->dbias, out_rows, OC, l->relu);
+		dt_bias_act_backward(dyc, y + (size_t)b0 * out_elems, dbias, out_rows, OC, l->relu);
 		float *dz = dyc; /* (rows, OC): dL/d(conv output before bias) */
 		if (l->pool) {
 			dz = conv;
@@ -353,7 +372,7 @@ void dt_layer_forward(struct dt_layer *l, const float *x, float *y, int B, int t
 			memcpy(y, x, n * sizeof(float));
 		break;
 	default:
-		dt__layer_forward_more(l, x, y, B, n);
+		dt__layer_forward_more(l, x, y, B, n, training);
 		break;
 	}
 }

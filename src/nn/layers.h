@@ -30,6 +30,25 @@
  *   add, concat, input             shapes only: the graph runs them (several inputs)
  *   custom                         a custom model's whole parameter buffer (nn/custom.h)
  *
+ * and, for Keras's models (layers_keras.c):
+ *   depthwise  (H, W, C) -> (OH, OW, C*M)  each channel with its own M filters,
+ *                                  strides and dilation per axis, padding valid or
+ *                                  same; kernel (KH, KW, C, M), bias (C*M) or none
+ *   batchnorm  (..., C) -> same    over every axis but the last; gamma in
+ *                                  `kernel`, beta in `bias`, then moving_mean and
+ *                                  moving_variance (`extra_count` = 2C, at `moving`).
+ *                                  Training: batch statistics, and the moving ones
+ *                                  updated in place (m = m*momentum + batch*(1-momentum),
+ *                                  the biased variance as Keras 3 keeps it); their
+ *                                  gradients are always zero. Evaluating, or `frozen`
+ *                                  (Keras: a BatchNormalization with trainable False
+ *                                  runs in inference mode): the moving statistics
+ *                                  normalize and stay unchanged.
+ *   zeropad    (H, W, C) -> (H+t+b, W+l+r, C)   zeros around the image
+ *
+ * dt_layer_drop_bias makes a dense, conv2d or depthwise layer bias-free
+ * (Keras's use_bias False): bias_count 0, no bias added.
+ *
  * Dense reads its input as flat (IN = H*W*C) from dt_layer_dense, or applies
  * to the last axis (Keras's Dense: (..., IN) -> (..., OUT), `dense_rows`
  * rows per example) from dt_layer_dense_act with last_axis set. Its fused
@@ -65,6 +84,7 @@
 enum dt_layer_kind { DT_LAYER_DENSE, DT_LAYER_CONV2D, DT_LAYER_MAXPOOL2, DT_LAYER_RELU, DT_LAYER_DROPOUT,
 		     DT_LAYER_FLATTEN, DT_LAYER_POOL, DT_LAYER_ACTIVATION, DT_LAYER_RESHAPE, DT_LAYER_EMBEDDING,
 		     DT_LAYER_LAYERNORM, DT_LAYER_ADD, DT_LAYER_CONCAT, DT_LAYER_INPUT, DT_LAYER_CUSTOM,
+		     DT_LAYER_DEPTHWISE, DT_LAYER_BATCHNORM, DT_LAYER_ZEROPAD,
 		     /* the sequence nodes (nn/seq.h, graph_seq.c, exec_seq.c) */
 		     DT_LAYER_ATTENTION, DT_LAYER_TIMING, DT_LAYER_SHIFT, DT_LAYER_SYMBOL, DT_LAYER_LOGITS };
 
@@ -103,7 +123,15 @@ struct dt_layer {
 	float eps;                    /* layernorm */
 	int vocab;                    /* embedding: rows of the table */
 	float *pre;                   /* dense with GELU: pre-activations (max_batch, out), owned */
-	float *stats;                 /* layernorm: mean then rstd per row, (2, max_batch * rows), owned */
+	float *stats;                 /* layernorm: mean then rstd per row, (2, max_batch * rows), owned;
+				       * batchnorm: the last forward's mean, rstd, (2, C), owned */
+	struct dt_dw_geom dw;         /* depthwise */
+	int pad[4];                   /* zeropad: top, bottom, left, right */
+	float momentum;               /* batchnorm */
+	int frozen;                   /* batchnorm: inference behaviour while training too */
+	int bn_batch;                 /* batchnorm: the last forward used batch statistics */
+	size_t extra_count;           /* batchnorm: 2C moving statistics after kernel and bias */
+	float *moving, *dmoving;      /* batchnorm: (2, C) views: moving mean, moving variance */
 	/* sequence nodes (exec_seq.c) */
 	int heads, causal;            /* attention */
 	float rate_attn;              /* attention: dropout on the weights */
@@ -147,6 +175,17 @@ enum dt_status dt_layer_embedding(struct dt_layer *l, const char *name, struct d
 				  struct dt_err *err) DT_MUST_CHECK;
 enum dt_status dt_layer_layernorm(struct dt_layer *l, const char *name, struct dt_shape in, float eps,
 				  struct dt_err *err) DT_MUST_CHECK;
+/* Keras's layers (layers_keras.c). Depthwise: same 1 gives Keras's "same"
+ * (OH = ceil(H / SH), the odd padding row or column at the bottom or
+ * right), 0 "valid" (OH = (H - (KH-1)*DH - 1) / SH + 1). */
+enum dt_status dt_layer_depthwise(struct dt_layer *l, const char *name, struct dt_shape in, int kh, int kw, int mult,
+				  int sh, int sw, int dh, int dw, int same, struct dt_err *err) DT_MUST_CHECK;
+/* momentum in [0, 1), eps > 0. */
+enum dt_status dt_layer_batchnorm(struct dt_layer *l, const char *name, struct dt_shape in, float momentum, float eps,
+				  struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_layer_zeropad(struct dt_layer *l, const char *name, struct dt_shape in, int top, int bottom,
+				int left, int right, struct dt_err *err) DT_MUST_CHECK;
+void dt_layer_drop_bias(struct dt_layer *l);
 /* Shape-only layers: out is given (add, concat, input) or the whole
  * parameter count (custom, in kernel_count). No checks beyond emptiness. */
 void dt_layer_shape_only(struct dt_layer *l, enum dt_layer_kind kind, const char *name, struct dt_shape in,
@@ -162,7 +201,7 @@ void dt_layer_embedding_backward(const struct dt_layer *l, const int32_t *ids, c
  * output becomes (OH/2, OW/2, OC). Needs OH, OW >= 2 (else DT_CONFIG). */
 enum dt_status dt_layer_fuse_pool(struct dt_layer *l, struct dt_err *err) DT_MUST_CHECK;
 
-/* Parameters of the layer: kernel_count + bias_count. */
+/* Parameters of the layer: kernel_count + bias_count + extra_count. */
 size_t dt_layer_num_params(const struct dt_layer *l);
 /* Points kernel/bias at params[0 .. kernel_count) and [kernel_count ..
  * num_params), and dkernel/dbias at the same places in grads. */

@@ -99,7 +99,7 @@ enum dt_status dt_layer_activation(struct dt_layer *l, const char *name, struct 
 	enum dt_status st = check_input(name, in, err);
 	if (st)
 		return st;
-	if ((int)act < DT_ACT_LINEAR || (int)act > DT_ACT_GELU)
+	if ((int)act < DT_ACT_LINEAR || (int)act > DT_ACT_LAST)
 		return dt_err_set(err, DT_CONFIG, "layer '%s': unknown activation %d", name, (int)act);
 	init_common(l, DT_LAYER_ACTIVATION, name, in);
 	l->act = act;
@@ -181,7 +181,7 @@ static int rows_of(const struct dt_layer *l, int B)
 	return (int)((size_t)B * dt_shape_elems(l->in) / (size_t)l->in.c);
 }
 
-void dt__layer_forward_more(struct dt_layer *l, const float *x, float *y, int B, size_t n)
+void dt__layer_forward_more(struct dt_layer *l, const float *x, float *y, int B, size_t n, int training)
 {
 	switch (l->kind) {
 	case DT_LAYER_POOL:
@@ -201,6 +201,11 @@ void dt__layer_forward_more(struct dt_layer *l, const float *x, float *y, int B,
 		dt_layernorm_forward(x, l->kernel, l->bias, y, l->stats, l->stats + (size_t)R, R, l->in.c, l->eps);
 		break;
 	}
+	case DT_LAYER_DEPTHWISE:
+	case DT_LAYER_BATCHNORM:
+	case DT_LAYER_ZEROPAD:
+		dt__layer_forward_keras(l, x, y, B, training);
+		break;
 	default:
 		DT_ASSERT(!"layer kind has no single-input forward");
 	}
@@ -229,6 +234,11 @@ void dt__layer_backward_more(struct dt_layer *l, const float *x, const float *y,
 		dt_layernorm_backward(dy, x, l->stats, l->stats + (size_t)R, l->kernel, dx, l->dkernel, l->dbias, R, D);
 		break;
 	}
+	case DT_LAYER_DEPTHWISE:
+	case DT_LAYER_BATCHNORM:
+	case DT_LAYER_ZEROPAD:
+		dt__layer_backward_keras(l, x, y, dy, dx, B);
+		break;
 	default:
 		DT_ASSERT(!"layer kind has no single-input backward");
 	}

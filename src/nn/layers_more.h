@@ -11,8 +11,12 @@
 #include "nn/layers.h"
 
 /* n = B * in-elements; same contract as dt_layer_forward/backward. */
-void dt__layer_forward_more(struct dt_layer *l, const float *x, float *y, int B, size_t n);
+void dt__layer_forward_more(struct dt_layer *l, const float *x, float *y, int B, size_t n, int training);
 void dt__layer_backward_more(struct dt_layer *l, const float *x, const float *y, float *dy, float *dx, int B,
 			     size_t n);
+
+/* The same for Keras's layers (layers_keras.c): depthwise, batchnorm, zeropad. */
+void dt__layer_forward_keras(struct dt_layer *l, const float *x, float *y, int B, int training);
+void dt__layer_backward_keras(struct dt_layer *l, const float *x, const float *y, float *dy, float *dx, int B);
 
 #endif

@@ -14,6 +14,7 @@
 #include "base/alloc.h"
 #include "base/strutil.h"
 #include "nn/graph.h"
+#include "nn/keras.h"
 #include "nn/model_impl.h"
 #include "tensor/kernels.h"
 
@@ -137,10 +138,38 @@ static enum dt_status unknown_model(const char *name, struct dt_err *err)
 	return dt_err_set(err, DT_USAGE, "unknown model '%s'; valid: %s", name, valid);
 }
 
+/* A Keras model for data of (height, width, channels) and num_classes:
+ * the JSON must agree, or the run is misconfigured. */
+static enum dt_status keras_model_new(const char *path, int height, int width, int channels, int num_classes,
+				      int max_batch, struct dt_model **out, struct dt_err *err)
+{
+	struct dt_keras_info info;
+	enum dt_status st = dt_keras_load(path, max_batch, out, &info, err);
+	if (st)
+		return st;
+	const int *s = info.input_shape;
+	const int rank3 = info.input_rank == 3 && s[0] == height && s[1] == width && s[2] == channels;
+	if (info.num_inputs != 1 || info.input_is_int || !rank3 || info.classes != num_classes) {
+		dt_model_free(*out);
+		*out = NULL;
+		dt_err_set(err, DT_USAGE,
+			   "keras model '%s' takes %d float input(s) of shape (%d, %d, %d) and gives %d classes, but the data "
+			   "has images of (%d, %d, %d) and %d classes",
+			   path, info.num_inputs, s[0], info.input_rank > 1 ? s[1] : 0, info.input_rank > 2 ? s[2] : 0,
+			   info.classes, height, width, channels, num_classes);
+		dt_err_hint(err, "build the Keras model with input_shape=(%d, %d, %d) and %d output units", height, width,
+			    channels, num_classes);
+		return DT_USAGE;
+	}
+	return DT_OK;
+}
+
 enum dt_status dt_model_new(const struct dt_hparams *hp, int height, int width, int channels, int num_classes,
 			    int max_batch, struct dt_model **out, struct dt_err *err)
 {
 	*out = NULL;
+	if (hp->keras_model[0])
+		return keras_model_new(hp->keras_model, height, width, channels, num_classes, max_batch, out, err);
 	int which = -1;
 	for (size_t i = 0; i < DT_ARRAY_LEN(model_names); i++)
 		if (strcmp(hp->model, model_names[i]) == 0)
@@ -195,6 +224,7 @@ void dt_model_free(struct dt_model *m)
 	free(m->layer_node);
 	free(m->vars);
 	free(m->var_is_kernel);
+	free(m->var_trainable);
 	free(m->var_init);
 	free(m->params);
 	free(m->grads);
@@ -216,6 +246,7 @@ void dt__model_add_var(struct dt_model *m, const char *node, const char *suffix,
 		m->cap_vars = m->cap_vars ? 2 * m->cap_vars : 16;
 		m->vars = dt_xrealloc(m->vars, (size_t)m->cap_vars * sizeof(*m->vars));
 		m->var_is_kernel = dt_xrealloc(m->var_is_kernel, (size_t)m->cap_vars * sizeof(int));
+		m->var_trainable = dt_xrealloc(m->var_trainable, (size_t)m->cap_vars * sizeof(int));
 		m->var_init = dt_xrealloc(m->var_init, (size_t)m->cap_vars * sizeof(*m->var_init));
 	}
 	struct dt_variable *v = &m->vars[m->num_vars];
@@ -233,9 +264,23 @@ void dt__model_add_var(struct dt_model *m, const char *node, const char *suffix,
 	v->offset = m->num_params;
 	v->count = count;
 	m->var_is_kernel[m->num_vars] = is_kernel;
+	m->var_trainable[m->num_vars] = 1;
 	m->var_init[m->num_vars] = init;
 	m->num_params += count;
 	m->num_vars++;
+}
+
+void dt__model_freeze_var(struct dt_model *m, int i)
+{
+	DT_ASSERT(i >= 0 && i < m->num_vars);
+	m->var_trainable[i] = 0;
+	m->var_is_kernel[i] = 0;
+}
+
+int dt_model_variable_trainable(const struct dt_model *m, int i)
+{
+	DT_ASSERT(i >= 0 && i < m->num_vars);
+	return m->var_trainable[i];
 }
 
 void dt__model_alloc_params(struct dt_model *m)
@@ -249,13 +294,108 @@ void dt__model_alloc_params(struct dt_model *m)
 
 static const char *const init_names[] = { "glorot_uniform", "he_normal", "zeros", "ones", "random_normal",
 					  "truncated_normal" };
+static const char *const all_init_names[] = { "glorot_uniform", "he_normal", "zeros", "ones", "random_normal",
+					      "truncated_normal", "variance_scaling", "random_uniform", "constant",
+					      "glorot_normal", "he_uniform", "lecun_normal", "lecun_uniform" };
+static const char *const fan_names[] = { "fan_in", "fan_out", "fan_avg" };
+static const char *const dist_names[] = { "truncated_normal", "untruncated_normal", "uniform" };
+
+static int index_of(const char *s, size_t len, const char *const *names, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (strlen(names[i]) == len && strncmp(s, names[i], len) == 0)
+			return i;
+	return -1;
+}
+
+/* The initializers beyond the original six; 1 if text was one of them
+ * (then *st says whether it parsed), 0 if not. */
+static int parse_more(const char *text, struct dt_init *out, enum dt_status *st, struct dt_err *err)
+{
+	static const struct {
+		const char *name;
+		float scale;
+		enum dt_fan_mode mode;
+		enum dt_vs_dist dist;
+	} aliases[] = { { "glorot_normal", 1, DT_FAN_AVG, DT_VS_TRUNCATED_NORMAL },
+			{ "he_uniform", 2, DT_FAN_IN, DT_VS_UNIFORM },
+			{ "lecun_normal", 1, DT_FAN_IN, DT_VS_TRUNCATED_NORMAL },
+			{ "lecun_uniform", 1, DT_FAN_IN, DT_VS_UNIFORM } };
+	memset(out, 0, sizeof(*out));
+	*st = DT_OK;
+	for (size_t i = 0; i < DT_ARRAY_LEN(aliases); i++)
+		if (strcmp(text, aliases[i].name) == 0) {
+			*out = (struct dt_init){ .kind = DT_INIT_VARIANCE_SCALING, .scale = aliases[i].scale,
+						 .mode = aliases[i].mode, .dist = aliases[i].dist };
+			return 1;
+		}
+	const size_t len = strcspn(text, "(");
+	const char *args = text + len + 1;
+	char *end = NULL;
+	if (len == 16 && strncmp(text, "variance_scaling", len) == 0) {
+		const double scale = text[len] ? strtod(args, &end) : 0.0;
+		int mode = -1, dist = -1;
+		if (end && end != args && *end == ',') {
+			const char *m = end + 1;
+			size_t ml = strcspn(m, ",");
+			mode = index_of(m, ml, fan_names, 3);
+			if (m[ml] == ',') {
+				const char *d = m + ml + 1;
+				size_t dl = strcspn(d, ")");
+				dist = index_of(d, dl, dist_names, 3);
+				if (strcmp(d + dl, ")") != 0)
+					dist = -1;
+			}
+		}
+		if (!(scale > 0 && scale < 1e6) || mode < 0 || dist < 0) {
+			*st = dt_err_set(err, DT_USAGE,
+					 "bad initializer '%s': want variance_scaling(SCALE,MODE,DISTRIBUTION) with SCALE > 0, "
+					 "MODE fan_in, fan_out or fan_avg, DISTRIBUTION truncated_normal, untruncated_normal or "
+					 "uniform",
+					 text);
+			return 1;
+		}
+		*out = (struct dt_init){ .kind = DT_INIT_VARIANCE_SCALING, .scale = (float)scale,
+					 .mode = (enum dt_fan_mode)mode, .dist = (enum dt_vs_dist)dist };
+		return 1;
+	}
+	const int uniform = len == 14 && strncmp(text, "random_uniform", len) == 0;
+	const int constant = len == 8 && strncmp(text, "constant", len) == 0;
+	if (!uniform && !constant)
+		return 0;
+	double a = 0.0, b = 0.0;
+	int ok = text[len] == '(';
+	if (ok) {
+		a = strtod(args, &end);
+		ok = end != args && isfinite(a) && fabs(a) < 1e6;
+	}
+	if (ok && uniform) {
+		ok = *end == ',';
+		const char *bs = end + 1;
+		if (ok) {
+			b = strtod(bs, &end);
+			ok = end != bs && isfinite(b) && fabs(b) < 1e6 && b > a;
+		}
+	}
+	if (!ok || strcmp(end, ")") != 0) {
+		*st = dt_err_set(err, DT_USAGE, "bad initializer '%s': want %s", text,
+				 uniform ? "random_uniform(MIN,MAX) with MIN < MAX" : "constant(VALUE)");
+		return 1;
+	}
+	*out = (struct dt_init){ .kind = uniform ? DT_INIT_RANDOM_UNIFORM : DT_INIT_CONSTANT, .a = (float)a,
+				 .b = (float)b };
+	return 1;
+}
 
 enum dt_status dt_init_parse(const char *text, struct dt_init *out, struct dt_err *err)
 {
-	char valid[160];
-	dt_join(valid, sizeof(valid), init_names, DT_ARRAY_LEN(init_names), ", ");
+	char valid[256];
+	dt_join(valid, sizeof(valid), all_init_names, DT_ARRAY_LEN(all_init_names), ", ");
 	if (!text)
 		return dt_err_set(err, DT_USAGE, "missing initializer name; valid: %s", valid);
+	enum dt_status more;
+	if (parse_more(text, out, &more, err))
+		return more;
 	size_t len = strcspn(text, "(");
 	for (size_t i = 0; i < DT_ARRAY_LEN(init_names); i++) {
 		if (strlen(init_names[i]) != len || strncmp(text, init_names[i], len) != 0)
@@ -296,9 +436,10 @@ void dt_model_init_params(struct dt_model *m, uint64_t seed)
 		const struct dt_variable *v = &m->vars[i];
 		const struct dt_init in = m->var_init[i];
 		float *p = m->params + v->offset;
-		if (in.kind == DT_INIT_ZEROS || in.kind == DT_INIT_ONES) {
+		if (in.kind == DT_INIT_ZEROS || in.kind == DT_INIT_ONES || in.kind == DT_INIT_CONSTANT) {
+			const float c = in.kind == DT_INIT_ONES ? 1.0f : in.kind == DT_INIT_CONSTANT ? in.a : 0.0f;
 			for (size_t j = 0; j < v->count; j++)
-				p[j] = in.kind == DT_INIT_ONES ? 1.0f : 0.0f;
+				p[j] = c;
 			continue;
 		}
 		int64_t receptive = 1;
@@ -332,8 +473,28 @@ void dt_model_init_params(struct dt_model *m, uint64_t seed)
 			for (size_t j = 0; j < v->count; j++)
 				p[j] = truncated_normal(&rng, sd, 0);
 			break;
+		case DT_INIT_VARIANCE_SCALING: {
+			const double n = in.mode == DT_FAN_IN ? fan_in : in.mode == DT_FAN_OUT ? fan_out : (fan_in + fan_out) / 2;
+			const double var = (double)in.scale / (n > 1.0 ? n : 1.0);
+			if (in.dist == DT_VS_UNIFORM) {
+				const float limit = (float)sqrt(3.0 * var);
+				for (size_t j = 0; j < v->count; j++)
+					p[j] = (2.0f * dt_rng_uniform(&rng) - 1.0f) * limit;
+			} else {
+				const float stddev = (float)sqrt(var);
+				for (size_t j = 0; j < v->count; j++)
+					p[j] = in.dist == DT_VS_TRUNCATED_NORMAL ? truncated_normal(&rng, stddev, 1)
+										 : dt_rng_normal(&rng) * stddev;
+			}
+			break;
+		}
+		case DT_INIT_RANDOM_UNIFORM:
+			for (size_t j = 0; j < v->count; j++)
+				p[j] = in.a + (in.b - in.a) * dt_rng_uniform(&rng);
+			break;
 		case DT_INIT_ZEROS:
 		case DT_INIT_ONES:
+		case DT_INIT_CONSTANT:
 			break;
 		}
 	}

@@ -56,13 +56,28 @@ enum dt_init_kind {
 	DT_INIT_ONES,
 	DT_INIT_RANDOM_NORMAL,    /* N(0, stddev^2) */
 	DT_INIT_TRUNCATED_NORMAL, /* N(0, stddev^2), values beyond 2 stddev redrawn */
+	DT_INIT_VARIANCE_SCALING, /* Keras's VarianceScaling: n = fan_in, fan_out or their mean;
+				   * truncated_normal: sd sqrt(scale/n) after truncation at 2 sd;
+				   * untruncated_normal: sd sqrt(scale/n); uniform: U(-l, l), l = sqrt(3 scale/n) */
+	DT_INIT_RANDOM_UNIFORM,   /* U(a, b) */
+	DT_INIT_CONSTANT,         /* every value a */
 };
+enum dt_fan_mode { DT_FAN_IN, DT_FAN_OUT, DT_FAN_AVG };
+enum dt_vs_dist { DT_VS_TRUNCATED_NORMAL, DT_VS_UNTRUNCATED_NORMAL, DT_VS_UNIFORM };
 struct dt_init {
 	enum dt_init_kind kind;
 	float stddev;             /* random_normal, truncated_normal; 0 means Keras's 0.05 */
+	float scale;              /* variance_scaling (> 0) */
+	enum dt_fan_mode mode;    /* variance_scaling */
+	enum dt_vs_dist dist;     /* variance_scaling */
+	float a, b;               /* random_uniform: [a, b); constant: a */
 };
 /* Parses "glorot_uniform", "he_normal", "zeros", "ones", "random_normal",
- * "random_normal(0.02)", "truncated_normal", "truncated_normal(0.02)".
+ * "random_normal(0.02)", "truncated_normal", "truncated_normal(0.02)",
+ * "variance_scaling(SCALE,fan_in|fan_out|fan_avg,truncated_normal|
+ * untruncated_normal|uniform)", "random_uniform(A,B)", "constant(A)", and
+ * Keras's other names as variance scaling: "glorot_normal", "he_uniform",
+ * "lecun_normal", "lecun_uniform".
  * Anything else → DT_USAGE listing the valid names. */
 enum dt_status dt_init_parse(const char *text, struct dt_init *out, struct dt_err *err) DT_MUST_CHECK;
 
@@ -132,6 +147,13 @@ const struct dt_variable *dt_model_variable(const struct dt_model *m, int i);
 /* True for kernels and embeddings (weight decay applies), false for
  * biases and layer norm's gamma and beta; custom variables say. */
 int dt_model_variable_is_kernel(const struct dt_model *m, int i);
+/* False for variables no optimizer trains: those of frozen nodes (Keras's
+ * trainable False) and batch norm's moving statistics (updated by the
+ * training forward pass itself). Their gradients are always zero, so every
+ * optimizer here (SGD, momentum, Adam, Adagrad, with slots starting at
+ * zero) and every strategy (all-reduce, parameter servers) leaves them
+ * exactly as they are; their slots exist in the flat layout but stay zero. */
+int dt_model_variable_trainable(const struct dt_model *m, int i);
 int dt_model_max_batch(const struct dt_model *m);
 /* A one-line description: "cnn: 6 layers, 421642 parameters (1.6 MiB)"
  * (pooling is fused into conv layers and not counted). */

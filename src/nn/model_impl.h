@@ -31,6 +31,9 @@ struct dt__node {
 	enum dt_dtype dtype;               /* of the output */
 	struct dt_init init[2];            /* kernel-like and bias-like variables */
 	int fused;                         /* folded into its input node: acts as a view */
+	int frozen;                        /* Keras's trainable False: its gradients are zeroed */
+	char var_prefix[DT_LAYER_NAME_MAX]; /* variables' "<prefix>/": "" means the node's name */
+	const char *kernel_suffix;         /* the kernel variable's name: NULL means "kernel" */
 };
 
 typedef enum dt_status (*dt__custom_fn)(struct dt_model *m, const struct dt_model_batch *b, int training,
@@ -63,6 +66,7 @@ struct dt_model {
 	int num_vars, cap_vars;
 	struct dt_variable *vars;
 	int *var_is_kernel;
+	int *var_trainable;                /* 0: frozen, or batch norm's moving statistics */
 	struct dt_init *var_init;
 	size_t num_params;
 	float *params, *grads;             /* (num_params) each, 64-byte aligned, owned */
@@ -77,9 +81,12 @@ struct dt_model {
 	struct dt_layer custom_layer;      /* one layer owning every parameter */
 };
 
-/* Appends a variable of node `node` (or -1) at the end of the flat layout. */
+/* Appends a variable of node `node` (or -1) at the end of the flat layout;
+ * it is trainable until dt__model_freeze_var says otherwise. */
 void dt__model_add_var(struct dt_model *m, const char *node, const char *suffix, int ndim, const int64_t *shape,
 		       int is_kernel, struct dt_init init);
+/* Marks variable i as not trained (and not a kernel: no weight decay). */
+void dt__model_freeze_var(struct dt_model *m, int i);
 /* Allocates params/grads (zeroed) for the variables added so far. */
 void dt__model_alloc_params(struct dt_model *m);
 /* Graph execution (exec.c): allocation of the per-node buffers once the

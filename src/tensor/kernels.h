@@ -118,12 +118,16 @@ void dt_dropout_backward(const float *mask, const float *dy, float *dx, size_t n
 
 /* Activation functions, as Keras names them. GELU is the tanh approximation
  * (Keras's gelu(approximate=True)); softmax runs over the last axis. */
-enum dt_act { DT_ACT_LINEAR, DT_ACT_RELU, DT_ACT_SIGMOID, DT_ACT_TANH, DT_ACT_SOFTMAX, DT_ACT_GELU };
+/* RELU6 is min(max(x, 0), 6) (Keras's ReLU(max_value=6)); SWISH is
+ * x * sigmoid(x) (Keras's swish, also silu). DT_ACT_LAST marks the end. */
+enum dt_act { DT_ACT_LINEAR, DT_ACT_RELU, DT_ACT_SIGMOID, DT_ACT_TANH, DT_ACT_SOFTMAX, DT_ACT_GELU, DT_ACT_RELU6,
+	      DT_ACT_SWISH };
+#define DT_ACT_LAST DT_ACT_SWISH
 
 /* y (R, N) = act(x (R, N)); x and y may be the same array. */
 void dt_act_forward(enum dt_act act, const float *x, float *y, int R, int N);
 /* dx (R, N) = dL/dx given dy = dL/dy, the forward input x and output y
- * (GELU reads x, the others y; x may be NULL for them). dx may alias dy. */
+ * (GELU and swish read x, the others y; x may be NULL for them). dx may alias dy. */
 void dt_act_backward(enum dt_act act, const float *x, const float *y, const float *dy, float *dx, int R, int N);
 
 /* ---- layer normalization (over the last axis) ---------------------------- */
@@ -171,6 +175,54 @@ void dt_pool_forward(const struct dt_pool_geom *g, int is_max, const float *x, f
 /* dx (B, H, W, C), overwritten, from dy (B, OH, OW, C). */
 void dt_pool_backward(const struct dt_pool_geom *g, int is_max, const float *dy, const int32_t *argmax, float *dx,
 		      int B);
+
+/* ---- depthwise convolution (kernels_dw.c) --------------------------------- */
+
+/* Each input channel c convolved with its own M filters: output channel
+ * c*M + m (Keras's DepthwiseConv2D, depth_multiplier M). Explicit padding
+ * (PT rows above, PL columns left; whatever lies beyond the input on the
+ * other sides reads as zero), strides and dilation per axis. The kernel is
+ * (KH, KW, C, M), so row (kh, kw) of it is contiguous over the C*M output
+ * channels, as the output pixel is: the fast kernels loop over output
+ * pixels and window taps, vectorized over channels. */
+struct dt_dw_geom {
+	int H, W, C, M;   /* input (H, W, C); output channels C*M */
+	int KH, KW;       /* window */
+	int SH, SW;       /* strides */
+	int DH, DW;       /* dilation */
+	int PT, PL;       /* padding before the first row and column */
+	int OH, OW;       /* output size, given by the caller */
+};
+/* y (B, OH, OW, C*M) = depthwise(x (B, H, W, C)) [+ bias (C*M), may be NULL]. */
+void dt_depthwise_forward(const struct dt_dw_geom *g, const float *x, const float *k, const float *bias, float *y,
+			  int B);
+void dt_depthwise_forward_naive(const struct dt_dw_geom *g, const float *x, const float *k, const float *bias,
+				float *y, int B);
+/* From dy (B, OH, OW, C*M): dk (KH, KW, C, M) and dbias (C*M, may be NULL)
+ * overwritten, dx (B, H, W, C) overwritten unless NULL. */
+void dt_depthwise_backward(const struct dt_dw_geom *g, const float *x, const float *k, const float *dy, float *dx,
+			   float *dk, float *dbias, int B);
+void dt_depthwise_backward_naive(const struct dt_dw_geom *g, const float *x, const float *k, const float *dy,
+				 float *dx, float *dk, float *dbias, int B);
+
+/* ---- batch normalization (over the last axis, kernels_dw.c) ---------------- */
+
+/* Per-channel mean (C) and biased variance var (C) of x (R, C) over its R rows. */
+void dt_batchnorm_moments(const float *x, float *mean, float *var, int R, int C);
+void dt_batchnorm_moments_naive(const float *x, float *mean, float *var, int R, int C);
+/* y (R, C) = (x - mean) * rstd * gamma + beta, rstd (C) = 1/sqrt(var + eps)
+ * as the caller computed it (batch or moving statistics). x and y may alias. */
+void dt_batchnorm_apply(const float *x, const float *mean, const float *rstd, const float *gamma, const float *beta,
+			float *y, int R, int C);
+/* Backward of dt_batchnorm_apply. batch_stats 1: mean and rstd came from x
+ * itself (training), so dx carries their dependence on x; 0: they are
+ * constants (inference, frozen). dgamma, dbeta (C) overwritten; dx (R, C)
+ * overwritten unless NULL. */
+void dt_batchnorm_backward(const float *dy, const float *x, const float *mean, const float *rstd,
+			   const float *gamma, float *dx, float *dgamma, float *dbeta, int R, int C, int batch_stats);
+void dt_batchnorm_backward_naive(const float *dy, const float *x, const float *mean, const float *rstd,
+				 const float *gamma, float *dx, float *dgamma, float *dbeta, int R, int C,
+				 int batch_stats);
 
 /* ---- more losses ----------------------------------------------------------- */
 

@@ -47,6 +47,16 @@ void dt_act_forward(enum dt_act act, const float *x, float *y, int R, int N)
 			y[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + GELU_C * v * v * v)));
 		}
 		break;
+	case DT_ACT_RELU6:
+		for (size_t i = 0; i < n; i++) {
+			const float v = x[i] > 0.0f ? x[i] : 0.0f;
+			y[i] = v < 6.0f ? v : 6.0f;
+		}
+		break;
+	case DT_ACT_SWISH:
+		for (size_t i = 0; i < n; i++)
+			y[i] = x[i] * sigmoidf(x[i]);
+		break;
 	case DT_ACT_SOFTMAX:
 		for (int r = 0; r < R; r++) {
 			const float *xr = x + (size_t)r * (size_t)N;
@@ -92,6 +102,17 @@ void dt_act_backward(enum dt_act act, const float *x, const float *y, const floa
 			float v = x[i], t = tanhf(GELU_K * (v + GELU_C * v * v * v));
 			float dt = (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v);
 			dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * dt);
+		}
+		break;
+	case DT_ACT_RELU6:
+		for (size_t i = 0; i < n; i++)
+			dx[i] = y[i] > 0.0f && y[i] < 6.0f ? dy[i] : 0.0f;
+		break;
+	case DT_ACT_SWISH:
+		DT_ASSERT(x != NULL);
+		for (size_t i = 0; i < n; i++) {
+			const float s = sigmoidf(x[i]);
+			dx[i] = dy[i] * s * (1.0f + x[i] * (1.0f - s));
 		}
 		break;
 	case DT_ACT_SOFTMAX:

@@ -324,6 +324,7 @@ static enum dt_status ring_connect(struct dt_session *s, void *self, struct dt_s
 		: tc->replicas > 1 ? "after the backward pass (the replicas' gradients are summed at its end)"
 				   : "after the backward pass (DTRAIN_ALLREDUCE_NO_OVERLAP)");
 	dt_hello_init(&r->hello, dt_job_name(cl->task.job), (uint32_t)cl->task.index, dt_ps_cluster_fingerprint(cl));
+	r->hello.auth = tc->auth; /* the ring's handshakes authenticate with it */
 	int nvars = dt_model_num_variables(model);
 	struct dt_variable *vars = dt_xcalloc((size_t)nvars, sizeof(*vars));
 	for (int i = 0; i < nvars; i++)

@@ -26,12 +26,13 @@
 #include "base/atomic_file.h"
 #include "base/clock.h"
 #include "base/crc32c.h"
+#include "base/log.h"
 
 /* Tensors are written as the host holds them; safetensors is little-endian. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoint tensors need byte swapping on this host");
 
 static const char *const reserved_keys[] = {
-	"format", "global_step", "crc32c", "model_signature", "optimizer", "num_slots",
+	"format", "global_step", "crc32c", "header_crc32c", "model_signature", "optimizer", "num_slots",
 	"dropout_rng", "pipeline_epoch", "pipeline_offset", "hparams",
 };
 
@@ -117,41 +118,6 @@ static void shape_str(int ndim, const int64_t *shape, char *buf, size_t cap)
 		at += (size_t)snprintf(buf + at, cap - at, "%s%" PRId64, d ? ", " : "", shape[d]);
 	if (at < cap)
 		snprintf(buf + at, cap - at, "]");
-}
-
-static int cmp_var_names(const void *a, const void *b)
-{
-	const struct dt_variable *const *x = a, *const *y = b;
-	return strcmp((*x)->name, (*y)->name);
-}
-
-void dt_ckpt_model_signature(const struct dt_variable *vars, int num_vars, char *buf, size_t cap)
-{
-	const struct dt_variable **sorted = dt_xcalloc(num_vars > 0 ? (size_t)num_vars : 1, sizeof(*sorted));
-	for (int i = 0; i < num_vars; i++)
-		sorted[i] = &vars[i];
-	qsort(sorted, (size_t)num_vars, sizeof(*sorted), cmp_var_names);
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (int i = 0; i < num_vars; i++) {
-		char line[DT_VAR_NAME_MAX + 128], shape[96];
-		int64_t dims[DT_MAX_DIMS];
-		memcpy(dims, sorted[i]->shape, sizeof(dims));
-		shape_str(sorted[i]->ndim, dims, shape, sizeof(shape));
-		/* The signature's lines have no space after commas: "[784,256]". */
-		char compact[96];
-		size_t k = 0;
-		for (const char *s = shape; *s && k + 1 < sizeof(compact); s++)
-			if (*s != ' ')
-				compact[k++] = *s;
-		compact[k] = '\0';
-		int len = snprintf(line, sizeof(line), "%s F32 %s\n", sorted[i]->name, compact);
-		for (int j = 0; j < len; j++) {
-			h ^= (unsigned char)line[j];
-			h *= 0x100000001b3ull;
-		}
-	}
-	free(sorted);
-	snprintf(buf, cap, "%016" PRIx64, h);
 }
 
 /* ---- contents ---------------------------------------------------------------------- */
@@ -304,6 +270,7 @@ static enum dt_status build_file(const struct dt_ckpt_contents *c, const int64_t
 	meta[nmeta++] = (struct dt_ckpt_kv){ "format", DT_CKPT_FORMAT };
 	meta[nmeta++] = (struct dt_ckpt_kv){ "global_step", step_s };
 	meta[nmeta++] = (struct dt_ckpt_kv){ "crc32c", crc_s };
+	meta[nmeta++] = (struct dt_ckpt_kv){ "header_crc32c", DT_CKPT_HEADER_CRC_PLACEHOLDER };
 	meta[nmeta++] = (struct dt_ckpt_kv){ "model_signature", sig };
 	meta[nmeta++] = (struct dt_ckpt_kv){ "optimizer", optimizer_name(c->optimizer) };
 	meta[nmeta++] = (struct dt_ckpt_kv){ "num_slots", nslots_s };
@@ -398,6 +365,15 @@ static enum dt_status write_checkpoint(const char *path, const struct dt_ckpt_co
 	free(header);
 	free(t);
 	if (!st && !(st = build_file(c, &step_value, crc, &t, &n, &header, &header_len, err))) {
+		/* Seal the header: its checksum over every byte, placeholder in place. */
+		int found;
+		size_t at;
+		uint32_t hcrc;
+		dt_st_header_crc(header, header_len, &found, &at, &hcrc);
+		DT_ASSERT(found);
+		char digits[9];
+		snprintf(digits, sizeof(digits), "%08" PRIx32, hcrc);
+		memcpy(header + at, digits, 8);
 		ssize_t w = pwrite(f.fd, header, header_len, 0);
 		if (w != (ssize_t)header_len)
 			st = dt_err_set(err, DT_IO, "cannot write the header of '%s': %s", f.tmp_path,
@@ -558,17 +534,9 @@ static enum dt_status meta_crc(const struct dt_st_file *f, uint32_t *out, struct
 static enum dt_status check_dtrain_meta(const struct dt_st_file *f, uint32_t *crc, int64_t *step,
 					struct dt_err *err)
 {
-	const char *fmt = dt_st_meta(f, "format");
-	if (!fmt || strcmp(fmt, DT_CKPT_FORMAT) != 0)
-		return dt_err_set(err, DT_CKPT, "%s: not a dtrain checkpoint: __metadata__ 'format' is %s%s%s, "
-						"expected \"" DT_CKPT_FORMAT "\"",
-				  f->path, fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "");
-	enum dt_status st = meta_crc(f, crc, err);
-	if (st || (st = meta_i64(f, "global_step", 0, step, err)))
+	enum dt_status st = dt_ckpt_check_header(f, err);
+	if (st || (st = meta_crc(f, crc, err)) || (st = meta_i64(f, "global_step", 0, step, err)))
 		return st;
-	const struct dt_st_tensor_info *gs = dt_st_find(f, "global_step");
-	if (!gs || gs->dtype != DT_ST_I64 || gs->ndim != 0)
-		return dt_err_set(err, DT_CKPT, "%s: no rank-0 I64 tensor 'global_step'", f->path);
 	return DT_OK;
 }
 
@@ -597,6 +565,10 @@ enum dt_status dt_ckpt_verify(const struct dt_st_file *f, const void *bytes, str
 	int64_t step;
 	enum dt_status st = check_dtrain_meta(f, &want, &step, err);
 	if (st)
+		return st;
+	char sig[24];
+	dt__ckpt_file_signature(f, sig, sizeof(sig));
+	if ((st = dt__ckpt_check_signature(f, sig, "the file's own variables", err)))
 		return st;
 	uint64_t len = f->file_size - f->data_start;
 	if (bytes) {
@@ -740,6 +712,16 @@ enum dt_status dt__ckpt_load(const char *path, struct dt_ckpt_contents *into, in
 	    (st = meta_i64(f, "pipeline_offset", 0, &offset, err)) ||
 	    (st = match_model(f, into, place, &tensor_step, mismatch, err)))
 		goto out;
+	/* Names and shapes match the model, so a different signature can only be
+	 * a damaged value: corruption (fall back), not a different model. */
+	char sig[24];
+	dt_ckpt_model_signature(into->vars, into->num_vars, sig, sizeof(sig));
+	if ((st = dt__ckpt_check_signature(f, sig, "this model's variables", err)))
+		goto out;
+	if (!dt_st_meta(f, "header_crc32c"))
+		dt_info("checkpoint '%s' is of format " DT_CKPT_FORMAT_V1 ", written before header checksums: its "
+			"header is checked against the model and its model_signature, its data against its CRC",
+			path);
 	for (int i = 0; i < f->num_tensors && !st; i++) {
 		const struct dt_st_tensor_info *t = &f->tensors[i];
 		st = read_crc(fd, f, place[i].dst, t->begin, t->end - t->begin, &crc, err);

@@ -26,10 +26,15 @@
  *      slots (`dense_1/kernel/Adam`, `dense_1/kernel/Adam_1`,
  *      `<var>/Momentum`, `<var>/Adagrad`), each slot with its variable's shape.
  *   4. `__metadata__` keys (all values strings):
- *        format           "dtrain.ckpt.v1"
+ *        format           "dtrain.ckpt.v2" (v1: the same without header_crc32c)
  *        global_step      decimal, equal to the `global_step` tensor
  *        crc32c           8 lowercase hex digits: CRC-32C (base/crc32c.h, not
  *                         masked) of all of item 3's bytes
+ *        header_crc32c    8 lowercase hex digits: CRC-32C of bytes [0, 8+N)
+ *                         (the length, the JSON, its padding) as they are
+ *                         with this value replaced by "00000000"
+ *                         (DT_CKPT_HEADER_CRC_PLACEHOLDER), so every header
+ *                         byte, this entry's own key included, is covered
  *        model_signature  16 hex digits: FNV-1a 64 of the variables' lines
  *                         "name F32 [d0,d1]\n" sorted by name
  *        optimizer        "sgd", "momentum", "adam" or "adagrad"
@@ -57,7 +62,7 @@
  * restore removes.
  *
  * Restore: the newest entry of the state file whose file verifies (layout,
- * CRC, model), falling back to older entries with a warning saying why; no
+ * header CRC, data CRC, model, model_signature), falling back to older entries with a warning saying why; no
  * state file → the model.ckpt-*.safetensors files by step, newest first; a
  * state file that exists but cannot be read or parsed → DT_CKPT (exit 4),
  * never a silent fresh start.
@@ -76,7 +81,12 @@
 #include "nn/model.h"
 #include "nn/optimizer.h"
 
-#define DT_CKPT_FORMAT "dtrain.ckpt.v1"
+#define DT_CKPT_FORMAT "dtrain.ckpt.v2"
+/* Files written before the header checksum: accepted without one (the data
+ * CRC and the model signature are still checked), with a logged note. */
+#define DT_CKPT_FORMAT_V1 "dtrain.ckpt.v1"
+/* What the header_crc32c value reads as while the header's CRC is computed. */
+#define DT_CKPT_HEADER_CRC_PLACEHOLDER "00000000"
 #define DT_CKPT_STATE_FILE "checkpoint"
 #define DT_CKPT_PATH_MAX 4096
 /* The reference reader's cap on the header length (MAX_HEADER_SIZE). */
@@ -250,6 +260,15 @@ struct dt_st_file {
 	struct dt_st_tensor_info *tensors; /* (num_tensors) sorted by begin, owned */
 	int num_meta;
 	char **meta_keys, **meta_values;   /* (num_meta) in header order, owned */
+
+	/* The header checksum, found in the raw header bytes by the parser
+	 * (the JSON text "header_crc32c":"XXXXXXXX" exactly once; not found, or
+	 * found twice: header_crc_found = 0). header_crc_computed is the
+	 * CRC-32C of bytes [0, 8+N) with those 8 digits read as the
+	 * placeholder; header_crc_stored the 8 digits as written (when hex). */
+	int header_crc_found;
+	int header_crc_stored_ok;          /* the 8 digits are lowercase hex */
+	uint32_t header_crc_stored, header_crc_computed;
 };
 
 /* Parses and checks the layout of a whole file held in memory (every rule of
@@ -263,10 +282,23 @@ const char *dt_st_meta(const struct dt_st_file *f, const char *key);
 /* The tensor named `name`, or NULL. */
 const struct dt_st_tensor_info *dt_st_find(const struct dt_st_file *f, const char *name);
 
-/* Checks that `f` is a dtrain checkpoint (format, global_step, crc32c keys)
- * and that the CRC-32C of its byte buffer matches, reading the data from
- * `path` (or from `bytes` when not NULL: the whole file in memory). */
+/* Checks that `f` is a dtrain checkpoint (format, global_step, crc32c keys),
+ * that its header checksum matches (format v2; a v1 file has none), that its
+ * model_signature matches its own variables (the tensors other than
+ * global_step and optimizer slots), and that the CRC-32C of its byte buffer
+ * matches, reading the data from `path` (or from `bytes` when not NULL: the
+ * whole file in memory). */
 enum dt_status dt_ckpt_verify(const struct dt_st_file *f, const void *bytes, struct dt_err *err) DT_MUST_CHECK;
+/* Only the header: format, header checksum, global_step key and tensor.
+ * What the loader checks before believing any name, shape or value. */
+enum dt_status dt_ckpt_check_header(const struct dt_st_file *f, struct dt_err *err) DT_MUST_CHECK;
+
+/* The header checksum of a file's first 8 + N bytes `head` (len >= 8):
+ * *found = 1 and *crc as header_crc32c defines it when the header holds
+ * "header_crc32c":"<8 bytes>" exactly once (*at: the offset of the 8
+ * bytes in head), else *found = 0. The writer seals a header with it;
+ * tests use it to forge well-sealed headers. */
+void dt_st_header_crc(const void *head, size_t len, int *found, size_t *at, uint32_t *crc);
 
 /* Builds a safetensors header (the 8-byte length and the space-padded JSON)
  * for tensors laid out in the given order with the given metadata (in the

@@ -19,6 +19,13 @@ enum dt_status dt__st_read_at(int fd, const char *path, void *buf, size_t len, u
 enum dt_status dt__ckpt_load(const char *path, struct dt_ckpt_contents *into, int *mismatch,
 			     struct dt_err *err) DT_MUST_CHECK;
 
+/* The model signature (checkpoint.h, item 4) of the variables file f holds:
+ * its tensors but global_step and the optimizer slots, each with its dtype. */
+void dt__ckpt_file_signature(const struct dt_st_file *f, char *buf, size_t cap);
+/* f's model_signature against `want`; `whose` names want's source in the message. */
+enum dt_status dt__ckpt_check_signature(const struct dt_st_file *f, const char *want, const char *whose,
+					struct dt_err *err) DT_MUST_CHECK;
+
 /* mkdir -p; DT_IO naming the part that could not be made. */
 enum dt_status dt__ckpt_make_dirs(const char *dir, struct dt_err *err) DT_MUST_CHECK;
 

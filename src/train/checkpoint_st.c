@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/crc32c.h"
 
 static const struct {
 	const char *name;
@@ -109,6 +110,60 @@ enum dt_status dt_st_build_header(const struct dt_st_tensor_desc *t, int n, cons
 	*out = buf;
 	*out_len = 8 + padded;
 	return DT_OK;
+}
+
+/* ---- header checksum ------------------------------------------------------------ */
+
+/* Why a search of the raw bytes finds the one entry: inside a JSON string a
+ * '"' is always escaped, so the 17 bytes "header_crc32c":" with bare quotes
+ * can only be a key followed by a string value. Only __metadata__ holds
+ * string values under arbitrary keys (a tensor entry with such a field is
+ * refused by the parser), and duplicate keys are refused too. A damaged
+ * header that shows the text twice is reported as "not found", which a v2
+ * file fails. */
+void dt_st_header_crc(const void *head, size_t len, int *found, size_t *at, uint32_t *crc)
+{
+	static const char key[] = "\"header_crc32c\":\"";
+	const size_t klen = sizeof(key) - 1, vlen = sizeof(DT_CKPT_HEADER_CRC_PLACEHOLDER) - 1;
+	const char *p = head;
+	*found = 0;
+	*at = 0;
+	*crc = 0;
+	size_t hit = 0;
+	int hits = 0;
+	for (size_t i = 8; i + klen + vlen + 1 <= len; i++) {
+		if (p[i] == '"' && memcmp(p + i, key, klen) == 0 && p[i + klen + vlen] == '"') {
+			hit = i + klen;
+			hits++;
+		}
+	}
+	if (hits != 1)
+		return;
+	uint32_t c = dt_crc32c_extend(0, p, hit);
+	c = dt_crc32c_extend(c, DT_CKPT_HEADER_CRC_PLACEHOLDER, vlen);
+	c = dt_crc32c_extend(c, p + hit + vlen, len - hit - vlen);
+	*found = 1;
+	*at = hit;
+	*crc = c;
+}
+
+/* Fills f's header_crc_* fields from the raw bytes [0, 8+N). */
+static void note_header_crc(struct dt_st_file *f, const char *head, size_t len)
+{
+	size_t at;
+	dt_st_header_crc(head, len, &f->header_crc_found, &at, &f->header_crc_computed);
+	if (!f->header_crc_found)
+		return;
+	uint32_t v = 0;
+	int ok = 1;
+	for (size_t i = 0; i < 8; i++) {
+		char ch = head[at + i];
+		int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+		ok &= d >= 0;
+		v = v << 4 | (uint32_t)(d >= 0 ? d : 0);
+	}
+	f->header_crc_stored_ok = ok;
+	f->header_crc_stored = v;
 }
 
 /* ---- reader --------------------------------------------------------------------- */
@@ -336,6 +391,7 @@ enum dt_status dt_st_parse(const void *bytes, size_t len, struct dt_st_file **ou
 		dt_st_free(f);
 		return st;
 	}
+	note_header_crc(f, bytes, (size_t)(8 + n));
 	*out = f;
 	return DT_OK;
 }
@@ -395,19 +451,23 @@ enum dt_status dt__st_open_fd(const char *path, struct dt_st_file **out, int *fd
 		close(fd);
 		return st;
 	}
+	/* The whole head, length included: the header checksum covers it all. */
 	char *h = NULL;
-	if ((st = dt_try_malloc((void **)&h, (size_t)n + 1, err)) ||
-	    (st = read_exact(fd, path, h, (size_t)n, 8, err))) {
+	if ((st = dt_try_malloc((void **)&h, (size_t)n + 9, err)) ||
+	    (st = read_exact(fd, path, h + 8, (size_t)n, 8, err))) {
 		free(h);
 		close(fd);
 		return st;
 	}
+	memcpy(h, len8, 8);
 	struct dt_st_file *f = dt_xcalloc(1, sizeof(*f));
 	f->path = dt_xstrdup(path);
 	f->file_size = size;
 	f->header_len = n;
 	f->data_start = 8 + n;
-	st = parse_header(path, h, n, f, err);
+	st = parse_header(path, h + 8, n, f, err);
+	if (!st)
+		note_header_crc(f, h, (size_t)(8 + n));
 	free(h);
 	if (st) {
 		dt_st_free(f);

@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "nn/model.h"
 #include "tensor/blas.h"
 #include "train/checkpoint.h"
@@ -135,13 +136,18 @@ static enum dt_status next_checkpoint(struct evaluator *e, char *path, size_t ca
 	return st;
 }
 
-/* True when `path` opens and carries a model signature other than ours:
- * a different model, which no retry can fix. */
+/* True when `path` opens, its header checks out, and it carries a model
+ * signature other than ours: a different model, which no retry can fix. (A
+ * damaged header's signature says nothing: that file is skipped instead.) */
 static int other_model(const struct evaluator *e, const char *path)
 {
 	struct dt_st_file *f;
 	if (dt_st_open(path, &f, NULL))
 		return 0;
+	if (dt_ckpt_check_header(f, NULL)) {
+		dt_st_free(f);
+		return 0;
+	}
 	const char *sig = dt_st_meta(f, "model_signature");
 	int differs = sig && strcmp(sig, e->signature) != 0;
 	dt_st_free(f);
@@ -197,6 +203,10 @@ static enum dt_status evaluate_one(struct evaluator *e, const char *path, int64_
 		return st;
 	dt_info("evaluated '%s': global step %lld, accuracy %.4f, loss %.4f", path, (long long)loaded, r.accuracy,
 		r.loss);
+	char note[200];
+	snprintf(note, sizeof(note), "eval at global step %lld: accuracy %.4f, loss %.4f", (long long)loaded,
+		 r.accuracy, r.loss);
+	dt_progress_note(loaded, cfg->train_steps, note); /* `dtrain status` shows the newest evaluation */
 	dt_eval_write_summary(e->events, loaded, &r);
 	if (cfg->report)
 		cfg->report(cfg->report_ctx, cfg->split, loaded, &r);

@@ -21,9 +21,9 @@ enum {
 	EVENT_WALL_TIME = 1, EVENT_STEP = 2, EVENT_FILE_VERSION = 3, EVENT_SUMMARY = 5,
 	SUMMARY_VALUE = 1,
 	VALUE_TAG = 1, VALUE_SIMPLE_VALUE = 2, VALUE_TENSOR = 8, VALUE_METADATA = 9,
-	TENSOR_DTYPE = 1, TENSOR_SHAPE = 2, TENSOR_CONTENT = 4,
+	TENSOR_DTYPE = 1, TENSOR_SHAPE = 2, TENSOR_CONTENT = 4, TENSOR_FLOAT_VAL = 5,
 	METADATA_PLUGIN_DATA = 1, METADATA_DATA_CLASS = 4,
-	PLUGIN_NAME = 1,
+	PLUGIN_NAME = 1, PLUGIN_CONTENT = 2,
 };
 enum { DT_FLOAT_TYPE = 1, DATA_CLASS_SCALAR = 1 };
 
@@ -169,6 +169,30 @@ void dt_events_encode_scalars(struct dt_pb *b, double wall_time, int64_t step, c
 	dt_pb_release(&summary);
 }
 
+void dt_events_encode_plugin(struct dt_pb *b, double wall_time, int64_t step, const char *tag, const char *plugin,
+			     const void *content, size_t n)
+{
+	struct dt_pb summary = { 0 }, value = { 0 }, t = { 0 }, pd = { 0 };
+	dt_pb_field_bytes(&value, VALUE_TAG, tag, strlen(tag));
+	/* tf.make_tensor_proto(0.0): readers that need a tensor get one. */
+	static const uint8_t zero[4] = { 0 };
+	dt_pb_field_varint(&t, TENSOR_DTYPE, DT_FLOAT_TYPE);
+	dt_pb_field_bytes(&t, TENSOR_SHAPE, NULL, 0);
+	dt_pb_field_bytes(&t, TENSOR_FLOAT_VAL, zero, sizeof(zero)); /* packed: one float */
+	put_message(&value, VALUE_TENSOR, &t);
+	dt_pb_field_bytes(&pd, PLUGIN_NAME, plugin, strlen(plugin));
+	dt_pb_field_bytes(&pd, PLUGIN_CONTENT, content, n);
+	put_message(&t, METADATA_PLUGIN_DATA, &pd);
+	put_message(&value, VALUE_METADATA, &t);
+	put_message(&summary, SUMMARY_VALUE, &value);
+	put_event_head(b, wall_time, step);
+	put_message(b, EVENT_SUMMARY, &summary);
+	dt_pb_release(&summary);
+	dt_pb_release(&value);
+	dt_pb_release(&t);
+	dt_pb_release(&pd);
+}
+
 void dt_events_frame(struct dt_pb *b, const void *data, size_t n)
 {
 	uint8_t head[12], foot[4];
@@ -297,6 +321,14 @@ enum dt_status dt_events_write_scalars(struct dt_events *w, int64_t step, const 
 {
 	w->event.len = 0;
 	dt_events_encode_scalars(&w->event, dt_wall_seconds(), step, v, n, DT_EVENTS_TF2);
+	return write_event(w, err);
+}
+
+enum dt_status dt_events_write_plugin(struct dt_events *w, int64_t step, const char *tag, const char *plugin,
+				      const void *content, size_t n, struct dt_err *err)
+{
+	w->event.len = 0;
+	dt_events_encode_plugin(&w->event, dt_wall_seconds(), step, tag, plugin, content, n);
 	return write_event(w, err);
 }
 

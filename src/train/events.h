@@ -94,6 +94,12 @@ void dt_events_encode_file_version(struct dt_pb *b, double wall_time);
 /* Appends the serialized Event with one Summary holding `n` scalars at `step`. */
 void dt_events_encode_scalars(struct dt_pb *b, double wall_time, int64_t step, const struct dt_scalar *v, size_t n,
 			      enum dt_events_style style);
+/* Appends the serialized Event with one Summary value `tag` of a plugin:
+ * metadata { plugin_data { 1 plugin_name, 2 content } } and the tensor
+ * tf.make_tensor_proto(0.0) gives (dtype DT_FLOAT, rank 0, float_val
+ * [0.0]), as TensorBoard's hparams summaries carry (summary.py). */
+void dt_events_encode_plugin(struct dt_pb *b, double wall_time, int64_t step, const char *tag, const char *plugin,
+			     const void *content, size_t n);
 /* Appends the TFRecord framing of `data` (layout items 1): 16 + n bytes. */
 void dt_events_frame(struct dt_pb *b, const void *data, size_t n);
 
@@ -107,6 +113,9 @@ enum dt_status dt_events_open(const char *dir, struct dt_events **out, struct dt
 /* Writes one record: the `n` scalars at `step`, stamped with the wall clock. */
 enum dt_status dt_events_write_scalars(struct dt_events *w, int64_t step, const struct dt_scalar *v, size_t n,
 				       struct dt_err *err) DT_MUST_CHECK;
+/* Writes one record: a plugin's summary value (dt_events_encode_plugin). */
+enum dt_status dt_events_write_plugin(struct dt_events *w, int64_t step, const char *tag, const char *plugin,
+				      const void *content, size_t n, struct dt_err *err) DT_MUST_CHECK;
 /* The file's path (owned by the writer). */
 const char *dt_events_path(const struct dt_events *w);
 /* Closes the file; accepts NULL. */

@@ -27,6 +27,8 @@
 #include "base/err.h"
 #include "nn/hparams.h"
 
+struct dt_auth;
+
 struct dt_train_config {
 	const char *problem;      /* "fashion_mnist", "mnist", "synthetic" */
 	const char *data_dir;     /* NULL or "": the problem's default */
@@ -47,6 +49,9 @@ struct dt_train_config {
 	int keep_checkpoint_max;  /* newest checkpoints kept; 0: keep all */
 	int64_t save_summary_steps; /* TensorBoard scalars every N steps; 0: none */
 	int eval_after_save;      /* train_and_evaluate: evaluate the test split after each save, into eval/ */
+
+	/* A cluster task's secret (net/auth.h), borrowed; NULL: none (loopback or --insecure). */
+	const struct dt_auth *auth;
 };
 
 struct dt_eval_result {

@@ -47,7 +47,8 @@ enum dt_status dt_ps_chief_init(struct dt_ps_chief *ch, const struct dt_ps_run_c
 	ch->hparams_json = dt_ckpt_hparams_json(&tc->hp);
 	if (tc->save_summary_steps > 0) {
 		struct dt_summary_config sc = { .dir = tc->output_dir, .every = tc->save_summary_steps,
-						.last_step = tc->train_steps, .batch_size = tc->hp.batch_size };
+						.last_step = tc->train_steps, .batch_size = tc->hp.batch_size,
+						.hp = &tc->hp };
 		if ((st = dt_summary_new(&sc, &ch->summary, err)))
 			return st;
 	}

@@ -54,6 +54,7 @@ enum dt_status dt__role_setup(const struct dt_ps_run_config *cfg, int load_train
 		dt_placement_print(&r->placement, r->vars, stderr);
 
 	dt_hello_init(&r->hello, dt_ps_role_name(cl->task.job), (uint32_t)cl->task.index, dt_ps_cluster_fingerprint(cl));
+	r->hello.auth = cfg->train->auth; /* every connection of this task authenticates with it */
 	if ((st = dt_ps_signature_add_vars(&r->hello.signature, r->vars, r->nvars, err)))
 		return st;
 	return dt_loop_new(&r->loop, err);

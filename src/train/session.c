@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "distribute/mirrored.h"
 #include "train/checkpoint.h"
 #include "train/common.h"
@@ -124,7 +125,7 @@ static enum dt_status open_summaries(struct dt_session *s, struct dt_err *err)
 		return DT_OK;
 	if (tc->save_summary_steps > 0) {
 		struct dt_summary_config sc = { .dir = tc->output_dir, .every = tc->save_summary_steps,
-						.last_step = tc->train_steps,
+						.last_step = tc->train_steps, .hp = &tc->hp,
 						.batch_size = s->info.summary_batch ? s->info.summary_batch
 										   : s->info.global_batch };
 		if ((st = dt_summary_new(&sc, &s->summary, err)))
@@ -301,7 +302,7 @@ static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *
 	enum dt_status st = reduce(s, v, 3, "log/window", err);
 	if (st)
 		return dt_err_prefix(err, "training stopped at step %lld", (long long)s->step);
-	double loss = v[0] / ((double)w->steps * s->info.shard_count);
+	double loss = v[0] / ((double)w->steps * (s->strategy->reduce ? s->info.shard_count : 1));
 	s->res.final_loss = loss;
 	if (tc->log_every > 0 || s->info.log_last_step) {
 		int64_t now = dt_now_ns();
@@ -470,6 +471,7 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 	if (s->hook)
 		s->hook(s->hook_arg, s->step, fig.loss, fig.examples);
 	summarize(s, prev, &fig, lr);
+	dt_progress_step(s->step, tc->train_steps); /* the launcher's STEP and STEPS/S (base/progress.h) */
 	int log_due = s->info.shared_step
 		? tc->log_every > 0 && s->local_steps % tc->log_every == 0
 		: (tc->log_every > 0 && s->step % tc->log_every == 0) || s->step == tc->train_steps;

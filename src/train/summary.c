@@ -20,7 +20,20 @@ struct dt_summary {
 	int64_t start_ns;
 	int64_t records;
 	int64_t write_ns;   /* time spent building and writing records */
+	int hparams;        /* the session-start summary was written: end it in dt_summary_free */
+	int reached_last;   /* the last step's record was written */
 };
+
+/* One HParams plugin summary; a failure costs the summary, not the run. */
+static int write_hparams(struct dt_summary *s, const char *tag, struct dt_pb *content)
+{
+	struct dt_err err = DT_ERR_INIT;
+	if (dt_events_write_plugin(s->events, 0, tag, "hparams", content->data, content->len, &err)) {
+		dt_warn("HParams summary '%s' lost (training goes on): %s", tag, err.msg);
+		return 0;
+	}
+	return 1;
+}
 
 enum dt_status dt_summary_new(const struct dt_summary_config *cfg, struct dt_summary **out, struct dt_err *err)
 {
@@ -36,6 +49,16 @@ enum dt_status dt_summary_new(const struct dt_summary_config *cfg, struct dt_sum
 	s->last_step = cfg->last_step;
 	s->batch_size = cfg->batch_size;
 	s->start_ns = dt_now_ns();
+	if (cfg->hp) {
+		struct dt_pb pd = { 0 };
+		double now = dt_wall_seconds();
+		dt__hparams_encode_experiment(&pd, cfg->hp, now);
+		write_hparams(s, "_hparams_/experiment", &pd);
+		pd.len = 0;
+		dt__hparams_encode_session_start(&pd, cfg->hp, now);
+		s->hparams = write_hparams(s, "_hparams_/session_start_info", &pd);
+		dt_pb_release(&pd);
+	}
 	dt_debug("summaries: every %lld steps to '%s'", (long long)s->every, dt_events_path(ev));
 	*out = s;
 	return DT_OK;
@@ -89,6 +112,8 @@ void dt_summary_step(struct dt_summary *s, int64_t step, float loss, int correct
 	s->steps++;
 	if (step % s->every == 0 || step == s->last_step)
 		write_window(s, step, lr);
+	if (step >= s->last_step)
+		s->reached_last = 1;
 }
 
 const char *dt_summary_path(const struct dt_summary *s)
@@ -105,6 +130,12 @@ void dt_summary_free(struct dt_summary *s)
 {
 	if (!s)
 		return;
+	if (s->hparams) {
+		struct dt_pb pd = { 0 };
+		dt__hparams_encode_session_end(&pd, s->reached_last, dt_wall_seconds());
+		write_hparams(s, "_hparams_/session_end_info", &pd);
+		dt_pb_release(&pd);
+	}
 	dt_debug("summaries: %lld records in '%s', %.3f ms spent writing them", (long long)s->records,
 		 dt_events_path(s->events), (double)s->write_ns / 1e6);
 	dt_events_free(s->events);

@@ -22,6 +22,15 @@
  * the next record is tried again), because losing a summary must not cost a
  * training run.
  *
+ * TensorBoard's HParams tab (hparams_summary.c): when cfg->hp is given,
+ * dt_summary_new also writes the HParams plugin's experiment summary
+ * (every hparam with its type; the metrics loss and accuracy of this run
+ * and of eval/) and its session-start summary (every resolved hparam's
+ * value), and dt_summary_free the session-end summary: STATUS_SUCCESS when
+ * the record of the last step (train_steps) was written, else
+ * STATUS_FAILURE. A set of runs then compares in the HParams tab, with the
+ * final metrics taken from the runs' scalars as TensorBoard does.
+ *
  * Run files (t2t's trainer writes them at start): hparams.json, the
  * resolved hyper-parameters as one JSON object; flags.txt, every option of
  * the command with its effective value, one `--name=value` per line (absl's
@@ -40,6 +49,7 @@ struct dt_summary_config {
 	int64_t every;      /* save_summary_steps, > 0 */
 	int64_t last_step;  /* train_steps: a record is also written at this step */
 	int batch_size;     /* examples per step, for examples/sec */
+	const struct dt_hparams *hp; /* NULL: no HParams summaries; else borrowed for dt_summary_new only */
 };
 
 struct dt_summary;
@@ -69,5 +79,12 @@ enum dt_status dt_summary_write_run_files(const char *dir, const struct dt_hpara
 /* Writes `opts` as "--name=value\n" lines into a heap string (caller frees);
  * booleans as --name / --noname, groups skipped. */
 char *dt_summary_format_flags(const struct dt_option *opts);
+
+/* Module-shared (hparams_summary.c): the HParamsPluginData message of each
+ * summary, appended to `out`. */
+struct dt_pb;
+void dt__hparams_encode_experiment(struct dt_pb *out, const struct dt_hparams *hp, double now);
+void dt__hparams_encode_session_start(struct dt_pb *out, const struct dt_hparams *hp, double now);
+void dt__hparams_encode_session_end(struct dt_pb *out, int success, double now);
 
 #endif

@@ -3,6 +3,7 @@
  * cases (corrupt state file, different model, flipped byte, flag errors)
  * with their messages and exit codes. */
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,7 +114,7 @@ DT_TEST_TIMEOUT(ckpt_cli, inspect_and_verify_print_and_exit_codes, 120)
 	DT_CHECK_CONTAINS(r.out, "F32");
 	DT_CHECK_CONTAINS(r.out, "I64");
 	DT_CHECK_CONTAINS(r.out, "size: ");
-	DT_CHECK_CONTAINS(r.out, "metadata:\n  format: dtrain.ckpt.v1\n");
+	DT_CHECK_CONTAINS(r.out, "metadata:\n  format: dtrain.ckpt.v2\n");
 	DT_CHECK_CONTAINS(r.out, "  hparams: {\"batch_size\":64,");
 	DT_CHECK_CONTAINS(r.out, "verify: ok\n");
 	dt_run_release(&r);
@@ -122,6 +123,7 @@ DT_TEST_TIMEOUT(ckpt_cli, inspect_and_verify_print_and_exit_codes, 120)
 	expect(&r, 0, NULL);
 	DT_CHECK_CONTAINS(r.out, "ok: ");
 	DT_CHECK_CONTAINS(r.out, "(step 10, 19 tensors, crc32c ");
+	DT_CHECK_CONTAINS(r.out, ", header_crc32c ");
 	dt_run_release(&r);
 
 	flip_byte(path, 5000);
@@ -206,6 +208,71 @@ DT_TEST_TIMEOUT(ckpt_cli, flipped_newest_falls_back_and_corrupt_state_exits_4, 1
 	expect(&r, 4, "error: cannot parse the checkpoint state file");
 	DT_CHECK_CONTAINS(r.err, "hint: fix or remove");
 	DT_CHECK(!strstr(r.err, "training from scratch"));
+	dt_run_release(&r);
+}
+
+/* 40 single-bit flips at random bytes of a real checkpoint's JSON header
+ * (seeded, the seed printed): `dtrain ckpt verify` exits 4 naming the file
+ * every time; training restarted over a damaged tensor name (which used to
+ * exit 4 "different model") falls back to the previous checkpoint and says
+ * why. */
+DT_TEST_TIMEOUT(ckpt_cli, forty_header_bit_flips_fail_verify_and_training_falls_back, 240)
+{
+	const char *seed_env = getenv("DTRAIN_TEST_SEED");
+	unsigned long long seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 0) : 421;
+	fprintf(stderr, "seed %llu (DTRAIN_TEST_SEED=%llu reproduces)\n", seed, seed);
+	char dir[600], path[700], copy[720];
+	dt_test_path(dir, sizeof(dir), "out");
+	struct dt_run r;
+	train(&r, dir, "20", NULL, NULL);
+	expect(&r, 0, NULL);
+	dt_run_release(&r);
+	snprintf(path, sizeof(path), "%s/model.ckpt-20.safetensors", dir);
+	snprintf(copy, sizeof(copy), "%s/damaged.safetensors", dir);
+	FILE *f = fopen(path, "rb");
+	DT_CHECK(f != NULL);
+	unsigned char len8[8];
+	DT_CHECK_INT_EQ(fread(len8, 1, 8, f), 8);
+	uint64_t n = 0;
+	for (int i = 0; i < 8; i++)
+		n |= (uint64_t)len8[i] << (8 * i);
+	char *head = malloc((size_t)n + 8);
+	DT_CHECK(head && fseek(f, 0, SEEK_SET) == 0 && fread(head, 1, (size_t)n + 8, f) == (size_t)n + 8);
+	fclose(f);
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+	for (int i = 0; i < 40; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+		uint64_t at = 8 + x % n;
+		int bit = (int)(x >> 59) % 8;
+		char cmd[1600];
+		snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", path, copy);
+		DT_CHECK_INT_EQ(system(cmd), 0);
+		int fd = open(copy, O_RDWR);
+		DT_CHECK(fd >= 0);
+		unsigned char b = (unsigned char)head[at] ^ (unsigned char)(1u << bit);
+		DT_CHECK(pwrite(fd, &b, 1, (off_t)at) == 1);
+		close(fd);
+		fprintf(stderr, "flip %d: byte %llu bit %d\n", i, (unsigned long long)at, bit);
+		ckpt(&r, "verify", copy);
+		expect(&r, 4, "damaged.safetensors");
+		DT_CHECK_STR_EQ(r.out, "");
+		DT_CHECK_CONTAINS(r.err, "error: ");
+		dt_run_release(&r);
+	}
+
+	char *name = memmem(head + 8, (size_t)n, "\"dense_2/kernel\"", 16);
+	DT_CHECK(name != NULL);
+	int fd = open(path, O_RDWR);
+	DT_CHECK(fd >= 0);
+	unsigned char b = (unsigned char)(name[7] ^ 4); /* '2' -> '6': dense_6/kernel */
+	DT_CHECK(pwrite(fd, &b, 1, (off_t)(name - head + 7)) == 1);
+	close(fd);
+	free(head);
+	train(&r, dir, "20", NULL, NULL);
+	expect(&r, 0, "falling back to the previous one");
+	DT_CHECK_CONTAINS(r.err, "header crc mismatch");
+	DT_CHECK_CONTAINS(r.err, "restored step 10 from ");
+	DT_CHECK(!strstr(r.err, "different model"));
 	dt_run_release(&r);
 }
 

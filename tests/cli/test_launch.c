@@ -449,8 +449,9 @@ DT_TEST_TIMEOUT(launch_cli, status_logs_monitor_and_kill_a_running_experiment, 9
 	/* The chief trains: a measured CPU %, memory in use, a step rate. */
 	const char *row = strstr(r.out, "1.chief ");
 	DT_CHECK(row != NULL);
-	char state[16], cpu[16], memp[16], used[16], slash[4], total[16], sps[16];
-	DT_CHECK_INT_EQ(sscanf(row, "%*s %15s %15s %15s %15s %3s %15s %15s", state, cpu, memp, used, slash, total, sps), 7);
+	char state[16], cpu[16], memp[16], used[16], slash[4], total[16], step[32], done[16], sps[16];
+	DT_CHECK_INT_EQ(sscanf(row, "%*s %15s %15s %15s %15s %3s %15s %31s %15s %15s", state, cpu, memp, used, slash,
+			       total, step, done, sps), 9);
 	DT_CHECK_STR_EQ(state, "RUNNING");
 	DT_CHECK(atof(cpu) > 0);
 	DT_CHECK(atof(used) > 0);

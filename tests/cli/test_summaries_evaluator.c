@@ -42,7 +42,8 @@ static const char *event_pb_dir(void)
 	DT_CHECK(mkdir(dir, 0755) == 0);
 	char out_flag[600];
 	snprintf(out_flag, sizeof(out_flag), "--python_out=%s", dir);
-	run(&r, (const char *[]){ "protoc", "-Itests/tools", out_flag, "tests/tools/event.proto", NULL }, NULL);
+	run(&r, (const char *[]){ "protoc", "-Itests/tools", out_flag, "tests/tools/event.proto", "tests/tools/hparams.proto",
+				  NULL }, NULL);
 	if (r.exit_code != 0)
 		fprintf(stderr, "protoc: %s\n", r.err);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
@@ -150,8 +151,9 @@ DT_TEST_TIMEOUT(summaries, training_scalars_parse_with_protobuf_at_every_summary
 	DT_CHECK_STR_EQ(json_string_value(json_object_get(json_array_get(files, 0), "file_version")), "brain.Event:2");
 	const char *path = json_string_value(json_object_get(json_array_get(files, 0), "path"));
 	DT_CHECK_CONTAINS(path, "/events.out.tfevents.");
-	/* file_version + steps 20, 40 and the last step, 50. */
-	DT_CHECK_INT_EQ(json_integer_value(json_object_get(json_array_get(files, 0), "records")), 4);
+	/* file_version, the HParams experiment and session start, steps 20, 40
+	 * and the last step, 50, and the HParams session end. */
+	DT_CHECK_INT_EQ(json_integer_value(json_object_get(json_array_get(files, 0), "records")), 7);
 	static const char *const tags[] = { "loss", "accuracy", "learning_rate", "global_step/sec", "examples/sec" };
 	for (size_t t = 0; t < sizeof(tags) / sizeof(tags[0]); t++)
 		DT_CHECK_INT_EQ(count_tag(ev, tags[t]), 3);
@@ -223,6 +225,80 @@ static char *train_with_checkpoints(const char *dir, const char *steps, const ch
 	char *out = strdup(r.out);
 	dt_run_release(&r);
 	return out;
+}
+
+/* The HParams plugin's summary of `tag` in the reader's output (its "data"), or NULL. */
+static json_t *hparams_data(json_t *ev, const char *tag)
+{
+	json_t *v;
+	size_t i;
+	json_array_foreach(json_object_get(ev, "hparams"), i, v)
+		if (!strcmp(json_string_value(json_object_get(v, "tag")), tag))
+			return json_object_get(v, "data");
+	return NULL;
+}
+
+/* TensorBoard's HParams tab: the chief's event file holds the plugin's
+ * experiment, session start (every hparam of hparams.json, with its value)
+ * and session end (SUCCESS), decoded by protoc-compiled hparams.proto. */
+DT_TEST_TIMEOUT(summaries, hparams_plugin_summaries_decode_with_protobuf, 120)
+{
+	char dir[512], arg[600];
+	dt_test_path(dir, sizeof(dir), "out");
+	snprintf(arg, sizeof(arg), "--output_dir=%s", dir);
+	struct dt_run r;
+	run(&r, (const char *[]){ "dtrain", "train", "--model=mlp", "--problem=fashion_mnist", "--train_steps=30",
+				  "--hparams=learning_rate=0.05,optimizer=momentum", "--save_summary_steps=10", arg, NULL },
+	    NULL);
+	if (r.exit_code != 0)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	dt_run_release(&r);
+	json_t *ev = read_events(dir);
+	char path[600];
+	snprintf(path, sizeof(path), "%s/hparams.json", dir);
+	json_t *want = json_load_file(path, 0, NULL);
+	DT_CHECK(json_is_object(want));
+
+	json_t *start = json_object_get(hparams_data(ev, "_hparams_/session_start_info"), "session_start_info");
+	json_t *hp = json_object_get(start, "hparams");
+	DT_CHECK(json_is_object(hp));
+	DT_CHECK_INT_EQ(json_object_size(hp), json_object_size(want));
+	const char *key;
+	json_t *v;
+	json_object_foreach(want, key, v) {
+		json_t *got = json_object_get(hp, key);
+		if (!got)
+			dt_test_fail(__FILE__, __LINE__, "hparam '%s' is missing from the session start", key);
+		if (json_is_number(v))
+			DT_CHECK(json_number_value(json_object_get(got, "number_value")) == json_number_value(v));
+		else if (json_is_boolean(v))
+			DT_CHECK(json_is_true(json_object_get(got, "bool_value")) == json_is_true(v));
+		else if (json_is_string(v))
+			DT_CHECK_STR_EQ(json_string_value(json_object_get(got, "string_value")), json_string_value(v));
+	}
+	DT_CHECK(json_number_value(json_object_get(json_object_get(hp, "learning_rate"), "number_value")) == 0.05);
+	DT_CHECK_STR_EQ(json_string_value(json_object_get(json_object_get(hp, "optimizer"), "string_value")), "momentum");
+	DT_CHECK(json_number_value(json_object_get(start, "start_time_secs")) > 1.6e9);
+
+	json_t *exp = json_object_get(hparams_data(ev, "_hparams_/experiment"), "experiment");
+	DT_CHECK_INT_EQ(json_array_size(json_object_get(exp, "hparam_infos")), json_object_size(want));
+	json_t *metrics = json_object_get(exp, "metric_infos");
+	int eval_accuracy = 0;
+	size_t i;
+	json_array_foreach(metrics, i, v) {
+		json_t *name = json_object_get(v, "name");
+		const char *group = json_string_value(json_object_get(name, "group"));
+		eval_accuracy |= group && !strcmp(group, "eval") &&
+				 !strcmp(json_string_value(json_object_get(name, "tag")), "accuracy") &&
+				 !strcmp(json_string_value(json_object_get(v, "dataset_type")), "DATASET_VALIDATION");
+	}
+	DT_CHECK(eval_accuracy);
+
+	json_t *end = json_object_get(hparams_data(ev, "_hparams_/session_end_info"), "session_end_info");
+	DT_CHECK_STR_EQ(json_string_value(json_object_get(end, "status")), "STATUS_SUCCESS");
+	json_decref(want);
+	json_decref(ev);
 }
 
 DT_TEST_TIMEOUT(evaluator, continuous_eval_reports_what_the_chief_measured, 180)

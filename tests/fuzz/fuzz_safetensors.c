@@ -3,7 +3,9 @@
  * Any input must either parse, with tensors that tile the byte buffer exactly
  * (sorted, no holes, sizes matching shape x dtype) and metadata that are all
  * strings, or fail with DT_CKPT and a non-empty message; the dtrain-level
- * check (format keys, CRC-32C) must then also return cleanly. It must never
+ * check (format keys, header checksum, model signature, CRC-32C) must then
+ * also return cleanly, and the header checksum the parser noted must equal
+ * the writer's (dt_st_header_crc). It must never
  * crash, read out of bounds, leak, or allocate more than the input implies.
  * Run: make build-fuzz/fuzz_safetensors &&
  *      build-fuzz/fuzz_safetensors tests/fuzz/corpus/fuzz_safetensors */
@@ -38,6 +40,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	DT_ASSERT(at == size - f->data_start);
 	for (int i = 0; i < f->num_meta; i++)
 		DT_ASSERT(dt_st_meta(f, f->meta_keys[i]) != NULL);
+	/* The header checksum the parser noted is the one the writer's primitive computes. */
+	int found;
+	size_t value_at;
+	uint32_t crc;
+	dt_st_header_crc(data, (size_t)f->data_start, &found, &value_at, &crc);
+	DT_ASSERT(found == f->header_crc_found);
+	DT_ASSERT(!found || (crc == f->header_crc_computed && value_at + 9 <= f->data_start));
+	st = dt_ckpt_check_header(f, &err);
+	DT_ASSERT(st == DT_OK || (st == DT_CKPT && err.msg[0] != '\0'));
 	st = dt_ckpt_verify(f, data, &err);
 	DT_ASSERT(st == DT_OK || (st == DT_CKPT && err.msg[0] != '\0'));
 	dt_st_free(f);

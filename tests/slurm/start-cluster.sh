@@ -3,6 +3,10 @@
 #
 #   tests/slurm/start-cluster.sh DIR CTLD_PORT SLURMD_PORT
 #
+# DT_SLURM_CPUS, when set, is the node's CPU count in slurm.conf (default: nproc). A test that
+# needs an allocation of one CPU per task for more tasks than this machine has cores declares
+# more (SlurmdParameters=config_overrides lets slurmd accept a node larger than the machine).
+#
 # Everything lives in DIR (which must exist and be empty): slurm.conf, munge key and socket,
 # state, spool, logs. Each daemon runs in the foreground, in the background of this script,
 # and its pid is written to DIR/<name>.pid before anything waits on it, so the caller can
@@ -26,7 +30,7 @@ host=$(hostname -s)
 mkdir -p "$dir/state" "$dir/spool"
 chmod 700 "$dir"
 sed -e "s|@HOST@|$host|g" -e "s|@CTLD_PORT@|$ctld_port|g" -e "s|@SLURMD_PORT@|$slurmd_port|g" \
-    -e "s|@DIR@|$dir|g" -e "s|@CPUS@|$(nproc)|g" "$here/slurm.conf.in" > "$dir/slurm.conf"
+    -e "s|@DIR@|$dir|g" -e "s|@CPUS@|${DT_SLURM_CPUS:-$(nproc)}|g" "$here/slurm.conf.in" > "$dir/slurm.conf"
 export SLURM_CONF=$dir/slurm.conf
 
 mungekey -c -k "$dir/munge.key" >"$dir/mungekey.out" 2>&1 || skip "slurm cannot start: mungekey failed: $(tail -n1 "$dir/mungekey.out")"

@@ -14,6 +14,10 @@ exactly 4 bytes of tensor_content or one float_val, the scalars plugin on
 the first value of each tag. Prints one JSON object:
   {"files": [{"path", "records", "file_version"}],
    "scalars": [{"path", "step", "tag", "value", "wall_time"}]}
+When PB_DIR also holds hparams_pb2.py (from tests/tools/hparams.proto),
+values of the "hparams" plugin are decoded as HParamsPluginData and listed:
+  "hparams": [{"path", "step", "tag", "data"}] (data: the message as JSON,
+  protobuf's json_format with the proto field names).
 Exits 1 with a message on stderr at the first violation.
 """
 import json
@@ -93,6 +97,23 @@ def scalar_value(path, off, v):
          (path, v.tag, off, len(t.tensor_content), len(t.float_val)))
 
 
+def hparams_value(path, off, ev, v):
+    try:
+        import hparams_pb2
+        from google.protobuf import json_format
+    except ImportError:
+        fail("%s: an hparams value at offset %d, but no hparams_pb2 in PB_DIR" % (path, off))
+    data = hparams_pb2.HParamsPluginData()
+    try:
+        data.ParseFromString(v.metadata.plugin_data.content)
+    except Exception as e:  # DecodeError
+        fail("%s: cannot decode the HParamsPluginData of '%s' at offset %d: %s" % (path, v.tag, off, e))
+    if v.WhichOneof("value") != "tensor":
+        fail("%s: hparams value '%s' at offset %d has no tensor" % (path, v.tag, off))
+    return {"path": path, "step": ev.step, "tag": v.tag,
+            "data": json_format.MessageToDict(data, preserving_proto_field_name=True)}
+
+
 def read_file(path, event_pb2, out):
     first_tags = set()
     info = {"path": path, "records": 0, "file_version": None}
@@ -113,6 +134,9 @@ def read_file(path, event_pb2, out):
             for v in ev.summary.value:
                 if not v.tag:
                     fail("%s: value without a tag at offset %d" % (path, off))
+                if v.metadata.plugin_data.plugin_name == "hparams":
+                    out["hparams"].append(hparams_value(path, off, ev, v))
+                    continue
                 if v.tag not in first_tags and v.WhichOneof("value") == "tensor":
                     md = v.metadata
                     if md.plugin_data.plugin_name != "scalars" or md.data_class not in (0, 1):
@@ -129,7 +153,7 @@ def main():
         fail("usage: read_events.py PB_DIR PATH...")
     sys.path.insert(0, sys.argv[1])
     import event_pb2
-    out = {"files": [], "scalars": []}
+    out = {"files": [], "scalars": [], "hparams": []}
     for p in sys.argv[2:]:
         if os.path.isdir(p):
             names = sorted(n for n in os.listdir(p) if "tfevents" in n)

@@ -14,7 +14,9 @@ plus what dtrain's writer promises (docs/CHECKPOINTS.md):
     header begins with '{', padded with spaces to make 8 + N a multiple of 8,
     compact JSON with "__metadata__" as the first key; tensors laid out in
     (dtype alignment descending, name) order; metadata format/global_step/
-    crc32c present, crc32c matches the buffer, global_step tensor matches.
+    crc32c present, crc32c matches the buffer, global_step tensor matches;
+    format dtrain.ckpt.v2 has header_crc32c, the CRC-32C of bytes [0, 8+N)
+    with that value's 8 digits replaced by "00000000".
 
 Usage: safetensors_check.py [--strict] FILE...   exit 0 when every file passes,
 1 with "FILE: rule" lines otherwise.
@@ -138,6 +140,16 @@ def check(blob, strict):
     for key in ("format", "global_step", "crc32c"):
         if key not in meta:
             raise Bad("strict: no %r in __metadata__" % key)
+    if meta.get("format") != "dtrain.ckpt.v1" or "header_crc32c" in meta:
+        key = b'"header_crc32c":"'
+        at = raw.find(key)
+        if at < 0 or raw.find(key, at + 1) >= 0:
+            raise Bad("strict: header_crc32c is not in the header exactly once")
+        at += 8 + len(key)
+        sealed = blob[:at] + b"00000000" + blob[at + 8:8 + n]
+        if "%08x" % crc32c(sealed) != meta["header_crc32c"]:
+            raise Bad("strict: header_crc32c of the header is %08x, __metadata__ says %s" %
+                      (crc32c(sealed), meta["header_crc32c"]))
     data = blob[8 + n:]
     got = crc32c(data)
     if "%08x" % got != meta["crc32c"]:

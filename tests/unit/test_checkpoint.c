@@ -28,91 +28,7 @@
 #include "nn/optimizer.h"
 #include "train/checkpoint.h"
 #include "train/local.h"
-
-/* ---- helpers ---------------------------------------------------------------------- */
-
-/* A small model (mlp on 8x8x1 inputs, 3 classes) with Adam, params and slots random. */
-struct small {
-	struct dt_hparams hp;
-	struct dt_model *m;
-	struct dt_optimizer opt;
-	struct dt_ckpt_contents c;
-};
-
-static void small_init(struct small *s, int side, const char *optimizer, uint64_t seed)
-{
-	struct dt_err err = DT_ERR_INIT;
-	DT_CHECK_OK(dt_hparams_from_set("mlp_base", &s->hp, &err), &err);
-	snprintf(s->hp.optimizer, sizeof(s->hp.optimizer), "%s", optimizer);
-	DT_CHECK_OK(dt_model_new(&s->hp, side, side, 1, 3, 4, &s->m, &err), &err);
-	dt_model_init_params(s->m, seed);
-	DT_CHECK_OK(dt_optimizer_init(&s->opt, &s->hp, dt_model_num_params(s->m), &err), &err);
-	struct dt_rng rng;
-	dt_rng_seed(&rng, seed);
-	for (size_t i = 0; i < (size_t)s->opt.num_slots * s->opt.count; i++)
-		s->opt.slots[i] = dt_rng_normal(&rng);
-	dt_ckpt_contents_for_model(&s->c, s->m);
-	dt_ckpt_contents_set_optimizer(&s->c, &s->opt);
-}
-
-static void small_release(struct small *s)
-{
-	dt_optimizer_release(&s->opt);
-	dt_model_free(s->m);
-}
-
-static void save_step(const char *dir, struct small *s, int64_t step, int keep)
-{
-	struct dt_err err = DT_ERR_INIT;
-	s->c.global_step = step;
-	s->c.has_rng = 1;
-	dt_rng_seed(&s->c.dropout_rng, (uint64_t)step);
-	s->c.pipeline_epoch = step / 10;
-	s->c.pipeline_offset = step % 10 * 64;
-	DT_CHECK_OK(dt_ckpt_save(dir, &s->c, keep, NULL, &err), &err);
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-	char *buf;
-	struct dt_err err = DT_ERR_INIT;
-	DT_CHECK_OK(dt_read_file(path, 1u << 30, &buf, len, &err), &err);
-	return buf;
-}
-
-static void flip_byte(const char *path, long at_from_end)
-{
-	int fd = open(path, O_RDWR);
-	DT_CHECK(fd >= 0);
-	off_t size = lseek(fd, 0, SEEK_END);
-	unsigned char b;
-	DT_CHECK(pread(fd, &b, 1, size - at_from_end) == 1);
-	b ^= 0x10;
-	DT_CHECK(pwrite(fd, &b, 1, size - at_from_end) == 1);
-	close(fd);
-}
-
-/* Captures this process's stderr (the log) while fn runs. */
-static int saved_stderr = -1;
-static char capture_path[600];
-static void capture_start(void)
-{
-	dt_test_path(capture_path, sizeof(capture_path), "stderr.txt");
-	fflush(stderr);
-	saved_stderr = dup(2);
-	int fd = open(capture_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	DT_CHECK(fd >= 0 && saved_stderr >= 0);
-	dup2(fd, 2);
-	close(fd);
-}
-static char *capture_end(void)
-{
-	fflush(stderr);
-	dup2(saved_stderr, 2);
-	close(saved_stderr);
-	size_t len;
-	return slurp(capture_path, &len);
-}
+#include "ckpt_test_util.h"
 
 /* ---- the format ------------------------------------------------------------------- */
 
@@ -255,7 +171,7 @@ DT_TEST(ckpt, header_is_padded_compact_metadata_first_all_strings)
 	for (int i = 0; i < 8; i++)
 		n |= (uint64_t)(unsigned char)blob[i] << (8 * i);
 	DT_CHECK_INT_EQ((8 + n) % 8, 0);
-	DT_CHECK(strncmp(blob + 8, "{\"__metadata__\":{\"format\":\"dtrain.ckpt.v1\",", 43) == 0);
+	DT_CHECK(strncmp(blob + 8, "{\"__metadata__\":{\"format\":\"dtrain.ckpt.v2\",", 43) == 0);
 	size_t body = n;
 	while (body > 0 && blob[8 + body - 1] == ' ')
 		body--;

@@ -153,8 +153,13 @@ DT_TEST(launch_spec, tf_config_of_every_task_parses_and_names_it)
 	}
 	char *tf = dt_launch_tf_config(tasks, n, addrs, 3);
 	DT_CHECK_STR_EQ(tf, "{\"cluster\": {\"chief\": [\"127.0.0.1:5002\"], \"worker\": [\"127.0.0.1:5003\", "
-			    "\"127.0.0.1:5004\"], \"ps\": [\"127.0.0.1:5000\", \"127.0.0.1:5001\"], \"evaluator\": "
-			    "[\"127.0.0.1:5005\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}, \"environment\": \"cloud\"}");
+			    "\"127.0.0.1:5004\"], \"ps\": [\"127.0.0.1:5000\", \"127.0.0.1:5001\"]}, "
+			    "\"task\": {\"type\": \"worker\", \"index\": 0}, \"environment\": \"cloud\"}");
+	free(tf);
+	/* The evaluator is named in "task" only, as the training operator writes it. */
+	tf = dt_launch_tf_config(tasks, n, addrs, 5);
+	DT_CHECK(strstr(tf, "\"evaluator\": [") == NULL);
+	DT_CHECK_CONTAINS(tf, "\"task\": {\"type\": \"evaluator\", \"index\": 0}");
 	free(tf);
 	for (int i = 0; i < n; i++) {
 		tf = dt_launch_tf_config(tasks, n, addrs, i);

@@ -1,0 +1,173 @@
+/*
+ * api/internal.h — what the files of src/api share: the public handles'
+ * definitions over the internal types. Nothing here is exported; the
+ * public functions are declared (and marked DTRAIN_API) in include/dtrain.h.
+ */
+#ifndef DT_API_INTERNAL_H
+#define DT_API_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtrain.h"
+#include "base/err.h"
+#include "cluster/cluster.h"
+
+struct dtrain_error {
+	struct dt_err e;
+};
+
+/* &err->e, or NULL for a NULL err: what internal functions take. */
+struct dt_err *dt__api_err(dtrain_error *err);
+
+struct dtrain_cluster {
+	struct dt_cluster cl;
+	int ready;     /* validated: usable by a session */
+	int from_code; /* built with dtrain_cluster_new/add_task/set_task */
+};
+
+/* ---- models (model.c) ---- */
+
+#define DT_API_NAME_MAX 64
+#define DT_API_MAX_INPUTS 16
+#define DT_API_MAX_DIMS 4
+/* Elements of one input per example, of one variable, of all parameters:
+ * bounds that keep user shapes from overflowing sizes (2^31 floats = 8 GiB). */
+#define DT_API_MAX_ELEMS ((int64_t)1 << 31)
+
+struct dt__api_input {
+	char name[DT_API_NAME_MAX];
+	dtrain_dtype dtype;
+	int ndim;
+	int64_t shape[DT_API_MAX_DIMS];
+	int64_t per_example; /* product of shape (1 for a scalar) */
+};
+
+struct dt__api_var {
+	char name[DT_API_NAME_MAX];
+	int ndim;
+	int64_t shape[DT_API_MAX_DIMS];
+	int64_t count;
+	size_t offset; /* in the flat parameter and gradient buffers */
+	dtrain_init init;
+	float scale;
+};
+
+/* One builder call of a layer graph, kept to replay it into the graph a
+ * session compiles (builder.c): the labels input of the loss is not a graph
+ * input there, and only the loss call says which input that is. */
+enum dt__api_op_kind {
+	OP_INPUT, OP_DENSE, OP_CONV2D, OP_MAXPOOL, OP_AVGPOOL, OP_FLATTEN, OP_RESHAPE, OP_ACTIVATE, OP_DROPOUT,
+	OP_EMBEDDING, OP_LAYER_NORM, OP_ADD, OP_CONCAT,
+};
+#define DT_API_OP_MAX_IN 8
+struct dt__api_node {
+	enum dt__api_op_kind kind;
+	char name[32];                 /* the graph node's ("dense_1"; an input's own name) */
+	int input;                     /* OP_INPUT: index in inputs[], else -1 */
+	int in[DT_API_OP_MAX_IN], nin; /* the nodes it reads */
+	int iarg[6];                   /* units, filters, kh, kw, stride, padding / size, stride / vocab, dim */
+	int shape_n, shape[4];         /* OP_RESHAPE */
+	float farg;                    /* dropout rate, layer norm epsilon */
+	int act;                       /* enum dt_act */
+};
+
+struct dt_graph;
+
+struct dtrain_model {
+	struct dt_err first; /* the first builder error (sticky), DT_OK when none */
+	int frozen;          /* a session uses it */
+	int ninputs;
+	struct dt__api_input inputs[DT_API_MAX_INPUTS];
+	/* custom model */
+	int nvars, vars_cap;
+	struct dt__api_var *vars;
+	size_t num_params;
+	dtrain_forward_backward_fn fb;
+	void *user;
+	/* layer graph */
+	int nnodes, nodes_cap;
+	struct dt__api_node *nodes;
+	struct dt_graph *eager; /* every call applied as it comes, for its shape errors */
+	int loss_kind;          /* enum dt_loss; -1: no loss yet */
+	int loss_output, loss_target; /* nodes */
+	int layers;             /* layer calls made (a graph, not a custom model) */
+	/* variables of a compiled layer graph, for dtrain_model_variable_* */
+	struct dt_model *probe;
+	/* what compiled models point at (custom adapters), freed with the model */
+	void **kept;
+	int nkept;
+};
+
+/* builder.c: checks a layer graph (compiling it into m->probe) and compiles it. */
+enum dt_status dt__api_check_graph(const dtrain_model *m, struct dt_err *err);
+enum dt_status dt__api_compile_graph(const dtrain_model *m, int max_batch, struct dt_model **out,
+				     int feeds[DT_API_MAX_INPUTS], int *target_feed, struct dt_err *err);
+enum dt_status dt__api_compile_custom(const dtrain_model *m, int max_batch, struct dt_model **out,
+				      int feeds[DT_API_MAX_INPUTS], int *target_feed, struct dt_err *err);
+/* The node of a new input (its index in m->inputs): -1 after recording
+ * an error. */
+int dt__api_input_node(dtrain_model *m, int input);
+/* Keeps p until the model is freed. */
+void dt__api_model_keep(const dtrain_model *m, void *p);
+/* model.c's builder bookkeeping, shared with builder.c: records the first
+ * error (returns -1) and checks that a builder call may proceed. */
+int dt__api_fail(dtrain_model *m, enum dt_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int dt__api_usable(dtrain_model *m, const char *fn);
+
+/* The input called `name`, or -1. */
+int dt__api_input_index(const dtrain_model *m, const char *name);
+
+/* What a custom model's callback sees (model.c adapts nn/custom.h's
+ * context to it). */
+struct dtrain_step {
+	const dtrain_model *model;
+	int batch_size;
+	int training;
+	const void *inputs[DT_API_MAX_INPUTS]; /* by public input index, (batch, shape...) */
+	float *const *params; /* (nvars) views */
+	float *const *grads;  /* (nvars) views; NULL in evaluation */
+	double loss;
+	int loss_set;
+	int64_t correct;      /* -1: not reported */
+};
+
+/* Compiles the model into an nn/ model for up to max_batch examples (a
+ * layer graph through nn/graph.h, a custom model through nn/custom.h), and
+ * tells which public input feeds each of its inputs and its targets:
+ * feeds[i] for dt_model_input(i), *target_feed for the targets. */
+struct dt_model;
+enum dt_status dt__api_compile(const dtrain_model *m, int max_batch, struct dt_model **out,
+			       int feeds[DT_API_MAX_INPUTS], int *target_feed, struct dt_err *err) DT_MUST_CHECK;
+
+/* ---- data (data.c) ---- */
+
+struct dtrain_batch {
+	const dtrain_model *model;
+	int shard, num_shards, size;
+	int64_t step, epoch;
+	void *const *inputs; /* [model->ninputs] */
+};
+
+/* A reader of one data source for one consumer: a training stream (this
+ * shard, shuffled per epoch, forever) or one evaluation pass. */
+struct dt__api_reader;
+enum dt_status dt__api_reader_new(dtrain_data *d, const dtrain_model *m, int shard, int num_shards, int batch,
+				  uint64_t seed, int single_pass, struct dt__api_reader **out, struct dt_err *err);
+/* Fills the next batch into bufs (each sized for `batch` examples of its
+ * input); *size gets the examples (0 at the end of a single pass). */
+enum dt_status dt__api_reader_next(struct dt__api_reader *r, int64_t step, void *const *bufs, int *size,
+				   struct dt_err *err);
+void dt__api_reader_free(struct dt__api_reader *r);
+/* Training streams: where the next batch comes from, moving there (as the
+ * session's checkpoints record it), and examples per epoch of the shard. */
+void dt__api_reader_position(const struct dt__api_reader *r, int64_t *epoch, int64_t *offset);
+void dt__api_reader_seek(struct dt__api_reader *r, int64_t epoch, int64_t offset);
+int64_t dt__api_reader_shard_size(const struct dt__api_reader *r);
+
+/* The validated cluster a session uses: cl's own, or `local` filled as the
+ * one-process cluster (cl NULL, or built in code with no task). NULL with
+ * DT_USAGE in e when cl has tasks but no task set. */
+const struct dt_cluster *dt__api_cluster(const dtrain_cluster *cl, struct dt_cluster *local, struct dt_err *e);
+
+#endif

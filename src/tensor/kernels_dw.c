@@ -1,0 +1,314 @@
+/*
+ * Depthwise convolution and batch normalization (tensor/kernels.h), each
+ * with its naive twin. The fast depthwise kernels walk output pixels and
+ * window taps and run the innermost loop over the contiguous channels of
+ * the input pixel, the kernel row and the output pixel, which compilers
+ * vectorize; batch norm keeps per-channel accumulators so that every pass
+ * over (R, C) is one streaming sweep vectorized over C.
+ */
+#include "tensor/kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+
+/* Input row of output row o and tap k, or -1 outside the image. */
+static inline int in_pos(int o, int k, int stride, int dil, int pad, int size)
+{
+	const int i = o * stride - pad + k * dil;
+	return i >= 0 && i < size ? i : -1;
+}
+
+void dt_depthwise_forward(const struct dt_dw_geom *g, const float *restrict x, const float *restrict k,
+			  const float *restrict bias, float *restrict y, int B)
+{
+	const int C = g->C, M = g->M, CM = C * M;
+	for (int b = 0; b < B; b++)
+		for (int oh = 0; oh < g->OH; oh++)
+			for (int ow = 0; ow < g->OW; ow++) {
+				float *restrict yr = y + (((size_t)b * g->OH + oh) * g->OW + ow) * (size_t)CM;
+				if (bias)
+					memcpy(yr, bias, (size_t)CM * sizeof(float));
+				else
+					memset(yr, 0, (size_t)CM * sizeof(float));
+				for (int kh = 0; kh < g->KH; kh++) {
+					const int ih = in_pos(oh, kh, g->SH, g->DH, g->PT, g->H);
+					if (ih < 0)
+						continue;
+					for (int kw = 0; kw < g->KW; kw++) {
+						const int iw = in_pos(ow, kw, g->SW, g->DW, g->PL, g->W);
+						if (iw < 0)
+							continue;
+						const float *restrict xr = x + (((size_t)b * g->H + ih) * g->W + iw) * (size_t)C;
+						const float *restrict kr = k + ((size_t)kh * g->KW + kw) * (size_t)CM;
+						if (M == 1) {
+							for (int c = 0; c < C; c++)
+								yr[c] += xr[c] * kr[c];
+						} else {
+							for (int c = 0; c < C; c++)
+								for (int m = 0; m < M; m++)
+									yr[c * M + m] += xr[c] * kr[c * M + m];
+						}
+					}
+				}
+			}
+}
+
+void dt_depthwise_backward(const struct dt_dw_geom *g, const float *restrict x, const float *restrict k,
+			   const float *restrict dy, float *restrict dx, float *restrict dk, float *restrict dbias,
+			   int B)
+{
+	const int C = g->C, M = g->M, CM = C * M;
+	memset(dk, 0, (size_t)g->KH * g->KW * (size_t)CM * sizeof(float));
+	if (dbias)
+		memset(dbias, 0, (size_t)CM * sizeof(float));
+	if (dx)
+		memset(dx, 0, (size_t)B * g->H * g->W * (size_t)C * sizeof(float));
+	for (int b = 0; b < B; b++)
+		for (int oh = 0; oh < g->OH; oh++)
+			for (int ow = 0; ow < g->OW; ow++) {
+				const float *restrict dyr = dy + (((size_t)b * g->OH + oh) * g->OW + ow) * (size_t)CM;
+				if (dbias)
+					for (int o = 0; o < CM; o++)
+						dbias[o] += dyr[o];
+				for (int kh = 0; kh < g->KH; kh++) {
+					const int ih = in_pos(oh, kh, g->SH, g->DH, g->PT, g->H);
+					if (ih < 0)
+						continue;
+					for (int kw = 0; kw < g->KW; kw++) {
+						const int iw = in_pos(ow, kw, g->SW, g->DW, g->PL, g->W);
+						if (iw < 0)
+							continue;
+						const size_t px = (((size_t)b * g->H + ih) * g->W + iw) * (size_t)C;
+						const float *restrict xr = x + px;
+						const size_t tap = ((size_t)kh * g->KW + kw) * (size_t)CM;
+						const float *restrict kr = k + tap;
+						float *restrict dkr = dk + tap;
+						if (M == 1) {
+							for (int c = 0; c < C; c++)
+								dkr[c] += xr[c] * dyr[c];
+							if (dx) {
+								float *restrict dxr = dx + px;
+								for (int c = 0; c < C; c++)
+									dxr[c] += kr[c] * dyr[c];
+							}
+						} else {
+							for (int c = 0; c < C; c++)
+								for (int m = 0; m < M; m++) {
+									dkr[c * M + m] += xr[c] * dyr[c * M + m];
+									if (dx)
+										dx[px + (size_t)c] += kr[c * M + m] * dyr[c * M + m];
+								}
+						}
+					}
+				}
+			}
+}
+
+/* The naive twins: one output (or parameter) element at a time, sums in double. */
+
+void dt_depthwise_forward_naive(const struct dt_dw_geom *g, const float *x, const float *k, const float *bias,
+				float *y, int B)
+{
+	const int CM = g->C * g->M;
+	for (int b = 0; b < B; b++)
+		for (int o = 0; o < CM; o++)
+			for (int oh = 0; oh < g->OH; oh++)
+				for (int ow = 0; ow < g->OW; ow++) {
+					const int c = o / g->M;
+					double s = bias ? (double)bias[o] : 0.0;
+					for (int kh = 0; kh < g->KH; kh++)
+						for (int kw = 0; kw < g->KW; kw++) {
+							const int ih = oh * g->SH - g->PT + kh * g->DH;
+							const int iw = ow * g->SW - g->PL + kw * g->DW;
+							if (ih < 0 || ih >= g->H || iw < 0 || iw >= g->W)
+								continue;
+							s += (double)x[(((size_t)b * g->H + ih) * g->W + iw) * g->C + c] *
+							     (double)k[((size_t)kh * g->KW + kw) * CM + o];
+						}
+					y[(((size_t)b * g->OH + oh) * g->OW + ow) * CM + o] = (float)s;
+				}
+}
+
+void dt_depthwise_backward_naive(const struct dt_dw_geom *g, const float *x, const float *k, const float *dy,
+				 float *dx, float *dk, float *dbias, int B)
+{
+	const int CM = g->C * g->M;
+	for (int o = 0; o < CM; o++) {
+		const int c = o / g->M;
+		double sb = 0.0;
+		for (int b = 0; b < B; b++)
+			for (int oh = 0; oh < g->OH; oh++)
+				for (int ow = 0; ow < g->OW; ow++)
+					sb += (double)dy[(((size_t)b * g->OH + oh) * g->OW + ow) * CM + o];
+		if (dbias)
+			dbias[o] = (float)sb;
+		for (int kh = 0; kh < g->KH; kh++)
+			for (int kw = 0; kw < g->KW; kw++) {
+				double s = 0.0;
+				for (int b = 0; b < B; b++)
+					for (int oh = 0; oh < g->OH; oh++)
+						for (int ow = 0; ow < g->OW; ow++) {
+							const int ih = oh * g->SH - g->PT + kh * g->DH;
+							const int iw = ow * g->SW - g->PL + kw * g->DW;
+							if (ih < 0 || ih >= g->H || iw < 0 || iw >= g->W)
+								continue;
+							s += (double)x[(((size_t)b * g->H + ih) * g->W + iw) * g->C + c] *
+							     (double)dy[(((size_t)b * g->OH + oh) * g->OW + ow) * CM + o];
+						}
+				dk[((size_t)kh * g->KW + kw) * CM + o] = (float)s;
+			}
+	}
+	if (!dx)
+		return;
+	/* dx[b, ih, iw, c]: every (output pixel, tap, m) that read it */
+	for (int b = 0; b < B; b++)
+		for (int ih = 0; ih < g->H; ih++)
+			for (int iw = 0; iw < g->W; iw++)
+				for (int c = 0; c < g->C; c++) {
+					double s = 0.0;
+					for (int oh = 0; oh < g->OH; oh++)
+						for (int ow = 0; ow < g->OW; ow++)
+							for (int kh = 0; kh < g->KH; kh++)
+								for (int kw = 0; kw < g->KW; kw++) {
+									if (oh * g->SH - g->PT + kh * g->DH != ih ||
+									    ow * g->SW - g->PL + kw * g->DW != iw)
+										continue;
+									for (int m = 0; m < g->M; m++) {
+										const int o = c * g->M + m;
+										s += (double)k[((size_t)kh * g->KW + kw) * CM + o] *
+										     (double)dy[(((size_t)b * g->OH + oh) * g->OW + ow) * CM + o];
+									}
+								}
+					dx[(((size_t)b * g->H + ih) * g->W + iw) * g->C + c] = (float)s;
+				}
+}
+
+/* ---- batch normalization ------------------------------------------------------ */
+
+/* Rows per block of the mean's per-channel sums: partials over a short
+ * block, then added up, lose less to rounding on long batches. */
+#define BN_BLOCK 64
+
+void dt_batchnorm_moments(const float *restrict x, float *restrict mean, float *restrict var, int R, int C)
+{
+	DT_ASSERT(R >= 1);
+	float *restrict part = var; /* var holds block partials until the second pass */
+	for (int c = 0; c < C; c++)
+		mean[c] = 0.0f;
+	/* Pass 1: the mean, from block partials (in var for now). */
+	for (int r0 = 0; r0 < R; r0 += BN_BLOCK) {
+		const int r1 = r0 + BN_BLOCK < R ? r0 + BN_BLOCK : R;
+		for (int c = 0; c < C; c++)
+			part[c] = 0.0f;
+		for (int r = r0; r < r1; r++) {
+			const float *restrict xr = x + (size_t)r * (size_t)C;
+			for (int c = 0; c < C; c++)
+				part[c] += xr[c];
+		}
+		for (int c = 0; c < C; c++)
+			mean[c] += part[c];
+	}
+	const float inv = 1.0f / (float)R;
+	for (int c = 0; c < C; c++)
+		mean[c] *= inv;
+	/* Pass 2: the variance about the mean (two passes: no cancellation). */
+	for (int c = 0; c < C; c++)
+		var[c] = 0.0f;
+	for (int r = 0; r < R; r++) {
+		const float *restrict xr = x + (size_t)r * (size_t)C;
+		for (int c = 0; c < C; c++) {
+			const float d = xr[c] - mean[c];
+			var[c] += d * d;
+		}
+	}
+	for (int c = 0; c < C; c++)
+		var[c] *= inv;
+}
+
+void dt_batchnorm_moments_naive(const float *x, float *mean, float *var, int R, int C)
+{
+	for (int c = 0; c < C; c++) {
+		double s = 0.0, q = 0.0;
+		for (int r = 0; r < R; r++)
+			s += (double)x[(size_t)r * C + c];
+		const double m = s / R;
+		for (int r = 0; r < R; r++) {
+			const double d = (double)x[(size_t)r * C + c] - m;
+			q += d * d;
+		}
+		mean[c] = (float)m;
+		var[c] = (float)(q / R);
+	}
+}
+
+void dt_batchnorm_apply(const float *x, const float *restrict mean, const float *restrict rstd,
+			const float *restrict gamma, const float *restrict beta, float *y, int R, int C)
+{
+	for (int r = 0; r < R; r++) {
+		const float *xr = x + (size_t)r * (size_t)C;
+		float *yr = y + (size_t)r * (size_t)C;
+		for (int c = 0; c < C; c++)
+			yr[c] = (xr[c] - mean[c]) * (rstd[c] * gamma[c]) + beta[c];
+	}
+}
+
+void dt_batchnorm_backward(const float *restrict dy, const float *restrict x, const float *restrict mean,
+			   const float *restrict rstd, const float *restrict gamma, float *restrict dx,
+			   float *restrict dgamma, float *restrict dbeta, int R, int C, int batch_stats)
+{
+	for (int c = 0; c < C; c++) {
+		dgamma[c] = 0.0f;
+		dbeta[c] = 0.0f;
+	}
+	/* dbeta = sum dy, dgamma = sum dy * xhat, xhat = (x - mean) * rstd */
+	for (int r = 0; r < R; r++) {
+		const float *restrict dyr = dy + (size_t)r * (size_t)C, *restrict xr = x + (size_t)r * (size_t)C;
+		for (int c = 0; c < C; c++) {
+			dbeta[c] += dyr[c];
+			dgamma[c] += dyr[c] * (xr[c] - mean[c]) * rstd[c];
+		}
+	}
+	if (!dx)
+		return;
+	const float inv = 1.0f / (float)R;
+	for (int r = 0; r < R; r++) {
+		const float *restrict dyr = dy + (size_t)r * (size_t)C, *restrict xr = x + (size_t)r * (size_t)C;
+		float *restrict dxr = dx + (size_t)r * (size_t)C;
+		if (batch_stats) {
+			/* dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
+			for (int c = 0; c < C; c++) {
+				const float xhat = (xr[c] - mean[c]) * rstd[c];
+				dxr[c] = gamma[c] * rstd[c] * (dyr[c] - dbeta[c] * inv - xhat * dgamma[c] * inv);
+			}
+		} else {
+			for (int c = 0; c < C; c++)
+				dxr[c] = gamma[c] * rstd[c] * dyr[c];
+		}
+	}
+}
+
+void dt_batchnorm_backward_naive(const float *dy, const float *x, const float *mean, const float *rstd,
+				 const float *gamma, float *dx, float *dgamma, float *dbeta, int R, int C,
+				 int batch_stats)
+{
+	for (int c = 0; c < C; c++) {
+		double sb = 0.0, sg = 0.0;
+		for (int r = 0; r < R; r++) {
+			const double d = (double)dy[(size_t)r * C + c];
+			sb += d;
+			sg += d * ((double)x[(size_t)r * C + c] - (double)mean[c]) * (double)rstd[c];
+		}
+		dbeta[c] = (float)sb;
+		dgamma[c] = (float)sg;
+		if (!dx)
+			continue;
+		for (int r = 0; r < R; r++) {
+			const double xhat = ((double)x[(size_t)r * C + c] - (double)mean[c]) * (double)rstd[c];
+			const double d = (double)dy[(size_t)r * C + c];
+			dx[(size_t)r * C + c] = batch_stats ? (float)((double)gamma[c] * (double)rstd[c] * (d - sb / R - xhat * sg / R))
+							    : (float)((double)gamma[c] * (double)rstd[c] * d);
+		}
+	}
+}
