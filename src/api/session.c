@@ -97,7 +97,7 @@ static enum dt_status in_next(struct dt_input *in, const struct dt_batch **out, 
 	if (size < 1)
 		return dt_err_set(err, DT_DATA, "the data gave an empty batch");
 	make_batch(&a->cur.mb, a->model, a->feeds, a->target_feed, a->bufs, size);
-	a->cur.b = (struct dt_batch){ .size = size, .epoch = epoch };
+	a->cur.b = (struct dt_batch){ .size = size, .epoch = epoch, .general = &a->cur.mb };
 	*out = &a->cur.b;
 	return DT_OK;
 }
@@ -177,14 +177,14 @@ static void on_step(void *arg, int64_t step, float loss, int examples)
 static enum dt_status api_compute(struct dt_session *s, void *self, struct dt_step_figures *out, struct dt_err *err)
 {
 	dtrain_session *api = self;
+	if (!api->group) /* the engine's compute takes the general batch (dt_batch's `general`) */
+		return dt__session_compute(s, out, err);
 	const struct dt_batch *b;
 	enum dt_status st = dt__session_next_batch(s, &b, err);
 	if (st)
 		return st;
-	const struct api_batch *ab = (const struct api_batch *)(const void *)b;
 	struct dt_step_result res;
-	st = api->group ? dt_mirrored_step_general(api->group, &ab->mb, &res, err)
-			: dt_model_step(dt__session_model(s), &ab->mb, dt__session_rng(s), NULL, NULL, &res, err);
+	st = dt_mirrored_step_general(api->group, b->general, &res, err);
 	if (st)
 		return dt_err_prefix(err, "step %lld", (long long)dt_session_global_step(s) + 1);
 	out->loss = res.loss;

@@ -33,11 +33,17 @@ struct dt_pipeline_config {
 	int64_t start_offset;          /* examples into start_epoch's shard order */
 };
 
+struct dt_model_batch;
+
 struct dt_batch {
 	int size;          /* examples in this batch */
 	const float *x;    /* (size, H, W, C), normalized */
 	const uint8_t *y;  /* (size) */
 	int64_t epoch;     /* epoch the batch came from */
+	/* Any model's batch (nn/model.h: several named inputs, int32 or float
+	 * targets), from inputs other than a dataset's (a user's data, token
+	 * batches); x and y are then unused. NULL: x and y, as a pipeline's. */
+	const struct dt_model_batch *general;
 };
 
 struct dt_pipeline;

@@ -410,11 +410,7 @@ static enum dt_status ring_compute(struct dt_session *s, void *self, struct dt_s
 	if (st)
 		return st;
 	comm_thread_begin_step(&r->ct);
-	out->correct = 0;
-	out->examples = b->size;
-	out->loss = dt_model_train_batch_notify(dt__session_model(s), b->x, b->y, b->size, dt__session_rng(s),
-						&out->correct, grads_ready, &r->ct);
-	return DT_OK;
+	return dt__session_compute_batch(s, b, grads_ready, &r->ct, out, err);
 }
 
 /* Applies the optimizer to bucket b of the summed gradient: the mean over the

@@ -405,11 +405,29 @@ enum dt_status dt__session_compute(struct dt_session *s, struct dt_step_figures 
 {
 	const struct dt_batch *b;
 	enum dt_status st = dt__session_next_batch(s, &b, err);
-	if (st)
-		return st;
+	return st ? st : dt__session_compute_batch(s, b, NULL, NULL, out, err);
+}
+
+enum dt_status dt__session_compute_batch(struct dt_session *s, const struct dt_batch *b, dt_grads_ready_fn on_ready,
+					 void *arg, struct dt_step_figures *out, struct dt_err *err)
+{
+	DT_ASSERT(!on_ready || !s->mirror); /* the replicas' sum is whole only at the end */
 	out->correct = 0;
 	out->examples = b->size;
-	out->loss = dt_mirrored_step(s->mirror, s->model, b->x, b->y, b->size, &s->dropout_rng, &out->correct);
+	if (!b->general) { /* the built-in path: a dataset's images and uint8 labels */
+		out->loss = on_ready ? dt_model_train_batch_notify(s->model, b->x, b->y, b->size, &s->dropout_rng,
+								   &out->correct, on_ready, arg)
+				     : dt_mirrored_step(s->mirror, s->model, b->x, b->y, b->size, &s->dropout_rng,
+							&out->correct);
+		return DT_OK;
+	}
+	struct dt_step_result res;
+	enum dt_status st = s->mirror ? dt_mirrored_step_general(s->mirror, b->general, &res, err)
+				      : dt_model_step(s->model, b->general, &s->dropout_rng, on_ready, arg, &res, err);
+	if (st)
+		return dt_err_prefix(err, "step %lld", (long long)s->step + 1);
+	out->loss = res.loss;
+	out->correct = res.correct;
 	return DT_OK;
 }
 

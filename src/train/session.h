@@ -103,10 +103,17 @@ enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strat
 					   struct dt_err *err) DT_MUST_CHECK;
 /* The default compute: the next batch, forward/backward into the model's
  * gradient buffer (the in-process replicas' sum when replicas > 1) with the
- * session's dropout stream. A strategy may call it from a helper thread while
+ * session's dropout stream (dt__session_compute_batch). A strategy may call it from a helper thread while
  * the session's thread waits in its apply. */
 enum dt_status dt__session_compute(struct dt_session *s, struct dt_step_figures *out,
 				   struct dt_err *err) DT_MUST_CHECK;
+/* The forward/backward of the session's compute on batch `b` (a dataset's
+ * x and y, or b->general through dt_model_step): into the model's gradient
+ * buffer, the in-process replicas' sum when replicas > 1. With `on_ready`
+ * (one replica only), it is told as each range of the gradient is final
+ * (nn/model.h), for a reduction overlapped with the backward pass. */
+enum dt_status dt__session_compute_batch(struct dt_session *s, const struct dt_batch *b, dt_grads_ready_fn on_ready,
+					 void *arg, struct dt_step_figures *out, struct dt_err *err) DT_MUST_CHECK;
 /* dt__session_compute plus weight decay on the whole gradient: for the
  * strategies that push it to be applied elsewhere (the ps). */
 enum dt_status dt__session_compute_decayed(struct dt_session *s, struct dt_step_figures *out,
