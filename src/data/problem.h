@@ -6,6 +6,7 @@
  *   mnist          MNIST IDX files in --data_dir (gzipped or not)
  *   synthetic      seeded, learnable 28x28x1 data with 10 classes, generated
  *                  in memory (no files; for tests and benchmarks)
+ *   t2t's text problems (data/text.h): token sequences in `text`, no images
  *
  * A dataset keeps raw uint8 pixels (4x smaller than floats); the input
  * pipeline converts a batch to normalized floats: (p/255 - mean) / std.
@@ -17,7 +18,12 @@
 #include <stdint.h>
 #include "base/err.h"
 
-enum dt_split { DT_SPLIT_TRAIN, DT_SPLIT_TEST };
+/* DT_SPLIT_DEV: t2t's dev split where a problem has one of its own (the
+ * algorithmic problems at their dev length, data/text.h); the test split
+ * otherwise. */
+enum dt_split { DT_SPLIT_TRAIN, DT_SPLIT_TEST, DT_SPLIT_DEV };
+
+struct dt_text_set;
 
 struct dt_dataset {
 	uint32_t count;                 /* examples */
@@ -27,6 +33,7 @@ struct dt_dataset {
 	uint8_t *labels;                /* (count), each < num_classes, owned */
 	float mean, std;                /* normalization of p/255 */
 	char source[256];               /* where it came from, for logs */
+	struct dt_text_set *text;       /* a text problem's sequences (data/text.h), owned; NULL for images */
 };
 
 const char *const *dt_problem_names(size_t *count);

@@ -10,6 +10,7 @@
 #include "base/retry.h"
 #include "distribute/ps_wire.h"
 #include "net/conn.h"
+#include "train/common.h"
 #include "net/handshake.h"
 #include "train/checkpoint.h"
 
@@ -37,8 +38,9 @@ enum dt_status dt__role_setup(const struct dt_ps_run_config *cfg, int load_train
 	if (load_test && (st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TEST, tc->seed, &r->test, err)))
 		return st;
 	const struct dt_dataset *d = load_train ? &r->train : &r->test;
-	if ((st = dt_model_new(&tc->hp, d->height, d->width, d->channels, d->num_classes,
-			       batch > 0 ? batch : 1, &r->model, err)))
+	if (batch < 0)
+		batch = dt_train_max_batch(&tc->hp, d);
+	if ((st = dt_train_model_new(&tc->hp, d, batch > 0 ? batch : 1, &r->model, err)))
 		return st;
 	r->nvars = dt_model_num_variables(r->model);
 	r->vars_copy = dt_xcalloc((size_t)r->nvars, sizeof(*r->vars_copy));

@@ -31,7 +31,7 @@ struct dt__role {
 
 /* Loads the train split (load_train) and/or the test split (the chief's
  * evaluation; a ps needs only the input shape), builds the model for
- * batches of `batch` (0: 1), the placement over the ps tasks and this task's
+ * batches of `batch` (0: 1; -1: the training max_batch, dt_train_max_batch), the placement over the ps tasks and this task's
  * hello, and a loop. `r` must be zeroed; release it even on failure. */
 enum dt_status dt__role_setup(const struct dt_ps_run_config *cfg, int load_train, int load_test, int batch,
 			      struct dt__role *r, struct dt_err *err) DT_MUST_CHECK;

@@ -241,8 +241,8 @@ static enum dt_status reduce(struct dt_session *s, double *v, int n, const char 
 {
 	if (!s->strategy->reduce)
 		return DT_OK;
-	float f[4];
-	DT_ASSERT(n <= 4);
+	float f[8];
+	DT_ASSERT(n <= 8);
 	for (int i = 0; i < n; i++)
 		f[i] = (float)v[i]; /* counts <= 2^24 stay exact */
 	enum dt_status st = s->strategy->reduce(s, s->self, f, (size_t)n, what, err);
@@ -256,16 +256,14 @@ enum dt_status dt_session_evaluate(struct dt_session *s, struct dt_eval_result *
 	memset(out, 0, sizeof(*out));
 	if (!s->test || s->test->count == 0)
 		return dt_err_set(err, DT_USAGE, "cannot evaluate: no test split was loaded for this session");
-	double v[3];
+	double v[DT_EVAL_SUMS];
 	int shard = s->strategy->reduce ? s->info.shard_index : 0, count = s->strategy->reduce ? s->info.shard_count : 1;
 	enum dt_status st = dt_train_evaluate_shard(s->model, s->test, shard, count, v, err);
 	if (!st)
-		st = reduce(s, v, 3, "eval/sums", err);
+		st = reduce(s, v, DT_EVAL_SUMS, "eval/sums", err);
 	if (st)
 		return dt_err_prefix(err, "cannot evaluate at step %lld", (long long)s->step);
-	out->examples = (int64_t)v[2];
-	out->accuracy = v[2] > 0 ? v[1] / v[2] : 0;
-	out->loss = v[2] > 0 ? v[0] / v[2] : 0;
+	dt_train_eval_result(v, s->test->text != NULL, out);
 	return DT_OK;
 }
 
@@ -374,7 +372,7 @@ static enum dt_status maybe_evaluate(struct dt_session *s, struct dt_err *err)
 		if ((st = dt_session_evaluate(s, &ev, err)))
 			return st;
 		if (s->info.chief)
-			dt_info("eval at step %lld: accuracy %.4f loss %.4f", (long long)s->step, ev.accuracy, ev.loss);
+			dt_train_log_eval(s->step, &ev);
 	} else {
 		if (dt_train_bg_eval_busy(s->bg))
 			dt_debug("step %lld: waiting for the evaluation before the next one (--eval_every=%lld)",
