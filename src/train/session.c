@@ -20,6 +20,8 @@
 struct window {
 	double loss_sum;
 	int64_t correct, examples, steps;
+	int64_t counted, seqs_correct; /* text: tokens counted, sequences all right */
+	double nll_sum;
 	int64_t start_ns;
 };
 
@@ -296,8 +298,9 @@ static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *
 {
 	const struct dt_train_config *tc = s->cfg;
 	struct window *w = &s->w;
-	double v[3] = { w->loss_sum, (double)w->correct, (double)w->examples };
-	enum dt_status st = reduce(s, v, 3, "log/window", err);
+	double v[6] = { w->loss_sum, (double)w->correct, (double)w->examples, (double)w->counted,
+			(double)w->seqs_correct, w->nll_sum };
+	enum dt_status st = reduce(s, v, 6, "log/window", err);
 	if (st)
 		return dt_err_prefix(err, "training stopped at step %lld", (long long)s->step);
 	double loss = v[0] / ((double)w->steps * (s->strategy->reduce ? s->info.shard_count : 1));
@@ -316,8 +319,14 @@ static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *
 				 (long long)s->step, (long long)tc->train_steps);
 		else
 			snprintf(at, sizeof(at), "step %lld/%lld", (long long)s->step, (long long)tc->train_steps);
-		dt_info("%s loss %.4f acc %.3f lr %.3g %.0f examples/s%s%s eta %s", at, loss, v[1] / v[2], (double)lr,
-			secs > 0 ? v[2] / secs : 0, s->info.examples_note, note, eta);
+		if (v[3] > 0) /* text: t2t's metrics, tokens counted */
+			dt_info("%s loss %.4f accuracy %.4f accuracy_per_sequence %.4f neg_log_perplexity %.4f lr %.3g "
+				"%.0f examples/s %.0f tokens/s%s%s eta %s",
+				at, loss, v[1] / v[3], v[4] / v[2], -v[5] / v[3], (double)lr, secs > 0 ? v[2] / secs : 0,
+				secs > 0 ? v[3] / secs : 0, s->info.examples_note, note, eta);
+		else
+			dt_info("%s loss %.4f acc %.3f lr %.3g %.0f examples/s%s%s eta %s", at, loss, v[1] / v[2],
+				(double)lr, secs > 0 ? v[2] / secs : 0, s->info.examples_note, note, eta);
 	}
 	*w = (struct window){ .start_ns = dt_now_ns() };
 	return DT_OK;
@@ -426,6 +435,11 @@ enum dt_status dt__session_compute_batch(struct dt_session *s, const struct dt_b
 		return dt_err_prefix(err, "step %lld", (long long)s->step + 1);
 	out->loss = res.loss;
 	out->correct = res.correct;
+	if (res.seqs > 0) {
+		out->counted = res.counted;
+		out->seqs_correct = res.seqs_correct;
+		out->nll_sum = res.nll_sum;
+	}
 	return DT_OK;
 }
 
@@ -444,6 +458,7 @@ static void summarize(struct dt_session *s, int64_t prev, const struct dt_step_f
 {
 	int64_t every = s->cfg->save_summary_steps, step = s->step;
 	int64_t tag = every > 0 && step / every > prev / every && step % every ? step / every * every : step;
+	dt_summary_text(s->summary, fig->counted, fig->examples, fig->seqs_correct, fig->nll_sum);
 	dt_summary_step(s->summary, tag, fig->loss, fig->correct, lr); /* the chief's own batch, as TF's chief */
 }
 
@@ -483,6 +498,9 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 	s->w.loss_sum += (double)fig.loss;
 	s->w.correct += fig.correct;
 	s->w.examples += fig.examples;
+	s->w.counted += fig.counted;
+	s->w.seqs_correct += fig.seqs_correct;
+	s->w.nll_sum += fig.nll_sum;
 	s->w.steps++;
 	if (s->hook)
 		s->hook(s->hook_arg, s->step, fig.loss, fig.examples);
