@@ -51,5 +51,6 @@ int dt_cmd_monitor(int argc, char **argv);
 int dt_cmd_kill(int argc, char **argv);
 int dt_cmd_help(int argc, char **argv);
 int dt_cmd_ckpt(int argc, char **argv);
+int dt_cmd_decode(int argc, char **argv);
 
 #endif

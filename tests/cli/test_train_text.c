@@ -111,3 +111,77 @@ DT_TEST_TIMEOUT(train_text, async_ps_trains_the_transformer, 90)
 	check_loss_falls("async ps chief", cerr);
 	free(out), free(cerr), free(werr);
 }
+
+/* Every output line is a sequence of the problem's symbols (binary here). */
+static int lines_of_symbols(const char *text, int want_lines)
+{
+	int lines = 0;
+	for (const char *p = text; *p; p++) {
+		if (*p == '\n')
+			lines++;
+		else if (*p != '0' && *p != '1' && *p != ' ')
+			return -1;
+	}
+	return lines == want_lines ? lines : -1;
+}
+
+DT_TEST_TIMEOUT(train_text, decode_greedy_beam_files_and_stdin_from_the_newest_checkpoint, 120)
+{
+	char out_dir[600], in_path[700], to_path[700], cmd[4096];
+	snprintf(out_dir, sizeof(out_dir), "%s/run", dt_test_tmpdir());
+	snprintf(in_path, sizeof(in_path), "%s/in.txt", dt_test_tmpdir());
+	snprintf(to_path, sizeof(to_path), "%s/out.txt", dt_test_tmpdir());
+	char flag_out[700], flag_from[760], flag_to[760];
+	snprintf(flag_out, sizeof(flag_out), "--output_dir=%s", out_dir);
+	snprintf(flag_from, sizeof(flag_from), "--decode_from_file=%s", in_path);
+	snprintf(flag_to, sizeof(flag_to), "--decode_to_file=%s", to_path);
+	struct dt_run r;
+	/* No checkpoint yet: exit 4, saying so. */
+	dt_test_run(&r, (const char *[]){ "dtrain", "decode", "--hparams_set=transformer_test",
+					 "--problem=algorithmic_reverse_binary40", flag_out, NULL }, NULL, 30);
+	DT_CHECK_INT_EQ(r.exit_code, 4);
+	DT_CHECK_CONTAINS(r.err, "no checkpoint in");
+	dt_run_release(&r);
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", TEXT_ARGS, "--train_steps=100", flag_out, NULL }, NULL,
+		    TASK_WAIT_S);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	dt_run_release(&r);
+	const char text[] = "1 0 0 1 1\n0 1\n1 1 1 0 0 0 1\n";
+	dt_test_write_file(in_path, text, strlen(text));
+	const char *beams[] = { "--decode_hparams=beam_size=1", "--decode_hparams=beam_size=4,alpha=0.6" };
+	char *greedy = NULL;
+	for (int i = 0; i < 2; i++) {
+		dt_test_run(&r, (const char *[]){ "dtrain", "decode", "--hparams_set=transformer_test",
+						 "--hparams=batch_size=1024,learning_rate_warmup_steps=100,"
+						 "learning_rate_constant=0.5",
+						 "--problem=algorithmic_reverse_binary40", flag_out, flag_from, flag_to,
+						 beams[i], NULL }, NULL, 60);
+		DT_CHECK_INT_EQ(r.exit_code, 0);
+		DT_CHECK_CONTAINS(r.err, "(global step 100)");
+		DT_CHECK_CONTAINS(r.err, i ? "beam search" : "greedy");
+		DT_CHECK_CONTAINS(r.err, "decoded 3 line(s)");
+		FILE *f = fopen(to_path, "r");
+		DT_CHECK(f != NULL);
+		char buf[8192];
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = '\0';
+		DT_CHECK_INT_EQ(lines_of_symbols(buf, 3), 3);
+		if (i == 0)
+			greedy = strdup(buf);
+		dt_run_release(&r);
+	}
+	/* Interactive: lines from stdin, decodes on stdout; greedy by default,
+	 * the same as the file's; a bad symbol costs its line only. */
+	snprintf(cmd, sizeof(cmd),
+		 "printf '1 0 0 1 1\\n7\\n0 1\\n1 1 1 0 0 0 1\\n' | '%s' decode --hparams_set=transformer_test "
+		 "--hparams=batch_size=1024,learning_rate_warmup_steps=100,learning_rate_constant=0.5 "
+		 "--problem=algorithmic_reverse_binary40 '%s'",
+		 dt_test_dtrain_bin(), flag_out);
+	dt_test_run(&r, (const char *[]){ "/bin/sh", "-c", cmd, NULL }, NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "symbol '7' is not one of 0 to 1");
+	DT_CHECK_STR_EQ(r.out, greedy);
+	dt_run_release(&r);
+	free(greedy);
+}
