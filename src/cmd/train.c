@@ -175,6 +175,8 @@ static int is_eval_schedule(const char *schedule, enum dt_split *split, int *onc
 		{ "continuous_eval_on_train_data", DT_SPLIT_TRAIN, 0 },
 		{ "evaluate", DT_SPLIT_TEST, 1 },
 		{ "evaluate_on_train_data", DT_SPLIT_TRAIN, 1 },
+		/* not t2t's: the text problems' dev split (t2t's length 400) beside the held-out test split */
+		{ "evaluate_on_dev_data", DT_SPLIT_DEV, 1 },
 	};
 	for (size_t i = 0; i < sizeof(evals) / sizeof(evals[0]); i++) {
 		if (strcmp(schedule, evals[i].name) == 0) {

@@ -17,12 +17,12 @@
 
 const char *dt_eval_dir_name(enum dt_split split)
 {
-	return split == DT_SPLIT_TRAIN ? "eval_train" : "eval";
+	return split == DT_SPLIT_TRAIN ? "eval_train" : split == DT_SPLIT_DEV ? "eval_dev" : "eval";
 }
 
 const char *dt_split_name(enum dt_split split)
 {
-	return split == DT_SPLIT_TRAIN ? "train" : "test";
+	return split == DT_SPLIT_TRAIN ? "train" : split == DT_SPLIT_DEV ? "dev" : "test";
 }
 
 void dt_eval_write_summary(struct dt_events *w, int64_t step, const struct dt_eval_result *r)

@@ -185,3 +185,25 @@ DT_TEST_TIMEOUT(train_text, decode_greedy_beam_files_and_stdin_from_the_newest_c
 	dt_run_release(&r);
 	free(greedy);
 }
+
+/* t2t's dev split (sort: length 20, twice the training length) through the
+ * evaluator, with as many positions as its longest example. */
+DT_TEST_TIMEOUT(train_text, evaluate_on_dev_data_reports_the_dev_length_split, 120)
+{
+	char flag_out[700];
+	snprintf(flag_out, sizeof(flag_out), "--output_dir=%s/run", dt_test_tmpdir());
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=transformer", "--hparams_set=transformer_test",
+					 "--problem=algorithmic_sort_problem", "--hparams=batch_size=512,max_length=12",
+					 "--train_steps=20", "--noeval", flag_out, NULL }, NULL, TASK_WAIT_S);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	dt_run_release(&r);
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--schedule=evaluate_on_dev_data", "--model=transformer",
+					 "--hparams_set=transformer_test", "--problem=algorithmic_sort_problem",
+					 "--hparams=batch_size=512,max_length=12", flag_out, NULL }, NULL, TASK_WAIT_S);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "evaluator: dev split (10000 examples)");
+	DT_CHECK_CONTAINS(r.out, "eval (dev split, 10000 examples) at global step 20: accuracy = ");
+	DT_CHECK_CONTAINS(r.out, "neg_log_perplexity = ");
+	dt_run_release(&r);
+}
