@@ -81,10 +81,12 @@ DT_TEST(data_problem, registry_lists_names_and_default_dirs)
 {
 	size_t n = 0;
 	const char *const *names = dt_problem_names(&n);
-	DT_CHECK_UINT_EQ(n, 3);
+	DT_CHECK_UINT_EQ(n, 9); /* the image problems, then t2t's text problems (data/text.h) */
 	DT_CHECK_STR_EQ(names[0], "fashion_mnist");
 	DT_CHECK_STR_EQ(names[1], "mnist");
 	DT_CHECK_STR_EQ(names[2], "synthetic");
+	DT_CHECK_STR_EQ(names[3], "algorithmic_identity_binary40");
+	DT_CHECK_STR_EQ(names[8], "text2text_tmpdir");
 	DT_CHECK_STR_EQ(dt_problem_default_dir("fashion_mnist"), FASHION_DIR);
 	DT_CHECK(dt_problem_default_dir("mnist") == NULL);
 	DT_CHECK(dt_problem_default_dir("synthetic") == NULL);
