@@ -397,12 +397,12 @@ typedef struct dtrain_session dtrain_session;
  * be. The session borrows model, train and cluster (free them after it); it
  * checks the model (dtrain_model_check) and freezes it.
  *
- * THIS VERSION runs "local" and "mirrored". The other modes are chosen as
- * above (dtrain_session_mode says which) but the first step, run, or
- * evaluate returns DTRAIN_CONFIG ("mode ps_async does not run through the
- * API in this build") before connecting to anyone: a mode is never run as
- * another. dtrain's CLI (`dtrain train`) runs every mode on the built-in
- * models.
+ * Every mode runs the same model code. A distributed trainer (ps_async,
+ * ps_sync, multi_worker_mirrored) runs on a library thread that this
+ * session's calls drive one at a time; between calls nothing runs (the
+ * variables may be read), and its peers wait: keep the time between two
+ * steps under the cluster's deadlines (60 s). A ps_server's run serves,
+ * an evaluator's run needs output_dir and follows its checkpoints.
  */
 DTRAIN_API dtrain_status dtrain_session_new(dtrain_model *model, dtrain_data *train, const dtrain_cluster *cluster,
 					    dtrain_session **out, dtrain_error *err);
@@ -413,7 +413,8 @@ DTRAIN_API dtrain_status dtrain_session_new(dtrain_model *model, dtrain_data *tr
  * learning_rate, optimizer (sgd, momentum, adam, adagrad), momentum, beta1,
  * beta2, epsilon, lr_schedule, warmup_steps, weight_decay, seed (1),
  * replicas (1), sync (0), threads (1), log_every (100; 0: quiet),
- * output_dir ("": no checkpoints), save_checkpoints_steps,
+ * output_dir ("": no checkpoints), eval_timeout_secs (3600: an evaluator's
+ * wait for a new checkpoint), save_checkpoints_steps,
  * keep_checkpoint_max, save_summary_steps. DTRAIN_USAGE for an unknown key
  * (listing the known ones), a bad value, or a call after training started.
  */
@@ -434,7 +435,10 @@ DTRAIN_API dtrain_status dtrain_session_run(dtrain_session *s, dtrain_error *err
 
 /* A custom loop: one training step (connecting, initializing or restoring
  * on the first), *loss (may be NULL) its mean loss. Only on trainer tasks
- * (DTRAIN_USAGE on a ps or evaluator: call dtrain_session_run). */
+ * (DTRAIN_USAGE on a ps or evaluator: call dtrain_session_run). A first
+ * call that finds the run already over (a worker joining after the chief
+ * ended it) takes no step: DTRAIN_OK, *loss 0, should_stop then 1; later
+ * calls past the end are DTRAIN_USAGE. */
 DTRAIN_API dtrain_status dtrain_session_step(dtrain_session *s, double *loss, dtrain_error *err);
 /* 1 once the global step reached train_steps (or the session is closed). */
 DTRAIN_API int dtrain_session_should_stop(const dtrain_session *s);

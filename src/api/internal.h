@@ -165,6 +165,54 @@ void dt__api_reader_position(const struct dt__api_reader *r, int64_t *epoch, int
 void dt__api_reader_seek(struct dt__api_reader *r, int64_t epoch, int64_t offset);
 int64_t dt__api_reader_shard_size(const struct dt__api_reader *r);
 
+/* ---- the distributed trainers (roles.c) ---- */
+
+struct dt_session;
+struct dt_train_config;
+enum dt__api_role_kind { DT_API_ROLE_PS_ASYNC, DT_API_ROLE_PS_SYNC, DT_API_ROLE_RING };
+struct dt__api_role;
+/* A request, run on the role's thread with its open engine session. */
+typedef enum dt_status (*dt__api_role_fn)(struct dt_session *s, void *arg, struct dt_err *err);
+/* Starts the role of `kind` for tc (borrowed, as cl, until dt__api_role_free;
+ * tc->source's drive must call dt__api_role_drive with *out, which is set
+ * before the thread starts) on its thread, and
+ * waits until its session is open: connected, initialized or restored.
+ * The role's failure before that (a peer that never came, a refused
+ * hello) is returned, the thread joined. */
+enum dt_status dt__api_role_start(enum dt__api_role_kind kind, const struct dt_train_config *tc,
+				  const struct dt_cluster *cl, struct dt__api_role **out, struct dt_err *err) DT_MUST_CHECK;
+/* The train config's drive (on the role's thread): serves requests until
+ * one fails or is the last. */
+enum dt_status dt__api_role_drive(struct dt__api_role *r, struct dt_session *s, struct dt_err *err);
+/* Runs fn(session, arg) on the role's thread; with `last` (fn finishes the
+ * session), also waits for the role to leave the cluster and end. A failed
+ * request ends the role too. DT_USAGE once the role has ended. */
+enum dt_status dt__api_role_call(struct dt__api_role *r, dt__api_role_fn fn, void *arg, int last,
+				 struct dt_err *err) DT_MUST_CHECK;
+/* As of the last request: the session's should_stop (1 once ended) and global step. */
+int dt__api_role_should_stop(struct dt__api_role *r);
+int64_t dt__api_role_global_step(struct dt__api_role *r);
+/* Ends a role still open (as a failure: its peers see it leave), joins; accepts NULL. */
+void dt__api_role_free(struct dt__api_role *r);
+
+/* ---- the engine input (input.c) ---- */
+
+struct dt_input;
+struct dt_model_batch;
+/* The training input over `data` for `model` (compiled from pm; feeds and
+ * target_feed as dt__api_compile gave them, borrowed): batches of `batch`,
+ * shuffled per epoch from seed. *out: dt_input_free. */
+enum dt_status dt__api_input_new(dtrain_data *data, const dtrain_model *pm, const struct dt_model *model,
+				 const int *feeds, int target_feed, int batch, uint64_t seed, struct dt_input **out,
+				 struct dt_err *err) DT_MUST_CHECK;
+/* Buffers for `batch` examples of every public input (DT_NOMEM when too
+ * big), and their release (accepts NULLs). */
+enum dt_status dt__api_alloc_bufs(const dtrain_model *pm, int batch, void **bufs, struct dt_err *err) DT_MUST_CHECK;
+void dt__api_free_bufs(void **bufs);
+/* The general batch of `size` examples over those buffers. */
+void dt__api_make_batch(struct dt_model_batch *mb, const struct dt_model *model, const int *feeds, int target_feed,
+			void *const *bufs, int size);
+
 /* The validated cluster a session uses: cl's own, or `local` filled as the
  * one-process cluster (cl NULL, or built in code with no task). NULL with
  * DT_USAGE in e when cl has tasks but no task set. */

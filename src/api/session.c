@@ -3,17 +3,21 @@
  *
  * A dtrain_session collects options until it starts (the first step, run,
  * evaluate or gradients); then it compiles the model (api/builder.c or the
- * custom adapter in api/model.c), wraps the data in an engine input
- * (train/input.h) whose batches carry nn/'s general batch, and opens an
- * engine session with the strategy of its mode. The strategy's compute
- * runs dt_model_step on that batch, so any model — a layer graph or a
- * custom callback — trains on the one loop (restore, save, summaries,
- * progress lines, hooks are the engine's).
+ * custom adapter in api/model.c) and hands the engine a source
+ * (train/local.h's dt_train_source): that model, more instances of it, an
+ * engine input (train/input.h) whose batches carry nn/'s general batch,
+ * and its evaluation on the caller's data. Every role builds from the
+ * source instead of a problem and the model registry, and the session's
+ * compute runs dt_model_step on the general batch, so any model — a layer
+ * graph or a custom callback — trains on the one loop in every mode
+ * (restore, save, summaries, progress lines, hooks are the engine's).
  *
- * Modes come from the cluster as TensorFlow picks them (dtrain.h). Only
- * the modes whose strategy takes the general batch run here (see
- * mode_runs); the others say so with DT_CONFIG instead of training
- * something else.
+ * Modes come from the cluster as TensorFlow picks them (dtrain.h): local
+ * and mirrored open the engine session here, on the caller's thread; the
+ * distributed trainers run the engine's role on a thread of their own
+ * (api/roles.c) that the caller's calls drive; a ps serves (the engine's
+ * std server) and an evaluator follows the checkpoints, each inside
+ * dtrain_session_run.
  */
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +32,8 @@
 #include "nn/model.h"
 #include "tensor/blas.h"
 #include "train/local.h"
+#include "train/evaluator.h"
+#include "train/ps_roles.h"
 #include "train/session.h"
 #include "train/strategy.h"
 
@@ -35,114 +41,6 @@ enum mode { M_LOCAL, M_MIRRORED, M_PS_ASYNC, M_PS_SYNC, M_RING, M_PS_SERVER, M_E
 static const char *const mode_names[] = { "local", "mirrored", "ps_async", "ps_sync", "multi_worker_mirrored",
 					  "ps_server", "evaluator" };
 enum state { S_NEW, S_STARTED, S_CLOSED };
-
-/* ---- the engine input over a public data source ---- */
-
-struct api_batch {
-	struct dt_batch b;      /* what the engine hands its strategy (first: the strategy casts back) */
-	struct dt_model_batch mb;
-};
-
-struct api_input {
-	struct dt_input base;   /* first: the engine holds a struct dt_input * */
-	dtrain_data *data;
-	const dtrain_model *pm;
-	const struct dt_model *model;
-	const int *feeds;       /* public input of each model input */
-	int target_feed;
-	int batch;
-	uint64_t seed;
-	struct dt__api_reader *r;
-	void *bufs[DT_API_MAX_INPUTS]; /* by public input, (batch, per_example) */
-	struct api_batch cur;
-};
-
-static enum dt_status in_start(struct dt_input *in, int index, int count, int64_t epoch, int64_t offset,
-			       struct dt_err *err)
-{
-	struct api_input *a = (struct api_input *)in;
-	dt__api_reader_free(a->r);
-	a->r = NULL;
-	enum dt_status st = dt__api_reader_new(a->data, a->pm, index, count, a->batch, a->seed, 0, &a->r, err);
-	if (st)
-		return st;
-	dt__api_reader_seek(a->r, epoch, offset);
-	return DT_OK;
-}
-
-/* The general batch over the buffers of a reader's batch of `size`. */
-static void make_batch(struct dt_model_batch *mb, const struct dt_model *model, const int *feeds, int target_feed,
-		       void *const *bufs, int size)
-{
-	memset(mb, 0, sizeof(*mb));
-	mb->size = size;
-	mb->num_inputs = dt_model_num_inputs(model);
-	for (int i = 0; i < mb->num_inputs; i++) {
-		mb->inputs[i].dtype = dt_model_input(model, i)->dtype;
-		mb->inputs[i].data = bufs[feeds[i]];
-	}
-	mb->targets.dtype = dt_model_target(model)->dtype;
-	mb->targets.data = bufs[target_feed];
-}
-
-static enum dt_status in_next(struct dt_input *in, const struct dt_batch **out, struct dt_err *err)
-{
-	struct api_input *a = (struct api_input *)in;
-	int64_t epoch, offset;
-	dt__api_reader_position(a->r, &epoch, &offset);
-	int size = 0;
-	enum dt_status st = dt__api_reader_next(a->r, 0, a->bufs, &size, err);
-	if (st)
-		return st;
-	if (size < 1)
-		return dt_err_set(err, DT_DATA, "the data gave an empty batch");
-	make_batch(&a->cur.mb, a->model, a->feeds, a->target_feed, a->bufs, size);
-	a->cur.b = (struct dt_batch){ .size = size, .epoch = epoch, .general = &a->cur.mb };
-	*out = &a->cur.b;
-	return DT_OK;
-}
-
-static void in_position(const struct dt_input *in, int64_t *epoch, int64_t *offset)
-{
-	dt__api_reader_position(((const struct api_input *)in)->r, epoch, offset);
-}
-
-static int64_t in_shard_size(const struct dt_input *in)
-{
-	const struct api_input *a = (const struct api_input *)in;
-	return a->r ? dt__api_reader_shard_size(a->r) : 0;
-}
-
-static void free_bufs(void **bufs)
-{
-	for (int i = 0; i < DT_API_MAX_INPUTS; i++) {
-		free(bufs[i]);
-		bufs[i] = NULL;
-	}
-}
-
-static void in_free(struct dt_input *in)
-{
-	struct api_input *a = (struct api_input *)in;
-	dt__api_reader_free(a->r);
-	free_bufs(a->bufs);
-	free(a);
-}
-
-static const struct dt_input_ops api_input_ops = {
-	.start = in_start, .next = in_next, .position = in_position, .shard_size = in_shard_size, .free = in_free,
-};
-
-/* Buffers for `batch` examples of every public input; DT_NOMEM when too big. */
-static enum dt_status alloc_bufs(const dtrain_model *pm, int batch, void **bufs, struct dt_err *err)
-{
-	for (int i = 0; i < pm->ninputs; i++)
-		if (dt_try_malloc(&bufs[i], (size_t)batch * (size_t)pm->inputs[i].per_example * 4, err)) {
-			free_bufs(bufs);
-			return dt_err_prefix(err, "input '%s' for batches of %d", pm->inputs[i].name, batch);
-		}
-	return DT_OK;
-}
 
 /* ---- the session ---- */
 
@@ -155,13 +53,14 @@ struct dtrain_session {
 	struct dt_train_config tc;
 	char output_dir[1024];
 	int sync;
-	int replicas;           /* in-process replicas (the engine's own config keeps 1: the group is ours) */
-	struct dt_mirrored *group;
+	int replicas;           /* in-process replicas (tc.replicas once started) */
+	double eval_timeout_s;  /* an evaluator's wait for a new checkpoint */
 	/* started */
-	struct dt_model *model;
+	struct dt_model *model; /* the trainer's; kept after the run (evaluate, read_variable) */
 	int feeds[DT_API_MAX_INPUTS], target_feed;
-	struct dt_strategy strategy;
-	struct dt_session *eng;
+	struct dt_train_source src;
+	struct dt_session *eng; /* local and mirrored: the engine session, on this thread */
+	struct dt__api_role *role; /* the distributed trainers: the role on its thread */
 	char mode_name[32];
 	double last_loss;       /* of the last step (the engine's hook) */
 };
@@ -170,27 +69,6 @@ static void on_step(void *arg, int64_t step, float loss, int examples)
 {
 	(void)step, (void)examples;
 	((dtrain_session *)arg)->last_loss = loss;
-}
-
-/* The engine's local strategy with the general batch's compute: one
- * model, or the in-process replicas splitting the batch (mirrored). */
-static enum dt_status api_compute(struct dt_session *s, void *self, struct dt_step_figures *out, struct dt_err *err)
-{
-	dtrain_session *api = self;
-	if (!api->group) /* the engine's compute takes the general batch (dt_batch's `general`) */
-		return dt__session_compute(s, out, err);
-	const struct dt_batch *b;
-	enum dt_status st = dt__session_next_batch(s, &b, err);
-	if (st)
-		return st;
-	struct dt_step_result res;
-	st = dt_mirrored_step_general(api->group, b->general, &res, err);
-	if (st)
-		return dt_err_prefix(err, "step %lld", (long long)dt_session_global_step(s) + 1);
-	out->loss = res.loss;
-	out->correct = res.correct;
-	out->examples = b->size;
-	return DT_OK;
 }
 
 static enum mode mode_of(const dtrain_session *s)
@@ -236,6 +114,7 @@ dtrain_status dtrain_session_new(dtrain_model *model, dtrain_data *train, const 
 	s->tc.prefetch = 0;
 	s->tc.output_dir = s->output_dir;
 	s->replicas = 1;
+	s->eval_timeout_s = 3600;
 	enum dt_status ds = dt_hparams_from_set("mlp_base", &s->tc.hp, e);
 	DT_ASSERT(ds == DT_OK);
 	snprintf(s->tc.hp.lr_schedule, sizeof(s->tc.hp.lr_schedule), "constant");
@@ -257,6 +136,7 @@ static const struct opt opts[] = {
 	{ "train_steps", O_I64, TC(train_steps), 1, 1e15 },
 	{ "seed", O_I64, TC(seed), 0, 9.2e18 },
 	{ "replicas", O_INT, offsetof(struct dtrain_session, replicas), 1, DT_MIRRORED_MAX_REPLICAS },
+	{ "eval_timeout_secs", O_DBL, offsetof(struct dtrain_session, eval_timeout_s), 1, 1e7 },
 	{ "sync", O_BOOL, offsetof(struct dtrain_session, sync), 0, 1 },
 	{ "threads", O_INT, TC(threads), 1, 1024 },
 	{ "log_every", O_I64, TC(log_every), 0, 1e15 },
@@ -348,14 +228,8 @@ const char *dtrain_session_mode(const dtrain_session *s)
 	return s ? mode_names[mode_of(s)] : "";
 }
 
-/* Whether this build runs mode m through the API: the modes whose engine
- * strategy takes nn/'s general batch (api_compute). */
-static int mode_runs(enum mode m)
-{
-	return m == M_LOCAL || m == M_MIRRORED;
-}
-
-/* A replica of the session's model (distribute/mirrored.h's make). */
+/* A replica of the session's model (distribute/mirrored.h's make; the
+ * source's make_model). */
 static enum dt_status make_replica(void *arg, int max_batch, struct dt_model **out, struct dt_err *err)
 {
 	const dtrain_session *s = arg;
@@ -363,8 +237,42 @@ static enum dt_status make_replica(void *arg, int max_batch, struct dt_model **o
 	return dt__api_compile(s->pm, max_batch, out, feeds, &target, err);
 }
 
-/* Compiles the model, opens the engine session: connect, restore or
- * initialize, summaries, the input at its position. */
+/* The source's make_input: the training data as general batches of `batch`. */
+static enum dt_status make_input(void *arg, const struct dt_model *model, int batch, uint64_t seed,
+				 struct dt_input **out, struct dt_err *err)
+{
+	dtrain_session *s = arg;
+	return dt__api_input_new(s->train, s->pm, model, s->feeds, s->target_feed, batch, seed, out, err);
+}
+
+static enum dt_status pass(dtrain_session *s, struct dt_model *model, dtrain_data *d, int grads, double *loss,
+			   double *acc, struct dt_err *e);
+
+/* The source's evaluate: the eval data (the training data without one). */
+static enum dt_status evaluate_source(void *arg, struct dt_model *model, struct dt_eval_result *out,
+				      struct dt_err *err)
+{
+	dtrain_session *s = arg;
+	double loss = 0, acc = 0;
+	enum dt_status st = pass(s, model, s->eval ? s->eval : s->train, 0, &loss, &acc, err);
+	out->loss = loss;
+	out->accuracy = acc < 0 ? 0 : acc;
+	out->examples = 0;
+	return st;
+}
+
+/* The source's drive (the role's thread): the API's hook, then the requests. */
+static enum dt_status drive(void *arg, struct dt_session *eng, struct dt_err *err)
+{
+	dtrain_session *s = arg;
+	dt_session_set_hook(eng, on_step, s);
+	return dt__api_role_drive(s->role, eng, err);
+}
+
+/* Compiles the model and fills the source. Local and mirrored open the
+ * engine session here (connect, restore or initialize, summaries, the
+ * input at its position); the distributed trainers start their role and
+ * wait for its session to open; a ps and an evaluator start in run. */
 static enum dt_status start(dtrain_session *s, struct dt_err *e)
 {
 	if (s->state == S_STARTED)
@@ -373,62 +281,111 @@ static enum dt_status start(dtrain_session *s, struct dt_err *e)
 		return dt_err_set(e, DT_USAGE, "the session is closed");
 	enum mode m = mode_of(s);
 	snprintf(s->mode_name, sizeof(s->mode_name), "%s", mode_names[m]);
-	if (!mode_runs(m)) {
-		dt_err_set(e, DT_CONFIG, "mode %s does not run through the API in this build", mode_names[m]);
-		dt_err_hint(e, "local and mirrored run (one process); the engine's %s strategy does not take a "
-			       "custom or layer-graph model's batches yet",
-			    mode_names[m]);
-		return DT_CONFIG;
-	}
 	enum dt_status st = dt_hparams_validate(&s->tc.hp, e);
 	if (st)
 		return st;
+	if (m == M_PS_SYNC && s->replicas > 1)
+		return dt_err_set(e, DT_CONFIG, "mode ps_sync with replicas=%d: a synchronous trainer runs one replica",
+				  s->replicas);
 	int batch = s->tc.hp.batch_size;
 	if ((st = dt__api_compile(s->pm, batch, &s->model, s->feeds, &s->target_feed, e)))
 		return st;
 	/* From here a failure undoes everything, so that a later call starts afresh. */
-	struct api_input *in = dt_xcalloc(1, sizeof(*in));
-	in->base.ops = &api_input_ops;
-	in->data = s->train;
-	in->pm = s->pm;
-	in->model = s->model;
-	in->feeds = s->feeds;
-	in->target_feed = s->target_feed;
-	in->batch = batch;
-	in->seed = s->tc.seed;
-	if ((st = alloc_bufs(s->pm, batch, in->bufs, e)) || (st = dt_blas_load(s->tc.threads, e)))
+	if ((st = dt_blas_load(s->tc.threads, e)))
 		goto undo;
+	s->src = (struct dt_train_source){ .model = s->model, .make_model = make_replica, .make_input = make_input,
+					   .evaluate = evaluate_source, .drive = drive, .arg = s };
+	s->tc.source = &s->src;
+	s->tc.replicas = s->replicas;
 	/* The CLI's prefixes: a process alone is the chief. */
 	if (dt_cluster_is_local(s->cl))
 		dt_log_set_identity("chief", 0);
 	else
 		dt_log_set_identity(dt_job_name(s->cl->task.job), s->cl->task.index);
 	dt_blas_set_threads(s->tc.threads);
-	if (m == M_MIRRORED) {
-		struct dt_mirrored_config mc = { .hp = &s->tc.hp, .make = make_replica, .make_arg = s,
-						 .replicas = s->replicas, .batch_size = batch, .seed = s->tc.seed };
-		if ((st = dt_mirrored_new(s->model, &mc, &s->group, e)))
-			goto undo;
-		dt_info("mirrored: %d replicas on threads split each batch of %d", s->replicas, batch);
+	if (m == M_PS_SERVER || m == M_EVALUATOR) {
+		s->state = S_STARTED;
+		return DT_OK;
 	}
-	s->strategy = dt_strategy_local;
-	s->strategy.compute = api_compute;
-	struct dt_session_config sc = { .train = &s->tc, .strategy = &s->strategy, .strategy_arg = s,
-					.model = s->model, .input = &in->base };
-	in = NULL; /* the engine owns the input from dt_session_new on, even on failure */
+	if (m == M_PS_ASYNC || m == M_PS_SYNC || m == M_RING) {
+		enum dt__api_role_kind kind = m == M_RING	 ? DT_API_ROLE_RING
+					      : m == M_PS_SYNC ? DT_API_ROLE_PS_SYNC
+							       : DT_API_ROLE_PS_ASYNC;
+		if ((st = dt__api_role_start(kind, &s->tc, s->cl, &s->role, e)))
+			goto undo;
+		s->state = S_STARTED;
+		return DT_OK;
+	}
+	struct dt_session_config sc = { .train = &s->tc, .strategy = &dt_strategy_local, .model = s->model };
+	if ((st = make_input(s, s->model, batch, s->tc.seed, &sc.input, e)))
+		goto undo;
+	/* the engine owns the input from dt_session_new on, even on failure */
 	if ((st = dt_session_new(&sc, &s->eng, e)))
 		goto undo;
 	dt_session_set_hook(s->eng, on_step, s);
 	s->state = S_STARTED;
 	return DT_OK;
 undo:
-	if (in)
-		in_free(&in->base);
-	dt_mirrored_free(s->group);
-	s->group = NULL;
+	s->tc.source = NULL;
 	dt_model_free(s->model);
 	s->model = NULL;
 	return st;
+}
+
+/* Requests to a role's session (api/roles.c), on its thread. */
+static enum dt_status req_step(struct dt_session *eng, void *arg, struct dt_err *err)
+{
+	(void)arg;
+	return dt_session_step(eng, err);
+}
+static enum dt_status req_run(struct dt_session *eng, void *arg, struct dt_err *err)
+{
+	(void)arg;
+	return dt_session_run(eng, err);
+}
+static enum dt_status req_finish(struct dt_session *eng, void *arg, struct dt_err *err)
+{
+	(void)arg;
+	return dt_session_finish(eng, err);
+}
+static enum dt_status req_save(struct dt_session *eng, void *arg, struct dt_err *err)
+{
+	(void)arg;
+	return dt_session_save(eng, err);
+}
+struct scalar_req {
+	const char *tag;
+	float value;
+};
+static enum dt_status req_scalar(struct dt_session *eng, void *arg, struct dt_err *err)
+{
+	(void)err;
+	struct scalar_req *r = arg;
+	dt_session_scalars(eng, &r->tag, &r->value, 1);
+	return DT_OK;
+}
+
+/* A ps task: the engine's std server until the chief ends the run. */
+static enum dt_status serve(dtrain_session *s, struct dt_err *e)
+{
+	struct dt_ps_run_config pc = { .train = &s->tc, .cluster = s->cl, .ps_idle_s = 600 };
+	return dt_train_std_server(&pc, e);
+}
+
+/* An evaluator task: each new checkpoint of output_dir, restored into a
+ * model of its own and evaluated on the eval data, until train_steps. */
+static enum dt_status follow_checkpoints(dtrain_session *s, struct dt_err *e)
+{
+	if (!s->output_dir[0])
+		return dt_err_set(e, DT_USAGE, "an evaluator task needs output_dir: the directory the chief saves in");
+	if (!s->eval)
+		dt_info("evaluator: no eval data was set (dtrain_session_set_eval_data): evaluating the training data");
+	struct dt_eval_config ec = {
+		.problem = "", .hp = s->tc.hp, .seed = s->tc.seed, .threads = s->tc.threads, .output_dir = s->output_dir,
+		.split = DT_SPLIT_TEST, .mode = DT_EVAL_LATEST, .train_steps = s->tc.train_steps,
+		.timeout_s = s->eval_timeout_s, .source = &s->src,
+	};
+	return dt_evaluator_run(&ec, NULL, e);
 }
 
 dtrain_status dtrain_session_step(dtrain_session *s, double *loss, dtrain_error *err)
@@ -445,14 +402,20 @@ dtrain_status dtrain_session_step(dtrain_session *s, double *loss, dtrain_error 
 		dt_err_hint(e, "call dtrain_session_run: it serves (ps) or evaluates (evaluator) until the run ends");
 		return DTRAIN_USAGE;
 	}
+	const int first = s->state == S_NEW;
 	enum dt_status st = start(s, e);
 	if (st)
 		return (dtrain_status)st;
-	if (dt_session_should_stop(s->eng))
+	if (first && dtrain_session_should_stop(s)) { /* a worker that joins a run already over */
+		if (loss)
+			*loss = 0;
+		return DTRAIN_OK;
+	}
+	if (dtrain_session_should_stop(s))
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_step: the run is over (global step %lld of "
 							      "train_steps %lld)",
-						 (long long)dt_session_global_step(s->eng), (long long)s->tc.train_steps);
-	if ((st = dt_session_step(s->eng, e)))
+						 (long long)dtrain_session_global_step(s), (long long)s->tc.train_steps);
+	if ((st = s->role ? dt__api_role_call(s->role, req_step, NULL, 0, e) : dt_session_step(s->eng, e)))
 		return (dtrain_status)st;
 	if (loss)
 		*loss = s->last_loss;
@@ -463,11 +426,15 @@ int dtrain_session_should_stop(const dtrain_session *s)
 {
 	if (!s || s->state == S_CLOSED)
 		return 1;
+	if (s->role)
+		return dt__api_role_should_stop(s->role);
 	return s->eng ? dt_session_should_stop(s->eng) : 0;
 }
 
 int64_t dtrain_session_global_step(const dtrain_session *s)
 {
+	if (s && s->role)
+		return dt__api_role_global_step(s->role);
 	return s && s->eng ? dt_session_global_step(s->eng) : 0;
 }
 
@@ -479,7 +446,9 @@ dtrain_status dtrain_session_close(dtrain_session *s, dtrain_error *err)
 	if (s->state == S_CLOSED)
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_close: the session is closed already");
 	enum dt_status st = DT_OK;
-	if (s->state == S_STARTED)
+	if (s->role)
+		st = dt__api_role_call(s->role, req_finish, NULL, 1, e);
+	else if (s->eng)
 		st = dt_session_finish(s->eng, e);
 	s->state = S_CLOSED;
 	return (dtrain_status)st;
@@ -495,6 +464,17 @@ dtrain_status dtrain_session_run(dtrain_session *s, dtrain_error *err)
 	enum dt_status st = start(s, e);
 	if (st)
 		return (dtrain_status)st;
+	enum mode m = mode_of(s);
+	if (m == M_PS_SERVER || m == M_EVALUATOR) {
+		st = m == M_PS_SERVER ? serve(s, e) : follow_checkpoints(s, e);
+		s->state = S_CLOSED;
+		return (dtrain_status)st;
+	}
+	if (s->role) {
+		st = dt__api_role_call(s->role, req_run, NULL, 1, e);
+		s->state = S_CLOSED;
+		return (dtrain_status)st;
+	}
 	while (!dt_session_should_stop(s->eng))
 		if ((st = dt_session_step(s->eng, e)))
 			return (dtrain_status)st;
@@ -505,8 +485,8 @@ void dtrain_session_free(dtrain_session *s)
 {
 	if (!s)
 		return;
+	dt__api_role_free(s->role); /* before the model it trains */
 	dt_session_free(s->eng);
-	dt_mirrored_free(s->group);
 	dt_model_free(s->model);
 	dt_cluster_release(&s->local_cl);
 	free(s);
@@ -517,12 +497,13 @@ void dtrain_session_free(dtrain_session *s)
 /* Every example of d once through the model (dropout off): the mean loss
  * and accuracy (-1 without one). With grads, the first batch only,
  * training mode with dropout off, gradients left in the model. */
-static enum dt_status pass(dtrain_session *s, dtrain_data *d, int grads, double *loss, double *acc, struct dt_err *e)
+static enum dt_status pass(dtrain_session *s, struct dt_model *model, dtrain_data *d, int grads, double *loss,
+			   double *acc, struct dt_err *e)
 {
 	int batch = s->tc.hp.batch_size;
 	void *bufs[DT_API_MAX_INPUTS] = { 0 };
 	struct dt__api_reader *r = NULL;
-	enum dt_status st = alloc_bufs(s->pm, batch, bufs, e);
+	enum dt_status st = dt__api_alloc_bufs(s->pm, batch, bufs, e);
 	if (!st)
 		st = dt__api_reader_new(d, s->pm, 0, 1, batch, s->tc.seed, 1, &r, e);
 	double loss_sum = 0;
@@ -532,10 +513,9 @@ static enum dt_status pass(dtrain_session *s, dtrain_data *d, int grads, double 
 		if ((st = dt__api_reader_next(r, 0, bufs, &size, e)) || size == 0)
 			break;
 		struct dt_model_batch mb;
-		make_batch(&mb, s->model, s->feeds, s->target_feed, bufs, size);
+		dt__api_make_batch(&mb, model, s->feeds, s->target_feed, bufs, size);
 		struct dt_step_result res;
-		st = grads ? dt_model_step(s->model, &mb, NULL, NULL, NULL, &res, e)
-			   : dt_model_evaluate(s->model, &mb, &res, e);
+		st = grads ? dt_model_step(model, &mb, NULL, NULL, NULL, &res, e) : dt_model_evaluate(model, &mb, &res, e);
 		if (st)
 			break;
 		loss_sum += (double)res.loss * size;
@@ -546,7 +526,7 @@ static enum dt_status pass(dtrain_session *s, dtrain_data *d, int grads, double 
 			break;
 	}
 	dt__api_reader_free(r);
-	free_bufs(bufs);
+	dt__api_free_bufs(bufs);
 	if (st)
 		return st;
 	if (examples == 0)
@@ -582,7 +562,7 @@ dtrain_status dtrain_session_evaluate(dtrain_session *s, dtrain_data *data, doub
 		return (dtrain_status)st;
 	if (!data)
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_evaluate: the data is NULL");
-	return (dtrain_status)pass(s, data, 0, loss, accuracy, e);
+	return (dtrain_status)pass(s, s->model, data, 0, loss, accuracy, e);
 }
 
 dtrain_status dtrain_session_gradients(dtrain_session *s, dtrain_data *data, double *loss, dtrain_error *err)
@@ -593,7 +573,7 @@ dtrain_status dtrain_session_gradients(dtrain_session *s, dtrain_data *data, dou
 		return (dtrain_status)st;
 	if (!data)
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_gradients: the data is NULL");
-	return (dtrain_status)pass(s, data, 1, loss, NULL, e);
+	return (dtrain_status)pass(s, s->model, data, 1, loss, NULL, e);
 }
 
 static const struct dt_variable *find_var(dtrain_session *s, const char *fn, const char *name, int64_t count,
@@ -666,10 +646,12 @@ dtrain_status dtrain_session_save(dtrain_session *s, dtrain_error *err)
 	enum dt_status st = ready(s, "dtrain_session_save", e);
 	if (st)
 		return (dtrain_status)st;
-	if (!s->eng)
-		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_save: the session did not start");
+	if (!s->eng && !s->role)
+		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_save: this task does not train");
 	if (!s->output_dir[0])
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_save: no output_dir to save to");
+	if (s->role)
+		return (dtrain_status)dt__api_role_call(s->role, req_save, NULL, 0, e);
 	return (dtrain_status)dt_session_save(s->eng, e);
 }
 
@@ -699,9 +681,12 @@ dtrain_status dtrain_session_scalar(dtrain_session *s, const char *tag, double v
 		return NULL_SESSION(e, "dtrain_session_scalar");
 	if (!tag || !*tag)
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_scalar: the tag is NULL or empty");
-	if (s->eng) {
-		float v = (float)value;
-		dt_session_scalars(s->eng, &tag, &v, 1);
+	struct scalar_req r = { tag, (float)value };
+	if (s->role && !dt__api_role_should_stop(s->role)) {
+		enum dt_status st = dt__api_role_call(s->role, req_scalar, &r, 0, e);
+		(void)st; /* a write that fails is a warning (train/session.h) */
+	} else if (s->eng) {
+		dt_session_scalars(s->eng, &r.tag, &r.value, 1);
 	}
 	return DTRAIN_OK;
 }

@@ -373,7 +373,7 @@ static enum dt_status ring_start(struct dt_session *s, void *self, struct dt_str
 		dt_warn("evaluating every %lld steps as %s does (this task has --eval_every=%lld)", (long long)pos[3],
 			r->ranks.names[0], (long long)tc->eval_every);
 	struct dt_dataset *test = dt__session_test(s);
-	if (pos[3] > 0 && test->count == 0 &&
+	if (pos[3] > 0 && test->count == 0 && !tc->source && /* a source evaluates its own data */
 	    (st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TEST, tc->seed, test, err)))
 		return st;
 	if (r->rank == 0)

@@ -113,6 +113,7 @@ enum dt_status dt_train_evaluate(struct dt_model *model, const struct dt_dataset
 
 struct dt_train_bg_eval {
 	struct dt_model *model;          /* the evaluation's own: params are the snapshot */
+	const struct dt_train_source *src; /* the caller's evaluation, or NULL: `test` */
 	const struct dt_dataset *test;
 	struct dt_loop *loop;            /* woken at the end; may be NULL */
 	pthread_t thread;
@@ -131,19 +132,21 @@ static void *bg_eval_main(void *arg)
 	struct dt_train_bg_eval *e = arg;
 	if (e->delay_s > 0)
 		dt_sleep(e->delay_s);
-	e->st = dt_train_evaluate(e->model, e->test, &e->res, &e->err);
+	e->st = e->src ? e->src->evaluate(e->src->arg, e->model, &e->res, &e->err)
+		       : dt_train_evaluate(e->model, e->test, &e->res, &e->err);
 	atomic_store(&e->finished, 1);
 	if (e->loop)
 		dt_loop_wake(e->loop);
 	return NULL;
 }
 
-enum dt_status dt_train_bg_eval_new(const struct dt_hparams *hp, const struct dt_dataset *test, int batch,
+enum dt_status dt_train_bg_eval_new(const struct dt_train_config *tc, const struct dt_dataset *test, int batch,
 				    struct dt_loop *loop, struct dt_train_bg_eval **out, struct dt_err *err)
 {
 	*out = NULL;
 	struct dt_train_bg_eval *e = dt_xcalloc(1, sizeof(*e));
-	enum dt_status st = dt_train_model_new(hp, test, batch > 0 ? batch : 1, &e->model, err);
+	e->src = tc->source;
+	enum dt_status st = dt_train_make_model(tc, test, batch > 0 ? batch : 1, &e->model, err);
 	if (st) {
 		free(e);
 		return dt_err_prefix(err, "cannot build the model for --eval_every");
@@ -210,6 +213,24 @@ void dt_train_bg_eval_free(struct dt_train_bg_eval *e)
 	free(e);
 }
 
+enum dt_status dt_train_make_model(const struct dt_train_config *tc, const struct dt_dataset *shape, int max_batch,
+				   struct dt_model **out, struct dt_err *err)
+{
+	if (tc->source)
+		return tc->source->make_model(tc->source->arg, max_batch, out, err);
+	return dt_train_model_new(&tc->hp, shape, max_batch, out, err);
+}
+
+enum dt_status dt_train_make_input(const struct dt_train_config *tc, const struct dt_dataset *train,
+				   const struct dt_model *model, struct dt_input **out, struct dt_err *err)
+{
+	*out = NULL;
+	if (tc->source)
+		return tc->source->make_input(tc->source->arg, model, tc->hp.batch_size, tc->seed, out, err);
+	*out = dt_train_input_new(train, &tc->hp, tc->seed, tc->prefetch);
+	return DT_OK;
+}
+
 enum dt_status dt_train_setup_load(const struct dt_train_config *cfg, int load_test, struct dt_train_setup *out,
 				   struct dt_err *err)
 {
@@ -219,6 +240,11 @@ enum dt_status dt_train_setup_load(const struct dt_train_config *cfg, int load_t
 		return st;
 	struct dt_blas_info blas = dt_blas_info();
 	dt_info("blas: OpenBLAS core %s (%s), %d thread(s)", blas.core, blas.core_source, blas.threads);
+	if (cfg->source) { /* the caller's model and data: nothing to load */
+		out->model = cfg->source->model;
+		out->model_borrowed = 1;
+		return dt_train_make_input(cfg, NULL, out->model, &out->input, err);
+	}
 	int64_t t0 = dt_now_ns();
 	if ((st = dt_problem_load(cfg->problem, cfg->data_dir, DT_SPLIT_TRAIN, cfg->seed, &out->train, err)))
 		return st;
@@ -228,13 +254,12 @@ enum dt_status dt_train_setup_load(const struct dt_train_config *cfg, int load_t
 	dt_info("data: %u train, %u test examples: %s (%.2f s)", out->train.count, out->test.count, out->train.source,
 		out->load_seconds);
 	const struct dt_dataset *d = &out->train;
-	if ((st = dt_train_model_new(hp, d, dt_train_max_batch(hp, d), &out->model, err)))
+	if ((st = dt_train_make_model(cfg, d, dt_train_max_batch(hp, d), &out->model, err)))
 		return st;
 	char desc[256];
 	dt_model_describe(out->model, desc, sizeof(desc));
 	dt_info("model: %s", desc);
-	out->input = dt_train_input_new(&out->train, hp, cfg->seed, cfg->prefetch);
-	return DT_OK;
+	return dt_train_make_input(cfg, &out->train, out->model, &out->input, err);
 }
 
 void dt_train_setup_session(struct dt_train_setup *s, const struct dt_train_config *cfg,
@@ -250,9 +275,17 @@ void dt_train_setup_session(struct dt_train_setup *s, const struct dt_train_conf
 void dt_train_setup_release(struct dt_train_setup *s)
 {
 	dt_input_free(s->input);
-	dt_model_free(s->model);
+	if (!s->model_borrowed)
+		dt_model_free(s->model);
 	dt_dataset_release(&s->test);
 	dt_dataset_release(&s->train);
+}
+
+enum dt_status dt_train_drive(const struct dt_train_config *cfg, struct dt_session *s, struct dt_err *err)
+{
+	if (cfg->source && cfg->source->drive)
+		return cfg->source->drive(cfg->source->arg, s, err);
+	return dt_session_run(s, err);
 }
 
 enum dt_status dt_train_run(const struct dt_train_config *cfg, int load_test, const struct dt_strategy *strategy,
@@ -268,7 +301,7 @@ enum dt_status dt_train_run(const struct dt_train_config *cfg, int load_test, co
 		sc.strategy = strategy;
 		sc.strategy_arg = arg;
 		if (!(st = dt_session_new(&sc, &s, err)))
-			st = dt_session_run(s, err);
+			st = dt_train_drive(cfg, s, err);
 	}
 	if (s)
 		dt_session_result(s, res);
@@ -294,13 +327,14 @@ enum dt_status dt__role_train(const struct dt_ps_run_config *cfg, struct dt__rol
 	const struct dt_dataset *shape = with_input ? &r->train : &r->test;
 	struct dt_session_config sc = {
 		.train = tc, .strategy = strategy, .strategy_arg = arg, .model = r->model, .test = &r->test,
-		.input = with_input ? dt_train_input_new(&r->train, &tc->hp, tc->seed, tc->prefetch) : NULL,
 		.height = shape->height, .width = shape->width, .channels = shape->channels,
 		.num_classes = shape->num_classes,
 	};
+	if (with_input && (st = dt_train_make_input(tc, &r->train, r->model, &sc.input, err)))
+		return st;
 	struct dt_session *s = NULL;
 	if (!(st = dt_session_new(&sc, &s, err)))
-		st = dt_session_run(s, err);
+		st = dt_train_drive(tc, s, err);
 	if (s)
 		dt_session_result(s, res);
 	res->load_seconds = load_seconds;

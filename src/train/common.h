@@ -12,6 +12,8 @@
 #include "train/input.h"
 #include "train/local.h"
 
+struct dt_session;
+
 /* Sums over shard `shard_index` of `shard_count` of `ds` (example i is in
  * shard i % shard_count), once, dropout off: sums = { loss x counted,
  * correct, counted, examples, sequences all correct, summed unsmoothed
@@ -57,10 +59,11 @@ enum dt_status dt_train_evaluate(struct dt_model *model, const struct dt_dataset
 struct dt_loop;
 struct dt_train_bg_eval;
 
-/* A model like the trainer's (hp, the test split's shapes, `batch`) for
- * evaluating `test` (borrowed; must outlive it). `loop` (may be NULL) is
+/* A model like the trainer's (tc's source's make_model, else hp and the
+ * test split's shapes; `batch`) for evaluating `test` (borrowed; must
+ * outlive it), or with a source its `evaluate`. `loop` (may be NULL) is
  * woken when an evaluation ends. *out: dt_train_bg_eval_free. */
-enum dt_status dt_train_bg_eval_new(const struct dt_hparams *hp, const struct dt_dataset *test, int batch,
+enum dt_status dt_train_bg_eval_new(const struct dt_train_config *tc, const struct dt_dataset *test, int batch,
 				    struct dt_loop *loop, struct dt_train_bg_eval **out, struct dt_err *err) DT_MUST_CHECK;
 /* Copies `params` (the trainer model's, num_params) and evaluates them as
  * those of global step `step`. Must not be busy or hold an unpolled result. */
@@ -90,9 +93,23 @@ void dt_train_add_weight_decay_range(struct dt_model *m, float wd, size_t lo, si
 struct dt_train_setup {
 	struct dt_dataset train, test;
 	struct dt_model *model;
+	int model_borrowed;         /* the source's (cfg->source): not freed here */
 	struct dt_input *input;
 	double load_seconds;
 };
+/* The one place a role's model and input are made: from cfg->source when
+ * there is one (the caller's model and data), else the registry's model
+ * hp.model for `shape`'s examples, and the input over `train` (borrowed).
+ * Returned owned by the caller. */
+enum dt_status dt_train_make_model(const struct dt_train_config *cfg, const struct dt_dataset *shape, int max_batch,
+				   struct dt_model **out, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_train_make_input(const struct dt_train_config *cfg, const struct dt_dataset *train,
+				   const struct dt_model *model, struct dt_input **out, struct dt_err *err) DT_MUST_CHECK;
+/* dt_session_run, or the source's `drive` in its place. */
+enum dt_status dt_train_drive(const struct dt_train_config *cfg, struct dt_session *s,
+			      struct dt_err *err) DT_MUST_CHECK;
+/* With cfg->source: no data is loaded, the model is the source's
+ * (borrowed) and the input its make_input's. */
 enum dt_status dt_train_setup_load(const struct dt_train_config *cfg, int load_test, struct dt_train_setup *out,
 				   struct dt_err *err) DT_MUST_CHECK;
 void dt_train_setup_release(struct dt_train_setup *s);

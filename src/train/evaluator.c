@@ -92,10 +92,11 @@ static enum dt_status setup(struct evaluator *e, struct dt_err *err)
 	enum dt_status st = dt_blas_load(cfg->threads, err);
 	if (st)
 		return st;
-	if ((st = dt_problem_load(cfg->problem, cfg->data_dir, cfg->split, cfg->seed, &e->data, err)))
-		return st;
-	const struct dt_dataset *d = &e->data;
-	if ((st = dt_train_model_new(&cfg->hp, d, dt_train_max_batch(&cfg->hp, d), &e->model, err)))
+	if (cfg->source)
+		st = cfg->source->make_model(cfg->source->arg, cfg->hp.batch_size, &e->model, err);
+	else if (!(st = dt_problem_load(cfg->problem, cfg->data_dir, cfg->split, cfg->seed, &e->data, err)))
+		st = dt_train_model_new(&cfg->hp, &e->data, dt_train_max_batch(&cfg->hp, &e->data), &e->model, err);
+	if (st)
 		return st;
 	dt_ckpt_contents_for_model(&e->contents, e->model);
 	dt_ckpt_model_signature(e->contents.vars, e->contents.num_vars, e->signature, sizeof(e->signature));
@@ -200,7 +201,9 @@ static enum dt_status evaluate_one(struct evaluator *e, const char *path, int64_
 		dt_warn("checkpoint '%s' holds global step %lld, not the %lld of its name: reporting %lld", path,
 			(long long)loaded, (long long)step, (long long)loaded);
 	struct dt_eval_result r;
-	if ((st = dt_train_evaluate(e->model, &e->data, &r, err)))
+	st = cfg->source ? cfg->source->evaluate(cfg->source->arg, e->model, &r, err)
+			 : dt_train_evaluate(e->model, &e->data, &r, err);
+	if (st)
 		return st;
 	dt_info("evaluated '%s': global step %lld, accuracy %.4f, loss %.4f", path, (long long)loaded, r.accuracy,
 		r.loss);
@@ -254,8 +257,13 @@ enum dt_status dt_evaluator_run(const struct dt_eval_config *cfg, struct dt_eval
 		release(&e);
 		return st;
 	}
-	dt_info("evaluator: %s split (%u examples), %s of '%s', until global step %lld; "
-		"summaries to '%s'", dt_split_name(cfg->split), e.data.count,
+	char what[64];
+	if (cfg->source)
+		snprintf(what, sizeof(what), "the caller's evaluation data");
+	else
+		snprintf(what, sizeof(what), "%s split (%u examples)", dt_split_name(cfg->split), e.data.count);
+	dt_info("evaluator: %s, %s of '%s', until global step %lld; "
+		"summaries to '%s'", what,
 		cfg->once ? "the newest checkpoint, once," : cfg->mode == DT_EVAL_EVERY ? "every checkpoint" : "the newest checkpoint",
 		cfg->output_dir, (long long)cfg->train_steps, dt_events_path(e.events));
 

@@ -65,6 +65,10 @@ struct dt_eval_config {
 	int once;                       /* evaluate the newest checkpoint once (t2t's `evaluate`) */
 	int64_t train_steps;            /* done after evaluating a step >= this */
 	double timeout_s;               /* > 0: give up after this long with nothing new */
+	/* A caller's model and evaluation (train/local.h; the public API's),
+	 * borrowed, in place of problem and hp.model: the model is made by its
+	 * make_model, each checkpoint evaluated by its evaluate. NULL: none. */
+	const struct dt_train_source *source;
 	/* Called after each evaluation (may be NULL). */
 	void (*report)(void *ctx, enum dt_split split, int64_t step, const struct dt_eval_result *r);
 	void *report_ctx;

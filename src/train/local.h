@@ -28,6 +28,43 @@
 #include "nn/hparams.h"
 
 struct dt_auth;
+struct dt_model;
+struct dt_input;
+struct dt_session;
+struct dt_eval_result;
+
+/*
+ * A caller's model and data in place of the problem and the model registry
+ * (the public API's, src/api/): every role builds from it — the trainer
+ * trains `model`, the in-process replicas, a ps (the variables it holds)
+ * and the evaluation copies are made by `make_model`, the training input
+ * by `make_input`, evaluations go through `evaluate`. NULL in
+ * dt_train_config: the problem by name and hp.model from the registry.
+ * Every function may be called from the role's thread; `evaluate` also
+ * from an evaluation thread (--eval_every's copy) while training goes on.
+ */
+struct dt_train_source {
+	/* The trainer's model (borrowed, not initialized: the strategy
+	 * initializes or restores it); it stays the caller's after the run,
+	 * holding the trained variables. */
+	struct dt_model *model;
+	/* Another instance of it (same variables, activations for up to
+	 * max_batch examples); *out owned by the caller of make_model. */
+	enum dt_status (*make_model)(void *arg, int max_batch, struct dt_model **out, struct dt_err *err);
+	/* The training input for `model`: batches of batch_size as general
+	 * batches (data/pipeline.h's dt_batch `general`), shuffled from seed;
+	 * *out owned by the caller (the session takes it). */
+	enum dt_status (*make_input)(void *arg, const struct dt_model *model, int batch_size, uint64_t seed,
+				     struct dt_input **out, struct dt_err *err);
+	/* Evaluates `m` (a model from make_model, or `model`) on the caller's
+	 * evaluation data, dropout off. */
+	enum dt_status (*evaluate)(void *arg, struct dt_model *m, struct dt_eval_result *out, struct dt_err *err);
+	/* (optional) Drives the trainer's open session in place of
+	 * dt_session_run (the API's step-by-step loop): steps it and finishes
+	 * it (dt_session_finish), or returns a failure. */
+	enum dt_status (*drive)(void *arg, struct dt_session *s, struct dt_err *err);
+	void *arg;
+};
 
 struct dt_train_config {
 	const char *problem;      /* "fashion_mnist", "mnist", "synthetic" */
@@ -52,6 +89,9 @@ struct dt_train_config {
 
 	/* A cluster task's secret (net/auth.h), borrowed; NULL: none (loopback or --insecure). */
 	const struct dt_auth *auth;
+
+	/* A caller's model and data (above), borrowed; NULL: `problem` and hp.model. */
+	const struct dt_train_source *source;
 };
 
 struct dt_eval_result {

@@ -10,9 +10,9 @@
 #include "base/retry.h"
 #include "distribute/ps_wire.h"
 #include "net/conn.h"
-#include "train/common.h"
 #include "net/handshake.h"
 #include "train/checkpoint.h"
+#include "train/common.h"
 
 void dt__role_release(struct dt__role *r)
 {
@@ -20,7 +20,8 @@ void dt__role_release(struct dt__role *r)
 	dt_hello_release(&r->hello);
 	dt_placement_release(&r->placement);
 	free(r->vars_copy);
-	dt_model_free(r->model);
+	if (!r->model_borrowed)
+		dt_model_free(r->model);
 	dt_dataset_release(&r->test);
 	dt_dataset_release(&r->train);
 }
@@ -33,14 +34,20 @@ enum dt_status dt__role_setup(const struct dt_ps_run_config *cfg, int load_train
 	const struct dt_train_config *tc = cfg->train;
 	const struct dt_cluster *cl = cfg->cluster;
 	enum dt_status st;
-	if (load_train && (st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TRAIN, tc->seed, &r->train, err)))
-		return st;
-	if (load_test && (st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TEST, tc->seed, &r->test, err)))
-		return st;
+	if (tc->source && load_train) {
+		r->model = tc->source->model;
+		r->model_borrowed = 1;
+	} else if (!tc->source) {
+		if (load_train &&
+		    (st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TRAIN, tc->seed, &r->train, err)))
+			return st;
+		if (load_test && (st = dt_problem_load(tc->problem, tc->data_dir, DT_SPLIT_TEST, tc->seed, &r->test, err)))
+			return st;
+	}
 	const struct dt_dataset *d = load_train ? &r->train : &r->test;
 	if (batch < 0)
-		batch = dt_train_max_batch(&tc->hp, d);
-	if ((st = dt_train_model_new(&tc->hp, d, batch > 0 ? batch : 1, &r->model, err)))
+		batch = tc->source ? tc->hp.batch_size : dt_train_max_batch(&tc->hp, d);
+	if (!r->model && (st = dt_train_make_model(tc, d, batch > 0 ? batch : 1, &r->model, err)))
 		return st;
 	r->nvars = dt_model_num_variables(r->model);
 	r->vars_copy = dt_xcalloc((size_t)r->nvars, sizeof(*r->vars_copy));

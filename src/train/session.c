@@ -121,7 +121,7 @@ static enum dt_status open_summaries(struct dt_session *s, struct dt_err *err)
 	const struct dt_train_config *tc = s->cfg;
 	enum dt_status st;
 	if (s->info.chief && s->info.eval_every > 0 && s->info.eval_where != DT_EVAL_INLINE &&
-	    (st = dt_train_bg_eval_new(&tc->hp, s->test, tc->hp.batch_size, s->info.loop, &s->bg, err)))
+	    (st = dt_train_bg_eval_new(tc, s->test, tc->hp.batch_size, s->info.loop, &s->bg, err)))
 		return st;
 	if (!s->info.chief || !has_output_dir(tc))
 		return DT_OK;
@@ -155,6 +155,7 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 			.hp = &tc->hp, .height = s->shape[0], .width = s->shape[1], .channels = s->shape[2],
 			.num_classes = s->shape[3],
 			.replicas = tc->replicas, .batch_size = tc->hp.batch_size, .seed = tc->seed, .stream_base = stream,
+			.make = tc->source ? tc->source->make_model : NULL, .make_arg = tc->source ? tc->source->arg : NULL,
 		};
 		if ((st = dt_mirrored_new(s->model, &mc, &s->mirror, err)))
 			return st;
@@ -565,6 +566,8 @@ enum dt_status dt_session_finish(struct dt_session *s, struct dt_err *err)
 		return DT_OK;
 	}
 	/* The whole split on the chief, after the others have left: nobody waits on it. */
+	if (s->cfg->source)
+		return s->cfg->source->evaluate(s->cfg->source->arg, s->model, &s->res.eval, err);
 	return dt_train_evaluate(s->model, s->test, &s->res.eval, err);
 }
 

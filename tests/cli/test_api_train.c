@@ -4,15 +4,18 @@
  * examples/layers.c (a layer graph; the mode from TF_CONFIG) locally, with
  * mirrored replicas, through parameter servers asynchronously (chief +
  * worker + ps) and synchronously, and with multi-worker mirrored (2
- * workers, ring all-reduce); examples/custom_model.c (its own forward and
- * backward) locally, mirrored and through a ps; examples/
- * low_level_distributed.c as seed 003 runs it, from the four flags.
+ * workers, ring all-reduce; the same program as the ps and the evaluator);
+ * examples/custom_model.c (its own forward and backward) locally, mirrored,
+ * through a ps (async and sync) and multi-worker mirrored; examples/
+ * low_level_distributed.c as seed 003 runs it, from the four flags. The
+ * clusters are separate processes on free loopback ports (cluster_procs.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api_util.h"
+#include "cluster_procs.h"
 
 /* The accuracy the layers example's chief printed ("... accuracy A"), or -1. */
 static double printed_accuracy(const char *out)
@@ -102,43 +105,139 @@ DT_TEST_TIMEOUT(api_train, custom_mirrored, 240)
 	free(out);
 }
 
-/* The mode each task of a cluster gets, as TensorFlow picks it, from the
- * same program (the layers example prints it before it runs). The modes
- * whose engine strategy does not take a layer graph's or custom model's
- * batches yet refuse with DT_CONFIG (exit 2) naming the mode, before they
- * connect to anyone: a mode is never run as another. */
-DT_TEST_TIMEOUT(api_train, modes_from_the_cluster, 120)
+/* Every task of cluster c (started in the order given) as `argv` with the
+ * installed library's environment; each must exit 0 within the test's
+ * time. Returns the stdout of task `want` (the caller frees). */
+struct start {
+	const char *type;
+	int index;
+};
+static char *run_cluster(struct cluster *c, const struct api_tree *t, const char *const *argv,
+			 const struct start *tasks, int n, int want)
+{
+	const char *env[] = { t->ld_env, NULL };
+	struct task *started[CLUSTER_MAX_TASKS];
+	for (int i = 0; i < n; i++)
+		started[i] = cluster_start(c, tasks[i].type, tasks[i].index, NULL, argv, env);
+	for (int i = 0; i < n; i++)
+		if (task_wait(started[i], 50) != 0) {
+			tasks_dump(c->tasks, c->n);
+			dt_test_fail(__FILE__, __LINE__, "%s:%d exited %d", tasks[i].type, tasks[i].index, started[i]->status);
+		}
+	return task_read(started[want], 0);
+}
+
+/* The same custom model, its own forward and backward, trained through a
+ * ps asynchronously by 2 trainers, every one of them to the loss target on
+ * the variables it ends with; the same program is the ps. */
+DT_TEST_TIMEOUT(api_train, custom_ps_async, 60)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "custom_model", exe, sizeof(exe));
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 1);
+	/* The model is tiny (~3000 steps/s): a run of a few seconds, so that
+	 * the worker, which looks for the chief's initialization every 0.2 s,
+	 * trains in it too; a smaller rate than alone, for stale gradients. */
+	const char *argv[] = { exe, "train_steps=6000", "log_every=0", "target=0.02", "learning_rate=0.003", NULL };
+	const struct start tasks[] = { { "ps", 0 }, { "worker", 0 }, { "chief", 0 } };
+	char *out = run_cluster(&c, &t, argv, tasks, 3, 2);
+	DT_CHECK_CONTAINS(out, "chief:0 mode ps_async step 6000 loss ");
+	free(out);
+	/* The worker took steps of its own and ended at the loss target too
+	 * (its global step: the last it saw before the chief ended the run). */
+	out = task_read(&c.tasks[1], 0);
+	DT_CHECK_CONTAINS(out, "worker:0 mode ps_async step ");
+	free(out);
+	out = task_read(&c.tasks[1], 1);
+	DT_CHECK_CONTAINS(out, "I did ");
+	DT_CHECK(!strstr(out, "I did 0 of"));
+	free(out);
+}
+
+/* Synchronously through the ps: each step gathers both trainers' gradients. */
+DT_TEST_TIMEOUT(api_train, custom_ps_sync, 60)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "custom_model", exe, sizeof(exe));
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 1);
+	const char *argv[] = { exe, "train_steps=800", "log_every=0", "target=0.02", "sync=1", NULL };
+	const struct start tasks[] = { { "ps", 0 }, { "worker", 0 }, { "chief", 0 } };
+	char *out = run_cluster(&c, &t, argv, tasks, 3, 2);
+	DT_CHECK_CONTAINS(out, "chief:0 mode ps_sync step 800 loss ");
+	free(out);
+	out = task_read(&c.tasks[1], 0);
+	DT_CHECK_CONTAINS(out, "worker:0 mode ps_sync step 800 loss ");
+	free(out);
+}
+
+/* Multi-worker mirrored: 2 workers, ring all-reduce, bit-identical variables. */
+DT_TEST_TIMEOUT(api_train, custom_multi_worker_mirrored, 60)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "custom_model", exe, sizeof(exe));
+	struct cluster c;
+	cluster_init(&c, NULL, 2, 0);
+	const char *argv[] = { exe, "train_steps=800", "log_every=0", "target=0.02", NULL };
+	const struct start tasks[] = { { "worker", 0 }, { "worker", 1 } };
+	char *out = run_cluster(&c, &t, argv, tasks, 2, 0);
+	DT_CHECK_CONTAINS(out, "worker:0 mode multi_worker_mirrored step 800 loss ");
+	char *other = task_read(&c.tasks[1], 0);
+	/* the same variables on both: the same loss, to the last digit */
+	DT_CHECK_STR_EQ(strstr(out, " loss "), strstr(other, " loss "));
+	free(other);
+	free(out);
+}
+
+/* The layer graph through a ps (2 trainers), to the accuracy target, and
+ * the same program as the evaluator following the chief's checkpoints to
+ * the last one. Each task says the mode its TF_CONFIG gave it. */
+DT_TEST_TIMEOUT(api_train, layers_ps_async_with_an_evaluator, 60)
 {
 	struct api_tree t;
 	char exe[800];
 	build(&t, "layers", exe, sizeof(exe));
-	static const char cl_ps[] = "{\"chief\": [\"127.0.0.1:1\"], \"worker\": [\"127.0.0.1:2\"], \"ps\": [\"127.0.0.1:3\"]}";
-	static const char cl_ring[] = "{\"worker\": [\"127.0.0.1:1\", \"127.0.0.1:2\"]}";
-	const struct {
-		const char *cluster, *type, *option, *mode;
-		int index;
-	} cases[] = {
-		{ cl_ps, "chief", "seed=1", "ps_async", 0 },     { cl_ps, "worker", "seed=1", "ps_async", 0 },
-		{ cl_ps, "chief", "sync=1", "ps_sync", 0 },      { cl_ps, "ps", "seed=1", "ps_server", 0 },
-		{ cl_ring, "worker", "seed=1", "multi_worker_mirrored", 1 },
-			};
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char tf[600] = "TF_CONFIG=";
-		if (cases[i].cluster)
-			snprintf(tf, sizeof(tf), "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"%s\", \"index\": %d}}",
-				 cases[i].cluster, cases[i].type, cases[i].index);
-		const char *argv[] = { exe, "problem=synthetic", "log_every=0", cases[i].option, NULL };
-		const char *env[] = { t.ld_env, tf, NULL };
-		struct dt_run r;
-		dt_test_run(&r, argv, env, 60);
-		char want[120];
-		snprintf(want, sizeof(want), "runs as %s\n", cases[i].mode);
-		DT_CHECK_CONTAINS(r.err, want);
-		snprintf(want, sizeof(want), "error: mode %s does not run through the API", cases[i].mode);
-		DT_CHECK_CONTAINS(r.err, want);
-		DT_CHECK_INT_EQ(r.exit_code, 2);
-		dt_run_release(&r);
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 1);
+	cluster_output_dir(&c, "layers_ps");
+	char od[700];
+	snprintf(od, sizeof(od), "output_dir=%s", c.out_dir);
+	const char *argv[] = { exe, "problem=synthetic", "train_steps=300", "log_every=0", "target=0.9", od,
+			       "eval_timeout_secs=45", NULL };
+	const struct start tasks[] = { { "ps", 0 }, { "evaluator", 0 }, { "worker", 0 }, { "chief", 0 } };
+	char *out = run_cluster(&c, &t, argv, tasks, 4, 3);
+	DT_CHECK_CONTAINS(out, "mode ps_async step 300 ");
+	DT_CHECK(printed_accuracy(out) >= 0.9);
+	free(out);
+	const char *modes[] = { "ps:0 runs as ps_server", "evaluator:0 runs as evaluator", "worker:0 runs as ps_async",
+				"chief:0 runs as ps_async" };
+	for (int i = 0; i < 4; i++) {
+		char *err = task_read(&c.tasks[i], 1);
+		DT_CHECK_CONTAINS(err, modes[i]);
+		if (i == 1)
+			DT_CHECK_CONTAINS(err, "global step 300, accuracy ");
+		free(err);
 	}
+}
+
+/* The layer graph with 2 workers and no ps: multi-worker mirrored. */
+DT_TEST_TIMEOUT(api_train, layers_multi_worker_mirrored, 60)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "layers", exe, sizeof(exe));
+	struct cluster c;
+	cluster_init(&c, NULL, 2, 0);
+	const char *argv[] = { exe, "problem=synthetic", "train_steps=200", "log_every=0", "target=0.9", NULL };
+	const struct start tasks[] = { { "worker", 0 }, { "worker", 1 } };
+	char *out = run_cluster(&c, &t, argv, tasks, 2, 0);
+	DT_CHECK_CONTAINS(out, "mode multi_worker_mirrored step 200 ");
+	DT_CHECK(printed_accuracy(out) >= 0.9);
+	free(out);
 }
 
 /* Seed 003's program without a cluster: one local worker running its own
@@ -152,4 +251,45 @@ DT_TEST_TIMEOUT(api_train, low_level_distributed_alone, 240)
 	char *out = run_one(&t, exe, args, 0);
 	DT_CHECK_CONTAINS(out, "worker 0 done: 200 local steps, global step 200");
 	free(out);
+}
+
+/* Seed 003's program as seed 003 runs it: one ps and two workers from the
+ * four low-level flags (no TF_CONFIG), each worker its own step loop until
+ * the chief's global step reaches train_steps, then close. */
+DT_TEST_TIMEOUT(api_train, low_level_distributed_ps_and_two_workers, 60)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "low_level_distributed", exe, sizeof(exe));
+	struct cluster c;
+	cluster_init(&c, NULL, 2, 1);
+	char ps_hosts[64], worker_hosts[96];
+	snprintf(ps_hosts, sizeof(ps_hosts), "--ps_hosts=127.0.0.1:%d", cluster_port(&c, "ps", 0));
+	snprintf(worker_hosts, sizeof(worker_hosts), "--worker_hosts=127.0.0.1:%d,127.0.0.1:%d",
+		 cluster_port(&c, "worker", 0), cluster_port(&c, "worker", 1));
+	const char *env[] = { t.ld_env, "TF_CONFIG=", NULL };
+	struct task tasks[3];
+	const char *jobs[] = { "--job_name=ps", "--job_name=worker", "--job_name=worker" };
+	const char *index[] = { "--task_index=0", "--task_index=1", "--task_index=0" };
+	const char *names[] = { "ps0", "worker1", "worker0" };
+	for (int i = 0; i < 3; i++) {
+		const char *argv[] = { exe, ps_hosts, worker_hosts, jobs[i], index[i], "problem=synthetic",
+				       "train_steps=600", "log_every=0", NULL };
+		task_start(&tasks[i], names[i], argv, env);
+	}
+	for (int i = 0; i < 3; i++)
+		if (task_wait(&tasks[i], 50) != 0) {
+			tasks_dump(tasks, 3);
+			dt_test_fail(__FILE__, __LINE__, "%s exited %d", names[i], tasks[i].status);
+		}
+	for (int i = 1; i < 3; i++) {
+		char *out = task_read(&tasks[i], 0), want[64];
+		snprintf(want, sizeof(want), "worker %d done: ", i == 2 ? 0 : 1);
+		DT_CHECK_CONTAINS(out, want);
+		const char *loss = strstr(out, "last loss ");
+		DT_CHECK(loss && atof(loss + 10) < 0.1); /* the loss target */
+		if (i == 2)
+			DT_CHECK_CONTAINS(out, "global step 600,");
+		free(out);
+	}
 }
