@@ -144,6 +144,13 @@ dtrain_status dtrain_data_problem(const char *problem, const char *data_dir, con
 	memset(&ds, 0, sizeof(ds));
 	if (dt_problem_load(problem, data_dir, NULL, sp, 1, &ds, e))
 		return (dtrain_status)e->status;
+	if (ds.text) { /* token sequences are not image arrays */
+		dt_dataset_release(&ds);
+		return (dtrain_status)dt_err_set(e, DT_USAGE,
+						 "dtrain_data_problem: '%s' is a text problem; the API serves image problems "
+						 "only (train it with dtrain train --model=transformer)",
+						 problem);
+	}
 	size_t per = (size_t)ds.height * (size_t)ds.width * (size_t)ds.channels;
 	float *x = NULL;
 	int32_t *y = NULL;

@@ -39,6 +39,7 @@ static const char *const schedules[] = {
 	"evaluate_on_train_data", "continuous_eval", "continuous_eval_on_train_data", "test", "run_std_server",
 	"decode", "continuous_decode", "continuous_decode_on_train_data", "continuous_decode_on_eval_data",
 	"continuous_decode_from_file",
+	"evaluate_on_dev_data", /* not t2t's: a text problem's dev split (cmd/train.c) */
 };
 
 int dt_schedule_known(const char *name)
@@ -52,6 +53,7 @@ int dt_schedule_known(const char *name)
 static int is_eval_schedule(const char *s)
 {
 	return strcmp(s, "evaluate") == 0 || strcmp(s, "evaluate_on_train_data") == 0 ||
+	       strcmp(s, "evaluate_on_dev_data") == 0 ||
 	       strcmp(s, "continuous_eval") == 0 || strcmp(s, "continuous_eval_on_train_data") == 0;
 }
 

@@ -176,6 +176,8 @@ static int is_eval_schedule(const char *schedule, enum dt_split *split, int *onc
 		{ "continuous_eval_on_train_data", DT_SPLIT_TRAIN, 0 },
 		{ "evaluate", DT_SPLIT_TEST, 1 },
 		{ "evaluate_on_train_data", DT_SPLIT_TRAIN, 1 },
+		/* not t2t's: the text problems' dev split (t2t's length 400) beside the held-out test split */
+		{ "evaluate_on_dev_data", DT_SPLIT_DEV, 1 },
 	};
 	for (size_t i = 0; i < sizeof(evals) / sizeof(evals[0]); i++) {
 		if (strcmp(schedule, evals[i].name) == 0) {
@@ -272,8 +274,14 @@ struct eval_args {
 
 static void print_eval(void *ctx, enum dt_split split, int64_t step, const struct dt_eval_result *r)
 {
-	printf("eval (%s split, %lld examples) at global step %lld: accuracy = %.4f, loss = %.4f\n", dt_split_name(split),
-	       (long long)r->examples, (long long)step, r->accuracy, r->loss);
+	if (r->text) /* t2t's metrics, as t2t-trainer prints them */
+		printf("eval (%s split, %lld examples) at global step %lld: accuracy = %.4f, accuracy_per_sequence = %.4f, "
+		       "neg_log_perplexity = %.4f, loss = %.4f\n",
+		       dt_split_name(split), (long long)r->examples, (long long)step, r->accuracy,
+		       r->accuracy_per_sequence, r->neg_log_perplexity, r->loss);
+	else
+		printf("eval (%s split, %lld examples) at global step %lld: accuracy = %.4f, loss = %.4f\n",
+		       dt_split_name(split), (long long)r->examples, (long long)step, r->accuracy, r->loss);
 	fflush(stdout);
 }
 
@@ -371,8 +379,7 @@ static int run_mode(enum train_mode mode, const struct dt_cluster *cl, const str
 			(long long)res.steps, res.train_seconds, res.examples_per_sec, res.first_step_seconds);
 	}
 	if (evaluated)
-		printf("eval (test split, %lld examples) at global step %lld: accuracy = %.4f, loss = %.4f\n",
-		       (long long)res.eval.examples, (long long)res.steps, res.eval.accuracy, res.eval.loss);
+		print_eval(NULL, DT_SPLIT_TEST, res.steps, &res.eval);
 	fflush(stdout);
 	if (*a->metrics_file) {
 		struct dt_train_config mc = *cfg;

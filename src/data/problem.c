@@ -17,6 +17,7 @@
 #include "data/idx.h"
 #include "data/image_folder.h"
 #include "data/internal.h"
+#include "data/text.h"
 
 #define IMAGE_SIDE 28
 #define NUM_CLASSES 10
@@ -51,11 +52,16 @@ static const struct problem problems[] = {
 	  0.0f, 0.0f },
 };
 
-static const char *const problem_names[] = { "fashion_mnist", "mnist", "synthetic", "image_folder", "csv" };
+/* The image problems above (image_folder.h, csv.h), then the text problems of data/text.h. */
+static const char *const problem_names[] = {
+	"fashion_mnist", "mnist", "synthetic", "image_folder", "csv", "algorithmic_identity_binary40",
+	"algorithmic_reverse_binary40", "algorithmic_addition_decimal40", "algorithmic_multiplication_decimal40",
+	"algorithmic_sort_problem", "text2text_tmpdir",
+};
 
 const char *const *dt_problem_names(size_t *count)
 {
-	_Static_assert(DT_ARRAY_LEN(problem_names) == DT_ARRAY_LEN(problems), "one name per problem");
+	_Static_assert(DT_ARRAY_LEN(problem_names) == DT_ARRAY_LEN(problems) + 6, "one name per problem");
 	if (count)
 		*count = DT_ARRAY_LEN(problem_names);
 	return problem_names;
@@ -93,6 +99,7 @@ void dt_dataset_release(struct dt_dataset *ds)
 	dt_image_files_free(ds->files);
 	free(ds->features);
 	free(ds->labels);
+	dt_text_set_free(ds->text);
 	memset(ds, 0, sizeof(*ds));
 }
 
@@ -380,12 +387,14 @@ enum dt_status dt_problem_load(const char *problem, const char *data_dir, const 
 			       enum dt_split split, uint64_t seed, struct dt_dataset *out, struct dt_err *err)
 {
 	memset(out, 0, sizeof(*out));
+	if (dt_text_problem_is(problem))
+		return dt_text_problem_load(problem, data_dir, split, seed, out, err);
 	const struct problem *pr = find_problem(problem);
 	if (!pr) {
-		char list[256] = "";
 		size_t used = 0;
-		for (size_t i = 0; i < DT_ARRAY_LEN(problems) && used < sizeof(list); i++) {
-			int n = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "", problems[i].name);
+		char list[512] = "";
+		for (size_t i = 0; i < DT_ARRAY_LEN(problem_names) && used < sizeof(list); i++) {
+			int n = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "", problem_names[i]);
 			if (n > 0)
 				used += (size_t)n;
 		}

@@ -10,6 +10,7 @@
  *                  image_dataset_from_directory reads it (image_folder.h)
  *   csv            one CSV file with a header row: numeric features and a
  *                  label column named by --label_column (csv.h)
+ *   t2t's text problems (data/text.h): token sequences in `text`, no images
  *
  * A dataset holds its examples in exactly one of three forms:
  *   images    raw uint8 pixels in memory (4x smaller than floats); the
@@ -26,7 +27,12 @@
 #include <stdint.h>
 #include "base/err.h"
 
-enum dt_split { DT_SPLIT_TRAIN, DT_SPLIT_TEST };
+/* DT_SPLIT_DEV: t2t's dev split where a problem has one of its own (the
+ * algorithmic problems at their dev length, data/text.h); the test split
+ * otherwise. */
+enum dt_split { DT_SPLIT_TRAIN, DT_SPLIT_TEST, DT_SPLIT_DEV };
+
+struct dt_text_set;
 
 #define DT_MAX_CLASSES 256
 
@@ -42,6 +48,7 @@ struct dt_dataset {
 	uint8_t *labels;                /* (count), each < num_classes, owned */
 	float mean, std;                /* normalization of p/255 (images and files) */
 	char source[256];               /* where it came from, for logs */
+	struct dt_text_set *text;       /* a text problem's sequences (data/text.h), owned; NULL for images */
 };
 
 enum dt_bad_images { DT_BAD_IMAGES_FAIL, DT_BAD_IMAGES_SKIP };

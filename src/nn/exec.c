@@ -13,7 +13,20 @@
 
 #include "base/alloc.h"
 #include "nn/model_impl.h"
+#include "nn/seq.h"
 #include "tensor/kernels.h"
+
+static int is_seq(const struct dt_layer *l)
+{
+	return l->kind == DT_LAYER_ATTENTION || l->kind == DT_LAYER_TIMING || l->kind == DT_LAYER_SHIFT ||
+	       l->kind == DT_LAYER_SYMBOL || l->kind == DT_LAYER_LOGITS;
+}
+
+/* Rows the nodes run on: examples, or a sequence model's tokens. */
+static int rows_of(const struct dt_model *m, const struct dt_model_batch *b)
+{
+	return m->seq_max_len > 0 ? b->size * b->length : b->size;
+}
 
 static int is_view(const struct dt__node *n)
 {
@@ -54,6 +67,10 @@ void dt__graph_allocate(struct dt_model *m)
 		scratch = s > scratch ? s : scratch;
 	}
 	DT_ASSERT(off == m->num_params);
+	if (m->seq_max_len > 0) {
+		const size_t s = dt__seq_allocate(m);
+		scratch = s > scratch ? s : scratch;
+	}
 	m->acts = dt_xalloc_aligned(act_floats * B + 1, sizeof(float));
 	m->dacts = dt_xalloc_aligned(dact_floats * B + 1, sizeof(float));
 	float *p = m->acts, *q = m->dacts;
@@ -90,7 +107,7 @@ static enum dt_status check_ids(const struct dt_model *m, const struct dt__node 
 static enum dt_status forward(struct dt_model *m, const struct dt_model_batch *b, int training, struct dt_rng *rng,
 			      struct dt_err *err)
 {
-	const int B = b->size;
+	const int B = rows_of(m, b);
 	int next_input = 0;
 	for (int i = 0; i < m->num_nodes; i++) {
 		struct dt__node *n = &m->nodes[i];
@@ -107,6 +124,12 @@ static enum dt_status forward(struct dt_model *m, const struct dt_model_batch *b
 		float *y = m->out[i];
 		m->val[i] = y;
 		const size_t e = dt_shape_elems(l->out) * (size_t)B;
+		if (is_seq(l)) {
+			enum dt_status st = dt__seq_forward(m, i, training, rng, err);
+			if (st)
+				return st;
+			continue;
+		}
 		switch (l->kind) {
 		case DT_LAYER_EMBEDDING: {
 			enum dt_status st = check_ids(m, n, x, B, err);
@@ -145,7 +168,7 @@ static enum dt_status forward(struct dt_model *m, const struct dt_model_batch *b
 
 /* Hands gradient `src` (rows, width) with row stride `ld` to node j's
  * output gradient: written by the first consumer, added by the others. */
-static void give(struct dt_model *m, int j, const float *src, size_t rows, size_t width, size_t ld)
+void dt__graph_give(struct dt_model *m, int j, const float *src, size_t rows, size_t width, size_t ld)
 {
 	const int t = m->store[j];
 	float *dst = m->grad[t];
@@ -172,22 +195,25 @@ static void backward(struct dt_model *m, int B, dt_grads_ready_fn on_ready, void
 		float *dy = m->grad[i];
 		const size_t e = dt_shape_elems(l->out) * (size_t)B;
 		if (!m->written[i]) {
-			/* nothing downstream reaches the loss: a zero gradient */
-			if (np)
+			/* nothing downstream reaches the loss: a zero gradient (shared
+			 * tables were zeroed before the pass and may hold others' parts) */
+			if (np && l->kind != DT_LAYER_SYMBOL && l->kind != DT_LAYER_LOGITS)
 				memset(l->dkernel, 0, np * sizeof(float));
+		} else if (is_seq(l)) {
+			dt__seq_backward(m, i);
 		} else if (l->kind == DT_LAYER_EMBEDDING) {
 			dt_layer_embedding_backward(l, m->val[n->inputs[0]], dy, B);
 		} else if (l->kind == DT_LAYER_ADD) {
 			for (int j = 0; j < n->ninputs; j++)
 				if (m->needs_grad[n->inputs[j]])
-					give(m, n->inputs[j], dy, 1, e, e);
+					dt__graph_give(m, n->inputs[j], dy, 1, e, e);
 		} else if (l->kind == DT_LAYER_CONCAT) {
 			const size_t rows = e / (size_t)l->out.c;
 			size_t at = 0;
 			for (int j = 0; j < n->ninputs; j++) {
 				const size_t cj = (size_t)m->nodes[n->inputs[j]].layer.out.c;
 				if (m->needs_grad[n->inputs[j]])
-					give(m, n->inputs[j], dy + at, rows, cj, (size_t)l->out.c);
+					dt__graph_give(m, n->inputs[j], dy + at, rows, cj, (size_t)l->out.c);
 				at += cj;
 			}
 		} else {
@@ -217,7 +243,7 @@ static void backward(struct dt_model *m, int B, dt_grads_ready_fn on_ready, void
 static enum dt_status loss(struct dt_model *m, const struct dt_model_batch *b, int training, struct dt_step_result *res,
 			   struct dt_err *err)
 {
-	const int B = b->size;
+	const int B = rows_of(m, b);
 	const float *z = m->val[m->output];
 	float *dz = training ? m->grad[m->store[m->output]] : NULL;
 	const size_t n = dt_shape_elems(m->nodes[m->output].layer.out) * (size_t)B;
@@ -245,6 +271,21 @@ static enum dt_status loss(struct dt_model *m, const struct dt_model_batch *b, i
 	case DT_LOSS_MSE:
 		res->loss = dt_mse(z, b->targets.data, n, dz);
 		break;
+	case DT_LOSS_PADDED_XENT: {
+		const int32_t *labels = b->targets.data;
+		for (size_t r = 0; r < (size_t)B; r++)
+			if (labels[r] < 0 || labels[r] >= m->classes)
+				return dt_err_set(err, DT_USAGE, "model '%s': sequence %zu, position %zu: target %d out of range [0, %d)",
+						  m->name, r / (size_t)b->length, r % (size_t)b->length, (int)labels[r], m->classes);
+		struct dt_seq_metrics sm;
+		res->loss = dt_padded_xent(z, labels, b->size, b->length, m->classes, m->label_smoothing, dz, &sm);
+		res->correct = (int)sm.tokens_correct;
+		res->counted = (int)sm.tokens;
+		res->seqs_correct = (int)sm.seqs_correct;
+		res->seqs = (int)sm.seqs;
+		res->nll_sum = sm.nll_num;
+		break;
+	}
 	case DT_LOSS_CUSTOM:
 		DT_ASSERT(!"a graph has no custom loss");
 	}
@@ -257,6 +298,10 @@ static enum dt_status loss(struct dt_model *m, const struct dt_model_batch *b, i
 enum dt_status dt__graph_run(struct dt_model *m, const struct dt_model_batch *b, int training, struct dt_rng *rng,
 			     dt_grads_ready_fn on_ready, void *arg, struct dt_step_result *res, struct dt_err *err)
 {
+	if (m->seq_max_len > 0) {
+		m->seq_B = b->size;
+		m->seq_L = b->length;
+	}
 	enum dt_status st = forward(m, b, training, rng, err);
 	if (st)
 		return st;
@@ -265,6 +310,8 @@ enum dt_status dt__graph_run(struct dt_model *m, const struct dt_model_batch *b,
 		return st;
 	memset(m->written, 0, (size_t)m->num_nodes * sizeof(int));
 	m->written[m->store[m->output]] = 1;
-	backward(m, b->size, on_ready, arg);
+	if (m->seq_max_len > 0)
+		dt__seq_zero_tables(m);
+	backward(m, rows_of(m, b), on_ready, arg);
 	return DT_OK;
 }

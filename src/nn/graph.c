@@ -16,7 +16,8 @@
 static const char *const prefixes[P_COUNT] = {
 	"input",    "dense",    "conv",      "pool",       "avg_pool",       "flatten",        "reshape",
 	"activation", "dropout", "embedding", "layer_norm", "add",            "concat",         "depthwise_conv2d",
-	"separable_conv2d", "batch_normalization", "zero_padding2d", "global_average_pooling2d", "global_max_pooling2d"
+	"separable_conv2d", "batch_normalization", "zero_padding2d", "global_average_pooling2d", "global_max_pooling2d",
+	"inputs", "multihead_attention", "timing", "shift_right", "symbol", "logits"
 };
 
 struct dt_graph *dt_graph_new(void)
@@ -110,7 +111,7 @@ static enum dt_status check_name(const struct dt_graph *g, const char *name, str
 
 /* Picks the node's name (the caller's or the next free default) into
  * `out`; checks there is room. Counters advance only on commit. */
-enum dt_status dt__graph_begin(struct dt_graph *g, const char *name, enum prefix p, char *out, int *number,
+enum dt_status dt__graph_begin(struct dt_graph *g, const char *name, enum dt__prefix p, char *out, int *number,
 			    struct dt_err *err)
 {
 	if (!g)
@@ -174,7 +175,7 @@ enum dt_status dt__graph_get_init(const char *node, const char *text, const char
 }
 
 /* Adds node `n` (filled by the caller) and advances its prefix's counter. */
-void dt__graph_commit(struct dt_graph *g, const struct dt__node *n, enum prefix p, int number)
+void dt__graph_commit(struct dt_graph *g, const struct dt__node *n, enum dt__prefix p, int number)
 {
 	g->nodes[g->n++] = *n;
 	g->counter[p] = number;
@@ -208,6 +209,8 @@ enum dt_status dt_graph_input(struct dt_graph *g, const char *name, enum dt_dtyp
 		return dt_err_set(err, DT_CONFIG, "input '%s': a model takes at most %d inputs", nm, DT_MODEL_MAX_INPUTS);
 	if (dtype != DT_FLOAT32 && dtype != DT_INT32)
 		return dt_err_set(err, DT_CONFIG, "input '%s': unknown dtype %d", nm, (int)dtype);
+	if (g->seq_max_len > 0)
+		return dt_err_set(err, DT_CONFIG, "input '%s': a sequence graph takes sequence inputs only", nm);
 	if (ndim < 1 || ndim > 3 || !shape)
 		return dt_err_set(err, DT_CONFIG, "input '%s': per-example shape must have rank 1 to 3, got %d", nm, ndim);
 	long e = 1;
@@ -317,7 +320,7 @@ enum dt_status dt_graph_pool(struct dt_graph *g, const char *name, const char *i
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
-	const enum prefix p = kind == DT_POOL_AVG ? P_AVG_POOL : P_POOL;
+	const enum dt__prefix p = kind == DT_POOL_AVG ? P_AVG_POOL : P_POOL;
 	enum dt_status st = dt__graph_begin(g, name, p, nm, &number, err);
 	if (!st)
 		st = dt__graph_resolve(g, nm, input, &in, err);
@@ -422,7 +425,7 @@ enum dt_status dt_graph_reshape(struct dt_graph *g, const char *name, const char
 }
 
 /* activation, dropout, layer_norm: float in, same shape out. */
-static enum dt_status same_shape(struct dt_graph *g, const char *name, const char *input, enum prefix p,
+static enum dt_status same_shape(struct dt_graph *g, const char *name, const char *input, enum dt__prefix p,
 				 enum dt_layer_kind kind, enum dt_act act, float value, struct dt_err *err)
 {
 	char nm[DT_LAYER_NAME_MAX];
@@ -515,7 +518,7 @@ static enum dt_status merge(struct dt_graph *g, const char *name, int count, con
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number;
-	const enum prefix p = concat ? P_CONCAT : P_ADD;
+	const enum dt__prefix p = concat ? P_CONCAT : P_ADD;
 	enum dt_status st = dt__graph_begin(g, name, p, nm, &number, err);
 	if (st)
 		return st;
@@ -669,6 +672,14 @@ static void add_vars(struct dt_model *m, const struct dt__node *n)
 			dt__model_freeze_var(m, m->num_vars - 2);
 			dt__model_freeze_var(m, m->num_vars - 1);
 		}
+	} else if (l->kind == DT_LAYER_ATTENTION) {
+		const int64_t s[2] = { l->in.c, l->in.c };
+		static const char *const w[4] = { "q/kernel", "k/kernel", "v/kernel", "output_transform/kernel" };
+		for (int i = 0; i < 4; i++)
+			dt__model_add_var(m, name, w[i], 2, s, 1, n->init[0]);
+	} else if ((l->kind == DT_LAYER_SYMBOL || l->kind == DT_LAYER_LOGITS) && !l->share) {
+		const int64_t s[2] = { l->vocab, l->kind == DT_LAYER_SYMBOL ? l->out.c : l->in.c };
+		dt__model_add_var(m, name, "weights", 2, s, 1, n->init[0]);
 	} else if (l->kind == DT_LAYER_EMBEDDING) {
 		const int64_t s[2] = { l->vocab, l->out.c };
 		dt__model_add_var(m, name, "embeddings", 2, s, 1, n->init[0]);
@@ -728,7 +739,13 @@ enum dt_status dt_model_from_graph(const struct dt_graph *g, const char *name, i
 	}
 	const struct dt__node *o = &m->nodes[m->output];
 	m->rows = 1;
-	if (m->loss == DT_LOSS_SOFTMAX_XENT) {
+	m->seq_max_len = g->seq_max_len;
+	m->label_smoothing = g->label_smoothing;
+	if (m->loss == DT_LOSS_PADDED_XENT) {
+		const int one = 1;
+		m->classes = o->dims[0];
+		io_info(&m->target, "targets", DT_INT32, 1, &one);
+	} else if (m->loss == DT_LOSS_SOFTMAX_XENT) {
 		m->classes = o->dims[o->rank - 1];
 		m->rows = (int)(dt__graph_elems(o->rank, o->dims) / m->classes);
 		const int one = 1;

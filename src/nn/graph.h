@@ -145,6 +145,49 @@ enum dt_status dt_graph_set_init(struct dt_graph *g, const char *name, int which
 enum dt_status dt_graph_loss(struct dt_graph *g, const char *output, enum dt_loss loss,
 			     struct dt_err *err) DT_MUST_CHECK;
 
+/*
+ * Sequence graphs (t2t's transformer; the kernels are nn/seq.h). A graph
+ * whose inputs are sequence inputs runs per token: each input is a batch of
+ * (B, L) int32 token ids (id 0 the padding), every node's per-example shape
+ * is one token's, (D) or (V), and the position-wise nodes above (dense,
+ * layer_norm, dropout, add, activation) apply to each of the B * L tokens;
+ * the nodes below see the sequences. The compiled model's max_batch counts
+ * tokens (t2t's batch_size); batches give B and L (nn/model.h).
+ *   sequence_input  int32 ids, up to max_length positions; a sequence graph
+ *                   takes no other kind of input
+ *   symbol          ids -> (D): t2t's symbol modality bottom, table[id] * sqrt(D),
+ *                   padding rows 0; <node>/weights (vocab, D), random_normal(D^-0.5)
+ *                   unless init; share_with: use that symbol node's table instead
+ *   timing_signal   (D) -> (D): adds t2t's sinusoidal position signal
+ *   shift_right     ids -> ids: 0 then the ids without the last (the decoder's input)
+ *   attention       query (D), memory (D) [, memory ids] -> (D): multi-head
+ *                   dot-product attention, heads dividing D; padded memory
+ *                   positions (id 0) masked when memory ids are given, later
+ *                   positions masked when causal; dropout on the weights;
+ *                   <node>/q/kernel, k/kernel, v/kernel, output_transform/kernel (D, D)
+ *   logits          (D) -> (V): x table^T, with share_with's table (t2t's
+ *                   shared_embedding_and_softmax_weights) or its own <node>/weights (V, D)
+ *   sequence_loss   t2t's padded cross-entropy with label smoothing on a
+ *                   logits node; labels are the targets' ids, padding skipped;
+ *                   metrics: token accuracy, accuracy_per_sequence, neg_log_perplexity
+ */
+enum dt_status dt_graph_sequence_input(struct dt_graph *g, const char *name, int max_length,
+				       struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_graph_symbol(struct dt_graph *g, const char *name, const char *ids, int vocab, int dim,
+			       const char *share_with, const char *init, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_graph_timing_signal(struct dt_graph *g, const char *name, const char *input,
+				      struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_graph_shift_right(struct dt_graph *g, const char *name, const char *ids,
+				    struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_graph_attention(struct dt_graph *g, const char *name, const char *query, const char *memory,
+				  const char *memory_ids, int heads, int causal, float dropout,
+				  struct dt_err *err) DT_MUST_CHECK;
+/* vocab is share_with's when it is given (pass 0). */
+enum dt_status dt_graph_logits(struct dt_graph *g, const char *name, const char *input, int vocab,
+			       const char *share_with, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt_graph_sequence_loss(struct dt_graph *g, const char *logits, float label_smoothing,
+				      struct dt_err *err) DT_MUST_CHECK;
+
 /* The name of the node added last ("" when none); owned by g. */
 const char *dt_graph_last(const struct dt_graph *g);
 int dt_graph_num_nodes(const struct dt_graph *g);

@@ -1,8 +1,9 @@
 /*
  * graph_impl.h — module-shared: the inside of struct dt_graph and the
- * builder's helpers, for graph.c (the builder, compilation) and
- * graph_keras.c (Keras's layers: depthwise and separable convolutions,
- * batch norm, zero padding, global pooling, frozen nodes).
+ * builder's helpers, for the files that add nodes: graph.c (the builder,
+ * the layer nodes, compilation), graph_keras.c (Keras's layers: depthwise
+ * and separable convolutions, batch norm, zero padding, global pooling,
+ * frozen nodes) and graph_seq.c (the sequence nodes of nn/seq.h).
  */
 #ifndef DT_NN_GRAPH_IMPL_H
 #define DT_NN_GRAPH_IMPL_H
@@ -15,8 +16,9 @@
 #define MAX_ELEMS (1L << 28)
 
 /* Default node names: the kind's prefix and the next free number. */
-enum prefix { P_INPUT, P_DENSE, P_CONV, P_POOL, P_AVG_POOL, P_FLATTEN, P_RESHAPE, P_ACT, P_DROPOUT, P_EMB, P_NORM,
-	      P_ADD, P_CONCAT, P_DEPTHWISE, P_SEPARABLE, P_BATCH_NORM, P_ZERO_PAD, P_GLOBAL_AVG, P_GLOBAL_MAX, P_COUNT };
+enum dt__prefix { P_INPUT, P_DENSE, P_CONV, P_POOL, P_AVG_POOL, P_FLATTEN, P_RESHAPE, P_ACT, P_DROPOUT, P_EMB, P_NORM,
+		  P_ADD, P_CONCAT, P_DEPTHWISE, P_SEPARABLE, P_BATCH_NORM, P_ZERO_PAD, P_GLOBAL_AVG, P_GLOBAL_MAX,
+		  P_SEQ_INPUT, P_ATTN, P_TIMING, P_SHIFT, P_SYMBOL, P_LOGITS, P_COUNT };
 
 struct dt_graph {
 	int n;
@@ -24,6 +26,8 @@ struct dt_graph {
 	int counter[P_COUNT];
 	int has_loss, output;
 	enum dt_loss loss;
+	float label_smoothing;     /* DT_LOSS_PADDED_XENT */
+	int seq_max_len;           /* > 0: a sequence graph (its inputs are token ids, nodes per token) */
 };
 
 /* Helpers (graph.c); each failing one has set err. */
@@ -31,9 +35,11 @@ void dt__graph_fmt_dims(char *buf, size_t cap, int rank, const int *dims);
 struct dt_shape dt__graph_to_shape(int rank, const int *d);
 void dt__graph_set_dims(struct dt__node *n, int rank, struct dt_shape s);
 long dt__graph_elems(int rank, const int *d);
-/* Picks the node's name into out (DT_LAYER_NAME_MAX) and its prefix number. */
-enum dt_status dt__graph_begin(struct dt_graph *g, const char *name, enum prefix p, char *out, int *number,
+/* Picks a new node's name (the caller's, or the next default for prefix p)
+ * into out (DT_LAYER_NAME_MAX) and its prefix number. */
+enum dt_status dt__graph_begin(struct dt_graph *g, const char *name, enum dt__prefix p, char *out, int *number,
 			       struct dt_err *err);
+/* The node `input` names (NULL: the last one). */
 enum dt_status dt__graph_resolve(const struct dt_graph *g, const char *node, const char *input, int *idx,
 				 struct dt_err *err);
 enum dt_status dt__graph_want_float(const struct dt_graph *g, const char *node, int in, struct dt_err *err);
@@ -41,7 +47,9 @@ enum dt_status dt__graph_want_rank(const struct dt_graph *g, const char *node, c
 				   struct dt_err *err);
 enum dt_status dt__graph_get_init(const char *node, const char *text, const char *dflt, struct dt_init *out,
 				  struct dt_err *err);
-void dt__graph_commit(struct dt_graph *g, const struct dt__node *n, enum prefix p, int number);
+/* Adds node n and advances prefix p's counter to number. */
+void dt__graph_commit(struct dt_graph *g, const struct dt__node *n, enum dt__prefix p, int number);
+/* Prefixes a layer constructor's failure with the node and its input. */
 enum dt_status dt__graph_layer_status(enum dt_status st, const char *node, const struct dt_graph *g, int in,
 				      struct dt_err *err);
 

@@ -33,7 +33,7 @@ enum dt_status dt_graph_conv2d_opts(struct dt_graph *g, const char *name, const 
 
 /* Adds a depthwise node named nm reading node `in`; kernel variable
  * "<prefix>/<suffix>" (prefix "" = nm). */
-static enum dt_status add_depthwise(struct dt_graph *g, const char *nm, int number, enum prefix p, int in, int kh,
+static enum dt_status add_depthwise(struct dt_graph *g, const char *nm, int number, enum dt__prefix p, int in, int kh,
 				    int kw, enum dt_padding padding, const char *init, const struct dt_conv_opts *o,
 				    const char *prefix, int bias, struct dt_err *err)
 {
@@ -181,7 +181,7 @@ enum dt_status dt_graph_global_pool(struct dt_graph *g, const char *name, const 
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
-	const enum prefix p = kind == DT_POOL_MAX ? P_GLOBAL_MAX : P_GLOBAL_AVG;
+	const enum dt__prefix p = kind == DT_POOL_MAX ? P_GLOBAL_MAX : P_GLOBAL_AVG;
 	enum dt_status st = dt__graph_begin(g, name, p, nm, &number, err);
 	if (!st)
 		st = dt__graph_resolve(g, nm, input, &in, err);

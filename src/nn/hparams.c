@@ -24,13 +24,15 @@ struct field {
 	int max_open;                 /* F_DOUBLE: max itself not allowed ([min, max)) */
 	int min_open;                 /* F_DOUBLE: min itself not allowed ((min, max]) */
 	const char *const *(*choices)(size_t *count); /* F_STRING: valid values */
+	int alias;                    /* t2t's other name for a field listed before: parsed, not printed or validated */
 };
 
-#define INT_FIELD(name, lo, hi) { #name, F_INT, offsetof(struct dt_hparams, name), lo, hi, 0, 0, NULL }
+#define INT_FIELD(name, lo, hi) { #name, F_INT, offsetof(struct dt_hparams, name), lo, hi, 0, 0, NULL, 0 }
 #define DBL_FIELD(name, lo, hi, lo_open, hi_open) \
-	{ #name, F_DOUBLE, offsetof(struct dt_hparams, name), lo, hi, hi_open, lo_open, NULL }
-#define STR_FIELD(name, choices) { #name, F_STRING, offsetof(struct dt_hparams, name), 0, 0, 0, 0, choices }
-#define BOOL_FIELD(name) { #name, F_BOOL, offsetof(struct dt_hparams, name), 0, 1, 0, 0, NULL }
+	{ #name, F_DOUBLE, offsetof(struct dt_hparams, name), lo, hi, hi_open, lo_open, NULL, 0 }
+#define STR_FIELD(name, choices) { #name, F_STRING, offsetof(struct dt_hparams, name), 0, 0, 0, 0, choices, 0 }
+#define BOOL_FIELD(name) { #name, F_BOOL, offsetof(struct dt_hparams, name), 0, 1, 0, 0, NULL, 0 }
+#define ALIAS(t2t, type, name, lo, hi, choices) { #t2t, type, offsetof(struct dt_hparams, name), lo, hi, 0, 0, choices, 1 }
 
 static const struct field fields[] = {
 	INT_FIELD(batch_size, 1, 1 << 20),
@@ -49,6 +51,27 @@ static const struct field fields[] = {
 	STR_FIELD(model, dt_model_names),
 	BOOL_FIELD(sync),
 	BOOL_FIELD(scale_lr_by_workers),
+	INT_FIELD(hidden_size, 1, 65536),
+	INT_FIELD(filter_size, 1, 1 << 20),
+	INT_FIELD(num_heads, 1, 4096),
+	INT_FIELD(num_hidden_layers, 1, 24),
+	INT_FIELD(num_encoder_layers, 0, 24),
+	INT_FIELD(num_decoder_layers, 0, 24),
+	INT_FIELD(max_length, 1, 65536),
+	DBL_FIELD(attention_dropout, 0, 1, 0, 1),
+	DBL_FIELD(relu_dropout, 0, 1, 0, 1),
+	DBL_FIELD(layer_prepostprocess_dropout, 0, 1, 0, 1),
+	DBL_FIELD(label_smoothing, 0, 1, 0, 1),
+	DBL_FIELD(learning_rate_constant, 0, HUGE_VAL, 1, 1),
+	BOOL_FIELD(shared_embedding_and_softmax_weights),
+	BOOL_FIELD(shared_embedding),
+	INT_FIELD(min_length_bucket, 1, 65536),
+	DBL_FIELD(length_bucket_step, 1, HUGE_VAL, 1, 1),
+	ALIAS(learning_rate_schedule, F_STRING, lr_schedule, 0, 0, dt_lr_schedule_names),
+	ALIAS(learning_rate_warmup_steps, F_INT, warmup_steps, 0, INT32_MAX, NULL),
+	ALIAS(optimizer_adam_beta1, F_DOUBLE, beta1, 0, 1, NULL),
+	ALIAS(optimizer_adam_beta2, F_DOUBLE, beta2, 0, 1, NULL),
+	ALIAS(optimizer_adam_epsilon, F_DOUBLE, epsilon, 0, HUGE_VAL, NULL),
 };
 
 #define NUM_FIELDS DT_ARRAY_LEN(fields)
@@ -185,7 +208,7 @@ static enum dt_status apply_item(struct dt_hparams *hp, char *item, struct dt_er
 	if (!f) {
 		const char *names[NUM_FIELDS];
 		field_names(names);
-		char list[512];
+		char list[1024];
 		dt_join(list, sizeof(list), names, NUM_FIELDS, ", ");
 		const char *near = dt_nearest(name, names, NUM_FIELDS);
 		if (near)
@@ -233,6 +256,8 @@ enum dt_status dt_hparams_validate(const struct dt_hparams *hp, struct dt_err *e
 {
 	for (size_t i = 0; i < NUM_FIELDS; i++) {
 		const struct field *f = &fields[i];
+		if (f->alias)
+			continue;
 		char what[96], range[64];
 		snprintf(what, sizeof(what), "invalid hparam '%s'", f->name);
 		format_range(f, range, sizeof(range));
@@ -300,8 +325,13 @@ static void write_json_string(const char *s, FILE *out)
 void dt_hparams_write_json(const struct dt_hparams *hp, FILE *out)
 {
 	fputs("{\n", out);
+	size_t printed = 0, total = 0;
+	for (size_t i = 0; i < NUM_FIELDS; i++)
+		total += !fields[i].alias;
 	for (size_t i = 0; i < NUM_FIELDS; i++) {
 		const struct field *f = &fields[i];
+		if (f->alias)
+			continue;
 		fprintf(out, "  \"%s\": ", f->name);
 		switch (f->type) {
 		case F_INT:
@@ -320,7 +350,7 @@ void dt_hparams_write_json(const struct dt_hparams *hp, FILE *out)
 			fputs(*(const int *)field_cptr(hp, f) ? "true" : "false", out);
 			break;
 		}
-		fputs(i + 1 < NUM_FIELDS ? ",\n" : "\n", out);
+		fputs(++printed < total ? ",\n" : "\n", out);
 	}
 	fputs("}\n", out);
 }
@@ -345,6 +375,15 @@ static void defaults(struct dt_hparams *hp, const char *model)
 	hp->lr_decay_end = 0;
 	hp->dropout = 0;
 	hp->weight_decay = 0;
+	/* t2t's basic_params1 and transformer_base for the transformer fields */
+	hp->hidden_size = 512;
+	hp->filter_size = 2048;
+	hp->num_heads = 8;
+	hp->num_hidden_layers = 6;
+	hp->max_length = 256;
+	hp->learning_rate_constant = 1.0;
+	hp->min_length_bucket = 8;
+	hp->length_bucket_step = 1.1;
 }
 
 /* The PyTorch reference's setting: SGD with momentum 0.9, lr 0.01. */
@@ -408,6 +447,43 @@ static void set_cnn_sgd(struct dt_hparams *hp)
 	hp->dropout = 0.3;
 }
 
+/* t2t's transformer_base (transformer_base_v3): batch_size counts tokens. */
+static void set_transformer_base(struct dt_hparams *hp)
+{
+	defaults(hp, "transformer");
+	hp->batch_size = 4096;
+	hp->max_length = 256;
+	hp->hidden_size = 512;
+	hp->filter_size = 2048;
+	hp->num_heads = 8;
+	hp->num_hidden_layers = 6;
+	hp->layer_prepostprocess_dropout = 0.1;
+	hp->attention_dropout = 0.1;
+	hp->relu_dropout = 0.1;
+	hp->label_smoothing = 0.1;
+	hp->beta1 = 0.9;
+	hp->beta2 = 0.997;
+	hp->epsilon = 1e-9;
+	snprintf(hp->lr_schedule, sizeof(hp->lr_schedule), "constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size");
+	hp->learning_rate_constant = 2.0;
+	hp->learning_rate = 0.2; /* t2t's value; its schedule above does not read it */
+	hp->warmup_steps = 8000;
+	hp->shared_embedding_and_softmax_weights = 1;
+}
+
+static void transformer_shape(struct dt_hparams *hp, int layers, int hidden, int filter, int heads)
+{
+	set_transformer_base(hp);
+	hp->num_hidden_layers = layers;
+	hp->hidden_size = hidden;
+	hp->filter_size = filter;
+	hp->num_heads = heads;
+}
+
+static void set_transformer_tiny(struct dt_hparams *hp) { transformer_shape(hp, 2, 128, 512, 4); }
+static void set_transformer_small(struct dt_hparams *hp) { transformer_shape(hp, 2, 256, 1024, 4); }
+static void set_transformer_test(struct dt_hparams *hp) { transformer_shape(hp, 2, 16, 8, 2); }
+
 /* X(name) — the registered sets; each has a function set_<name>. */
 #define DT_HPARAMS_SET_LIST(X) \
 	X(mlp_base)            \
@@ -415,7 +491,11 @@ static void set_cnn_sgd(struct dt_hparams *hp)
 	X(lenet_base)          \
 	X(lenet_sgd)           \
 	X(cnn_base)            \
-	X(cnn_sgd)
+	X(cnn_sgd)             \
+	X(transformer_base)    \
+	X(transformer_tiny)    \
+	X(transformer_small)   \
+	X(transformer_test)
 
 static const char *const set_names[] = {
 #define NAME(name) #name,

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include "base/err.h"
 
-#define DT_HP_NAME_MAX 32
+#define DT_HP_NAME_MAX 64 /* t2t's longest schedule name has 52 characters */
 
 struct dt_hparams {
 	char model[DT_HP_NAME_MAX];       /* "mlp", "lenet", "cnn" */
@@ -31,6 +31,19 @@ struct dt_hparams {
 	double weight_decay;              /* L2 added to gradients of kernels; 0 disables */
 	int sync;                         /* synchronous distributed training (later issues) */
 	int scale_lr_by_workers;          /* async: lr /= sqrt(workers), as t2t does */
+	/* t2t's transformer (nn/transformer.h), by t2t's names; t2t's aliases
+	 * learning_rate_schedule, learning_rate_warmup_steps and
+	 * optimizer_adam_beta1, _beta2, _epsilon set the fields above */
+	int hidden_size, filter_size, num_heads;
+	int num_hidden_layers;            /* encoder and decoder layers ... */
+	int num_encoder_layers, num_decoder_layers; /* ... unless these are > 0 */
+	int max_length;                   /* positions per sequence; longer training examples are dropped */
+	double attention_dropout, relu_dropout, layer_prepostprocess_dropout;
+	double label_smoothing;
+	double learning_rate_constant;    /* the schedule's "constant" factor */
+	int shared_embedding_and_softmax_weights, shared_embedding;
+	int min_length_bucket;            /* t2t's length buckets: 8, then x * length_bucket_step */
+	double length_bucket_step;
 	/* Not an hparam (no name in the table): the model's JSON when it is a
 	 * Keras model (dtrain train --keras_model; model is then "keras"), read by
 	 * dt_model_new wherever a role builds its model. "" otherwise. */

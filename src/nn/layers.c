@@ -189,6 +189,10 @@ void dt_layer_release(struct dt_layer *l)
 	free(l->argmax);
 	free(l->pre);
 	free(l->stats);
+	free(l->attn);
+	free(l->keep);
+	l->attn = NULL;
+	l->keep = NULL;
 	l->mask = NULL;
 	l->argmax = NULL;
 	l->pre = NULL;

@@ -84,7 +84,9 @@
 enum dt_layer_kind { DT_LAYER_DENSE, DT_LAYER_CONV2D, DT_LAYER_MAXPOOL2, DT_LAYER_RELU, DT_LAYER_DROPOUT,
 		     DT_LAYER_FLATTEN, DT_LAYER_POOL, DT_LAYER_ACTIVATION, DT_LAYER_RESHAPE, DT_LAYER_EMBEDDING,
 		     DT_LAYER_LAYERNORM, DT_LAYER_ADD, DT_LAYER_CONCAT, DT_LAYER_INPUT, DT_LAYER_CUSTOM,
-		     DT_LAYER_DEPTHWISE, DT_LAYER_BATCHNORM, DT_LAYER_ZEROPAD };
+		     DT_LAYER_DEPTHWISE, DT_LAYER_BATCHNORM, DT_LAYER_ZEROPAD,
+		     /* the sequence nodes (nn/seq.h, graph_seq.c, exec_seq.c) */
+		     DT_LAYER_ATTENTION, DT_LAYER_TIMING, DT_LAYER_SHIFT, DT_LAYER_SYMBOL, DT_LAYER_LOGITS };
 
 /* The shape of one example: (H, W, C); a flat vector of N is (1, 1, N). */
 struct dt_shape {
@@ -130,6 +132,12 @@ struct dt_layer {
 	int bn_batch;                 /* batchnorm: the last forward used batch statistics */
 	size_t extra_count;           /* batchnorm: 2C moving statistics after kernel and bias */
 	float *moving, *dmoving;      /* batchnorm: (2, C) views: moving mean, moving variance */
+	/* sequence nodes (exec_seq.c) */
+	int heads, causal;            /* attention */
+	float rate_attn;              /* attention: dropout on the weights */
+	int share;                    /* symbol, logits: 1 + the node whose table this one uses; 0: its own */
+	float *attn;                  /* attention: q, k, v, ctx (4, rows, D) then p (B, H, L, L); owned */
+	uint8_t *keep;                /* attention: (B, H, L, L) dropout mask; owned */
 };
 
 /* Constructors: fill *l (no allocation). `name` is copied. A shape that does

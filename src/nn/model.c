@@ -105,7 +105,8 @@ static void build_cnn(struct build *b, const struct dt_hparams *hp, int num_clas
 #define DT_MODEL_LIST(X) \
 	X(mlp, build_mlp)     \
 	X(lenet, build_lenet) \
-	X(cnn, build_cnn)
+	X(cnn, build_cnn)     \
+	X(transformer, NULL)
 
 static const char *const model_names[] = {
 #define NAME(name, fn) #name,
@@ -177,6 +178,10 @@ enum dt_status dt_model_new(const struct dt_hparams *hp, int height, int width, 
 			which = (int)i;
 	if (which < 0)
 		return unknown_model(hp->model, err);
+	if (!model_builders[which])
+		return dt_err_set(err, DT_CONFIG,
+				  "model '%s' reads text, not images: train it on a text problem (nn/transformer.h builds it)",
+				  hp->model);
 	if (height < 1 || width < 1 || channels < 1)
 		return dt_err_set(err, DT_CONFIG, "model '%s': bad input shape (%d, %d, %d)", hp->model, height, width,
 				  channels);
@@ -601,7 +606,13 @@ static enum dt_status check_batch(const struct dt_model *m, const struct dt_mode
 {
 	if (!b)
 		return dt_err_set(err, DT_USAGE, "model '%s': no batch (NULL)", m->name);
-	if (b->size < 1 || b->size > m->max_batch)
+	if (m->seq_max_len > 0) {
+		if (b->length < 1 || b->length > m->seq_max_len || b->size < 1 ||
+		    (long)b->size * b->length > (long)m->max_batch)
+			return dt_err_set(err, DT_USAGE,
+					  "model '%s': batch of %d sequences of length %d, must be 1 to %d positions and at most %d tokens",
+					  m->name, b->size, b->length, m->seq_max_len, m->max_batch);
+	} else if (b->size < 1 || b->size > m->max_batch)
 		return dt_err_set(err, DT_USAGE, "model '%s': batch of %d examples, must be 1 to %d (max_batch)", m->name,
 				  b->size, m->max_batch);
 	if (b->num_inputs != m->num_inputs)

@@ -94,7 +94,9 @@ struct dt_data {
  * labels (B, rows) for softmax cross-entropy, float (B, output shape) for
  * sigmoid cross-entropy and mean squared error. */
 struct dt_model_batch {
-	int size;                                  /* B, 1 .. max_batch */
+	int size;                                  /* B, 1 .. max_batch; sequence models: sequences */
+	int length;                                /* sequence models (dt_graph_sequence_input): L, every
+						      tensor (B, L), B * L <= max_batch tokens; else 0 */
 	int num_inputs;
 	struct dt_data inputs[DT_MODEL_MAX_INPUTS];
 	struct dt_data targets;
@@ -107,7 +109,7 @@ struct dt_io_info {
 	int64_t shape[3];
 	size_t count;                              /* elements per example */
 };
-enum dt_loss { DT_LOSS_SOFTMAX_XENT, DT_LOSS_SIGMOID_XENT, DT_LOSS_MSE, DT_LOSS_CUSTOM };
+enum dt_loss { DT_LOSS_SOFTMAX_XENT, DT_LOSS_SIGMOID_XENT, DT_LOSS_MSE, DT_LOSS_CUSTOM, DT_LOSS_PADDED_XENT };
 /* A step's outcome: the mean loss and, for the classification losses
  * (and custom models that count), `correct` predictions out of `counted`
  * (rows for softmax, elements for sigmoid); counted is 0 without accuracy. */
@@ -115,6 +117,11 @@ struct dt_step_result {
 	float loss;
 	int correct;
 	int counted;
+	/* DT_LOSS_PADDED_XENT (t2t's metrics): counted = non-pad tokens;
+	 * sequences whose every non-pad token is right, of seqs; the summed
+	 * unsmoothed cross-entropy (neg_log_perplexity = -nll_sum / counted) */
+	int seqs_correct, seqs;
+	double nll_sum;
 };
 
 /* Names of the registered models. */

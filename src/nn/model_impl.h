@@ -59,6 +59,9 @@ struct dt_model {
 	int output;                        /* the loss's input node */
 	enum dt_loss loss;
 	int classes, rows;                 /* softmax: classes (last axis) and label rows per example */
+	float label_smoothing;             /* DT_LOSS_PADDED_XENT */
+	int seq_max_len;                   /* > 0: a sequence model; nodes run on B * L token rows */
+	int seq_B, seq_L;                  /* this step's sequences and length */
 	/* variables */
 	int num_vars, cap_vars;
 	struct dt_variable *vars;
@@ -91,5 +94,15 @@ void dt__model_alloc_params(struct dt_model *m);
 void dt__graph_allocate(struct dt_model *m);
 enum dt_status dt__graph_run(struct dt_model *m, const struct dt_model_batch *b, int training, struct dt_rng *rng,
 			     dt_grads_ready_fn on_ready, void *arg, struct dt_step_result *res, struct dt_err *err);
+
+/* The sequence nodes (exec_seq.c): their state and scratch once the model
+ * is laid out (the floats of scratch they need), one node forward or
+ * backward, and the zeroing of shared tables before a backward pass. */
+size_t dt__seq_allocate(struct dt_model *m);
+enum dt_status dt__seq_forward(struct dt_model *m, int i, int training, struct dt_rng *rng, struct dt_err *err);
+void dt__seq_backward(struct dt_model *m, int i);
+void dt__seq_zero_tables(struct dt_model *m);
+/* exec.c: hands gradient src (rows, width; row stride ld) to node j. */
+void dt__graph_give(struct dt_model *m, int j, const float *src, size_t rows, size_t width, size_t ld);
 
 #endif

@@ -47,7 +47,8 @@ const char *const *dt_optimizer_names(size_t *count)
 	return optimizer_names;
 }
 
-static const char *const schedule_names[] = { "constant", "linear_warmup_decay" };
+static const char *const schedule_names[] = { "constant", "linear_warmup_decay",
+					      "constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size" };
 
 const char *const *dt_lr_schedule_names(size_t *count)
 {
@@ -265,6 +266,14 @@ float dt_lr_at(const struct dt_hparams *hp, int64_t step, int64_t total_steps)
 	const double lr = hp->learning_rate;
 	if (strcmp(hp->lr_schedule, "constant") == 0)
 		return (float)lr;
+	if (strcmp(hp->lr_schedule, schedule_names[2]) == 0) {
+		/* t2t's factors, at global step `step` (t2t's learning_rate
+		 * is not read): constant * min(1, step / warmup) *
+		 * rsqrt(max(step, warmup)) * rsqrt(hidden_size) */
+		const double w = hp->warmup_steps > 0 ? (double)hp->warmup_steps : 1.0, s = (double)(step > 0 ? step : 0);
+		return (float)(hp->learning_rate_constant * fmin(1.0, s / w) / sqrt(fmax(s, w)) /
+			       sqrt((double)(hp->hidden_size > 0 ? hp->hidden_size : 1)));
+	}
 	DT_ASSERT(strcmp(hp->lr_schedule, "linear_warmup_decay") == 0);
 	if (step < 0)
 		step = 0;

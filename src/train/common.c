@@ -49,8 +49,10 @@ void dt_train_add_weight_decay(struct dt_model *m, float wd)
 }
 
 enum dt_status dt_train_evaluate_shard(struct dt_model *model, const struct dt_dataset *ds, int shard_index,
-				       int shard_count, double sums[3], struct dt_err *err)
+				       int shard_count, double sums[DT_EVAL_SUMS], struct dt_err *err)
 {
+	if (ds->text)
+		return dt__train_evaluate_text(model, ds->text, shard_index, shard_count, sums, err);
 	struct dt_pipeline_config pc = {
 		.data = ds, .batch_size = dt_model_max_batch(model), .shard_index = shard_index,
 		.shard_count = shard_count, .single_pass = 1,
@@ -72,20 +74,40 @@ enum dt_status dt_train_evaluate_shard(struct dt_model *model, const struct dt_d
 	dt_pipeline_free(p);
 	sums[0] = loss_sum;
 	sums[1] = (double)correct;
-	sums[2] = (double)n;
+	sums[2] = sums[3] = (double)n;
+	sums[4] = (double)correct;
+	sums[5] = loss_sum;
 	return DT_OK;
+}
+
+void dt_train_eval_result(const double v[DT_EVAL_SUMS], int text, struct dt_eval_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->examples = (int64_t)v[3];
+	out->accuracy = v[2] > 0 ? v[1] / v[2] : 0;
+	out->loss = v[2] > 0 ? v[0] / v[2] : 0;
+	out->text = text;
+	out->accuracy_per_sequence = v[3] > 0 ? v[4] / v[3] : 0;
+	out->neg_log_perplexity = v[2] > 0 ? -v[5] / v[2] : 0;
+}
+
+void dt_train_log_eval(int64_t step, const struct dt_eval_result *r)
+{
+	if (r->text)
+		dt_info("eval at step %lld: accuracy %.4f accuracy_per_sequence %.4f neg_log_perplexity %.4f loss %.4f",
+			(long long)step, r->accuracy, r->accuracy_per_sequence, r->neg_log_perplexity, r->loss);
+	else
+		dt_info("eval at step %lld: accuracy %.4f loss %.4f", (long long)step, r->accuracy, r->loss);
 }
 
 enum dt_status dt_train_evaluate(struct dt_model *model, const struct dt_dataset *ds, struct dt_eval_result *out,
 				 struct dt_err *err)
 {
-	double v[3];
+	double v[DT_EVAL_SUMS];
 	enum dt_status st = dt_train_evaluate_shard(model, ds, 0, 1, v, err);
 	if (st)
 		return st;
-	out->examples = (int64_t)v[2];
-	out->accuracy = v[2] > 0 ? v[1] / v[2] : 0;
-	out->loss = v[2] > 0 ? v[0] / v[2] : 0;
+	dt_train_eval_result(v, ds->text != NULL, out);
 	return DT_OK;
 }
 
@@ -177,7 +199,7 @@ enum dt_status dt_train_bg_eval_poll(struct dt_train_bg_eval *e, int wait, struc
 		}
 		return e->st;
 	}
-	dt_info("eval at step %lld: accuracy %.4f loss %.4f", (long long)e->step, e->res.accuracy, e->res.loss);
+	dt_train_log_eval(e->step, &e->res);
 	return DT_OK;
 }
 
@@ -196,8 +218,7 @@ enum dt_status dt_train_make_model(const struct dt_train_config *tc, const struc
 {
 	if (tc->source)
 		return tc->source->make_model(tc->source->arg, max_batch, out, err);
-	return dt_model_new(&tc->hp, shape->height, shape->width, shape->channels, shape->num_classes, max_batch, out,
-			    err);
+	return dt_train_model_new(&tc->hp, shape, max_batch, out, err);
 }
 
 enum dt_status dt_train_make_input(const struct dt_train_config *tc, const struct dt_dataset *train,
@@ -206,7 +227,7 @@ enum dt_status dt_train_make_input(const struct dt_train_config *tc, const struc
 	*out = NULL;
 	if (tc->source)
 		return tc->source->make_input(tc->source->arg, model, tc->hp.batch_size, tc->seed, out, err);
-	*out = dt_input_dataset_new(train, tc->hp.batch_size, tc->seed, tc->prefetch);
+	*out = dt_train_input_new(train, &tc->hp, tc->seed, tc->prefetch);
 	return DT_OK;
 }
 
@@ -233,7 +254,7 @@ enum dt_status dt_train_setup_load(const struct dt_train_config *cfg, int load_t
 	dt_info("data: %u train, %u test examples: %s (%.2f s)", out->train.count, out->test.count, out->train.source,
 		out->load_seconds);
 	const struct dt_dataset *d = &out->train;
-	if ((st = dt_train_make_model(cfg, d, hp->batch_size, &out->model, err)))
+	if ((st = dt_train_make_model(cfg, d, dt_train_max_batch(hp, d), &out->model, err)))
 		return st;
 	char desc[256];
 	dt_model_describe(out->model, desc, sizeof(desc));
@@ -299,7 +320,7 @@ enum dt_status dt__role_train(const struct dt_ps_run_config *cfg, struct dt__rol
 	if (st)
 		return st;
 	int64_t t0 = dt_now_ns();
-	st = dt__role_setup(cfg, with_input, load_test, tc->hp.batch_size, r, err);
+	st = dt__role_setup(cfg, with_input, load_test, -1, r, err);
 	double load_seconds = (double)(dt_now_ns() - t0) / 1e9;
 	if (st)
 		return st;

@@ -15,11 +15,32 @@
 struct dt_session;
 
 /* Sums over shard `shard_index` of `shard_count` of `ds` (example i is in
- * shard i % shard_count), once, dropout off: sums = { loss x examples,
- * correct, examples }. */
+ * shard i % shard_count), once, dropout off: sums = { loss x counted,
+ * correct, counted, examples, sequences all correct, summed unsmoothed
+ * cross-entropy }, where `counted` is examples for images and non-pad
+ * tokens for text; dt_train_eval_result turns them (summed over shards)
+ * into the figures. */
+#define DT_EVAL_SUMS 6
 enum dt_status dt_train_evaluate_shard(struct dt_model *model, const struct dt_dataset *ds, int shard_index,
-				       int shard_count, double sums[3], struct dt_err *err) DT_MUST_CHECK;
+				       int shard_count, double sums[DT_EVAL_SUMS], struct dt_err *err) DT_MUST_CHECK;
+void dt_train_eval_result(const double sums[DT_EVAL_SUMS], int text, struct dt_eval_result *out);
 
+/* ---- text problems (data/text.h; text_model.c) ---- */
+/* The model for dataset d: t2t's transformer (hp's sizes, the data's
+ * vocabularies) for a text problem, else dt_model_new on its images. */
+enum dt_status dt_train_model_new(const struct dt_hparams *hp, const struct dt_dataset *d, int max_batch,
+				  struct dt_model **out, struct dt_err *err) DT_MUST_CHECK;
+/* The model's max_batch for training on d: hp's batch_size (examples, or
+ * tokens for text). */
+int dt_train_max_batch(const struct dt_hparams *hp, const struct dt_dataset *d);
+/* The session's input over d: token batches for text, the pipeline for images. */
+struct dt_input *dt_train_input_new(const struct dt_dataset *d, const struct dt_hparams *hp, uint64_t seed,
+				    int prefetch);
+enum dt_status dt__train_evaluate_text(struct dt_model *model, const struct dt_text_set *t, int shard, int count,
+				       double sums[DT_EVAL_SUMS], struct dt_err *err) DT_MUST_CHECK;
+
+/* The "eval at step N: ..." log line (t2t's metrics for text). */
+void dt_train_log_eval(int64_t step, const struct dt_eval_result *r);
 /* Evaluates the model on every example of `ds` once (dropout off). */
 enum dt_status dt_train_evaluate(struct dt_model *model, const struct dt_dataset *ds, struct dt_eval_result *out,
 				 struct dt_err *err) DT_MUST_CHECK;

@@ -17,12 +17,12 @@
 
 const char *dt_eval_dir_name(enum dt_split split)
 {
-	return split == DT_SPLIT_TRAIN ? "eval_train" : "eval";
+	return split == DT_SPLIT_TRAIN ? "eval_train" : split == DT_SPLIT_DEV ? "eval_dev" : "eval";
 }
 
 const char *dt_split_name(enum dt_split split)
 {
-	return split == DT_SPLIT_TRAIN ? "train" : "test";
+	return split == DT_SPLIT_TRAIN ? "train" : split == DT_SPLIT_DEV ? "dev" : "test";
 }
 
 void dt_eval_write_summary(struct dt_events *w, int64_t step, const struct dt_eval_result *r)
@@ -30,9 +30,11 @@ void dt_eval_write_summary(struct dt_events *w, int64_t step, const struct dt_ev
 	const struct dt_scalar v[] = {
 		{ "accuracy", (float)r->accuracy },
 		{ "loss", (float)r->loss },
+		{ "accuracy_per_sequence", (float)r->accuracy_per_sequence },
+		{ "neg_log_perplexity", (float)r->neg_log_perplexity },
 	};
 	struct dt_err err = DT_ERR_INIT;
-	if (dt_events_write_scalars(w, step, v, DT_ARRAY_LEN(v), &err))
+	if (dt_events_write_scalars(w, step, v, r->text ? DT_ARRAY_LEN(v) : 2, &err))
 		dt_warn("eval summaries at step %lld lost: %s", (long long)step, err.msg);
 }
 
@@ -54,7 +56,7 @@ enum dt_status dt_eval_in_process(struct dt_events *w, struct dt_model *model, c
 	enum dt_status st = dt_train_evaluate(model, data, &r, err);
 	if (st)
 		return st;
-	dt_info("eval at step %lld: accuracy %.4f loss %.4f", (long long)step, r.accuracy, r.loss);
+	dt_train_log_eval(step, &r);
 	dt_eval_write_summary(w, step, &r);
 	if (out)
 		*out = r;
@@ -93,8 +95,7 @@ static enum dt_status setup(struct evaluator *e, struct dt_err *err)
 	if (cfg->source)
 		st = cfg->source->make_model(cfg->source->arg, cfg->hp.batch_size, &e->model, err);
 	else if (!(st = dt_problem_load(cfg->problem, cfg->data_dir, cfg->data, cfg->split, cfg->seed, &e->data, err)))
-		st = dt_model_new(&cfg->hp, e->data.height, e->data.width, e->data.channels, e->data.num_classes,
-				  cfg->hp.batch_size, &e->model, err);
+		st = dt_train_model_new(&cfg->hp, &e->data, dt_train_max_batch(&cfg->hp, &e->data), &e->model, err);
 	if (st)
 		return st;
 	dt_ckpt_contents_for_model(&e->contents, e->model);

@@ -75,6 +75,8 @@ void dt_input_free(struct dt_input *in)
 enum dt_status dt_input_start_at_batch(struct dt_input *in, int index, int count, int batch_size, int64_t batches,
 				       struct dt_err *err)
 {
+	if (in->ops->start_at_batch)
+		return in->ops->start_at_batch(in, index, count, batches, err);
 	/* The shard's size is known once the input has a shard: start at 0 first. */
 	enum dt_status st = dt_input_start(in, index, count, 0, 0, err);
 	int64_t epoch, offset;

@@ -39,6 +39,11 @@ struct dt_input_ops {
 	void (*position)(const struct dt_input *in, int64_t *epoch, int64_t *offset);
 	/* Examples per epoch of the shard (whole batches are read from it). */
 	int64_t (*shard_size)(const struct dt_input *in);
+	/* Optional: positions the input `batches` batches into shard `index`
+	 * of `count` from (0, 0), for inputs whose batches are not a fixed
+	 * number of examples (token batches); NULL: derived from batch_size. */
+	enum dt_status (*start_at_batch)(struct dt_input *in, int index, int count, int64_t batches,
+					 struct dt_err *err);
 	void (*free)(struct dt_input *in);
 };
 

@@ -97,9 +97,14 @@ struct dt_train_config {
 };
 
 struct dt_eval_result {
-	double accuracy;          /* fraction correct on the split */
-	double loss;              /* mean softmax cross-entropy */
+	double accuracy;          /* fraction correct on the split (text: per non-pad token, t2t's `accuracy`) */
+	double loss;              /* mean softmax cross-entropy (text: per token, label-smoothed) */
 	int64_t examples;
+	/* text problems (t2t's metrics): `text` set, the fraction of sequences
+	 * whose every token is right, and minus the mean unsmoothed
+	 * cross-entropy per token */
+	int text;
+	double accuracy_per_sequence, neg_log_perplexity;
 };
 
 struct dt_train_result {

@@ -44,8 +44,10 @@ enum dt_status dt__role_setup(const struct dt_ps_run_config *cfg, int load_train
 		if (load_test && (st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TEST, tc->seed, &r->test, err)))
 			return st;
 	}
-	if (!r->model &&
-	    (st = dt_train_make_model(tc, load_train ? &r->train : &r->test, batch > 0 ? batch : 1, &r->model, err)))
+	const struct dt_dataset *d = load_train ? &r->train : &r->test;
+	if (batch < 0)
+		batch = tc->source ? tc->hp.batch_size : dt_train_max_batch(&tc->hp, d);
+	if (!r->model && (st = dt_train_make_model(tc, d, batch > 0 ? batch : 1, &r->model, err)))
 		return st;
 	r->nvars = dt_model_num_variables(r->model);
 	r->vars_copy = dt_xcalloc((size_t)r->nvars, sizeof(*r->vars_copy));

@@ -32,7 +32,7 @@ struct dt__role {
 
 /* Loads the train split (load_train) and/or the test split (the chief's
  * evaluation; a ps needs only the input shape), builds the model for
- * batches of `batch` (0: 1) — with train->source, no data: a trainer
+ * batches of `batch` (0: 1; -1: the training max_batch, dt_train_max_batch) — with train->source, no data: a trainer
  * (load_train) borrows the source's model, a ps makes one — the placement over the ps tasks and this task's
  * hello, and a loop. `r` must be zeroed; release it even on failure. */
 enum dt_status dt__role_setup(const struct dt_ps_run_config *cfg, int load_train, int load_test, int batch,

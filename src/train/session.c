@@ -20,6 +20,8 @@
 struct window {
 	double loss_sum;
 	int64_t correct, examples, steps;
+	int64_t counted, seqs_correct; /* text: tokens counted, sequences all right */
+	double nll_sum;
 	int64_t start_ns;
 };
 
@@ -242,8 +244,8 @@ static enum dt_status reduce(struct dt_session *s, double *v, int n, const char 
 {
 	if (!s->strategy->reduce)
 		return DT_OK;
-	float f[4];
-	DT_ASSERT(n <= 4);
+	float f[8];
+	DT_ASSERT(n <= 8);
 	for (int i = 0; i < n; i++)
 		f[i] = (float)v[i]; /* counts <= 2^24 stay exact */
 	enum dt_status st = s->strategy->reduce(s, s->self, f, (size_t)n, what, err);
@@ -257,16 +259,14 @@ enum dt_status dt_session_evaluate(struct dt_session *s, struct dt_eval_result *
 	memset(out, 0, sizeof(*out));
 	if (!s->test || s->test->count == 0)
 		return dt_err_set(err, DT_USAGE, "cannot evaluate: no test split was loaded for this session");
-	double v[3];
+	double v[DT_EVAL_SUMS];
 	int shard = s->strategy->reduce ? s->info.shard_index : 0, count = s->strategy->reduce ? s->info.shard_count : 1;
 	enum dt_status st = dt_train_evaluate_shard(s->model, s->test, shard, count, v, err);
 	if (!st)
-		st = reduce(s, v, 3, "eval/sums", err);
+		st = reduce(s, v, DT_EVAL_SUMS, "eval/sums", err);
 	if (st)
 		return dt_err_prefix(err, "cannot evaluate at step %lld", (long long)s->step);
-	out->examples = (int64_t)v[2];
-	out->accuracy = v[2] > 0 ? v[1] / v[2] : 0;
-	out->loss = v[2] > 0 ? v[0] / v[2] : 0;
+	dt_train_eval_result(v, s->test->text != NULL, out);
 	return DT_OK;
 }
 
@@ -299,8 +299,9 @@ static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *
 {
 	const struct dt_train_config *tc = s->cfg;
 	struct window *w = &s->w;
-	double v[3] = { w->loss_sum, (double)w->correct, (double)w->examples };
-	enum dt_status st = reduce(s, v, 3, "log/window", err);
+	double v[6] = { w->loss_sum, (double)w->correct, (double)w->examples, (double)w->counted,
+			(double)w->seqs_correct, w->nll_sum };
+	enum dt_status st = reduce(s, v, 6, "log/window", err);
 	if (st)
 		return dt_err_prefix(err, "training stopped at step %lld", (long long)s->step);
 	double loss = v[0] / ((double)w->steps * (s->strategy->reduce ? s->info.shard_count : 1));
@@ -319,8 +320,14 @@ static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *
 				 (long long)s->step, (long long)tc->train_steps);
 		else
 			snprintf(at, sizeof(at), "step %lld/%lld", (long long)s->step, (long long)tc->train_steps);
-		dt_info("%s loss %.4f acc %.3f lr %.3g %.0f examples/s%s%s eta %s", at, loss, v[1] / v[2], (double)lr,
-			secs > 0 ? v[2] / secs : 0, s->info.examples_note, note, eta);
+		if (v[3] > 0) /* text: t2t's metrics, tokens counted */
+			dt_info("%s loss %.4f accuracy %.4f accuracy_per_sequence %.4f neg_log_perplexity %.4f lr %.3g "
+				"%.0f examples/s %.0f tokens/s%s%s eta %s",
+				at, loss, v[1] / v[3], v[4] / v[2], -v[5] / v[3], (double)lr, secs > 0 ? v[2] / secs : 0,
+				secs > 0 ? v[3] / secs : 0, s->info.examples_note, note, eta);
+		else
+			dt_info("%s loss %.4f acc %.3f lr %.3g %.0f examples/s%s%s eta %s", at, loss, v[1] / v[2],
+				(double)lr, secs > 0 ? v[2] / secs : 0, s->info.examples_note, note, eta);
 	}
 	*w = (struct window){ .start_ns = dt_now_ns() };
 	return DT_OK;
@@ -375,7 +382,7 @@ static enum dt_status maybe_evaluate(struct dt_session *s, struct dt_err *err)
 		if ((st = dt_session_evaluate(s, &ev, err)))
 			return st;
 		if (s->info.chief)
-			dt_info("eval at step %lld: accuracy %.4f loss %.4f", (long long)s->step, ev.accuracy, ev.loss);
+			dt_train_log_eval(s->step, &ev);
 	} else {
 		if (dt_train_bg_eval_busy(s->bg))
 			dt_debug("step %lld: waiting for the evaluation before the next one (--eval_every=%lld)",
@@ -429,6 +436,11 @@ enum dt_status dt__session_compute_batch(struct dt_session *s, const struct dt_b
 		return dt_err_prefix(err, "step %lld", (long long)s->step + 1);
 	out->loss = res.loss;
 	out->correct = res.correct;
+	if (res.seqs > 0) {
+		out->counted = res.counted;
+		out->seqs_correct = res.seqs_correct;
+		out->nll_sum = res.nll_sum;
+	}
 	return DT_OK;
 }
 
@@ -447,6 +459,7 @@ static void summarize(struct dt_session *s, int64_t prev, const struct dt_step_f
 {
 	int64_t every = s->cfg->save_summary_steps, step = s->step;
 	int64_t tag = every > 0 && step / every > prev / every && step % every ? step / every * every : step;
+	dt_summary_text(s->summary, fig->counted, fig->examples, fig->seqs_correct, fig->nll_sum);
 	dt_summary_step(s->summary, tag, fig->loss, fig->correct, lr); /* the chief's own batch, as TF's chief */
 }
 
@@ -486,6 +499,9 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 	s->w.loss_sum += (double)fig.loss;
 	s->w.correct += fig.correct;
 	s->w.examples += fig.examples;
+	s->w.counted += fig.counted;
+	s->w.seqs_correct += fig.seqs_correct;
+	s->w.nll_sum += fig.nll_sum;
 	s->w.steps++;
 	if (s->hook)
 		s->hook(s->hook_arg, s->step, fig.loss, fig.examples);

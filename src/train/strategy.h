@@ -100,6 +100,11 @@ struct dt_strategy_start {
 struct dt_step_figures {
 	float loss;                /* mean over the batch */
 	int correct, examples;
+	/* t2t's text metrics (a padded sequence loss; 0 otherwise): correct is
+	 * then out of `counted` non-pad tokens, seqs_correct of the `examples`
+	 * sequences are right in every token, nll_sum the unsmoothed loss summed */
+	int counted, seqs_correct;
+	double nll_sum;
 };
 
 /* What apply did. */

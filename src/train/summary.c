@@ -17,6 +17,8 @@ struct dt_summary {
 	/* The window since the last record. */
 	double loss_sum;
 	int64_t correct, steps;
+	int64_t counted, seqs, seqs_correct; /* text (dt_summary_text) */
+	double nll_sum;
 	int64_t start_ns;
 	int64_t records;
 	int64_t write_ns;   /* time spent building and writing records */
@@ -84,23 +86,41 @@ static void write_window(struct dt_summary *s, int64_t step, float lr)
 	int64_t now = dt_now_ns();
 	double secs = (double)(now - s->start_ns) / 1e9;
 	double steps_per_sec = secs > 0 ? (double)s->steps / secs : 0;
+	const int text = s->counted > 0;
+	const double secs_per_step = s->steps > 0 && secs > 0 ? secs / (double)s->steps : 0;
 	const struct dt_scalar v[] = {
 		{ "loss", (float)(s->loss_sum / (double)s->steps) },
-		{ "accuracy", (float)((double)s->correct / ((double)s->steps * s->batch_size)) },
+		{ "accuracy", (float)(text ? (double)s->correct / (double)s->counted
+				   : (double)s->correct / ((double)s->steps * s->batch_size)) },
 		{ "learning_rate", lr },
 		{ "global_step/sec", (float)steps_per_sec },
-		{ "examples/sec", (float)(steps_per_sec * s->batch_size) },
+		{ "examples/sec", (float)(text ? (secs_per_step > 0 ? (double)s->seqs / secs : 0)
+				      : steps_per_sec * s->batch_size) },
+		{ "accuracy_per_sequence", (float)(text ? (double)s->seqs_correct / (double)s->seqs : 0) },
+		{ "neg_log_perplexity", (float)(text ? -s->nll_sum / (double)s->counted : 0) },
 	};
 	struct dt_err err = DT_ERR_INIT;
-	if (dt_events_write_scalars(s->events, step, v, DT_ARRAY_LEN(v), &err))
+	if (dt_events_write_scalars(s->events, step, v, text ? DT_ARRAY_LEN(v) : DT_ARRAY_LEN(v) - 2, &err))
 		dt_warn("summaries at step %lld lost (training goes on): %s", (long long)step, err.msg);
 	else
 		s->records++;
 	s->write_ns += dt_now_ns() - now;
 	s->loss_sum = 0;
 	s->correct = 0;
+	s->counted = s->seqs = s->seqs_correct = 0;
+	s->nll_sum = 0;
 	s->steps = 0;
 	s->start_ns = now;
+}
+
+void dt_summary_text(struct dt_summary *s, int counted, int seqs, int seqs_correct, double nll_sum)
+{
+	if (!s || counted <= 0)
+		return;
+	s->counted += counted;
+	s->seqs += seqs;
+	s->seqs_correct += seqs_correct;
+	s->nll_sum += nll_sum;
 }
 
 void dt_summary_step(struct dt_summary *s, int64_t step, float loss, int correct, float lr)

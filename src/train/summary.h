@@ -61,6 +61,11 @@ enum dt_status dt_summary_new(const struct dt_summary_config *cfg, struct dt_sum
  * predictions in its batch, its learning rate) and writes the record when
  * `step` is a multiple of `every` or the last step. `s` may be NULL (no-op). */
 void dt_summary_step(struct dt_summary *s, int64_t step, float loss, int correct, float lr);
+/* Before dt_summary_step, for a text problem's step: the tokens `correct`
+ * is out of, its sequences and those right in every token, the summed
+ * unsmoothed loss; the record then says t2t's accuracy (per token),
+ * accuracy_per_sequence and neg_log_perplexity. counted 0: no-op. */
+void dt_summary_text(struct dt_summary *s, int counted, int seqs, int seqs_correct, double nll_sum);
 /* Writes `n` scalars named `tags` at `step` as one record (a user's figures
  * beside the built-in ones); a failed write is a warning. `s` may be NULL. */
 void dt_summary_scalars(struct dt_summary *s, int64_t step, const char *const *tags, const float *values, int n);

@@ -81,12 +81,14 @@ DT_TEST(data_problem, registry_lists_names_and_default_dirs)
 {
 	size_t n = 0;
 	const char *const *names = dt_problem_names(&n);
-	DT_CHECK_UINT_EQ(n, 5);
+	DT_CHECK_UINT_EQ(n, 11); /* the image problems, then t2t's text problems (data/text.h) */
 	DT_CHECK_STR_EQ(names[0], "fashion_mnist");
 	DT_CHECK_STR_EQ(names[1], "mnist");
 	DT_CHECK_STR_EQ(names[2], "synthetic");
 	DT_CHECK_STR_EQ(names[3], "image_folder");
 	DT_CHECK_STR_EQ(names[4], "csv");
+	DT_CHECK_STR_EQ(names[5], "algorithmic_identity_binary40");
+	DT_CHECK_STR_EQ(names[10], "text2text_tmpdir");
 	DT_CHECK(dt_problem_default_dir("image_folder") == NULL);
 	DT_CHECK(dt_problem_default_dir("csv") == NULL);
 	DT_CHECK_STR_EQ(dt_problem_default_dir("fashion_mnist"), FASHION_DIR);

@@ -172,7 +172,7 @@ DT_TEST(nn_hparams, json_has_every_field_once_and_reads_back)
 	json_t *root = json_loads(buf, 0, &jerr);
 	if (!root)
 		dt_test_fail(__FILE__, __LINE__, "not JSON (%s): %s", jerr.text, buf);
-	DT_CHECK_INT_EQ(json_object_size(root), 16);
+	DT_CHECK_INT_EQ(json_object_size(root), 32); /* t2t's aliases are not printed */
 	DT_CHECK_STR_EQ(json_string_value(json_object_get(root, "model")), "cnn");
 	DT_CHECK_INT_EQ(json_integer_value(json_object_get(root, "batch_size")), 64);
 	DT_CHECK(json_real_value(json_object_get(root, "learning_rate")) == 0.1);
@@ -369,7 +369,8 @@ DT_TEST(nn_model, registry_names_and_unknown_model)
 {
 	size_t n = 0;
 	const char *const *names = dt_model_names(&n);
-	DT_CHECK_INT_EQ(n, 3);
+	DT_CHECK_INT_EQ(n, 4);
+	DT_CHECK_STR_EQ(names[3], "transformer");
 	DT_CHECK_STR_EQ(names[0], "mlp");
 	DT_CHECK_STR_EQ(names[1], "lenet");
 	DT_CHECK_STR_EQ(names[2], "cnn");
@@ -379,7 +380,48 @@ DT_TEST(nn_model, registry_names_and_unknown_model)
 	struct dt_model *m = (struct dt_model *)&err; /* must be reset to NULL */
 	DT_CHECK_INT_EQ(dt_model_new(&hp, 28, 28, 1, 10, 8, &m, &err), DT_USAGE);
 	DT_CHECK(m == NULL);
-	DT_CHECK_STR_EQ(err.msg, "unknown model 'lenett' (did you mean 'lenet'?); valid: mlp, lenet, cnn");
+	DT_CHECK_STR_EQ(err.msg, "unknown model 'lenett' (did you mean 'lenet'?); valid: mlp, lenet, cnn, transformer");
+}
+
+DT_TEST(nn_hparams, transformer_sets_have_t2ts_values_names_and_schedule)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_hparams hp = set("transformer_base");
+	DT_CHECK_STR_EQ(hp.model, "transformer");
+	DT_CHECK_INT_EQ(hp.num_hidden_layers, 6);
+	DT_CHECK_INT_EQ(hp.hidden_size, 512);
+	DT_CHECK_INT_EQ(hp.filter_size, 2048);
+	DT_CHECK_INT_EQ(hp.num_heads, 8);
+	DT_CHECK_INT_EQ(hp.batch_size, 4096);
+	DT_CHECK_INT_EQ(hp.max_length, 256);
+	DT_CHECK(hp.layer_prepostprocess_dropout == 0.1 && hp.attention_dropout == 0.1 && hp.relu_dropout == 0.1);
+	DT_CHECK(hp.label_smoothing == 0.1 && hp.beta1 == 0.9 && hp.beta2 == 0.997 && hp.epsilon == 1e-9);
+	DT_CHECK(hp.learning_rate_constant == 2.0 && hp.warmup_steps == 8000);
+	DT_CHECK_STR_EQ(hp.lr_schedule, "constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size");
+	const int shapes[3][4] = { { 2, 128, 512, 4 }, { 2, 256, 1024, 4 }, { 2, 16, 8, 2 } };
+	const char *names[3] = { "transformer_tiny", "transformer_small", "transformer_test" };
+	for (int i = 0; i < 3; i++) {
+		hp = set(names[i]);
+		DT_CHECK_INT_EQ(hp.num_hidden_layers, shapes[i][0]);
+		DT_CHECK_INT_EQ(hp.hidden_size, shapes[i][1]);
+		DT_CHECK_INT_EQ(hp.filter_size, shapes[i][2]);
+		DT_CHECK_INT_EQ(hp.num_heads, shapes[i][3]);
+		DT_CHECK_INT_EQ(hp.batch_size, 4096);
+	}
+	DT_CHECK_OK(dt_hparams_parse(&hp, "learning_rate_warmup_steps=100,optimizer_adam_beta2=0.98,hidden_size=64,"
+					  "learning_rate_schedule=constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size",
+				     &err), &err);
+	DT_CHECK_INT_EQ(hp.warmup_steps, 100);
+	DT_CHECK(hp.beta2 == 0.98);
+	DT_CHECK_OK(dt_hparams_validate(&hp, &err), &err);
+	/* 2 * min(1, s / 100) * rsqrt(max(s, 100)) * rsqrt(64) */
+	DT_CHECK_NEAR(dt_lr_at(&hp, 0, 1000), 0.0, 0);
+	DT_CHECK_NEAR(dt_lr_at(&hp, 50, 1000), 2.0 * 0.5 / 10.0 / 8.0, 1e-7);
+	DT_CHECK_NEAR(dt_lr_at(&hp, 100, 1000), 2.0 / 10.0 / 8.0, 1e-7);
+	DT_CHECK_NEAR(dt_lr_at(&hp, 400, 1000), 2.0 / 20.0 / 8.0, 1e-7);
+	struct dt_model *m = NULL;
+	DT_CHECK(dt_model_new(&hp, 28, 28, 1, 10, 8, &m, &err) == DT_CONFIG);
+	DT_CHECK_CONTAINS(err.msg, "reads text, not images");
 }
 
 struct want_var {

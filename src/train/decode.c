@@ -1,0 +1,142 @@
+/*
+ * decode.c — greedy and beam search over the transformer (decode.h).
+ */
+#include "train/decode.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "data/text.h"
+#include "train/input_text.h"
+
+struct hyp {
+	double logp;
+	int done;
+};
+
+/* t2t's beam_search length penalty. */
+static double penalty(int length, double alpha) { return pow((5.0 + length) / 6.0, alpha); }
+
+/* Runs the model on K prefixes of length t (rows of seqs, stride cap) and
+ * leaves the log-probabilities of each row's next token in lp (K, V). */
+static enum dt_status step(struct dt_model *m, const struct dt_text_set *t, const int32_t *in, int n_in,
+			   const int32_t *seqs, int stride, int K, int len, int32_t *bin, int32_t *btg, float *lp,
+			   struct dt_err *err)
+{
+	const int L = n_in > len + 1 ? n_in : len + 1, V = t->target_vocab;
+	memset(bin, 0, (size_t)K * (size_t)L * sizeof(*bin));
+	memset(btg, 0, (size_t)K * (size_t)L * sizeof(*btg));
+	for (int k = 0; k < K; k++) {
+		if (n_in)
+			memcpy(bin + (size_t)k * L, in, (size_t)n_in * sizeof(*in));
+		memcpy(btg + (size_t)k * L, seqs + (size_t)k * stride, (size_t)len * sizeof(*btg));
+		/* a placeholder the causal decoder cannot see at its own position;
+		 * it keeps the loss counting one token */
+		btg[(size_t)k * L + len] = DT_TEXT_EOS;
+	}
+	struct dt_model_batch mb;
+	dt_text_batch_set(&mb, n_in > 0, K, L, bin, btg);
+	struct dt_step_result r;
+	enum dt_status st = dt_model_evaluate(m, &mb, &r, err);
+	if (st)
+		return st;
+	const float *logits = dt_model_logits(m);
+	for (int k = 0; k < K; k++) {
+		const float *z = logits + ((size_t)k * L + len) * V;
+		float mx = z[0];
+		for (int v = 1; v < V; v++)
+			mx = z[v] > mx ? z[v] : mx;
+		double s = 0;
+		for (int v = 0; v < V; v++)
+			s += exp((double)(z[v] - mx));
+		const float lse = mx + (float)log(s);
+		for (int v = 0; v < V; v++)
+			lp[(size_t)k * V + v] = z[v] - lse;
+	}
+	return DT_OK;
+}
+
+enum dt_status dt_decode(struct dt_model *m, const struct dt_text_set *t, const struct dt_decode_config *c,
+			 const int32_t *in, int n_in, int32_t *out, int cap, int *n_out, struct dt_err *err)
+{
+	const int K = c->beam_size > 1 ? c->beam_size : 1, V = t->target_vocab;
+	int max_out = n_in + c->extra_length;
+	if (max_out > c->positions - 1)
+		max_out = c->positions - 1;
+	if (max_out > cap)
+		max_out = cap;
+	if (n_in > c->positions)
+		return dt_err_set(err, DT_USAGE, "the input has %d tokens, more than the model's %d positions", n_in,
+				  c->positions);
+	const int stride = max_out + 1, L = c->positions;
+	int32_t *seqs = dt_xcalloc((size_t)K * stride, sizeof(int32_t)), *next = dt_xcalloc((size_t)K * stride, sizeof(int32_t));
+	int32_t *bin = dt_xmallocarray((size_t)K * L, sizeof(int32_t)), *btg = dt_xmallocarray((size_t)K * L, sizeof(int32_t));
+	float *lp = dt_xmallocarray((size_t)K * V, sizeof(float));
+	double *score = dt_xcalloc((size_t)K, sizeof(double)), *nscore = dt_xcalloc((size_t)K, sizeof(double));
+	int32_t *best = dt_xcalloc((size_t)stride, sizeof(int32_t));
+	int best_len = -1, alive = 1;
+	double best_score = -INFINITY;
+	enum dt_status st = DT_OK;
+	for (int len = 0; len < max_out && alive > 0 && !st; len++) {
+		if ((st = step(m, t, in, n_in, seqs, stride, alive, len, bin, btg, lp, err)))
+			break;
+		/* The K best extensions of the alive beams (K small: selection by scan). */
+		int taken = 0;
+		int used_k[128], used_v[128];
+		const int want = K < 64 ? K : 64;
+		for (int pick = 0; pick < 2 * want; pick++) {
+			int bk = -1, bv = -1;
+			double bs = -INFINITY;
+			for (int k = 0; k < alive; k++)
+				for (int v = DT_TEXT_EOS; v < V; v++) {
+					double s = score[k] + (double)lp[(size_t)k * V + v];
+					if (s <= bs)
+						continue;
+					int seen = 0;
+					for (int j = 0; j < pick && !seen; j++)
+						seen = used_k[j] == k && used_v[j] == v;
+					if (!seen)
+						bk = k, bv = v, bs = s;
+				}
+			if (bk < 0)
+				break;
+			used_k[pick] = bk, used_v[pick] = bv;
+			if (bv == DT_TEXT_EOS) { /* finished: length-normalized as t2t does */
+				const double ns = K > 1 ? bs / penalty(len + 1, c->alpha) : bs;
+				if (ns > best_score) {
+					best_score = ns;
+					best_len = len;
+					memcpy(best, seqs + (size_t)bk * stride, (size_t)len * sizeof(int32_t));
+				}
+			} else if (taken < want) {
+				memcpy(next + (size_t)taken * stride, seqs + (size_t)bk * stride, (size_t)len * sizeof(int32_t));
+				next[(size_t)taken * stride + len] = bv;
+				nscore[taken++] = bs;
+			}
+			if (taken == want)
+				break;
+		}
+		int32_t *tmp = seqs;
+		seqs = next, next = tmp;
+		double *ts = score;
+		score = nscore, nscore = ts;
+		alive = taken;
+		/* Greedy stops at its first EOS; a beam when no alive one can win
+		 * (t2t's stop condition, with the longest length's penalty). */
+		if (best_len >= 0 && (K == 1 || alive == 0 ||
+				      score[0] / penalty(max_out, c->alpha) < best_score))
+			break;
+	}
+	if (!st && best_len < 0) { /* no EOS within the length: the best alive one */
+		best_len = max_out;
+		memcpy(best, seqs, (size_t)max_out * sizeof(int32_t));
+	}
+	if (!st) {
+		memcpy(out, best, (size_t)best_len * sizeof(int32_t));
+		*n_out = best_len;
+	}
+	free(seqs), free(next), free(bin), free(btg), free(lp), free(score), free(nscore), free(best);
+	return st;
+}

@@ -1,0 +1,209 @@
+/* t2t's transformer on t2t's text problems through the CLI: one process, two
+ * all-reduce workers and async parameter servers each train
+ * transformer_test on algorithmic_reverse_binary40 and their loss falls;
+ * the progress and eval lines carry t2t's metrics by t2t's names. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster_procs.h"
+#include "dt_test.h"
+
+#define TASK_WAIT_S 60.0
+
+/* Short warm-up and a smaller token batch, so a few hundred steps learn
+ * something in seconds on a loaded machine. */
+#define TEXT_ARGS                                                                                        \
+	"--model=transformer", "--hparams_set=transformer_test", "--problem=algorithmic_reverse_binary40", \
+		"--hparams=batch_size=1024,learning_rate_warmup_steps=100,learning_rate_constant=0.5", "--log_every=25"
+
+/* The loss of the first and of the last progress line in `log`. */
+static void first_last_loss(const char *log, double *first, double *last)
+{
+	*first = *last = -1;
+	for (const char *p = log; (p = strstr(p, " loss ")) != NULL; p += 6) {
+		double v = atof(p + 6);
+		if (*first < 0)
+			*first = v;
+		*last = v;
+	}
+}
+
+static void check_loss_falls(const char *who, const char *err)
+{
+	double first, last;
+	first_last_loss(err, &first, &last);
+	fprintf(stderr, "%s: loss %.4f at the first progress line, %.4f at the last\n", who, first, last);
+	DT_CHECK(first > 0);
+	DT_CHECK(last > 0);
+	DT_CHECK(last < first - 0.05);
+}
+
+DT_TEST_TIMEOUT(train_text, transformer_on_reverse_binary40_loss_falls, 90)
+{
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", TEXT_ARGS, "--train_steps=300", NULL }, NULL, TASK_WAIT_S);
+	if (r.exit_code)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "generated from the seed (length 40)");
+	DT_CHECK_CONTAINS(r.err, " accuracy_per_sequence ");
+	DT_CHECK_CONTAINS(r.err, " neg_log_perplexity ");
+	DT_CHECK_CONTAINS(r.err, " tokens/s");
+	DT_CHECK_CONTAINS(r.out, "eval (test split, 10000 examples) at global step 300: accuracy = ");
+	DT_CHECK_CONTAINS(r.out, "accuracy_per_sequence = ");
+	check_loss_falls("local", r.err);
+	/* Per-token accuracy above chance on held-out sequences. */
+	const char *a = strstr(r.out, "accuracy = ");
+	DT_CHECK(a != NULL);
+	DT_CHECK(atof(a + 11) > 0.52);
+	dt_run_release(&r);
+}
+
+DT_TEST_TIMEOUT(train_text, an_image_model_on_a_text_problem_is_refused, 30)
+{
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=mlp", "--problem=algorithmic_sort_problem",
+					 "--train_steps=1", NULL }, NULL, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "model 'mlp' reads images, and this problem is text: use --model=transformer");
+	dt_run_release(&r);
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=transformer", "--problem=text2text_tmpdir",
+					 "--train_steps=1", NULL }, NULL, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "problem 'text2text_tmpdir' needs --data_dir");
+	dt_run_release(&r);
+}
+
+DT_TEST_TIMEOUT(train_text, two_allreduce_workers_train_the_transformer, 90)
+{
+	const char *args[] = { TEXT_ARGS, "--train_steps=200", "--connect_timeout=30", NULL };
+	struct cluster c;
+	cluster_init(&c, NULL, 2, 0);
+	struct task *w1 = cluster_start_train(&c, "worker", 1, args);
+	struct task *w0 = cluster_start_train(&c, "worker", 0, args);
+	EXPECT_EXIT(&c, w0, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, w1, 0, 30);
+	char *out0 = task_read(w0, 0), *err0 = task_read(w0, 1);
+	DT_CHECK_CONTAINS(out0, "at global step 200: accuracy = ");
+	DT_CHECK_CONTAINS(out0, "accuracy_per_sequence = ");
+	DT_CHECK_CONTAINS(err0, "gradient all-reduce");
+	check_loss_falls("2 all-reduce workers", err0);
+	free(out0), free(err0);
+}
+
+DT_TEST_TIMEOUT(train_text, async_ps_trains_the_transformer, 90)
+{
+	const char *args[] = { TEXT_ARGS, "--train_steps=300", NULL };
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 1);
+	struct task *ps0 = cluster_start_train(&c, "ps", 0, (const char *[]){ "--schedule=run_std_server", TEXT_ARGS,
+									      NULL });
+	struct task *worker = cluster_start_train(&c, "worker", 0, args);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, worker, 0, 30);
+	EXPECT_EXIT(&c, ps0, 0, 30);
+	char *out = task_read(chief, 0), *cerr = task_read(chief, 1), *werr = task_read(worker, 1);
+	DT_CHECK_CONTAINS(out, "eval (test split, 10000 examples) at global step ");
+	DT_CHECK_CONTAINS(out, "accuracy_per_sequence = ");
+	DT_CHECK_CONTAINS(werr, "(global ");
+	check_loss_falls("async ps chief", cerr);
+	free(out), free(cerr), free(werr);
+}
+
+/* Every output line is a sequence of the problem's symbols (binary here). */
+static int lines_of_symbols(const char *text, int want_lines)
+{
+	int lines = 0;
+	for (const char *p = text; *p; p++) {
+		if (*p == '\n')
+			lines++;
+		else if (*p != '0' && *p != '1' && *p != ' ')
+			return -1;
+	}
+	return lines == want_lines ? lines : -1;
+}
+
+DT_TEST_TIMEOUT(train_text, decode_greedy_beam_files_and_stdin_from_the_newest_checkpoint, 120)
+{
+	char out_dir[600], in_path[700], to_path[700], cmd[4096];
+	snprintf(out_dir, sizeof(out_dir), "%s/run", dt_test_tmpdir());
+	snprintf(in_path, sizeof(in_path), "%s/in.txt", dt_test_tmpdir());
+	snprintf(to_path, sizeof(to_path), "%s/out.txt", dt_test_tmpdir());
+	char flag_out[700], flag_from[760], flag_to[760];
+	snprintf(flag_out, sizeof(flag_out), "--output_dir=%s", out_dir);
+	snprintf(flag_from, sizeof(flag_from), "--decode_from_file=%s", in_path);
+	snprintf(flag_to, sizeof(flag_to), "--decode_to_file=%s", to_path);
+	struct dt_run r;
+	/* No checkpoint yet: exit 4, saying so. */
+	dt_test_run(&r, (const char *[]){ "dtrain", "decode", "--hparams_set=transformer_test",
+					 "--problem=algorithmic_reverse_binary40", flag_out, NULL }, NULL, 30);
+	DT_CHECK_INT_EQ(r.exit_code, 4);
+	DT_CHECK_CONTAINS(r.err, "no checkpoint in");
+	dt_run_release(&r);
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", TEXT_ARGS, "--train_steps=100", flag_out, NULL }, NULL,
+		    TASK_WAIT_S);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	dt_run_release(&r);
+	const char text[] = "1 0 0 1 1\n0 1\n1 1 1 0 0 0 1\n";
+	dt_test_write_file(in_path, text, strlen(text));
+	const char *beams[] = { "--decode_hparams=beam_size=1", "--decode_hparams=beam_size=4,alpha=0.6" };
+	char *greedy = NULL;
+	for (int i = 0; i < 2; i++) {
+		dt_test_run(&r, (const char *[]){ "dtrain", "decode", "--hparams_set=transformer_test",
+						 "--hparams=batch_size=1024,learning_rate_warmup_steps=100,"
+						 "learning_rate_constant=0.5",
+						 "--problem=algorithmic_reverse_binary40", flag_out, flag_from, flag_to,
+						 beams[i], NULL }, NULL, 60);
+		DT_CHECK_INT_EQ(r.exit_code, 0);
+		DT_CHECK_CONTAINS(r.err, "(global step 100)");
+		DT_CHECK_CONTAINS(r.err, i ? "beam search" : "greedy");
+		DT_CHECK_CONTAINS(r.err, "decoded 3 line(s)");
+		FILE *f = fopen(to_path, "r");
+		DT_CHECK(f != NULL);
+		char buf[8192];
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = '\0';
+		DT_CHECK_INT_EQ(lines_of_symbols(buf, 3), 3);
+		if (i == 0)
+			greedy = strdup(buf);
+		dt_run_release(&r);
+	}
+	/* Interactive: lines from stdin, decodes on stdout; greedy by default,
+	 * the same as the file's; a bad symbol costs its line only. */
+	snprintf(cmd, sizeof(cmd),
+		 "printf '1 0 0 1 1\\n7\\n0 1\\n1 1 1 0 0 0 1\\n' | '%s' decode --hparams_set=transformer_test "
+		 "--hparams=batch_size=1024,learning_rate_warmup_steps=100,learning_rate_constant=0.5 "
+		 "--problem=algorithmic_reverse_binary40 '%s'",
+		 dt_test_dtrain_bin(), flag_out);
+	dt_test_run(&r, (const char *[]){ "/bin/sh", "-c", cmd, NULL }, NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "symbol '7' is not one of 0 to 1");
+	DT_CHECK_STR_EQ(r.out, greedy);
+	dt_run_release(&r);
+	free(greedy);
+}
+
+/* t2t's dev split (sort: length 20, twice the training length) through the
+ * evaluator, with as many positions as its longest example. */
+DT_TEST_TIMEOUT(train_text, evaluate_on_dev_data_reports_the_dev_length_split, 120)
+{
+	char flag_out[700];
+	snprintf(flag_out, sizeof(flag_out), "--output_dir=%s/run", dt_test_tmpdir());
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=transformer", "--hparams_set=transformer_test",
+					 "--problem=algorithmic_sort_problem", "--hparams=batch_size=512,max_length=12",
+					 "--train_steps=20", "--noeval", flag_out, NULL }, NULL, TASK_WAIT_S);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	dt_run_release(&r);
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--schedule=evaluate_on_dev_data", "--model=transformer",
+					 "--hparams_set=transformer_test", "--problem=algorithmic_sort_problem",
+					 "--hparams=batch_size=512,max_length=12", flag_out, NULL }, NULL, TASK_WAIT_S);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "evaluator: dev split (10000 examples)");
+	DT_CHECK_CONTAINS(r.out, "eval (dev split, 10000 examples) at global step 20: accuracy = ");
+	DT_CHECK_CONTAINS(r.out, "neg_log_perplexity = ");
+	dt_run_release(&r);
+}
