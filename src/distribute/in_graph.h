@@ -58,6 +58,10 @@ enum dt_status dt_in_graph_step(struct dt_in_graph_master *m, int64_t step, cons
 				struct dt_in_graph_figures *out, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
 /* Ends the run on every server (PS_END). */
 enum dt_status dt_in_graph_end(struct dt_in_graph_master *m, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
+/* A master that fails leaves without PS_END: closes every connection in
+ * order, telling each std server why (SHUTDOWN's reason: "the master
+ * failed: <why>"), which the server reports when it exits 3. Accepts NULL. */
+void dt_in_graph_leave(struct dt_in_graph_master *m, const struct dt_err *why);
 /* Closes every connection in order (a short wait for them to close); accepts NULL. */
 void dt_in_graph_free(struct dt_in_graph_master *m);
 
