@@ -17,7 +17,9 @@
  * the master's variables, one after another, and replies with their sum.
  * Step s reads batch s of each shard, so a master resumed at step s > 0
  * repositions the pipelines without anything saved on the server. A master
- * lost mid-run is this server's failure (DT_PEER; the whole cluster
+ * that set the server up and then leaves before PS_END — killed, silent
+ * past the connection's silence limit, or closing in order because it
+ * failed itself — is this server's failure (DT_PEER; the whole cluster
  * restarts). Single-threaded, on the server's loop.
  */
 #ifndef DT_DISTRIBUTE_IN_GRAPH_H
@@ -82,7 +84,7 @@ enum dt_status dt_in_graph_replica_new(const struct dt_in_graph_replica_config *
 				       struct dt_in_graph_replica **out, struct dt_err *err) DT_MUST_CHECK;
 void dt_in_graph_replica_free(struct dt_in_graph_replica *r);
 const struct dt_ps_server_extension *dt_in_graph_replica_extension(struct dt_in_graph_replica *r);
-/* Why the replica cannot go on (its master was lost mid-run), or NULL. NULL r: NULL. */
+/* Why the replica cannot go on (its master left before PS_END), or NULL. NULL r: NULL. */
 const struct dt_err *dt_in_graph_replica_failure(const struct dt_in_graph_replica *r);
 int64_t dt_in_graph_replica_steps(const struct dt_in_graph_replica *r);
 
