@@ -17,7 +17,9 @@
  * the master's variables, one after another, and replies with their sum.
  * Step s reads batch s of each shard, so a master resumed at step s > 0
  * repositions the pipelines without anything saved on the server. A master
- * lost mid-run is this server's failure (DT_PEER; the whole cluster
+ * that set the server up and then leaves before PS_END — killed, silent
+ * past the connection's silence limit, or closing in order because it
+ * failed itself — is this server's failure (DT_PEER; the whole cluster
  * restarts). Single-threaded, on the server's loop.
  */
 #ifndef DT_DISTRIBUTE_IN_GRAPH_H
@@ -59,6 +61,10 @@ enum dt_status dt_in_graph_step(struct dt_in_graph_master *m, int64_t step, cons
 				struct dt_in_graph_figures *out, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
 /* Ends the run on every server (PS_END). */
 enum dt_status dt_in_graph_end(struct dt_in_graph_master *m, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
+/* A master that fails leaves without PS_END: closes every connection in
+ * order, telling each std server why (SHUTDOWN's reason: "the master
+ * failed: <why>"), which the server reports when it exits 3. Accepts NULL. */
+void dt_in_graph_leave(struct dt_in_graph_master *m, const struct dt_err *why);
 /* Closes every connection in order (a short wait for them to close); accepts NULL. */
 void dt_in_graph_free(struct dt_in_graph_master *m);
 
@@ -80,7 +86,7 @@ enum dt_status dt_in_graph_replica_new(const struct dt_in_graph_replica_config *
 				       struct dt_in_graph_replica **out, struct dt_err *err) DT_MUST_CHECK;
 void dt_in_graph_replica_free(struct dt_in_graph_replica *r);
 const struct dt_ps_server_extension *dt_in_graph_replica_extension(struct dt_in_graph_replica *r);
-/* Why the replica cannot go on (its master was lost mid-run), or NULL. NULL r: NULL. */
+/* Why the replica cannot go on (its master left before PS_END), or NULL. NULL r: NULL. */
 const struct dt_err *dt_in_graph_replica_failure(const struct dt_in_graph_replica *r);
 int64_t dt_in_graph_replica_steps(const struct dt_in_graph_replica *r);
 

@@ -194,14 +194,28 @@ enum dt_status dt_in_graph_end(struct dt_in_graph_master *m, int64_t deadline, s
 	return round_trip(m, DT_MSG_PS_END, fill_end, NULL, 0, deadline, err);
 }
 
+static void shut_down_all(struct dt_in_graph_master *m, const char *reason)
+{
+	for (int i = 0; i < m->ntasks; i++) {
+		if (m->tasks[i].conn && dt_conn_is_open(m->tasks[i].conn))
+			dt_conn_shutdown(m->tasks[i].conn, reason);
+	}
+}
+
+void dt_in_graph_leave(struct dt_in_graph_master *m, const struct dt_err *why)
+{
+	if (!m)
+		return;
+	char reason[DT_ERR_MSG_MAX + 32];
+	snprintf(reason, sizeof(reason), "the master failed: %s", why && why->msg[0] ? why->msg : "(no reason)");
+	shut_down_all(m, reason);
+}
+
 void dt_in_graph_free(struct dt_in_graph_master *m)
 {
 	if (!m)
 		return;
-	for (int i = 0; i < m->ntasks; i++) {
-		if (m->tasks[i].conn && dt_conn_is_open(m->tasks[i].conn))
-			dt_conn_shutdown(m->tasks[i].conn, "the master is done");
-	}
+	shut_down_all(m, "the master is done");
 	for (int i = 0; m->loop && i < 20; i++) {
 		int open = 0;
 		for (int k = 0; k < m->ntasks; k++)

@@ -200,18 +200,27 @@ static int on_frame(void *arg, struct dt_conn *c, const struct dt_frame_header *
 	return 0;
 }
 
-static void on_close(void *arg, struct dt_conn *c, const struct dt_err *why)
+/* The master's connection closed. After PS_END that is the end of the run;
+ * before it, however it closed — killed (a reset or EOF), silent past the
+ * connection's silence limit, or in order (SHUTDOWN: a master that failed,
+ * say because another std server died, closes its connections cleanly on
+ * the way out) — the master is gone mid-run and nothing will set this
+ * server up again in this run: a loss (DT_PEER, exit 3, restart the
+ * cluster). A master that closes before it set this server up (a dial it
+ * retried, or killed while starting) leaves nothing behind: the server
+ * waits for the next one as it waited for the first. */
+static void on_close(void *arg, struct dt_conn *c, const struct dt_err *why, int ended)
 {
 	struct dt_in_graph_replica *r = arg;
 	if (c != r->master)
 		return;
 	r->master = NULL;
-	if (why->status != DT_OK && !r->failed) {
-		r->failed = 1;
-		dt_err_set(&r->failure, DT_PEER, "the in-graph master was lost after %lld step(s): %s", (long long)r->steps,
-			   why->msg);
-		dt_err_hint(&r->failure, "restart the cluster (every task)");
-	}
+	if (ended || r->failed)
+		return;
+	r->failed = 1;
+	dt_err_set(&r->failure, DT_PEER, "the in-graph master was lost after %lld step(s): %s left without ending the run (%s)",
+		   (long long)r->steps, dt_conn_peer(c), why->msg);
+	dt_err_hint(&r->failure, "restart the cluster (every task): the master resumes from its newest checkpoint");
 }
 
 enum dt_status dt_in_graph_replica_new(const struct dt_in_graph_replica_config *cfg,

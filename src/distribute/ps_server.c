@@ -333,7 +333,7 @@ static void on_close(struct dt_conn *c, const struct dt_err *why, void *arg)
 	struct dt_ps_server *s = arg;
 	dt_ps_sync_on_close(s->sync, c);
 	if (s->cfg.extension && s->cfg.extension->on_close)
-		s->cfg.extension->on_close(s->cfg.extension->arg, c, why);
+		s->cfg.extension->on_close(s->cfg.extension->arg, c, why, s->ended);
 }
 
 static const struct dt_conn_handler handler = { .on_frame = on_frame, .on_close = on_close };

@@ -52,7 +52,10 @@ struct dt_ps_server;
 struct dt_ps_server_extension {
 	/* Returns 1 when it handled (and answered) the frame. */
 	int (*on_frame)(void *arg, struct dt_conn *c, const struct dt_frame_header *h, uint8_t *payload);
-	void (*on_close)(void *arg, struct dt_conn *c, const struct dt_err *why);
+	/* `ended`: the chief had ended the run (PS_END) before this close, so an
+	 * orderly close is the end it announced; without it even an orderly
+	 * close (SHUTDOWN) is a peer that left mid-run. */
+	void (*on_close)(void *arg, struct dt_conn *c, const struct dt_err *why, int ended);
 	void *arg;
 };
 

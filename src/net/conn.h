@@ -201,7 +201,10 @@ struct dt_request {
 enum dt_status dt_conn_request(struct dt_conn *c, struct dt_request *r, const struct iovec *parts, int nparts, int copy,
 			       struct dt_err *err) DT_MUST_CHECK;
 /* Gives up on a pending request: it completes with DT_RUNTIME "cancelled" (a
- * reply that arrives later is dropped). If its payload is still being sent the
+ * reply that arrives later is dropped), or, given up at or past its deadline,
+ * with DT_TIMEOUT "no reply from <peer> ... within S s", as if the conn's
+ * timer had expired it (a waiter whose own deadline passed while the process
+ * was stopped may get there first). If its payload is still being sent the
  * connection has to close, since a frame cannot be taken back half-sent. */
 void dt_request_cancel(struct dt_request *r);
 /* For dt_loop_run_until: nonzero once the request (a struct dt_request *) is done. */

@@ -388,20 +388,35 @@ void dt_request_cancel(struct dt_request *r)
 	struct dt_conn *c = r->conn_;
 	if (!c || r->done)
 		return;
+	/* Given up at or past its deadline, it timed out: the conn's timer would
+	 * have said so, but a process stopped past the deadline (SIGSTOP, a
+	 * loaded host) may find its waiter's deadline passed before that timer
+	 * runs, and a peer's silence is exit 3, not a runtime failure. */
+	int64_t now = dt_now_ns();
+	const int expired = now >= r->deadline;
+	const enum dt_status st = expired ? DT_TIMEOUT : DT_RUNTIME;
 	if (r->sending_) {
 		for (size_t i = 0; i < c->qlen; i++)
 			if (dt__conn_entry(c, i)->req == r)
 				dt__conn_entry(c, i)->req = NULL;
-		dt__conn_fail(c, DT_RUNTIME, "a %s request to %s was cancelled while its payload was being sent",
-			      dt_msg_name(r->type), c->peer);
+		if (expired)
+			dt__conn_fail(c, st, "no reply from %s to %s request %llu within %.1f s (its payload was still being sent)",
+				      c->peer, dt_msg_name(r->type), (unsigned long long)r->id_, dt__secs(now - r->start_));
+		else
+			dt__conn_fail(c, st, "a %s request to %s was cancelled while its payload was being sent",
+				      dt_msg_name(r->type), c->peer);
 		r->sending_ = 0;
 	}
 	unlink_request(c, r);
 	r->conn_ = NULL;
 	r->done = 1;
-	r->status = DT_RUNTIME;
-	snprintf(r->err.msg, sizeof(r->err.msg), "%s request to %s cancelled", dt_msg_name(r->type), c->peer);
-	r->err.status = DT_RUNTIME;
+	r->status = st;
+	if (expired)
+		snprintf(r->err.msg, sizeof(r->err.msg), "no reply from %s to %s request %llu within %.1f s", c->peer,
+			 dt_msg_name(r->type), (unsigned long long)r->id_, dt__secs(now - r->start_));
+	else
+		snprintf(r->err.msg, sizeof(r->err.msg), "%s request to %s cancelled", dt_msg_name(r->type), c->peer);
+	r->err.status = st;
 }
 
 int dt_request_is_done(void *request)

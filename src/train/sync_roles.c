@@ -383,6 +383,8 @@ enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct d
 	g.meta[1] = (struct dt_ckpt_kv){ "num_replicas", g.replicas };
 	stats->replicas_to_aggregate = stats->total_replicas = g.total;
 	enum dt_status st = dt__role_train(cfg, &r, 0, 1, &strategy_in_graph, &g, res, err);
+	if (st)
+		dt_in_graph_leave(g.m, err);
 	dt_in_graph_free(g.m);
 	dt__role_release(&r);
 	return st;

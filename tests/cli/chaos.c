@@ -78,7 +78,8 @@ struct chaos_profile chaos_profile_from_env(void)
 {
 	const char *p = getenv("DTRAIN_CHAOS_PROFILE");
 	int full = p && strcmp(p, "full") == 0;
-	return (struct chaos_profile){ full, full, full, full, full };
+	return (struct chaos_profile){ .long_stops = full, .in_graph_long_stops = 1, .async_ps_long_stop = full,
+				       .rendezvous_silent = full, .kill_in_recovery = full, .kill_std_server = 1 };
 }
 
 uint64_t chaos_seed_from_env(uint64_t fallback)
@@ -484,7 +485,8 @@ static int scenario(enum chaos_mode mode, int index, struct dt_rng *rng, int bud
 					break;
 			}
 		} else if (r->kind == STOP) {
-			int long_stop = p->long_stops && dt_rng_next(rng) % 3 == 0;
+			int long_stop = (mode == CHAOS_INGRAPH ? p->in_graph_long_stops : p->long_stops) &&
+					dt_rng_next(rng) % 3 == 0;
 			if (mode == CHAOS_ASYNC && strcmp(ro->type, "ps") == 0 && long_stop && !p->async_ps_long_stop)
 				long_stop = 0;
 			double s = long_stop ? (j.mi->restart_job ? j.mi->timeout_s + draw(rng, 2, 5)

@@ -191,6 +191,84 @@ DT_TEST_TIMEOUT(sync, std_servers_exit_3_when_the_in_graph_master_dies, 180)
 	free(e);
 }
 
+/* Two std servers and their master, the master started with `extra` (NULL-terminated, may be NULL). */
+static void start_in_graph(struct cluster *c, const char *const *extra)
+{
+	const char *const std_args[] = { "--schedule=run_std_server", "--model=mlp", "--problem=fashion_mnist", NULL };
+	const char *args[16] = { "--sync", "--model=mlp", "--problem=fashion_mnist", "--train_steps=1000000",
+				 "--log_every=20", "--noeval" };
+	int n = 6;
+	for (int i = 0; extra && extra[i] && n < 15; i++)
+		args[n++] = extra[i];
+	args[n] = NULL;
+	cluster_init(c, "master", 0, 2);
+	cluster_start_train(c, "ps", 0, std_args);
+	cluster_start_train(c, "ps", 1, std_args);
+	cluster_start_train(c, "master", 0, args);
+}
+
+/* Issue 21 (found by the chaos suite): one std server killed → the master
+ * exits 3 and closes its connections in order (SHUTDOWN, no PS_END); the
+ * other std server must take that for the loss it is — exit 3 at once,
+ * naming the master — not wait out --ps_idle_timeout (600 s) as if the run
+ * had ended. */
+DT_TEST_TIMEOUT(sync, a_std_server_exits_3_when_its_master_leaves_without_ending_the_run, 180)
+{
+	struct cluster c;
+	start_in_graph(&c, NULL);
+	struct task *s0 = &c.tasks[0], *s1 = &c.tasks[1], *m = &c.tasks[2];
+	EXPECT_LOG(&c, m, "(global ", 120);
+	task_kill(s1);
+	int64_t t0 = dt_now_ns();
+	EXPECT_EXIT(&c, m, 3, 30);
+	EXPECT_EXIT(&c, s0, 3, 20);
+	double took = (double)(dt_now_ns() - t0) / 1e9;
+	fprintf(stderr, "the master and the other std server exited 3 within %.1f s of the kill\n", took);
+	char *me = task_read(m, 1), *e = task_read(s0, 1);
+	fprintf(stderr, "ps:0 says: %s", strstr(e, "error: ") ? strstr(e, "error: ") : e);
+	DT_CHECK_CONTAINS(me, "ps:1 at 127.0.0.1:");
+	DT_CHECK_CONTAINS(e, "error: the in-graph master was lost after ");
+	DT_CHECK_CONTAINS(e, "master:0 at 127.0.0.1:");
+	DT_CHECK_CONTAINS(e, "without ending the run");
+	free(me), free(e);
+}
+
+/* Issue 21: the master SIGSTOPped past --sync_timeout (but under the 10 s
+ * silence) finds, once continued, its step's deadline passed: that is a
+ * timeout (exit 3, naming the std server that did not answer in time), not
+ * a runtime failure (it exited 1, "... request to ps:0 ... cancelled"), and
+ * the std servers it leaves exit 3 too. A stop that lands between two steps
+ * is survived, so the test stops it again, at most 4 times. */
+DT_TEST_TIMEOUT(sync, an_in_graph_master_stopped_past_the_sync_timeout_exits_3, 180)
+{
+	struct cluster c;
+	start_in_graph(&c, (const char *const[]){ "--sync_timeout=2", NULL });
+	struct task *s0 = &c.tasks[0], *s1 = &c.tasks[1], *m = &c.tasks[2];
+	EXPECT_LOG(&c, m, "(global ", 120);
+	int code = -1, tries = 0;
+	for (; tries < 4 && code == -1; tries++) {
+		DT_CHECK_INT_EQ(kill(m->pid, SIGSTOP), 0);
+		dt_sleep(5.0); /* 2 s deadline + 1 s of the wait's slack + 2 */
+		DT_CHECK_INT_EQ(kill(m->pid, SIGCONT), 0);
+		code = task_wait(m, 5);
+	}
+	if (code != 3) {
+		tasks_dump(c.tasks, c.n);
+		cluster_kill_all(&c);
+		dt_test_fail(__FILE__, __LINE__, "the master stopped past --sync_timeout exited %d, expected 3", code);
+	}
+	EXPECT_EXIT(&c, s0, 3, 20);
+	EXPECT_EXIT(&c, s1, 3, 20);
+	char *me = task_read(m, 1), *e = task_read(s0, 1);
+	fprintf(stderr, "exited 3 after %d stop(s) of 5 s\nmaster:0 says: %sps:0 says: %s", tries, strstr(me, "error: ") ? strstr(me, "error: ") : me,
+		strstr(e, "error: ") ? strstr(e, "error: ") : e);
+	DT_CHECK_CONTAINS(me, "in-graph training stopped at step ");
+	DT_CHECK_CONTAINS(me, "no reply from ps:");
+	DT_CHECK(strstr(me, "cancelled") == NULL);
+	DT_CHECK_CONTAINS(e, "error: the in-graph master was lost after ");
+	free(me), free(e);
+}
+
 DT_TEST_TIMEOUT(sync, replicas_to_aggregate_needs_sync_and_enough_trainers, 60)
 {
 	struct cluster c;

@@ -894,15 +894,28 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 		send_frame(out, DT_MSG_COLL_REF, 1, ref, sizeof(ref));
 		break;
 	}
-	case 5: { /* a segment by reference, then the sender gives up: what rank 1
-		   * read may have changed under it, so it must fail, not succeed */
-		uint8_t ref[DT_COLL_REF_BYTES], why[128];
+	case 5: { /* a segment by reference, and the sender gives up while rank 1
+		   * reads it: what rank 1 read may have changed under it, so it
+		   * must fail, not succeed. The COLL_ABORT goes in the same write
+		   * as the COLL_REF, so it is queued before rank 1 can finish the
+		   * read: sent later (two writes, under load), rank 1 may finish
+		   * first, and its success is then right — the bytes were stable
+		   * while it read (a real sender holds them until the reader
+		   * answers, ring_ref.c) — and not what this case tests. */
+		uint8_t frames[2 * DT_FRAME_HEADER_SIZE + DT_COLL_REF_BYTES + 128];
+		uint8_t *ref = frames + DT_FRAME_HEADER_SIZE;
 		dt_coll_ref_encode(&(struct dt_coll_ref){ (uint64_t)(uintptr_t)offered_segment, sizeof(offered_segment) },
 				   ref);
+		struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_REF, 0, 1, DT_COLL_REF_BYTES);
+		dt_frame_header_pack(&h, frames);
+		uint8_t *abort_at = ref + DT_COLL_REF_BYTES;
+		size_t len = dt_reason_encode(dt_wire_error_from_status(DT_PEER), "worker:7 vanished",
+					      abort_at + DT_FRAME_HEADER_SIZE, 128);
+		h = dt_frame_header_make(DT_MSG_COLL_ABORT, 0, 1, len);
+		dt_frame_header_pack(&h, abort_at);
 		send_start(out, 1, DT_COLL_ALLREDUCE, DT_WIRE_F32, 100, "grads");
-		send_frame(out, DT_MSG_COLL_REF, 1, ref, sizeof(ref));
-		size_t len = dt_reason_encode(dt_wire_error_from_status(DT_PEER), "worker:7 vanished", why, sizeof(why));
-		send_frame(out, DT_MSG_COLL_ABORT, 1, why, len);
+		DT_CHECK_OK(dt_sock_send_all(out, frames, (size_t)(abort_at + DT_FRAME_HEADER_SIZE + len - frames),
+					     dt_deadline_in(5), "rank 1", &err), &err);
 		break;
 	}
 	default: /* a message type that has no business on a ring */

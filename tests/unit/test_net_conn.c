@@ -150,6 +150,53 @@ DT_TEST_TIMEOUT(net_conn, a_killed_server_fails_pending_requests_at_once, 30)
 	close(ts.report_fd);
 }
 
+/* Issue 21: a process stopped past a request's deadline finds, once
+ * continued, its own wait's deadline passed before the conn's timer has run;
+ * giving the request up then is its timeout (exit 3), not a runtime failure
+ * (the in-graph master exited 1, "ps_replica_step request to ps:0 ...
+ * cancelled"). Given up before its deadline it is still cancelled. */
+DT_TEST_TIMEOUT(net_conn, a_request_given_up_past_its_deadline_timed_out, 30)
+{
+	struct test_server ts;
+	struct test_server_opts o = { 0 };
+	test_server_start(&ts, &o);
+	struct dt_loop *loop;
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_OK(dt_loop_new(&loop, &err), &err);
+	struct dt_conn *c = test_client(loop, ts.port, &(struct dt_conn_config){ 0 });
+	DT_CHECK(kill(ts.pid, SIGSTOP) == 0);
+	struct dt_request early, late;
+	memset(&early, 0, sizeof(early));
+	memset(&late, 0, sizeof(late));
+	early.type = late.type = DT_MSG_ECHO;
+	early.deadline = dt_deadline_in(20);
+	late.deadline = dt_deadline_in(0.2);
+	struct iovec part = { (void *)"ping", 4 };
+	DT_CHECK_OK(dt_conn_request(c, &early, &part, 1, 1, &err), &err);
+	DT_CHECK_OK(dt_conn_request(c, &late, &part, 1, 1, &err), &err);
+	dt_sleep(0.5); /* "stopped": the loop does not turn past late's deadline */
+	/* The waiter's deadline (late's + slack, passed too) ends the wait
+	 * before any timer ran, as in round_trip or ps_client's wait_all. */
+	DT_CHECK_INT_EQ(dt_loop_run_until(loop, dt_request_is_done, &late, late.deadline + 100000000LL, "a reply", &err),
+			DT_TIMEOUT);
+	DT_CHECK(!late.done);
+	dt_request_cancel(&late);
+	dt_request_cancel(&early);
+	DT_CHECK_INT_EQ(late.status, DT_TIMEOUT);
+	DT_CHECK_INT_EQ(dt_status_exit_code(late.status), 3);
+	char want[128];
+	snprintf(want, sizeof(want), "no reply from ps:0 at 127.0.0.1:%d to echo request 2 within 0.", ts.port);
+	DT_CHECK_CONTAINS(late.err.msg, want);
+	DT_CHECK_INT_EQ(early.status, DT_RUNTIME);
+	DT_CHECK_CONTAINS(early.err.msg, "cancelled");
+	dt_conn_free(c);
+	dt_loop_free(loop);
+	kill(ts.pid, SIGKILL);
+	waitpid(ts.pid, NULL, 0);
+	close(ts.ctl_fd);
+	close(ts.report_fd);
+}
+
 struct sent_note {
 	int done;
 	enum dt_status st;
