@@ -38,7 +38,7 @@ struct group {
 	char addrs[MAXR][DT_COMM_ADDR_MAX];
 	struct dt_comm_peer peers[MAXR];
 	size_t seg_bytes;
-	int no_direct;
+	int algorithm; /* enum dt_comm_algorithm, 0: the cost model */
 	int no_cma;           /* every byte over TCP */
 	size_t cma_min_bytes; /* 0: the default */
 	int reads_left[MAXR]; /* what each rank's comm agreed (dt_comm_reads_left_memory) */
@@ -62,7 +62,7 @@ static void *rank_main(void *p)
 	struct rank_arg *a = p;
 	struct group *g = a->g;
 	struct dt_comm_config cfg = { .nranks = g->n, .rank = a->rank, .peers = g->peers, .listen_fd = g->fds[a->rank],
-				      .listen_fd_set = 1, .segment_bytes = g->seg_bytes, .no_direct = g->no_direct,
+				      .listen_fd_set = 1, .segment_bytes = g->seg_bytes, .algorithm = g->algorithm,
 				      .no_cma = g->no_cma, .cma_min_bytes = g->cma_min_bytes,
 				      .hello = g->hellos ? &g->hellos[a->rank] : NULL };
 	struct dt_comm *comm = NULL;
@@ -165,12 +165,12 @@ static enum dt_status allreduce_rank(struct group *g, int rank, struct dt_comm *
 /* cma: -1 every byte over TCP, 0 the default, > 0 segments of that many
  * bytes or more by reference. Returns how many ranks read their left
  * neighbour's memory. */
-static int run_allreduce_cma(int n, size_t seg_bytes, int no_direct, int cma, const struct sizes *sz)
+static int run_allreduce_cma(int n, size_t seg_bytes, int alg, int cma, const struct sizes *sz)
 {
 	struct group g;
 	group_init(&g, n);
 	g.seg_bytes = seg_bytes;
-	g.no_direct = no_direct;
+	g.algorithm = alg;
 	g.no_cma = cma < 0;
 	g.cma_min_bytes = cma > 0 ? (size_t)cma : 0;
 	g.fn = allreduce_rank;
@@ -183,9 +183,9 @@ static int run_allreduce_cma(int n, size_t seg_bytes, int no_direct, int cma, co
 	return readers;
 }
 
-static void run_allreduce(int n, size_t seg_bytes, int no_direct, const struct sizes *sz)
+static void run_allreduce(int n, size_t seg_bytes, int alg, const struct sizes *sz)
 {
-	run_allreduce_cma(n, seg_bytes, no_direct, 0, sz);
+	run_allreduce_cma(n, seg_bytes, alg, 0, sz);
 }
 
 /* Whether this kernel lets a process read memory with process_vm_readv at
@@ -203,8 +203,8 @@ DT_TEST_TIMEOUT(dist_collective, allreduce_matches_sum_2_to_5_ranks, 120)
 	 * segments (16 floats), and a buffer of many segments. */
 	struct sizes sz = { { 0, 1, 3, 4, 17, 1000, 4099, 100003 }, 8, 2 };
 	for (int n = 2; n <= 5; n++) {
-		run_allreduce(n, 64, 1, &sz); /* always the ring */
-		run_allreduce(n, 64, 0, &sz); /* small sizes gather whole buffers */
+		run_allreduce(n, 64, DT_COMM_ALG_RING, &sz);
+		run_allreduce(n, 64, DT_COMM_ALG_AUTO, &sz); /* the cost model's choice per size */
 	}
 }
 
@@ -213,8 +213,8 @@ DT_TEST_TIMEOUT(dist_collective, allreduce_default_segments_large, 120)
 	/* 3 MB, not a multiple of the 256 KiB segment; two ranks take the ring
 	 * (above the direct size) and three the general case. */
 	struct sizes sz = { { 786433, 16385, 5 }, 3, 2 };
-	run_allreduce(2, 0, 0, &sz);
-	run_allreduce(3, 0, 0, &sz);
+	run_allreduce(2, 0, DT_COMM_ALG_AUTO, &sz);
+	run_allreduce(3, 0, DT_COMM_ALG_AUTO, &sz);
 }
 
 /* Same-host links: ranks in one process can always read each other, so the
@@ -226,11 +226,11 @@ DT_TEST_TIMEOUT(dist_collective, allreduce_by_reference_matches_sum, 120)
 	struct sizes sz = { { 0, 1, 3, 17, 1000, 4099, 100003 }, 7, 3 };
 	int allowed = kernel_allows_cma();
 	for (int n = 2; n <= 5; n++) {
-		int readers = run_allreduce_cma(n, 64, 1, 4, &sz);
+		int readers = run_allreduce_cma(n, 64, DT_COMM_ALG_RING, 4, &sz);
 		DT_CHECK_INT_EQ(readers, allowed ? n : 0);
-		readers = run_allreduce_cma(n, 1024, 0, 4, &sz);
+		readers = run_allreduce_cma(n, 1024, DT_COMM_ALG_RING, 4, &sz);
 		DT_CHECK_INT_EQ(readers, allowed ? n : 0);
-		DT_CHECK_INT_EQ(run_allreduce_cma(n, 64, 1, -1, &sz), 0); /* told not to */
+		DT_CHECK_INT_EQ(run_allreduce_cma(n, 64, DT_COMM_ALG_RING, -1, &sz), 0); /* told not to */
 	}
 	if (!allowed)
 		DT_SKIP("this kernel forbids process_vm_readv: only the TCP fallback was exercised");
@@ -240,16 +240,27 @@ DT_TEST(dist_collective, the_environment_can_turn_same_host_reads_off)
 {
 	struct sizes sz = { { 5000 }, 1, 1 };
 	DT_CHECK(setenv("DTRAIN_COLLECTIVE_CMA", "0", 1) == 0);
-	int readers = run_allreduce_cma(2, 64, 1, 4, &sz);
+	int readers = run_allreduce_cma(2, 64, DT_COMM_ALG_RING, 4, &sz);
 	DT_CHECK(unsetenv("DTRAIN_COLLECTIVE_CMA") == 0);
 	DT_CHECK_INT_EQ(readers, 0);
 }
 
-DT_TEST(dist_collective, allreduce_two_ranks_ring_and_exchange)
+DT_TEST(dist_collective, allreduce_two_ranks_every_algorithm)
 {
 	struct sizes sz = { { 0, 1, 2, 3, 1000, 16384 }, 6, 3 };
-	run_allreduce(2, 64, 1, &sz); /* the ring with 2 ranks */
-	run_allreduce(2, 64, 0, &sz); /* one exchange of whole buffers */
+	for (int alg = DT_COMM_ALG_RING; alg <= DT_COMM_ALG_HALVING; alg++)
+		run_allreduce(2, 64, alg, &sz);
+}
+
+/* Every algorithm against a plain sum for 1 to 8 ranks (powers of two and
+ * not: the extra ranks fold in), at sizes 0, 1, fewer than the ranks,
+ * primes, and not divisible by the 64-byte segments. */
+DT_TEST_TIMEOUT(dist_collective, every_algorithm_matches_sum_1_to_8_ranks, 240)
+{
+	struct sizes sz = { { 0, 1, 2, 5, 7, 13, 17, 31, 1009, 4099 }, 10, 2 };
+	for (int n = 1; n <= 8; n++)
+		for (int alg = DT_COMM_ALG_RING; alg <= DT_COMM_ALG_HALVING; alg++)
+			run_allreduce_cma(n, 64, alg, -1, &sz);
 }
 
 DT_TEST(dist_collective, single_rank_is_a_no_op)
@@ -821,6 +832,7 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 {
 	struct group g;
 	group_init(&g, 2);
+	g.algorithm = DT_COMM_ALG_RING; /* the fake speaks the ring's frames */
 	g.fn = one_allreduce;
 	struct rank_arg arg = { &g, 1 };
 	pthread_t th;
@@ -854,10 +866,11 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 	} else {
 		decline_same_host_reads(out, in);
 	}
-	/* the rendezvous barrier (#0): a gather of one float */
-	float zero = 0;
-	send_start(out, 0, DT_COLL_BARRIER, 0, 0, "dtrain/rendezvous");
-	send_frame(out, DT_MSG_COLL_DATA, 0, &zero, 4);
+	/* the rendezvous all-reduce (#0) of one float by recursive doubling: one
+	 * exchange (1: this end does not read rank 1's memory) */
+	float one = 1;
+	send_start(out, 0, DT_COLL_ALLREDUCE, DT_WIRE_F32, 1, "dtrain/rendezvous");
+	send_frame(out, DT_MSG_COLL_DATA, 0, &one, 4);
 	/* and rank 1's half of it, so nothing unread makes our close a reset */
 	struct dt_frame_decoder d;
 	dt_frame_decoder_init(&d, 1u << 20);
@@ -897,7 +910,8 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 	case 5: { /* a segment by reference, then the sender gives up: what rank 1
 		   * read may have changed under it, so it must fail, not succeed */
 		uint8_t ref[DT_COLL_REF_BYTES], why[128];
-		dt_coll_ref_encode(&(struct dt_coll_ref){ (uint64_t)(uintptr_t)offered_segment, sizeof(offered_segment) },
+		/* the ring's first step with 2 ranks: chunk 0, half the buffer */
+		dt_coll_ref_encode(&(struct dt_coll_ref){ (uint64_t)(uintptr_t)offered_segment, sizeof(offered_segment) / 2 },
 				   ref);
 		send_start(out, 1, DT_COLL_ALLREDUCE, DT_WIRE_F32, 100, "grads");
 		send_frame(out, DT_MSG_COLL_REF, 1, ref, sizeof(ref));
@@ -911,6 +925,7 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 	pthread_join(th, NULL);
 	dt_sock_close(out);
 	dt_sock_close(in);
+	DT_CHECK_CONTAINS(g.err[1].msg, want_msg);
 	DT_CHECK_INT_EQ(g.st[1], want);
 	DT_CHECK_CONTAINS(g.err[1].msg, "worker:0 at 127.0.0.1:");
 	DT_CHECK_CONTAINS(g.err[1].msg, want_msg);
