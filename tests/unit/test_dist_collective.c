@@ -22,6 +22,7 @@
 #include "distribute/ring_wire.h"
 #include "dt_test.h"
 #include "net/bytes.h"
+#include "net/auth.h"
 #include "net/handshake.h"
 #include "net/socket.h"
 
@@ -261,6 +262,40 @@ DT_TEST_TIMEOUT(dist_collective, every_algorithm_matches_sum_1_to_8_ranks, 240)
 	for (int n = 1; n <= 8; n++)
 		for (int alg = DT_COMM_ALG_RING; alg <= DT_COMM_ALG_HALVING; alg++)
 			run_allreduce_cma(n, 64, alg, -1, &sz);
+}
+
+/* Every rank of a comm picks the same algorithm for every size (a pure
+ * function of what all know), and the model's picks are the expected
+ * families: recursive doubling for a few KB, the ring for tens of MB. */
+static const size_t choice_sizes[] = { 0, 4, 4096, 65536, 262144, 1u << 20, 16u << 20, 64u << 20 };
+#define NCHOICES (sizeof(choice_sizes) / sizeof(choice_sizes[0]))
+static int choices[MAXR][NCHOICES][2];
+
+static enum dt_status choice_rank(struct group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	(void)g;
+	(void)err;
+	for (size_t k = 0; k < NCHOICES; k++) {
+		choices[rank][k][0] = (int)dt_comm_choose(comm, DT_COMM_ALLREDUCE, choice_sizes[k]);
+		choices[rank][k][1] = (int)dt_comm_choose(comm, DT_COMM_BROADCAST, choice_sizes[k]);
+	}
+	return DT_OK;
+}
+
+DT_TEST(dist_collective, every_rank_chooses_the_same_algorithm)
+{
+	for (int n = 2; n <= 8; n++) {
+		struct group g;
+		group_init(&g, n);
+		g.fn = choice_rank;
+		group_run(&g);
+		group_expect_ok(&g);
+		for (int r = 1; r < n; r++)
+			DT_CHECK(memcmp(choices[r], choices[0], sizeof(choices[0])) == 0);
+		DT_CHECK_INT_EQ(choices[0][2][0], DT_COMM_ALG_DOUBLING);  /* 4 KB */
+		DT_CHECK_INT_EQ(choices[0][NCHOICES - 1][0], DT_COMM_ALG_RING); /* 64 MB */
+		DT_CHECK_INT_EQ(choices[0][2][1], DT_COMM_ALG_DOUBLING);  /* a 4 KB broadcast: binomial tree */
+	}
 }
 
 DT_TEST(dist_collective, single_rank_is_a_no_op)
@@ -550,6 +585,8 @@ DT_TEST(dist_collective, start_frame_round_trip_and_hostile_input)
 
 struct procs {
 	int n;
+	int algorithm; /* the comm's config: 0 the cost model */
+	int auth;      /* nonzero: a cluster secret, frames tagged */
 	pid_t pid[MAXR];
 	int fds[MAXR];
 	char addrs[MAXR][DT_COMM_ADDR_MAX];
@@ -571,10 +608,12 @@ static void proc_report(int rank, enum dt_status st, const struct dt_err *err)
 	}
 }
 
-static void procs_start(struct procs *p, int n, proc_fn fn)
+static void procs_start_with(struct procs *p, int n, proc_fn fn, int algorithm, int auth)
 {
 	memset(p, 0, sizeof(*p));
 	p->n = n;
+	p->algorithm = algorithm;
+	p->auth = auth;
 	struct dt_err err = DT_ERR_INIT;
 	DT_CHECK_OK(dt_comm_listen_loopback(n, p->fds, p->addrs, &err), &err);
 	for (int i = 0; i < n; i++)
@@ -587,8 +626,14 @@ static void procs_start(struct procs *p, int n, proc_fn fn)
 			for (int j = 0; j < n; j++)
 				if (j != i)
 					dt_sock_close(p->fds[j]);
+			struct dt_auth secret = { .mode = DT_WIRE_AUTH };
+			memset(secret.secret, 0x5a, sizeof(secret.secret));
+			struct dt_hello hello;
+			dt_hello_init(&hello, "worker", (uint32_t)i, 0);
+			if (p->auth)
+				hello.auth = &secret;
 			struct dt_comm_config cfg = { .nranks = n, .rank = i, .peers = p->peers, .listen_fd = p->fds[i],
-						      .listen_fd_set = 1 };
+						      .listen_fd_set = 1, .algorithm = p->algorithm, .hello = &hello };
 			struct dt_comm *comm = NULL;
 			struct dt_err e = DT_ERR_INIT;
 			enum dt_status st = dt_comm_new(&cfg, dt_deadline_in(20), &comm, &e);
@@ -605,6 +650,11 @@ static void procs_start(struct procs *p, int n, proc_fn fn)
 }
 
 /* Waits for child i (bounded); returns its exit code (128+signal if killed). */
+static void procs_start(struct procs *p, int n, proc_fn fn)
+{
+	procs_start_with(p, n, fn, 0, 0);
+}
+
 static int proc_wait(struct procs *p, int i, double timeout_s)
 {
 	int64_t end = dt_deadline_in(timeout_s);
@@ -696,14 +746,48 @@ static enum dt_status until_failure(struct dt_comm *comm, int rank, struct dt_er
 	return st;
 }
 
-static void fault_test(int sig)
+/* Small all-reduces (recursive doubling by the model; every algorithm when forced). */
+static enum dt_status until_failure_small(struct dt_comm *comm, int rank, struct dt_err *err)
+{
+	float buf[1031] = { 0 };
+	enum dt_status st = DT_OK;
+	int64_t end = dt_deadline_in(30);
+	for (int round = 0; round < 10000000 && !st && !dt_deadline_passed(end); round++)
+		st = dt_allreduce_sum_f32(comm, buf, 1031, "small", dt_deadline_in(FAULT_DEADLINE_S), err);
+	if (!st)
+		st = dt_err_set(err, DT_INTERNAL, "rank %d: no failure within 30 s", rank);
+	return st;
+}
+
+static enum dt_status until_failure_broadcast(struct dt_comm *comm, int rank, struct dt_err *err)
+{
+	uint8_t buf[3001] = { 0 };
+	enum dt_status st = DT_OK;
+	int64_t end = dt_deadline_in(30);
+	for (int round = 0; round < 10000000 && !st && !dt_deadline_passed(end); round++) {
+		st = dt_broadcast(comm, buf, sizeof(buf), round % dt_comm_size(comm), "bcast", dt_deadline_in(FAULT_DEADLINE_S), err);
+		if (!st)
+			st = dt_barrier(comm, "b", dt_deadline_in(FAULT_DEADLINE_S), err);
+	}
+	if (!st)
+		st = dt_err_set(err, DT_INTERNAL, "rank %d: no failure within 30 s", rank);
+	return st;
+}
+
+/* n ranks run fn; `victim` gets sig; every other rank must exit 3 within
+ * twice the deadline, naming the victim. */
+static void fault_test_with(int sig, int n, int victim, proc_fn fn, int algorithm, int auth)
 {
 	struct procs p;
-	procs_start(&p, 3, until_failure);
+	procs_start_with(&p, n, fn, algorithm, auth);
 	dt_sleep(0.5); /* connected and looping */
-	DT_CHECK(kill(p.pid[2], sig) == 0);
+	DT_CHECK(kill(p.pid[victim], sig) == 0);
 	int64_t t0 = dt_now_ns();
-	for (int i = 0; i < 2; i++) {
+	char want[32];
+	snprintf(want, sizeof(want), "worker:%d at 127.0.0.1:", victim);
+	for (int i = 0; i < n; i++) {
+		if (i == victim)
+			continue;
 		int code = proc_wait(&p, i, 4 * FAULT_DEADLINE_S + 5);
 		double took = (double)(dt_now_ns() - t0) / 1e9;
 		const char *msg = proc_message(i);
@@ -712,15 +796,43 @@ static void fault_test(int sig)
 		if (took > 2 * FAULT_DEADLINE_S)
 			dt_test_fail(__FILE__, __LINE__, "rank %d took %.2f s (more than 2 x %.1f s): %s", i, took,
 				     FAULT_DEADLINE_S, msg);
-		DT_CHECK_CONTAINS(msg, "worker:2 at 127.0.0.1:");
+		DT_CHECK_CONTAINS(msg, want);
 		if (sig == SIGSTOP)
 			DT_CHECK_CONTAINS(msg, "timed out");
 	}
-	kill(p.pid[2], SIGKILL);
+	kill(p.pid[victim], SIGKILL);
 	if (sig == SIGSTOP)
-		kill(p.pid[2], SIGCONT);
-	int code = proc_wait(&p, 2, 10);
+		kill(p.pid[victim], SIGCONT);
+	int code = proc_wait(&p, victim, 10);
 	DT_CHECK_INT_EQ(code, 128 + SIGKILL);
+}
+
+static void fault_test(int sig)
+{
+	fault_test_with(sig, 3, 2, until_failure, 0, 0);
+}
+
+/* A rank killed or stopped in the middle of each algorithm, with 4 ranks (a
+ * power of two) and 5 (one folds in; the victim is the folded rank's
+ * partner), with and without a cluster secret. */
+static void fault_every_algorithm(int sig)
+{
+	for (int alg = DT_COMM_ALG_RING; alg <= DT_COMM_ALG_HALVING; alg++) {
+		fault_test_with(sig, 4, 2, until_failure_small, alg, alg == DT_COMM_ALG_HALVING);
+		fault_test_with(sig, 5, 0, until_failure_small, alg, alg == DT_COMM_ALG_DOUBLING);
+	}
+	fault_test_with(sig, 4, 1, until_failure_broadcast, DT_COMM_ALG_DOUBLING, 1);
+	fault_test_with(sig, 5, 3, until_failure_broadcast, DT_COMM_ALG_RING, 0);
+}
+
+DT_TEST_TIMEOUT(dist_collective, killed_rank_in_each_algorithm_fails_the_others_naming_it, 240)
+{
+	fault_every_algorithm(SIGKILL);
+}
+
+DT_TEST_TIMEOUT(dist_collective, stopped_rank_in_each_algorithm_is_named_in_a_timeout, 240)
+{
+	fault_every_algorithm(SIGSTOP);
 }
 
 DT_TEST(dist_collective, killed_rank_fails_the_others_with_exit_3)
