@@ -13,7 +13,8 @@
  *
  * All-reduce, n ranks, m bytes, p = the largest power of two <= n, f = 1
  * when n != p (the n - p extra ranks fold in first and get the result last):
- *   recursive doubling   (log2 p + 2f) steps, each moving m, adding m;
+ *   recursive doubling   (log2 p + 2f) steps, each moving m, adding m
+ *                        (and two copies of m, into and out of scratch);
  *   halving-doubling     (2 log2 p + 2f) steps, moving 2m(p-1)/p (+2fm),
  *                        adding m(p-1)/p (+fm)  — Rabenseifner;
  *   ring                 2(n-1) steps, moving 2m(n-1)/n, adding m(n-1)/n,
@@ -46,21 +47,27 @@
 #include "base/log.h"
 
 /*
- * The constants, measured on this machine (AMD EPYC 2-vCPU VM, loaded by
- * other jobs; docs/COLLECTIVES.md "Cost model" has the commands):
- *   ALPHA: the median 4-byte all-reduce of 2 ranks by recursive doubling
- *          (one step) over loopback TCP, bench/allreduce --sizes=4 ;
- *   BETA:  the slope of the same between 64 KB and 4 MB, less GAMMA;
- *   GAMMA: dt__ring_add_f32 over 1 MB that is in cache (memory-bound adds
- *          are what the ring's pipelining hides, so the in-cache figure);
- *   BETA_SAME_HOST: the ring's bytes read by process_vm_readv, from the
- *          slope of a 2-rank ring between 4 MB and 64 MB.
- * All in picoseconds (per step, per byte).
+ * The constants, measured once on this machine (AMD EPYC, 2 vCPUs shared with
+ * other jobs, load average 4-7 while measuring, so medians of 5-7 samples
+ * and round figures) with each algorithm forced, 2 ranks:
+ *   build/bench-allreduce --ranks=2 --sizes=4,4K,64K,256K,1M,4M,16M --samples=7 \
+ *       --algorithm=doubling|halving|ring
+ *   ALPHA: a 4-byte all-reduce by recursive doubling, one step: 18-21 us;
+ *   BETA:  halving-doubling (over TCP at every size) from 256 KB to 4 MB:
+ *          260-670 ps per byte moved (in cache to out of it): 400;
+ *   GAMMA: an add of floats out of cache, and each of recursive
+ *          doubling's two copies (into and out of its scratch): 100 ps per
+ *          byte; recursive doubling's slope 64 KB-1 MB was 800 ps per byte;
+ *   BETA_SAME_HOST: the ring reading segments with process_vm_readv, 1-4 MB
+ *          at its best (120-180 ps per byte of m): 150.
+ * In picoseconds per step and per byte. They only place the crossovers; on
+ * this machine those came out at about 64 KB (doubling to halving-doubling,
+ * 2 ranks) and 512 KB (to the same-host ring, where reads start).
  */
-#define ALPHA_PS 20000000.0 /* 20 us */
-#define BETA_PS 200.0       /* 5 GB/s through a loopback socket, both copies */
-#define GAMMA_PS 60.0       /* 16 GB/s of adds */
-#define BETA_SAME_HOST_PS 80.0
+#define ALPHA_PS 20000000.0
+#define BETA_PS 400.0
+#define GAMMA_PS 100.0
+#define BETA_SAME_HOST_PS 150.0
 
 static int pow2_floor(int n)
 {
@@ -85,7 +92,7 @@ static double cost_allreduce(const struct dt_comm *c, enum dt_comm_algorithm alg
 	double beta_ring = c->link_kind == DT__LINK_SAME_HOST && m >= (double)c->cma_min_bytes ? BETA_SAME_HOST_PS : BETA_PS;
 	switch (alg) {
 	case DT_COMM_ALG_DOUBLING:
-		return (lg + 2 * f) * ALPHA_PS + (lg + 2 * f) * m * BETA_PS + (lg + f) * m * GAMMA_PS;
+		return (lg + 2 * f) * ALPHA_PS + (lg + 2 * f) * m * BETA_PS + (lg + f + 2) * m * GAMMA_PS;
 	case DT_COMM_ALG_HALVING:
 		return (2 * lg + 2 * f) * ALPHA_PS + (2.0 * (p - 1) / p + 2 * f) * m * BETA_PS +
 		       ((double)(p - 1) / p + f) * m * GAMMA_PS;
