@@ -10,20 +10,22 @@
  * (which segment goes where, after what), ring.c the progress engine that
  * runs them, ring_wire.c the collective frames (docs/PROTOCOL.md §3.7).
  *
- * Topology: a ring. Rank r sends to (r + 1) % n over the connection it
- * opened and receives from (r - 1 + n) % n over the connection it accepted;
- * with 2 ranks these are two distinct connections between the same pair.
+ * Topology: rank r is linked both ways with every rank at distance 2^k
+ * (mod n) — the ring neighbours among them — one connection per direction,
+ * opened by the sender. Which algorithm runs a collective is chosen per call
+ * by a cost model (coll_algo.c, dt_comm_choose), the same on every rank:
+ * recursive doubling for small all-reduces, halving-doubling (Rabenseifner)
+ * for medium, the ring below for large; a binomial tree or the ring pipeline
+ * for broadcast; dissemination for the barrier. Each fixes its reduction
+ * order per element, so results are bit-identical across ranks and runs.
  *
- * All-reduce is reduce-scatter then all-gather: the buffer is split into n
+ * The ring all-reduce is reduce-scatter then all-gather: the buffer is split into n
  * chunks (sizes differ by at most one element), each chunk into segments;
  * a segment is sent as soon as the segment it depends on has arrived, so
  * several segments are in flight while others are being reduced, and sends
  * and receives progress in one nonblocking loop (a step can never deadlock on
  * full socket buffers). Every rank's result is bit-identical: each element is
- * reduced once, in ring order, then copied. Small buffers (bytes x (n-1) <=
- * direct_bytes) take n-1 hops instead of 2(n-1): every rank's whole buffer
- * goes around the ring and each rank adds the n buffers in rank order (the
- * same bits everywhere again); for two ranks that is one exchange.
+ * reduced once, in ring order, then copied.
  *
  * Matching: every collective carries this comm's sequence number (the n-th
  * call on every rank is #n), its kind, element count, root and name. A rank
@@ -37,9 +39,8 @@
  * allreduce 'g' (#7)"); a deadline is DT_TIMEOUT listing the rank found
  * missing and since when (a rank that waits announces on whom to its right
  * neighbour, so the blame follows the chain to the rank that is really
- * missing, Horovod's stall inspector idea). A failing rank tells both
- * neighbours why (COLL_ABORT) and they fail with that reason, so the error
- * travels around the ring. After any error the comm is broken: every later
+ * missing, Horovod's stall inspector idea). A failing rank tells every
+ * linked rank why (COLL_ABORT) and they fail with that reason and pass it on. After any error the comm is broken: every later
  * call returns the first error again; free it. Both statuses map to exit code 3.
  *
  * Threads: a comm is used by one thread at a time (no locking inside). The

@@ -1,16 +1,17 @@
 /*
- * ring.c — the progress engine and the collectives built on it.
+ * ring.c — the progress engine: runs one step of a collective.
  *
- * A collective is described by a plan: the DATA frames this rank sends to its
- * right neighbour (send items) and receives from its left one (recv items),
- * each a byte range of a buffer; a send item may go once a given recv item
- * has been applied (all-reduce: segment j of step s carries what segment j of
- * step s-1 brought; broadcast: forward segment j once it arrived). Three plans:
- *   - ring all-reduce: reduce-scatter, then all-gather, in segments;
- *   - gather all-reduce for small buffers: every rank's whole buffer goes
- *     around the ring into a scratch area (n-1 hops instead of 2(n-1)), then
- *     each rank adds the n buffers in rank order, so all get the same bits;
- *   - broadcast: pipelined from the root.
+ * A step is described by a plan: the DATA frames this rank sends to one peer
+ * (send items; on the ring its right neighbour) and receives from one peer
+ * (recv items; on the ring its left one), each a byte range of a buffer; a
+ * send item may go once a given recv item has been applied (ring all-reduce:
+ * segment j of step s carries what segment j of step s-1 brought; ring
+ * broadcast: forward segment j once it arrived). coll_algo.c builds the
+ * algorithms from steps: the ring is one step over the ring links; recursive
+ * doubling, halving-doubling, the binomial tree and the dissemination barrier
+ * are several, each over the links to and from that step's partners
+ * (dt__ring_step points the comm's L and R at them). The first step on a
+ * link carries the collective's COLL_START there.
  * On a same-host link (comm_cma.c) a large segment is not sent: a COLL_REF
  * says where it is in the sender's memory and the receiver reads it with
  * process_vm_readv, adding what it read piece by piece; the sender returns
