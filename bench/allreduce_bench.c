@@ -3,9 +3,9 @@
  * (bench/allreduce runs it beside Open MPI and gloo; docs/BENCHMARKS.md).
  *
  *   build/bench-allreduce --ranks=N [--sizes=4096,65536,...] [--samples=9]
- *                         [--min_sample_ms=50] [--spin_us=0] [--segment_bytes=0] [--direct_bytes=0]
+ *                         [--min_sample_ms=50] [--spin_us=0] [--segment_bytes=0] [--algorithm=auto]
  *                         [--wire_security=none|auth|encrypt] [--no_cma]
- * (0 = the library's defaults; --direct_bytes=1 turns the small-buffer gather off; auth and
+ * (0 = the library's defaults; --algorithm=ring|doubling|halving forces one instead of the cost model's choice; auth and
  * encrypt give every rank one fixed cluster secret, so every ring frame is tagged or encrypted
  * (docs/SECURITY.md); --no_cma sends every byte over TCP, as between machines, instead of
  * reading large segments from the neighbour's memory)
@@ -43,7 +43,8 @@
 struct opts {
 	int ranks, samples, min_sample_ms;
 	unsigned spin_us;
-	size_t segment_bytes, direct_bytes;
+	size_t segment_bytes;
+	int algorithm;
 	size_t sizes[MAX_SIZES];
 	int nsizes;
 	enum dt_wire_security wire;
@@ -65,7 +66,7 @@ static int run_rank(const struct opts *o, const struct dt_comm_peer *peers, int 
 	hello.auth = o->wire != DT_WIRE_NONE ? &auth : NULL;
 	struct dt_comm_config cfg = { .nranks = o->ranks, .rank = rank, .peers = peers, .listen_fd = listen_fd,
 				      .listen_fd_set = 1, .segment_bytes = o->segment_bytes, .spin_us = o->spin_us,
-				      .direct_bytes = o->direct_bytes, .no_cma = o->no_cma, .hello = &hello };
+				      .algorithm = o->algorithm, .no_cma = o->no_cma, .hello = &hello };
 	struct dt_comm *comm = NULL;
 	struct dt_err err = DT_ERR_INIT;
 	enum dt_status st = dt_comm_new(&cfg, dt_deadline_in(60), &comm, &err);
@@ -167,8 +168,11 @@ int main(int argc, char **argv)
 			o.spin_us = (unsigned)atoi(a + 10);
 		else if (!strncmp(a, "--segment_bytes=", 16))
 			o.segment_bytes = (size_t)atoll(a + 16);
-		else if (!strncmp(a, "--direct_bytes=", 15))
-			o.direct_bytes = (size_t)atoll(a + 15);
+		else if (!strncmp(a, "--algorithm=", 12))
+			o.algorithm = !strcmp(a + 12, "ring")       ? DT_COMM_ALG_RING
+				      : !strcmp(a + 12, "doubling") ? DT_COMM_ALG_DOUBLING
+				      : !strcmp(a + 12, "halving")  ? DT_COMM_ALG_HALVING
+								    : DT_COMM_ALG_AUTO;
 		else if (!strncmp(a, "--wire_security=", 16)) {
 			if (dt_wire_security_parse(a + 16, &o.wire) != 0) {
 				fprintf(stderr, "bench-allreduce: --wire_security must be none, auth or encrypt\n");
@@ -183,7 +187,7 @@ int main(int argc, char **argv)
 			}
 		} else {
 			fprintf(stderr, "usage: bench-allreduce --ranks=N [--sizes=4K,64K,1M] [--samples=9] "
-					"[--min_sample_ms=50] [--spin_us=0] [--segment_bytes=0] [--direct_bytes=0] "
+					"[--min_sample_ms=50] [--spin_us=0] [--segment_bytes=0] [--algorithm=auto] "
 					"[--wire_security=none|auth|encrypt] [--no_cma]\n");
 			return 2;
 		}

@@ -10,20 +10,22 @@
  * (which segment goes where, after what), ring.c the progress engine that
  * runs them, ring_wire.c the collective frames (docs/PROTOCOL.md §3.7).
  *
- * Topology: a ring. Rank r sends to (r + 1) % n over the connection it
- * opened and receives from (r - 1 + n) % n over the connection it accepted;
- * with 2 ranks these are two distinct connections between the same pair.
+ * Topology: rank r is linked both ways with every rank at distance 2^k
+ * (mod n) — the ring neighbours among them — one connection per direction,
+ * opened by the sender. Which algorithm runs a collective is chosen per call
+ * by a cost model (coll_algo.c, dt_comm_choose), the same on every rank:
+ * recursive doubling for small all-reduces, halving-doubling (Rabenseifner)
+ * for medium, the ring below for large; a binomial tree or the ring pipeline
+ * for broadcast; dissemination for the barrier. Each fixes its reduction
+ * order per element, so results are bit-identical across ranks and runs.
  *
- * All-reduce is reduce-scatter then all-gather: the buffer is split into n
+ * The ring all-reduce is reduce-scatter then all-gather: the buffer is split into n
  * chunks (sizes differ by at most one element), each chunk into segments;
  * a segment is sent as soon as the segment it depends on has arrived, so
  * several segments are in flight while others are being reduced, and sends
  * and receives progress in one nonblocking loop (a step can never deadlock on
  * full socket buffers). Every rank's result is bit-identical: each element is
- * reduced once, in ring order, then copied. Small buffers (bytes x (n-1) <=
- * direct_bytes) take n-1 hops instead of 2(n-1): every rank's whole buffer
- * goes around the ring and each rank adds the n buffers in rank order (the
- * same bits everywhere again); for two ranks that is one exchange.
+ * reduced once, in ring order, then copied.
  *
  * Matching: every collective carries this comm's sequence number (the n-th
  * call on every rank is #n), its kind, element count, root and name. A rank
@@ -37,9 +39,8 @@
  * allreduce 'g' (#7)"); a deadline is DT_TIMEOUT listing the rank found
  * missing and since when (a rank that waits announces on whom to its right
  * neighbour, so the blame follows the chain to the rank that is really
- * missing, Horovod's stall inspector idea). A failing rank tells both
- * neighbours why (COLL_ABORT) and they fail with that reason, so the error
- * travels around the ring. After any error the comm is broken: every later
+ * missing, Horovod's stall inspector idea). A failing rank tells every
+ * linked rank why (COLL_ABORT) and they fail with that reason and pass it on. After any error the comm is broken: every later
  * call returns the first error again; free it. Both statuses map to exit code 3.
  *
  * Threads: a comm is used by one thread at a time (no locking inside). The
@@ -72,9 +73,6 @@ struct dt_comm;
 
 /* Default segment size; the last segment of a chunk may be shorter. */
 #define DT_COMM_SEGMENT_BYTES (256u << 10)
-/* All-reduces with bytes x (n - 1) up to this gather whole buffers instead of
- * running reduce-scatter + all-gather (fewer hops, more bytes). */
-#define DT_COMM_DIRECT_BYTES (64u << 10)
 /* Collectives of at least this many bytes send their segments by reference
  * on a same-host link (COLL_REF) rather than through the socket. Below it,
  * on an idle host, TCP's streaming (the receiver reduces while bytes still
@@ -109,8 +107,9 @@ struct dt_comm_config {
 	int listen_fd;
 	int listen_fd_set;
 	size_t segment_bytes;             /* 0: DT_COMM_SEGMENT_BYTES; rounded down to a multiple of 4, >= 4 */
-	size_t direct_bytes;              /* 0: DT_COMM_DIRECT_BYTES */
-	int no_direct;                    /* nonzero: never gather, always the ring (tests) */
+	/* 0 (DT_COMM_ALG_AUTO): per collective by the cost model; else every
+	 * all-reduce and broadcast uses this one (tests, the bench). */
+	int algorithm;
 	unsigned spin_us;                 /* busy-poll this long before sleeping in poll(); 0 = never */
 	/* Same-host ranks read each other's segments with process_vm_readv (one
 	 * copy, no kernel socket buffers) when the kernel lets them; see
@@ -118,6 +117,16 @@ struct dt_comm_config {
 	int no_cma;                       /* nonzero: every byte over TCP (also DTRAIN_COLLECTIVE_CMA=0) */
 	size_t cma_min_bytes;             /* 0: DT_COMM_CMA_MIN_BYTES; smaller collectives go over TCP */
 };
+
+/* The algorithms (docs/COLLECTIVES.md "Choosing an algorithm"). */
+enum dt_comm_algorithm {
+	DT_COMM_ALG_AUTO = 0,
+	DT_COMM_ALG_RING = 1,     /* segmented ring: reduce-scatter + all-gather; broadcast pipelined along it */
+	DT_COMM_ALG_DOUBLING = 2, /* recursive doubling (all-reduce); binomial tree (broadcast) */
+	DT_COMM_ALG_HALVING = 3,  /* recursive halving-doubling, Rabenseifner (all-reduce only) */
+};
+/* Collective kinds for dt_comm_choose. */
+enum dt_comm_kind { DT_COMM_ALLREDUCE = 1, DT_COMM_BROADCAST = 2 };
 
 /* Rendezvous: listens, connects to the right neighbour (retrying with backoff)
  * and accepts the left one until `deadline` (absolute, base/clock.h), checks
@@ -142,6 +151,13 @@ int dt_comm_reads_left_memory(const struct dt_comm *comm);
 /* The sequence number the next collective will carry (starts at 1 after the
  * rendezvous barrier, which is #0). */
 uint64_t dt_comm_next_seq(const struct dt_comm *comm);
+
+/* The algorithm this comm runs for a collective of `kind` over `bytes`
+ * bytes: a pure function of (bytes, ranks, the agreed link kind, the
+ * config's algorithm), so every rank of a comm gets the same answer. */
+enum dt_comm_algorithm dt_comm_choose(const struct dt_comm *comm, enum dt_comm_kind kind, size_t bytes);
+/* "ring", "recursive doubling", "halving-doubling", "binomial tree". */
+const char *dt_comm_algorithm_name(enum dt_comm_kind kind, enum dt_comm_algorithm alg);
 
 /* In-place sum of `count` floats across all ranks; every rank passes the same
  * count and name, in the same order. count 0 is valid (it still matches the

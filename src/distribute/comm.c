@@ -1,22 +1,29 @@
 /*
- * comm.c — the ring's rendezvous and the communicator's lifetime.
+ * comm.c — the rendezvous and the communicator's lifetime.
+ *
+ * Links: rank r is linked, both ways, with every rank at distance 2^k
+ * (mod n, either way round) for 2^k < n: its ring neighbours (distance 1)
+ * and the partners of recursive doubling, recursive halving, the binomial
+ * tree and the dissemination barrier (coll_algo.c), about 2 log2(n) peers.
+ * Each direction is its own connection, opened by the sender.
  *
  * Every rank, in this order (no step waits on a peer that could be waiting
  * on us, so ranks may start in any order):
  *   1. listen on its own address (or take the caller's listening socket);
- *   2. connect to the right neighbour, retrying with backoff until the
+ *   2. connect to every linked peer, retrying with backoff until the
  *      deadline, and send its HELLO there (it fits in the socket buffer);
- *   3. accept the left neighbour: read its HELLO, check fingerprint, model
- *      signature and that it is peers[left], answer HELLO_OK or REFUSE;
- *      connections from anyone else are refused and accepting goes on, and
- *      all pending connections are judged at once, each within its own
- *      deadline, so a silent or slow stranger holds up nobody
+ *   3. accept every linked peer: read its HELLO, check fingerprint, model
+ *      signature and that it is one of the linked peers, answer HELLO_OK or
+ *      REFUSE; connections from anyone else are refused and accepting goes
+ *      on, and all pending connections are judged at once, each within its
+ *      own deadline, so a silent or slow stranger holds up nobody
  *      (comm_admit.c);
- *   4. read the right neighbour's answer;
- *   5. agree per link whether the receiver reads the sender's memory
+ *   4. read every linked peer's answer;
+ *   5. agree per ring link whether the receiver reads the sender's memory
  *      directly (comm_cma.c);
- *   6. a barrier (#0, "dtrain/rendezvous") over the ring, so dt_comm_new
- *      returns only once every rank is connected.
+ *   6. an all-reduce (#0, "dtrain/rendezvous") of how many ring links are
+ *      not same-host reads, so that every rank's cost model sees the same
+ *      link kind and dt_comm_new returns only once every rank is connected.
  */
 #include "distribute/comm_internal.h"
 
@@ -56,22 +63,46 @@ const char *dt_comm_peer_label(const struct dt_comm *comm, int rank)
 	return comm->labels[rank];
 }
 
+int dt__comm_linked(int n, int a, int b)
+{
+	if (a == b || n < 2)
+		return 0;
+	int d = ((b - a) % n + n) % n;
+	for (int k = 1; k < n; k *= 2)
+		if (d == k || d == n - k)
+			return 1;
+	return 0;
+}
+
+void dt__comm_use_ring(struct dt_comm *c)
+{
+	c->lrank = (c->rank - 1 + c->n) % c->n;
+	c->rrank = (c->rank + 1) % c->n;
+	c->L = &c->in[c->lrank];
+	c->R = &c->out[c->rrank];
+}
+
 void dt_comm_free(struct dt_comm *comm)
 {
 	if (!comm)
 		return;
-	dt_sock_close(comm->left_fd);
-	dt_sock_close(comm->right_fd);
+	for (int q = 0; q < comm->n && comm->in; q++) {
+		dt_sock_close(comm->in[q].fd);
+		dt_sock_close(comm->out[q].fd);
+		free(comm->in[q].stage);
+		sodium_memzero(&comm->in[q].sec, sizeof(comm->in[q].sec));
+		sodium_memzero(&comm->out[q].sec, sizeof(comm->out[q].sec));
+	}
+	free(comm->in);
+	free(comm->out);
+	free(comm->used);
 	free(comm->labels);
-	free(comm->stage);
 	free(comm->scratch);
 	free(comm->cma_stage);
 	free(comm->send_items);
 	free(comm->recv_items);
 	free(comm->sealed);
 	free(comm->txbuf);
-	sodium_memzero(&comm->sec_left, sizeof(comm->sec_left));
-	sodium_memzero(&comm->sec_right, sizeof(comm->sec_right));
 	free(comm);
 }
 
@@ -88,13 +119,13 @@ static enum dt_status send_hello(int fd, uint16_t type, uint32_t flags, const st
 static enum dt_status answer_right(struct dt_comm *comm, const struct dt_comm_config *cfg, const struct dt_hello *local,
 				   struct dt__ring_right *rr, int64_t deadline, struct dt_err *err)
 {
-	int right = (cfg->rank + 1) % cfg->nranks;
+	int right = rr->peer;
 	const char *peer = comm->labels[right];
 	struct dt_frame_decoder d;
 	dt_frame_decoder_init(&d, DT_MSG_CAP_HANDSHAKE);
 	if (local->auth)
 		d.trailer = DT_AUTH_TAG_BYTES; /* the answer to an authenticated hello is tagged */
-	enum dt_status st = dt_frame_recv_fd(comm->right_fd, &d, deadline, peer, err);
+	enum dt_status st = dt_frame_recv_fd(comm->out[right].fd, &d, deadline, peer, err);
 	if (!st && local->auth)
 		st = dt_frame_open_fd(&d, &rr->sec, peer, err);
 	if (st) {
@@ -154,41 +185,57 @@ static enum dt_status rendezvous(struct dt_comm *comm, const struct dt_comm_conf
 				 int lfd, int64_t deadline, struct dt_err *err)
 {
 	int64_t start = dt_now_ns();
-	int right = (cfg->rank + 1) % cfg->nranks;
-	char host[DT_HOST_MAX], task[48];
-	int port;
-	enum dt_status st = dt_sock_split_hostport(cfg->peers[right].addr, host, sizeof(host), &port, err);
-	if (st)
-		return dt_err_prefix(err, "ring rank %d", right);
-	task_name(cfg, right, task, sizeof(task));
-	st = dt_sock_connect(host, port, task, deadline, NULL, &comm->right_fd, err);
-	if (st)
-		return st;
-	struct dt__ring_right rr = { .label = comm->labels[right], .role = peer_role(&cfg->peers[right]),
-				     .index = cfg->peers[right].index };
-	dt_frame_decoder_init(&rr.dec, DT_MSG_CAP_SMALL);
-	if (local->auth) {
-		/* The HELLO follows the right neighbour's challenge, read while accepting the left one. */
-		uint8_t buf[DT_AUTH_MSG_MAX];
-		size_t len = dt_auth_client_hello(&rr.hs, local, buf);
-		st = dt_frame_send_fd(comm->right_fd, DT_MSG_AUTH_HELLO, 0, 0, buf, len, deadline, rr.label, err);
-		rr.active = 1;
-	} else {
-		st = send_hello(comm->right_fd, DT_MSG_HELLO, 0, local, deadline, comm->labels[right], err);
+	struct dt__ring_right *rights = dt_xcalloc((size_t)comm->n, sizeof(*rights));
+	int nr = 0;
+	enum dt_status st = DT_OK;
+	/* 2. connect to every linked peer, the right neighbour first */
+	for (int k = 1; k < comm->n && !st; k++) {
+		int q = (cfg->rank + k) % comm->n;
+		if (!dt__comm_linked(comm->n, cfg->rank, q))
+			continue;
+		char host[DT_HOST_MAX], task[48];
+		int port;
+		st = dt_sock_split_hostport(cfg->peers[q].addr, host, sizeof(host), &port, err);
+		if (st) {
+			dt_err_prefix(err, "ring rank %d", q);
+			break;
+		}
+		task_name(cfg, q, task, sizeof(task));
+		st = dt_sock_connect(host, port, task, deadline, NULL, &comm->out[q].fd, err);
+		if (st)
+			break;
+		struct dt__ring_right *rr = &rights[nr++];
+		*rr = (struct dt__ring_right){ .peer = q, .label = comm->labels[q], .role = peer_role(&cfg->peers[q]),
+					       .index = cfg->peers[q].index };
+		dt_frame_decoder_init(&rr->dec, DT_MSG_CAP_SMALL);
+		if (local->auth) {
+			/* The HELLO follows the peer's challenge, read while accepting the others. */
+			uint8_t buf[DT_AUTH_MSG_MAX];
+			size_t len = dt_auth_client_hello(&rr->hs, local, buf);
+			st = dt_frame_send_fd(comm->out[q].fd, DT_MSG_AUTH_HELLO, 0, 0, buf, len, deadline, rr->label, err);
+			rr->active = 1;
+		} else {
+			st = send_hello(comm->out[q].fd, DT_MSG_HELLO, 0, local, deadline, comm->labels[q], err);
+		}
+		if (st)
+			dt_err_prefix(err, "ring handshake");
 	}
-	if (st)
-		dt_err_prefix(err, "ring handshake");
+	/* 3. accept every linked peer (and prove ourselves to those we connected to) */
 	if (!st)
-		st = dt__comm_accept_left(comm, cfg, local, lfd, &rr, start, deadline, err);
-	if (!st)
-		st = answer_right(comm, cfg, local, &rr, deadline, err);
-	if (!st && local->auth) {
-		/* Every later frame on the links is sealed with these (comm_internal.h). */
-		comm->sec_right = rr.sec;
+		st = dt__comm_accept_links(comm, cfg, local, lfd, rights, nr, start, deadline, err);
+	/* 4. their answers */
+	for (int i = 0; i < nr && !st; i++) {
+		st = answer_right(comm, cfg, local, &rights[i], deadline, err);
+		if (!st && local->auth)
+			comm->out[rights[i].peer].sec = rights[i].sec; /* every later frame is sealed with these */
+	}
+	if (!st && local->auth)
 		comm->tagged = 1;
+	for (int i = 0; i < nr; i++) {
+		dt_frame_decoder_release(&rights[i].dec);
+		sodium_memzero(&rights[i], sizeof(rights[i]));
 	}
-	dt_frame_decoder_release(&rr.dec);
-	sodium_memzero(&rr, sizeof(rr));
+	free(rights);
 	return st;
 }
 
@@ -212,24 +259,31 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	struct dt_comm *comm = dt_xcalloc(1, sizeof(*comm));
 	comm->n = cfg->nranks;
 	comm->rank = cfg->rank;
-	comm->left_fd = comm->right_fd = -1;
+	comm->in = dt_xcalloc((size_t)comm->n, sizeof(*comm->in));
+	comm->out = dt_xcalloc((size_t)comm->n, sizeof(*comm->out));
+	comm->used = dt_xcalloc(2, (size_t)comm->n);
 	comm->seg_bytes = cfg->segment_bytes ? cfg->segment_bytes & ~(size_t)3 : DT_COMM_SEGMENT_BYTES;
 	if (comm->seg_bytes < 4)
 		comm->seg_bytes = 4;
-	comm->direct_bytes = cfg->direct_bytes ? cfg->direct_bytes : DT_COMM_DIRECT_BYTES;
-	comm->no_direct = cfg->no_direct;
+	comm->algorithm = cfg->algorithm;
 	comm->spin_us = cfg->spin_us;
 	comm->cma_min_bytes = cfg->cma_min_bytes ? cfg->cma_min_bytes : DT_COMM_CMA_MIN_BYTES;
-	comm->left_last_seq = UINT64_MAX;
 	comm->labels = dt_xmallocarray((size_t)comm->n, sizeof(*comm->labels));
 	for (int i = 0; i < comm->n; i++)
 		dt_fmt(comm->labels[i], sizeof(comm->labels[i]), "%s:%u at %s", peer_role(&cfg->peers[i]),
 			 cfg->peers[i].index, cfg->peers[i].addr);
-	size_t stage = comm->seg_bytes > comm->direct_bytes ? comm->seg_bytes : comm->direct_bytes;
+	size_t stage = comm->seg_bytes;
 	if (stage < (64u << 10))
 		stage = 64u << 10;
-	comm->stage_cap = stage + 2 * DT_FRAME_HEADER_SIZE + DT_COLL_START_FIXED + DT_COLL_NAME_WIRE_MAX + 4096;
-	comm->stage = dt_xmalloc(comm->stage_cap);
+	for (int q = 0; q < comm->n; q++) {
+		comm->in[q].fd = comm->out[q].fd = -1;
+		comm->in[q].last_seq = UINT64_MAX;
+		if (!dt__comm_linked(comm->n, comm->rank, q))
+			continue;
+		comm->in[q].stage_cap = stage + 2 * DT_FRAME_HEADER_SIZE + DT_COLL_START_FIXED + DT_COLL_NAME_WIRE_MAX + 4096;
+		comm->in[q].stage = dt_xmalloc(comm->in[q].stage_cap);
+	}
+	dt__comm_use_ring(comm);
 	if (comm->n == 1) {
 		dt_sock_close(lfd);
 		*out = comm;
@@ -256,7 +310,7 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	dt_sock_close(lfd);
 	if (!cfg->hello)
 		dt_hello_release(&own);
-	if (!st && comm->tagged && comm->sec_right.mode == DT_WIRE_ENCRYPT) {
+	if (!st && comm->tagged && comm->R->sec.mode == DT_WIRE_ENCRYPT) {
 		/* Ciphertext of the DATA frames sealed ahead (ring.c): two of the largest. */
 		comm->txbuf_cap = 2 * stage;
 		comm->txbuf = dt_xmalloc(comm->txbuf_cap);
@@ -265,7 +319,7 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 		st = dt__comm_negotiate_cma(comm, cma_wanted(cfg), deadline, err);
 	if (!st) {
 		comm->seq = 0;
-		st = dt__comm_barrier(comm, "dtrain/rendezvous", deadline, err);
+		st = dt__comm_rendezvous_sum(comm, deadline, err);
 	}
 	if (st) {
 		dt_comm_free(comm);

@@ -1,15 +1,16 @@
 /*
- * comm_admit.c — step 3 of the ring's rendezvous (comm.c): accepting the left
- * neighbour on a listener anyone can reach.
+ * comm_admit.c — step 3 of the rendezvous (comm.c): accepting every linked
+ * peer (the ring neighbours and the ranks at power-of-two distances,
+ * dt__comm_linked) on a listener anyone can reach.
  *
  * Every connection to the listener is pending until its HELLO is judged, and
  * pending connections are judged concurrently: one poll() watches the
  * listener and all of them, each has its own deadline (DT_NET_HANDSHAKE_S
  * from its accept, never past the rendezvous deadline), and a stranger that
  * stays silent, trickles its hello a byte at a time, sends garbage, or is
- * some other task is closed alone while the others, the left neighbour
+ * some other task is closed alone while the others, the linked peers
  * among them, go on being read. Only the rendezvous deadline, or a peer that
- * claims to be the left neighbour but trains another model or cluster (a
+ * claims to be a linked peer but trains another model or cluster (a
  * configuration error, DT_CONFIG), ends the wait.
  *
  * What strangers may cost is bounded as a dt_server bounds it
@@ -19,7 +20,7 @@
  * dt_handshake_pending_budget; a newcomer that does not fit closes the
  * oldest pending ones (the real neighbour speaks as soon as it connects).
  *
- * Reads never go past the end of the hello frame, so the left neighbour's
+ * Reads never go past the end of the hello frame, so a linked peer's
  * descriptor carries on with nothing lost.
  */
 #include "distribute/comm_internal.h"
@@ -62,11 +63,12 @@ struct pending {
 struct admission {
 	const struct dt_comm_config *cfg;
 	const struct dt_hello *local;
-	int left;
+	struct dt_comm *comm;
+	int missing; /* linked peers not yet admitted */
 	struct pending *slots; /* DT_NET_PENDING_MAX, fixed: decoders point at their slot */
 	size_t npending;
 	uint64_t next_order, bytes, hello_cap, budget;
-	uint64_t strangers; /* connections closed without being the left neighbour */
+	uint64_t strangers; /* connections closed without being a linked peer */
 	char last[DT_ERR_MSG_MAX]; /* why the latest stranger was closed */
 };
 
@@ -146,18 +148,28 @@ static void send_refuse(int fd, uint32_t code, const char *text, int64_t deadlin
 		return;
 }
 
-/* A whole hello from p. Returns DT_OK with *is_left when p is the left
- * neighbour, accepted and answered; DT_OK with *is_left 0 when p was someone
- * else (refused and closed); DT_CONFIG when the left neighbour itself does
- * not match (another model or cluster: fatal). */
+/* The linked rank not yet admitted that is role:index, or -1. */
+static int wanted_rank(const struct admission *a, const char *role, uint32_t index)
+{
+	const struct dt_comm *c = a->comm;
+	for (int q = 0; q < c->n; q++)
+		if (q != c->rank && c->in[q].fd < 0 && dt__comm_linked(c->n, c->rank, q) &&
+		    strcmp(role_of(&a->cfg->peers[q]), role) == 0 && a->cfg->peers[q].index == index)
+			return q;
+	return -1;
+}
+
+/* A whole hello from p. Returns DT_OK with *is_left the peer's rank when p
+ * is a linked peer not yet admitted, accepted and answered; DT_OK with
+ * *is_left -1 when p was someone else (refused and closed); DT_CONFIG when a
+ * linked peer itself does not match (another model or cluster: fatal). */
 static enum dt_status judge(struct admission *a, struct pending *p, int64_t deadline, int *is_left, struct dt_err *err)
 {
-	const struct dt_comm_peer *want = &a->cfg->peers[a->left];
 	struct dt_hello remote;
 	uint32_t code = 0;
 	char reason[DT_REASON_MAX];
 	struct dt_err e = DT_ERR_INIT;
-	*is_left = 0;
+	*is_left = -1;
 	enum dt_status st = dt_handshake_judge(a->local, dt_frame_decoder_payload(&p->dec),
 					       (size_t)p->dec.header.length, &remote, &code, reason, sizeof(reason), &e);
 	if (st) {
@@ -172,10 +184,11 @@ static enum dt_status judge(struct admission *a, struct pending *p, int64_t dead
 		       p->hs.index_c, remote.role, remote.index);
 		code = DT_REFUSE_IDENTITY;
 	}
-	int claims_left = strcmp(remote.role, role_of(want)) == 0 && remote.index == want->index;
+	int q = wanted_rank(a, remote.role, remote.index);
+	int claims_left = q >= 0;
 	if (!code && !claims_left) {
-		dt_fmt(reason, sizeof(reason), "%s:%u is not this rank's left neighbour %s:%u in the ring", remote.role,
-			 remote.index, role_of(want), want->index);
+		dt_fmt(reason, sizeof(reason), "%s:%u is not a rank this one expects a link from (or is linked already)",
+		       remote.role, remote.index);
 		code = DT_REFUSE_IDENTITY;
 	}
 	if (code) {
@@ -204,7 +217,7 @@ static enum dt_status judge(struct admission *a, struct pending *p, int64_t dead
 		drop(p, err ? err->msg : "cannot answer its hello");
 		return DT_OK; /* the neighbour went away meanwhile: it may connect again */
 	}
-	*is_left = 1;
+	*is_left = q;
 	return DT_OK;
 }
 
@@ -317,25 +330,33 @@ static enum dt_status accept_some(struct admission *a, int lfd, int64_t deadline
 	return DT_OK;
 }
 
-enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_config *cfg,
-				    const struct dt_hello *local, int lfd, struct dt__ring_right *rr, int64_t start,
-				    int64_t deadline, struct dt_err *err)
+enum dt_status dt__comm_accept_links(struct dt_comm *comm, const struct dt_comm_config *cfg,
+				     const struct dt_hello *local, int lfd, struct dt__ring_right *rights, int nrights,
+				     int64_t start, int64_t deadline, struct dt_err *err)
 {
-	int left_done = 0;
-	struct admission a = { .cfg = cfg, .local = local, .left = (cfg->rank - 1 + cfg->nranks) % cfg->nranks };
+	struct admission a = { .cfg = cfg, .local = local, .comm = comm };
+	for (int q = 0; q < comm->n; q++)
+		a.missing += q != comm->rank && dt__comm_linked(comm->n, comm->rank, q);
 	a.hello_cap = dt_handshake_hello_cap(local);
 	a.budget = dt_handshake_pending_budget(a.hello_cap);
 	a.slots = dt_xcalloc(DT_NET_PENDING_MAX, sizeof(*a.slots));
 	for (size_t i = 0; i < DT_NET_PENDING_MAX; i++)
 		a.slots[i].fd = -1;
-	struct pollfd *pfd = dt_xcalloc(DT_NET_PENDING_MAX + 2, sizeof(*pfd));
-	struct pending **polled = dt_xcalloc(DT_NET_PENDING_MAX + 2, sizeof(*polled));
+	size_t first = 1 + (size_t)nrights;
+	struct pollfd *pfd = dt_xcalloc(DT_NET_PENDING_MAX + first, sizeof(*pfd));
+	struct pending **polled = dt_xcalloc(DT_NET_PENDING_MAX + first, sizeof(*polled));
 	enum dt_status st = DT_OK;
 	for (;;) {
+		int proving = 0;
+		for (int i = 0; i < nrights; i++)
+			proving += rights[i].active;
+		if (!a.missing && !proving)
+			break;
 		int64_t now = dt_now_ns(), wake = deadline;
 		nfds_t n = 0;
-		pfd[n++] = (struct pollfd){ lfd, left_done ? 0 : POLLIN, 0 };
-		pfd[n++] = (struct pollfd){ rr->active ? comm->right_fd : -1, POLLIN, 0 };
+		pfd[n++] = (struct pollfd){ lfd, a.missing ? POLLIN : 0, 0 };
+		for (int i = 0; i < nrights; i++)
+			pfd[n++] = (struct pollfd){ rights[i].active ? comm->out[rights[i].peer].fd : -1, POLLIN, 0 };
 		for (size_t i = 0; i < DT_NET_PENDING_MAX; i++) {
 			struct pending *p = &a.slots[i];
 			if (p->fd < 0)
@@ -351,15 +372,30 @@ enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_c
 			polled[n] = p;
 			pfd[n++] = (struct pollfd){ p->fd, POLLIN, 0 };
 		}
-		if (dt_deadline_passed(deadline) && left_done) {
-			st = dt_err_set(err, DT_TIMEOUT, "ring handshake with %s: no answer to our auth_hello within %.1f s",
-					rr->label, (double)(dt_now_ns() - start) / 1e9);
+		if (dt_deadline_passed(deadline) && !a.missing) {
+			for (int i = 0; i < nrights; i++)
+				if (rights[i].active) {
+					st = dt_err_set(err, DT_TIMEOUT,
+							"ring handshake with %s: no answer to our auth_hello within %.1f s",
+							rights[i].label, (double)(dt_now_ns() - start) / 1e9);
+					break;
+				}
 			break;
 		}
 		if (dt_deadline_passed(deadline)) {
+			/* All that are missing: a rank that cannot reach one waits for it
+			 * before it links with the rest, so the absent one may hide
+			 * behind a rank that is merely waiting for it. */
+			char who[DT_ERR_MSG_MAX / 2];
+			size_t used = 0;
+			who[0] = 0;
+			for (int q = 0; q < comm->n && used + 8 < sizeof(who); q++)
+				if (q != comm->rank && comm->in[q].fd < 0 && dt__comm_linked(comm->n, comm->rank, q))
+					used += (size_t)dt_fmt(who + used, sizeof(who) - used, "%s%s", used ? ", " : "",
+								comm->labels[q]);
 			st = dt_err_set(err, DT_TIMEOUT,
 					"no connection from %s within %.1f s (not started, or it cannot reach this rank at %s)",
-					comm->labels[a.left], (double)(dt_now_ns() - start) / 1e9, cfg->peers[cfg->rank].addr);
+					who, (double)(dt_now_ns() - start) / 1e9, cfg->peers[cfg->rank].addr);
 			if (a.strangers)
 				dt_err_hint(err, "%llu other connection(s) closed meanwhile, the latest: %s",
 					    (unsigned long long)a.strangers, a.last);
@@ -372,20 +408,20 @@ enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_c
 		}
 		if (r <= 0)
 			continue;
-		if (rr->active && pfd[1].revents) {
-			int ready = 0;
-			st = dt_frame_recv_fd_some(comm->right_fd, &rr->dec, rr->label, &ready, err);
+		for (int i = 0; i < nrights && !st; i++) {
+			struct dt__ring_right *rr = &rights[i];
+			if (!rr->active || !pfd[1 + i].revents)
+				continue;
+			int fd = comm->out[rr->peer].fd, ready = 0;
+			st = dt_frame_recv_fd_some(fd, &rr->dec, rr->label, &ready, err);
 			if (!st && ready)
-				st = right_step(local, comm->right_fd, rr, deadline, err);
-			if (st) {
+				st = right_step(local, fd, rr, deadline, err);
+			if (st)
 				dt_err_prefix(err, "ring handshake");
-				break;
-			}
-			if (left_done && !rr->active)
-				break;
 		}
-		int done = 0;
-		for (nfds_t i = 2; i < n && !done && !st; i++) {
+		if (st)
+			break;
+		for (nfds_t i = first; i < n && !st; i++) {
 			struct pending *p = polled[i];
 			/* A slot closed earlier in this round (over the budget) may have been reused: skip it. */
 			if (!pfd[i].revents || p->fd != pfd[i].fd)
@@ -406,33 +442,23 @@ enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_c
 				drop(p, e.msg);
 				continue;
 			}
-			int is_left = 0;
-			st = judge(&a, p, deadline, &is_left, err);
-			if (!st && is_left) {
-				comm->left_fd = p->fd;
-				comm->sec_left = p->sec; /* the link's keys, for every later frame (ring.c) */
+			int q = -1;
+			st = judge(&a, p, deadline, &q, err);
+			if (!st && q >= 0) {
+				comm->in[q].fd = p->fd;
+				comm->in[q].sec = p->sec; /* the link's keys, for every later frame (ring.c) */
 				p->fd = -1; /* handed over, not closed */
 				a.bytes -= p->bytes;
 				p->bytes = 0;
 				dt_frame_decoder_release(&p->dec);
 				sodium_memzero(&p->sec, sizeof(p->sec));
 				a.npending--;
-				done = 1;
+				a.missing--;
 			}
 		}
 		if (st)
 			break;
-		if (done) {
-			/* Strangers still pending are closed below; the right link may still need its proof. */
-			left_done = 1;
-			if (!rr->active)
-				break;
-			for (size_t i = 0; i < DT_NET_PENDING_MAX; i++)
-				if (a.slots[i].fd >= 0)
-					drop(&a.slots[i], NULL);
-			continue;
-		}
-		if (pfd[0].revents && (st = accept_some(&a, lfd, deadline, err)) != DT_OK)
+		if (a.missing && pfd[0].revents && (st = accept_some(&a, lfd, deadline, err)) != DT_OK)
 			break;
 	}
 	for (size_t i = 0; i < DT_NET_PENDING_MAX; i++)

@@ -173,15 +173,15 @@ enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t
 	uint8_t buf[DT_COLL_PEER_BYTES];
 	const int scope = ptrace_scope();
 	describe_self(comm, enabled, scope, &me);
-	struct dt_wire_sec *lsec = comm->tagged ? &comm->sec_left : NULL;
-	struct dt_wire_sec *rsec = comm->tagged ? &comm->sec_right : NULL;
+	struct dt_wire_sec *lsec = comm->tagged ? &comm->L->sec : NULL;
+	struct dt_wire_sec *rsec = comm->tagged ? &comm->R->sec : NULL;
 
 	/* 1. to the left: its reader */
 	dt_coll_peer_encode(&me, buf);
-	enum dt_status st = send_peer(comm->left_fd, lsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, left, err);
+	enum dt_status st = send_peer(comm->L->fd, lsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, left, err);
 	/* 2. from the right: our reader; let it read us, and make the offer */
 	if (!st)
-		st = recv_peer(comm->right_fd, rsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, right, err);
+		st = recv_peer(comm->R->fd, rsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, right, err);
 	if (!st && (st = dt_coll_peer_decode(&other, buf, sizeof(buf), err)))
 		dt_err_prefix(err, "ring setup: from %s", right);
 	if (st)
@@ -193,10 +193,10 @@ enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t
 	offer.token_address = (uint64_t)(uintptr_t)comm->cma_token;
 	memcpy(offer.token, comm->cma_token, sizeof(offer.token));
 	dt_coll_peer_encode(&offer, buf);
-	if ((st = send_peer(comm->right_fd, rsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, right, err)))
+	if ((st = send_peer(comm->R->fd, rsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, right, err)))
 		return st;
 	/* 3. from the left: its offer; probe it and answer */
-	if ((st = recv_peer(comm->left_fd, lsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, left, err)))
+	if ((st = recv_peer(comm->L->fd, lsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, left, err)))
 		return st;
 	if ((st = dt_coll_peer_decode(&other, buf, sizeof(buf), err)))
 		return dt_err_prefix(err, "ring setup: from %s", left);
@@ -204,10 +204,10 @@ enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t
 	comm->cma_left_pid = why ? 0 : (int)other.pid;
 	uint8_t answer[DT_COLL_PEER_OK_BYTES];
 	dt_put_u32le(answer, (uint32_t)why);
-	if ((st = send_peer(comm->left_fd, lsec, DT_MSG_COLL_PEER_OK, answer, sizeof(answer), deadline, left, err)))
+	if ((st = send_peer(comm->L->fd, lsec, DT_MSG_COLL_PEER_OK, answer, sizeof(answer), deadline, left, err)))
 		return st;
 	/* 4. from the right: may we send references? */
-	if ((st = recv_peer(comm->right_fd, rsec, DT_MSG_COLL_PEER_OK, answer, sizeof(answer), deadline, right, err)))
+	if ((st = recv_peer(comm->R->fd, rsec, DT_MSG_COLL_PEER_OK, answer, sizeof(answer), deadline, right, err)))
 		return st;
 	uint32_t right_why = dt_get_u32le(answer);
 	comm->cma_send = right_why == 0;

@@ -23,40 +23,70 @@ struct dt__coll_item {
 	int reduce; /* recv item: add into buf (1) or copy (0) */
 };
 
+/* The receiving end of a link: the connection peer p opened to this rank
+ * (data from p arrives here; COLL_DONE and COLL_ABORT go back on it). */
+struct dt__in_link {
+	int fd; /* -1: no link from that rank */
+	/* Bytes received but not yet consumed; may hold the start of the next
+	 * collective when the peer is ahead. Allocated with the link. */
+	uint8_t *stage;
+	size_t stage_cap, stage_pos, stage_len;
+	uint64_t last_seq; /* seq of the last COLL_START seen on it; UINT64_MAX: none yet */
+	/* With a cluster secret: opens what comes in, seals what goes back. */
+	struct dt_wire_sec sec;
+};
+
+/* The sending end of a link: the connection this rank opened to peer p. */
+struct dt__out_link {
+	int fd; /* -1: no link to that rank */
+	/* Bytes received back (only COLL_DONE and COLL_ABORT are legal there). */
+	uint8_t back[DT_FRAME_HEADER_SIZE + DT_REASON_PAYLOAD_MAX + DT_AUTH_TAG_BYTES];
+	size_t back_len;
+	int eof; /* the peer closed after it had all it needed */
+	/* With a cluster secret: seals what goes out, opens what comes back. */
+	struct dt_wire_sec sec;
+};
+
+/* What the cost model (coll_algo.c) knows about the links: the same on
+ * every rank (agreed in the rendezvous all-reduce, #0). */
+enum dt__link_kind { DT__LINK_TCP = 0, DT__LINK_SAME_HOST = 1 };
+
 struct dt_comm {
 	int n, rank;
-	int left_fd;  /* accepted from (rank - 1) % n: data arrives here */
-	int right_fd; /* connected to (rank + 1) % n: data leaves here */
+	/* Links: rank r has one to and one from every rank at distance 2^k
+	 * (mod n) for 2^k < n, the ring neighbours among them (comm.c,
+	 * dt__comm_linked). Indexed by peer rank, n entries each. */
+	struct dt__in_link *in;
+	struct dt__out_link *out;
+	/* The links the engine (ring.c) runs the current step over: data from
+	 * `lrank` arrives on L, data to `rrank` leaves on R; either is NULL in a
+	 * step that only sends or only receives. Outside a collective: the ring
+	 * neighbours'. */
+	struct dt__in_link *L;
+	struct dt__out_link *R;
+	int lrank, rrank;
 	char (*labels)[DT_PEER_LABEL_MAX]; /* n labels: "worker:2 at 127.0.0.1:4002" */
 	uint64_t seq;                      /* the next collective's number */
-	size_t seg_bytes, direct_bytes;
-	int no_direct;
+	size_t seg_bytes;
+	int algorithm; /* enum dt_comm_algorithm: 0 chooses by the cost model */
 	unsigned spin_us;
+	enum dt__link_kind link_kind;
+	uint64_t logged[3]; /* per collective kind, the size classes whose choice was logged */
 
 	int broken;            /* a collective failed: every later call returns `failure` */
 	struct dt_err failure;
 
-	/* Bytes received from the left but not yet consumed; may hold the start
-	 * of the next collective when the left neighbour is ahead. */
-	uint8_t *stage;
-	size_t stage_cap, stage_pos, stage_len;
-	/* Bytes received from the right (only COLL_DONE and COLL_ABORT are legal there). */
-	uint8_t back[DT_FRAME_HEADER_SIZE + DT_REASON_PAYLOAD_MAX + DT_AUTH_TAG_BYTES];
-	size_t back_len;
-	int right_eof; /* the right neighbour closed after it had all it needed */
-
-	/* With a cluster secret every frame on both links, after the
+	/* With a cluster secret every frame on every link, after the
 	 * rendezvous's HELLO and HELLO_OK, carries a 16-byte tag (and in encrypt
 	 * mode an encrypted payload) under the keys and counters that link's
-	 * handshake derived (net/auth.h, docs/PROTOCOL.md §4.2): sec_right seals
-	 * what goes right and opens what comes back (COLL_DONE, COLL_ABORT);
-	 * sec_left opens what comes from the left and seals what goes back.
-	 * Frames are sealed in the order they are sent and opened in the order
-	 * they arrive, so the counters stay in step across collectives.
+	 * handshake derived (net/auth.h, docs/PROTOCOL.md §4.2): an out link's
+	 * sec seals what goes out and opens what comes back (COLL_DONE,
+	 * COLL_ABORT); an in link's opens what comes in and seals what goes
+	 * back. Frames are sealed in the order they are sent and opened in the
+	 * order they arrive, so the counters stay in step across collectives.
 	 * tagged 0: no secret, frames exactly as without one. */
 	int tagged;
-	struct dt_wire_sec sec_left, sec_right;
-	/* Send side of a tagged ring (ring.c): per frame of the collective in
+	/* Send side of a tagged link (ring.c): per frame of the step in
 	 * flight (index k + 1, COLL_START at 0) its tag and, for a COLL_REF, its
 	 * sealed payload; in encrypt mode the ciphertext of DATA frames sealed
 	 * but not yet sent lies in txbuf[off, off + len) (the caller's buffer
@@ -68,19 +98,21 @@ struct dt_comm {
 	} *sealed;
 	size_t sealed_cap;
 	uint8_t *txbuf;
-	size_t txbuf_cap; /* >= the largest frame a plan makes (a segment or a gathered buffer) */
+	size_t txbuf_cap; /* >= the largest frame a plan makes (a segment) */
 
-	/* Small all-reduces gather every rank's buffer here (n x bytes), grown on demand. */
+	/* Scratch for the algorithms' received halves and folded buffers, grown on demand. */
 	uint8_t *scratch;
 	size_t scratch_cap;
+
+	/* Links the collective in flight has used: [2q] to q, [2q + 1] from q
+	 * (the first use of each carries COLL_START). 2n entries. */
+	uint8_t *used;
 
 	/* Plan storage, grown on demand and reused. */
 	struct dt__coll_item *send_items, *recv_items;
 	size_t send_cap, recv_cap;
 
-	uint64_t left_last_seq; /* seq of the last COLL_START seen from the left; UINT64_MAX: none yet */
-
-	/* Same-host links (comm.c negotiates them; ring.c uses them). */
+	/* Same-host links (comm.c negotiates them on the ring links; ring.c uses them). */
 	int cma_send;         /* the right neighbour reads our segments: send COLL_REF for large ones */
 	int cma_left_pid;     /* the left neighbour's pid, whose COLL_REFs we read; 0: none */
 	size_t cma_min_bytes; /* collectives this size or larger send their segments by reference */
@@ -89,47 +121,61 @@ struct dt_comm {
 	size_t cma_stage_cap;
 };
 
+/* 1 if ranks a and b are linked (both directions): their distance (mod n)
+ * is a power of two, either way round. */
+int dt__comm_linked(int n, int a, int b);
+/* Points L/R at the ring neighbours' links. */
+void dt__comm_use_ring(struct dt_comm *c);
+
 /* A collective's frames on this rank (ring_plan.c); the items live in the comm. */
 struct dt__plan {
 	const struct dt__coll_item *si, *ri;
 	long ns, nr;
 };
+/* Chunk c of n over count elements: sizes differ by at most one. */
+void dt__plan_chunk(size_t count, int n, int c, size_t *off, size_t *len);
 /* Ring all-reduce of count floats, items relative to the caller's buffer. */
 void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, struct dt__plan *p);
-/* Small all-reduce: copies buf into comm->scratch[rank]; items relative to comm->scratch. */
-void dt__plan_gather(struct dt_comm *c, const void *buf, size_t bytes, struct dt__plan *p);
+/* One message of `bytes` bytes at offset off out and/or in (reduce: added),
+ * cut into segments; either length may be 0 (no items). */
+void dt__plan_span(struct dt_comm *c, size_t s_off, size_t s_len, size_t r_off, size_t r_len, int reduce,
+		   struct dt__plan *p);
 /* Broadcast of `bytes` bytes from root, items relative to the caller's buffer. */
 void dt__plan_broadcast(struct dt_comm *c, size_t bytes, int root, struct dt__plan *p);
 
-/* Same-host links (comm_cma.c): the exchange of steps 1-4 there, run by
- * every rank after the handshakes; enabled 0 takes part but reads nothing
- * and offers nothing. Sets cma_send, cma_left_pid and cma_stage. */
-/* comm_admit.c: rendezvous step 3, accepting the left neighbour on `lfd`
+/* comm_admit.c: rendezvous step 3, accepting every linked peer on `lfd`
  * while judging every other pending connection concurrently (comm.c). On
- * success comm->left_fd is the neighbour's descriptor, answered HELLO_OK. */
-/* The link to the right neighbour during an authenticated rendezvous
- * (net/auth.h): AUTH_HELLO has been sent; the admission loop reads the
- * challenge as it comes, proves and sends the HELLO, so that no rank waits
- * on its right neighbour before it has started to accept its left one. */
+ * success comm->in[p].fd is peer p's descriptor, answered HELLO_OK, for
+ * every p linked to this rank. */
+/* An outgoing link during an authenticated rendezvous (net/auth.h):
+ * AUTH_HELLO has been sent; the admission loop reads the challenge as it
+ * comes, proves and sends the HELLO, so that no rank waits on a peer before
+ * it has started to accept the others. */
 struct dt__ring_right {
 	int active;   /* 1 while the challenge is awaited; 0: nothing to do (no secret, or proved) */
+	int peer;     /* its rank */
 	const char *label, *role;
 	uint32_t index;
 	struct dt_auth_hs hs;
 	struct dt_wire_sec sec; /* the keys of the link, for the HELLO and its answer */
 	struct dt_frame_decoder dec;
 };
-enum dt_status dt__comm_accept_left(struct dt_comm *comm, const struct dt_comm_config *cfg,
-				    const struct dt_hello *local, int lfd, struct dt__ring_right *right, int64_t start,
-				    int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt__comm_accept_links(struct dt_comm *comm, const struct dt_comm_config *cfg,
+				     const struct dt_hello *local, int lfd, struct dt__ring_right *rights, int nrights,
+				     int64_t start, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
+/* Same-host links (comm_cma.c): the exchange of steps 1-4 there, run by
+ * every rank over the ring links after the handshakes; enabled 0 takes part
+ * but reads nothing and offers nothing. Sets cma_send, cma_left_pid and
+ * cma_stage. */
 enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t deadline,
 				      struct dt_err *err) DT_MUST_CHECK;
 /* Reads len bytes at address src of process pid into dst; DT_PEER and
  * *err_no (EFAULT, ESRCH, EPERM...) if the kernel refuses or the range is bad. */
 enum dt_status dt__cma_read(pid_t pid, void *dst, uint64_t src, size_t len, int *err_no) DT_MUST_CHECK;
 
-/* The engine (ring.c): runs one collective; used by comm.c for the rendezvous barrier. */
-enum dt_status dt__comm_barrier(struct dt_comm *comm, const char *name, int64_t deadline,
-				struct dt_err *err) DT_MUST_CHECK;
+/* coll_algo.c: the rendezvous's all-reduce (#0): sums, by recursive
+ * doubling, how many ring links do not read the neighbour's memory, and sets
+ * link_kind from it, the same on every rank. */
+enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
 
 #endif

@@ -1,16 +1,17 @@
 /*
- * ring.c — the progress engine and the collectives built on it.
+ * ring.c — the progress engine: runs one step of a collective.
  *
- * A collective is described by a plan: the DATA frames this rank sends to its
- * right neighbour (send items) and receives from its left one (recv items),
- * each a byte range of a buffer; a send item may go once a given recv item
- * has been applied (all-reduce: segment j of step s carries what segment j of
- * step s-1 brought; broadcast: forward segment j once it arrived). Three plans:
- *   - ring all-reduce: reduce-scatter, then all-gather, in segments;
- *   - gather all-reduce for small buffers: every rank's whole buffer goes
- *     around the ring into a scratch area (n-1 hops instead of 2(n-1)), then
- *     each rank adds the n buffers in rank order, so all get the same bits;
- *   - broadcast: pipelined from the root.
+ * A step is described by a plan: the DATA frames this rank sends to one peer
+ * (send items; on the ring its right neighbour) and receives from one peer
+ * (recv items; on the ring its left one), each a byte range of a buffer; a
+ * send item may go once a given recv item has been applied (ring all-reduce:
+ * segment j of step s carries what segment j of step s-1 brought; ring
+ * broadcast: forward segment j once it arrived). coll_algo.c builds the
+ * algorithms from steps: the ring is one step over the ring links; recursive
+ * doubling, halving-doubling, the binomial tree and the dissemination barrier
+ * are several, each over the links to and from that step's partners
+ * (dt__ring_step points the comm's L and R at them). The first step on a
+ * link carries the collective's COLL_START there.
  * On a same-host link (comm_cma.c) a large segment is not sent: a COLL_REF
  * says where it is in the sender's memory and the receiver reads it with
  * process_vm_readv, adding what it read piece by piece; the sender returns
@@ -66,8 +67,10 @@ static void send_abort(int fd, struct dt_wire_sec *sec, uint64_t seq, enum dt_st
 	shutdown(fd, SHUT_WR);
 }
 
-/* Marks the comm broken, tells both neighbours (`reason`: the root cause to
- * forward; NULL: this error's own message), returns st. */
+/* Marks the comm broken, tells every linked peer (`reason`: the root cause
+ * to forward; NULL: this error's own message), returns st. Telling them all,
+ * not just this step's partners, is what stops every rank of a tree or
+ * butterfly at once: whoever waits on this rank hears it, on any link. */
 static enum dt_status fail_with(struct dt__ring_run *r, struct dt_err *err, const char *reason)
 {
 	struct dt_comm *c = r->c;
@@ -75,17 +78,27 @@ static enum dt_status fail_with(struct dt__ring_run *r, struct dt_err *err, cons
 	if (err && err != &c->failure)
 		c->failure = *err;
 	const char *text = reason ? reason : c->failure.msg;
-	/* Mid-frame on the right link a reason cannot be framed: just close it. */
-	if (r->s_done == 0 && r->ctrl_sent == 0) {
-		/* Frames sealed but not sent never will be: the abort takes the
-		 * number of the first of them, the one the neighbour expects next. */
-		if (c->tagged)
-			c->sec_right.tx_n -= (uint64_t)(r->sealed - r->s_idx) + (uint64_t)r->ctrl_sealed;
-		send_abort(c->right_fd, c->tagged ? &c->sec_right : NULL, r->me.seq, c->failure.status, text);
-	} else {
-		shutdown(c->right_fd, SHUT_WR);
+	if (c->R) {
+		/* Mid-frame on the step's out link a reason cannot be framed: just close it. */
+		if (r->s_done == 0 && r->ctrl_sent == 0) {
+			/* Frames sealed but not sent never will be: the abort takes the
+			 * number of the first of them, the one the peer expects next. */
+			if (c->tagged)
+				c->R->sec.tx_n -= (uint64_t)(r->sealed - r->s_idx) + (uint64_t)r->ctrl_sealed;
+			send_abort(c->R->fd, c->tagged ? &c->R->sec : NULL, r->me.seq, c->failure.status, text);
+		} else {
+			shutdown(c->R->fd, SHUT_WR);
+		}
 	}
-	send_abort(c->left_fd, c->tagged ? &c->sec_left : NULL, r->me.seq, c->failure.status, text);
+	if (c->L)
+		send_abort(c->L->fd, c->tagged ? &c->L->sec : NULL, r->me.seq, c->failure.status, text);
+	/* The other links are between frames (a step ends once all it sent has left). */
+	for (int q = 0; q < c->n; q++) {
+		if (c->out[q].fd >= 0 && &c->out[q] != c->R)
+			send_abort(c->out[q].fd, c->tagged ? &c->out[q].sec : NULL, r->me.seq, c->failure.status, text);
+		if (c->in[q].fd >= 0 && &c->in[q] != c->L)
+			send_abort(c->in[q].fd, c->tagged ? &c->in[q].sec : NULL, r->me.seq, c->failure.status, text);
+	}
 	if (r->refs_out && !r->done_in)
 		dt__ring_release_reader(r);
 	return c->failure.status;
@@ -176,7 +189,7 @@ static void pack_head(const struct dt__ring_run *r, long k, uint8_t h[DT_FRAME_H
 static int seal(struct dt__ring_run *r, long k, const uint8_t *h)
 {
 	struct dt_comm *c = r->c;
-	struct dt_wire_sec *sec = &c->sec_right;
+	struct dt_wire_sec *sec = &c->R->sec;
 	if (r->ctrl_len && !r->ctrl_sealed)
 		return -1;
 	if (k < 0) {
@@ -237,7 +250,7 @@ static int try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 	if (ctrl_first) {
 		if (tagged && !r->ctrl_sealed) {
 			uint8_t *pl = r->ctrl + DT_FRAME_HEADER_SIZE;
-			dt_wire_seal_to(&c->sec_right, r->ctrl, pl, DT_COLL_STALL_BYTES, pl, pl + DT_COLL_STALL_BYTES);
+			dt_wire_seal_to(&c->R->sec, r->ctrl, pl, DT_COLL_STALL_BYTES, pl, pl + DT_COLL_STALL_BYTES);
 			r->ctrl_sealed = 1;
 		}
 		iov[cnt++] = (struct iovec){ r->ctrl + r->ctrl_sent, r->ctrl_len - r->ctrl_sent };
@@ -270,7 +283,7 @@ static int try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 				struct dt__sealed *sd = &c->sealed[k + 1];
 				if (ref)
 					memcpy(h + DT_FRAME_HEADER_SIZE, sd->ref, DT_COLL_REF_BYTES);
-				else if (c->sec_right.mode == DT_WIRE_ENCRYPT)
+				else if (c->R->sec.mode == DT_WIRE_ENCRYPT)
 					pieces[np++] = (struct iovec){ c->txbuf + sd->off, it->len };
 				else
 					pieces[np++] = (struct iovec){ r->buf + it->off, it->len };
@@ -284,14 +297,14 @@ static int try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 	struct msghdr m = { 0 };
 	m.msg_iov = iov;
 	m.msg_iovlen = (size_t)cnt;
-	ssize_t n = sendmsg(r->c->right_fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+	ssize_t n = sendmsg(r->c->R->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
 			*blocked = errno != EINTR;
 			return 0;
 		}
 		int e = errno;
-		dt__ring_fail(r, err, DT_PEER, "cannot send to %s during %s: %s", r->c->labels[dt__right_of(r->c)],
+		dt__ring_fail(r, err, DT_PEER, "cannot send to %s during %s: %s", r->c->labels[r->c->rrank],
 			      r->what, strerror(e));
 		return -1;
 	}
@@ -333,7 +346,7 @@ static enum dt_status check_start(struct dt__ring_run *r, const struct dt_coll_s
 	dt_coll_describe(got, theirs, sizeof(theirs));
 	const char *mine = r->c->labels[r->c->rank];
 	enum dt_status st = dt__ring_fail(r, err, DT_CONFIG, "collective mismatch: %s called %s but %s called %s%s",
-					  mine, r->what, r->c->labels[dt__left_of(r->c)], theirs,
+					  mine, r->what, r->c->labels[r->c->lrank], theirs,
 					  got->nranks != me->nranks ? " (the ring sizes differ)" : "");
 	dt_err_hint(&r->c->failure, "every rank must issue the same collectives, with the same names and sizes, in the same order");
 	if (err)
@@ -368,7 +381,7 @@ enum dt_status dt__ring_open(struct dt__ring_run *r, struct dt_wire_sec *sec, co
 /* Data from the left: whatever it reported missing has shown up. */
 void dt__ring_left_moves(struct dt__ring_run *r)
 {
-	r->blamed = dt__left_of(r->c);
+	r->blamed = r->c->lrank;
 	r->blamed_since = r->last_in;
 }
 
@@ -376,11 +389,11 @@ void dt__ring_left_moves(struct dt__ring_run *r)
 static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
-	const char *from = c->labels[dt__left_of(c)];
+	const char *from = c->labels[c->lrank];
 	const size_t tag = c->tagged ? DT_AUTH_TAG_BYTES : 0;
 	for (;;) {
-		size_t avail = c->stage_len - c->stage_pos;
-		uint8_t *p = c->stage + c->stage_pos;
+		size_t avail = c->L->stage_len - c->L->stage_pos;
+		uint8_t *p = c->L->stage + c->L->stage_pos;
 		if (!r->in_frame) {
 			if (r->got_start && r->r_idx >= r->nr)
 				return DT_OK; /* the rest belongs to the next collective */
@@ -405,16 +418,16 @@ static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 					if (avail < DT_FRAME_HEADER_SIZE + it->len + tag)
 						return DT_OK;
 					uint8_t *pl = p + DT_FRAME_HEADER_SIZE;
-					if (dt__ring_open(r, &c->sec_left, from, p, pl, it->len, pl + it->len, err))
+					if (dt__ring_open(r, &c->L->sec, from, p, pl, it->len, pl + it->len, err))
 						return c->failure.status;
 					dt__ring_add_f32(r->buf + it->off, pl, it->len);
-					c->stage_pos += DT_FRAME_HEADER_SIZE + it->len + tag;
+					c->L->stage_pos += DT_FRAME_HEADER_SIZE + it->len + tag;
 					r->r_idx++;
 					dt__ring_left_moves(r);
 					continue;
 				}
 				memcpy(r->data_hdr, p, DT_FRAME_HEADER_SIZE);
-				c->stage_pos += DT_FRAME_HEADER_SIZE;
+				c->L->stage_pos += DT_FRAME_HEADER_SIZE;
 				r->in_frame = 1;
 				r->r_applied = 0;
 				continue;
@@ -428,9 +441,9 @@ static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 				return DT_OK; /* small control frames are parsed whole */
 			uint8_t *pl = p + DT_FRAME_HEADER_SIZE;
 			size_t len = (size_t)h.length;
-			if (tag && dt__ring_open(r, &c->sec_left, from, p, pl, len, pl + len, err))
+			if (tag && dt__ring_open(r, &c->L->sec, from, p, pl, len, pl + len, err))
 				return c->failure.status;
-			c->stage_pos += DT_FRAME_HEADER_SIZE + len + tag;
+			c->L->stage_pos += DT_FRAME_HEADER_SIZE + len + tag;
 			if (h.type == DT_MSG_COLL_ABORT)
 				return dt__ring_on_abort(r, from, pl, len, err);
 			if (h.type == DT_MSG_COLL_REF) {
@@ -457,7 +470,7 @@ static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 			if (r->got_start || dt_coll_start_decode(&got, pl, len, &e))
 				return dt__ring_fail(r, err, DT_PROTOCOL, "bad coll_start from %s during %s: %s", from,
 						     r->what, r->got_start ? "a second one" : e.msg);
-			c->left_last_seq = got.seq;
+			c->L->last_seq = got.seq;
 			if (check_start(r, &got, err))
 				return c->failure.status;
 			r->got_start = 1;
@@ -470,9 +483,9 @@ static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 			 * encrypt mode it is decrypted there, or cleared). */
 			if (avail < tag)
 				return DT_OK;
-			if (dt__ring_open(r, &c->sec_left, from, r->data_hdr, r->buf + it->off, it->len, p, err))
+			if (dt__ring_open(r, &c->L->sec, from, r->data_hdr, r->buf + it->off, it->len, p, err))
 				return c->failure.status;
-			c->stage_pos += tag;
+			c->L->stage_pos += tag;
 			r->r_idx++;
 			r->in_frame = 0;
 			continue;
@@ -486,7 +499,7 @@ static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 			dt__ring_add_f32(r->buf + it->off + r->r_applied, p, take);
 		else
 			memcpy(r->buf + it->off + r->r_applied, p, take);
-		c->stage_pos += take;
+		c->L->stage_pos += take;
 		r->r_applied += take;
 		dt__ring_left_moves(r);
 		if (r->r_applied == it->len && !tag) {
@@ -506,31 +519,31 @@ static int recv_done(const struct dt__ring_run *r)
 static size_t stage_need(const struct dt__ring_run *r)
 {
 	const struct dt_comm *c = r->c;
-	size_t avail = c->stage_len - c->stage_pos;
+	size_t avail = c->L->stage_len - c->L->stage_pos;
 	if (r->in_frame || avail < DT_FRAME_HEADER_SIZE)
 		return DT_FRAME_HEADER_SIZE + DT_AUTH_TAG_BYTES;
-	uint64_t len = dt_get_u64le(c->stage + c->stage_pos + 20);
+	uint64_t len = dt_get_u64le(c->L->stage + c->L->stage_pos + 20);
 	uint64_t need = DT_FRAME_HEADER_SIZE + len + DT_AUTH_TAG_BYTES;
-	return need < c->stage_cap ? (size_t)need : c->stage_cap; /* a bad length is reported by parse_stage */
+	return need < c->L->stage_cap ? (size_t)need : c->L->stage_cap; /* a bad length is reported by parse_stage */
 }
 
 /* Reads what is there from the left. 1 progress, 0 nothing, -1 error. */
 static int try_recv(struct dt__ring_run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
-	if (c->stage_pos == c->stage_len) {
-		c->stage_pos = c->stage_len = 0;
-	} else if (c->stage_cap - c->stage_len < (c->stage_cap >> 2) ||
-		   (c->tagged && c->stage_cap - c->stage_pos < stage_need(r))) {
-		memmove(c->stage, c->stage + c->stage_pos, c->stage_len - c->stage_pos);
-		c->stage_len -= c->stage_pos;
-		c->stage_pos = 0;
+	if (c->L->stage_pos == c->L->stage_len) {
+		c->L->stage_pos = c->L->stage_len = 0;
+	} else if (c->L->stage_cap - c->L->stage_len < (c->L->stage_cap >> 2) ||
+		   (c->tagged && c->L->stage_cap - c->L->stage_pos < stage_need(r))) {
+		memmove(c->L->stage, c->L->stage + c->L->stage_pos, c->L->stage_len - c->L->stage_pos);
+		c->L->stage_len -= c->L->stage_pos;
+		c->L->stage_pos = 0;
 	}
 	/* Inside a payload that is copied, not reduced: receive it in place. */
-	if (r->in_frame && c->stage_pos == c->stage_len && !r->ri[r->r_idx].reduce &&
+	if (r->in_frame && c->L->stage_pos == c->L->stage_len && !r->ri[r->r_idx].reduce &&
 	    r->r_applied < r->ri[r->r_idx].len) {
 		const struct dt__coll_item *it = &r->ri[r->r_idx];
-		ssize_t n = recv(c->left_fd, r->buf + it->off + r->r_applied, it->len - r->r_applied, MSG_DONTWAIT);
+		ssize_t n = recv(c->L->fd, r->buf + it->off + r->r_applied, it->len - r->r_applied, MSG_DONTWAIT);
 		if (n > 0) {
 			r->last_in = dt_now_ns();
 			r->r_applied += (size_t)n;
@@ -543,33 +556,33 @@ static int try_recv(struct dt__ring_run *r, struct dt_err *err)
 		}
 		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 			int e = n == 0 ? 0 : errno;
-			dt__ring_fail(r, err, DT_PEER, "%s %s during %s%s%s", c->labels[dt__left_of(c)],
+			dt__ring_fail(r, err, DT_PEER, "%s %s during %s%s%s", c->labels[c->lrank],
 				      e ? "failed" : "closed the connection", r->what, e ? ": " : "",
 				      e ? strerror(e) : "");
 			return -1;
 		}
 		return 0;
 	}
-	size_t room = c->stage_cap - c->stage_len;
+	size_t room = c->L->stage_cap - c->L->stage_len;
 	if (room == 0)
 		return 0;
-	ssize_t n = recv(c->left_fd, c->stage + c->stage_len, room, MSG_DONTWAIT);
+	ssize_t n = recv(c->L->fd, c->L->stage + c->L->stage_len, room, MSG_DONTWAIT);
 	if (n > 0) {
-		c->stage_len += (size_t)n;
+		c->L->stage_len += (size_t)n;
 		r->last_in = dt_now_ns();
 		if (parse_stage(r, err))
 			return -1;
 		return 1;
 	}
 	if (n == 0) {
-		dt__ring_fail(r, err, DT_PEER, "%s closed the connection during %s", c->labels[dt__left_of(c)],
+		dt__ring_fail(r, err, DT_PEER, "%s closed the connection during %s", c->labels[c->lrank],
 			      r->what);
 		return -1;
 	}
 	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 		return 0;
 	int e = errno;
-	dt__ring_fail(r, err, DT_PEER, "cannot receive from %s during %s: %s", c->labels[dt__left_of(c)], r->what,
+	dt__ring_fail(r, err, DT_PEER, "cannot receive from %s during %s: %s", c->labels[c->lrank], r->what,
 		      strerror(e));
 	return -1;
 }
@@ -579,22 +592,22 @@ static int try_recv(struct dt__ring_run *r, struct dt_err *err)
 static enum dt_status parse_back(struct dt__ring_run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
-	const char *from = c->labels[dt__right_of(c)];
+	const char *from = c->labels[c->rrank];
 	const size_t tag = c->tagged ? DT_AUTH_TAG_BYTES : 0;
-	while (c->back_len >= DT_FRAME_HEADER_SIZE) {
+	while (c->R->back_len >= DT_FRAME_HEADER_SIZE) {
 		struct dt_frame_header h;
 		struct dt_err e = DT_ERR_INIT;
-		if (dt_coll_header_parse(c->back, &h, &e) ||
+		if (dt_coll_header_parse(c->R->back, &h, &e) ||
 		    (h.type != DT_MSG_COLL_ABORT && h.type != DT_MSG_COLL_DONE) || h.length > DT_REASON_PAYLOAD_MAX)
 			return dt__ring_fail(r, err, DT_PROTOCOL,
 					     "unexpected frame from %s on the ring's return path: %s", from,
 					     e.msg[0] ? e.msg : dt_msg_name(h.type));
 		size_t len = (size_t)h.length;
-		uint8_t *pl = c->back + DT_FRAME_HEADER_SIZE;
+		uint8_t *pl = c->R->back + DT_FRAME_HEADER_SIZE;
 		if (h.type == DT_MSG_COLL_ABORT) {
-			if (c->back_len < DT_FRAME_HEADER_SIZE + len + tag)
+			if (c->R->back_len < DT_FRAME_HEADER_SIZE + len + tag)
 				return DT_OK;
-			if (tag && dt__ring_open(r, &c->sec_right, from, c->back, pl, len, pl + len, err))
+			if (tag && dt__ring_open(r, &c->R->sec, from, c->R->back, pl, len, pl + len, err))
 				return c->failure.status;
 			return dt__ring_on_abort(r, from, pl, len, err);
 		}
@@ -602,13 +615,13 @@ static enum dt_status parse_back(struct dt__ring_run *r, struct dt_err *err)
 			return dt__ring_fail(r, err, DT_PROTOCOL,
 					     "unexpected coll_done from %s during %s: #%llu, %llu bytes", from, r->what,
 					     (unsigned long long)h.request_id, (unsigned long long)h.length);
-		if (c->back_len < DT_FRAME_HEADER_SIZE + tag)
+		if (c->R->back_len < DT_FRAME_HEADER_SIZE + tag)
 			return DT_OK;
-		if (tag && dt__ring_open(r, &c->sec_right, from, c->back, pl, 0, pl, err))
+		if (tag && dt__ring_open(r, &c->R->sec, from, c->R->back, pl, 0, pl, err))
 			return c->failure.status;
 		r->done_in = 1;
-		c->back_len -= DT_FRAME_HEADER_SIZE + tag;
-		memmove(c->back, c->back + DT_FRAME_HEADER_SIZE + tag, c->back_len);
+		c->R->back_len -= DT_FRAME_HEADER_SIZE + tag;
+		memmove(c->R->back, c->R->back + DT_FRAME_HEADER_SIZE + tag, c->R->back_len);
 	}
 	return DT_OK;
 }
@@ -617,21 +630,21 @@ static enum dt_status parse_back(struct dt__ring_run *r, struct dt_err *err)
 static enum dt_status read_back(struct dt__ring_run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
-	const char *from = c->labels[dt__right_of(c)];
+	const char *from = c->labels[c->rrank];
 	for (;;) {
-		size_t room = sizeof(c->back) - c->back_len;
-		ssize_t n = room ? recv(c->right_fd, c->back + c->back_len, room, MSG_DONTWAIT) : 0;
+		size_t room = sizeof(c->R->back) - c->R->back_len;
+		ssize_t n = room ? recv(c->R->fd, c->R->back + c->R->back_len, room, MSG_DONTWAIT) : 0;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			return DT_OK;
 		if (n > 0)
-			c->back_len += (size_t)n;
+			c->R->back_len += (size_t)n;
 		if (parse_back(r, err))
 			return c->failure.status;
 		if (n == 0) {
 			/* A right neighbour that got all it needs from us may finish and
 			 * close first; before that, closing is a failure. */
 			if (r->s_idx >= r->ns && !r->ctrl_len && (!r->refs_out || r->done_in)) {
-				c->right_eof = 1;
+				c->R->eof = 1;
 				return DT_OK;
 			}
 			return dt__ring_fail(r, err, DT_PEER, "%s closed the connection during %s", from, r->what);
@@ -646,11 +659,47 @@ static enum dt_status read_back(struct dt__ring_run *r, struct dt_err *err)
 
 /* ---- stalls and deadlines ---- */
 
+/* A stall notice to every out link but the step's own (which queues it
+ * between its frames, below): in a butterfly or a tree the ranks that will
+ * wait on this one are not its current partner, and they should learn whom
+ * to blame. Best effort and whole frames only: a link that is not writable
+ * now is skipped (its peer is behind anyway). */
+static void stall_others(struct dt__ring_run *r, const struct dt_coll_stall *s)
+{
+	struct dt_comm *c = r->c;
+	for (int q = 0; q < c->n; q++) {
+		struct dt__out_link *o = &c->out[q];
+		if (o->fd < 0 || o == c->R || (uint32_t)q == s->blamed)
+			continue;
+		struct pollfd pf = { o->fd, POLLOUT, 0 };
+		if (poll(&pf, 1, 0) != 1 || !(pf.revents & POLLOUT))
+			continue;
+		uint8_t f[DT_FRAME_HEADER_SIZE + DT_COLL_STALL_BYTES + DT_AUTH_TAG_BYTES];
+		uint8_t *pl = f + DT_FRAME_HEADER_SIZE;
+		dt_coll_stall_encode(s, pl);
+		struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_STALL, 0, r->me.seq, DT_COLL_STALL_BYTES);
+		dt_frame_header_pack(&h, f);
+		size_t len = DT_FRAME_HEADER_SIZE + DT_COLL_STALL_BYTES;
+		if (c->tagged) {
+			dt_wire_seal_to(&o->sec, f, pl, DT_COLL_STALL_BYTES, pl, pl + DT_COLL_STALL_BYTES);
+			len += DT_AUTH_TAG_BYTES;
+		}
+		ssize_t n = send(o->fd, f, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0 && c->tagged)
+			o->sec.tx_n--; /* not sent: its number goes to the next frame */
+		else if (n >= 0 && (size_t)n < len)
+			shutdown(o->fd, SHUT_WR); /* a torn frame: the peer sees a close, not garbage */
+	}
+}
+
 static void queue_stall(struct dt__ring_run *r, int64_t now)
 {
-	if (r->ctrl_len || recv_done(r))
+	if (recv_done(r))
 		return;
 	struct dt_coll_stall s = { (uint32_t)r->c->rank, (uint32_t)r->blamed, (uint64_t)(now - r->blamed_since) };
+	stall_others(r, &s);
+	if (r->ctrl_len || !r->c->R)
+		return;
 	dt_coll_stall_encode(&s, r->ctrl + DT_FRAME_HEADER_SIZE);
 	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_STALL, 0, r->me.seq, DT_COLL_STALL_BYTES);
 	dt_frame_header_pack(&h, r->ctrl);
@@ -664,15 +713,15 @@ static enum dt_status timed_out(struct dt__ring_run *r, int64_t now, struct dt_e
 	struct dt_comm *c = r->c;
 	double waited = (double)(now - r->t0) / 1e9;
 	if (!recv_done(r)) {
-		int left = dt__left_of(c);
+		int left = c->lrank;
 		char progress[160];
 		if (!r->got_start) {
-			if (c->left_last_seq == UINT64_MAX)
+			if (c->L->last_seq == UINT64_MAX)
 				snprintf(progress, sizeof(progress), "%s has not started it (no collective from it yet)",
 					 c->labels[left]);
 			else
 				snprintf(progress, sizeof(progress), "%s has not started it (its last was #%llu)",
-					 c->labels[left], (unsigned long long)c->left_last_seq);
+					 c->labels[left], (unsigned long long)c->L->last_seq);
 		} else {
 			snprintf(progress, sizeof(progress), "%ld of %ld segments from %s arrived", r->r_idx, r->nr,
 				 c->labels[left]);
@@ -691,14 +740,14 @@ static enum dt_status timed_out(struct dt__ring_run *r, int64_t now, struct dt_e
 		return dt__ring_fail(r, err, DT_TIMEOUT,
 				     "%s timed out after %.1f s: %s has not confirmed reading this rank's segments (%.1f s since "
 				     "the last was sent)",
-				     r->what, waited, c->labels[dt__right_of(c)], (double)(now - r->last_out) / 1e9);
+				     r->what, waited, c->labels[c->rrank], (double)(now - r->last_out) / 1e9);
 	size_t unsent = 0;
 	for (long k = r->s_idx; k < r->ns; k++)
 		unsent += frame_size(r, k);
 	unsent -= r->s_done;
 	return dt__ring_fail(r, err, DT_TIMEOUT,
 			     "%s timed out after %.1f s: %s is not reading (%zu bytes unsent for %.1f s)", r->what,
-			     waited, c->labels[dt__right_of(c)], unsent, (double)(now - r->last_out) / 1e9);
+			     waited, c->labels[c->rrank], unsent, (double)(now - r->last_out) / 1e9);
 }
 
 /* ---- the loop ---- */
@@ -718,7 +767,7 @@ static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 			moved |= k;
 		}
 		if (!recv_done(r)) {
-			if (c->stage_pos < c->stage_len && parse_stage(r, err))
+			if (c->L->stage_pos < c->L->stage_len && parse_stage(r, err))
 				return c->failure.status;
 			int k = recv_done(r) ? 0 : try_recv(r, err);
 			if (k < 0)
@@ -760,56 +809,37 @@ static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 		struct pollfd p[2];
 		int np = 0;
 		if (!recv_done(r))
-			p[np++] = (struct pollfd){ c->left_fd, POLLIN, 0 };
+			p[np++] = (struct pollfd){ c->L->fd, POLLIN, 0 };
 		int ri = -1;
-		if (!c->right_eof || blocked) {
+		if (c->R && (!c->R->eof || blocked)) {
 			ri = np;
-			p[np++] = (struct pollfd){ c->right_fd, (short)((c->right_eof ? 0 : POLLIN) | (blocked ? POLLOUT : 0)), 0 };
+			p[np++] = (struct pollfd){ c->R->fd, (short)((c->R->eof ? 0 : POLLIN) | (blocked ? POLLOUT : 0)), 0 };
 		}
 		int64_t wake = r->next_stall < r->deadline ? r->next_stall : r->deadline;
 		int ms = dt_deadline_ms_left(wake);
 		int got = poll(p, (nfds_t)np, ms ? ms : 1);
 		if (got < 0 && errno != EINTR)
 			return dt__ring_fail(r, err, DT_IO, "poll failed during %s: %s", r->what, strerror(errno));
-		if (got > 0 && ri >= 0 && !c->right_eof && (p[ri].revents & (POLLIN | POLLHUP | POLLERR)) && read_back(r, err))
+		if (got > 0 && ri >= 0 && !c->R->eof && (p[ri].revents & (POLLIN | POLLHUP | POLLERR)) && read_back(r, err))
 			return c->failure.status;
 	}
 }
 
-static void sum_gathered(const struct dt_comm *c, float *buf, size_t count)
+/* ---- steps ---- */
+
+/* The COLL_START frame in plain text (sealing encrypts it in place, so each
+ * link's copy is packed afresh). */
+static void pack_start(struct dt__ring_run *r)
 {
-	size_t bytes = count * 4;
-	if (!bytes)
-		return;
-	memcpy(buf, c->scratch, bytes);
-	for (int q = 1; q < c->n; q++)
-		dt__ring_add_f32((uint8_t *)buf, c->scratch + (size_t)q * bytes, bytes);
+	size_t len = dt_coll_start_encode(&r->me, r->start_frame + DT_FRAME_HEADER_SIZE);
+	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_START, 0, r->me.seq, len);
+	dt_frame_header_pack(&h, r->start_frame);
+	r->start_len = DT_FRAME_HEADER_SIZE + len + (r->c->tagged ? DT_AUTH_TAG_BYTES : 0);
 }
 
-static int use_gather(const struct dt_comm *c, size_t bytes)
-{
-	return !c->no_direct && bytes <= c->direct_bytes / (size_t)(c->n - 1);
-}
-
-static void use_plan(struct dt__ring_run *r, const struct dt__plan *p, void *base)
-{
-	r->si = p->si;
-	r->ri = p->ri;
-	r->ns = p->ns;
-	r->nr = p->nr;
-	r->buf = base;
-	struct dt_comm *c = r->c;
-	if (c->tagged && (size_t)p->ns + 1 > c->sealed_cap) {
-		free(c->sealed);
-		c->sealed_cap = (size_t)p->ns + 1;
-		c->sealed = dt_xmallocarray(c->sealed_cap, sizeof(*c->sealed));
-	}
-}
-
-/* ---- entry points ---- */
-
-static enum dt_status begin(struct dt__ring_run *r, struct dt_comm *c, unsigned kind, unsigned dtype, uint64_t count,
-			    int root, void *buf, const char *name, int64_t deadline, struct dt_err *err)
+enum dt_status dt__ring_begin(struct dt__ring_run *r, struct dt_comm *c, unsigned kind, unsigned dtype,
+			      uint64_t count, int root, void *buf, const char *name, int64_t deadline,
+			      struct dt_err *err)
 {
 	memset(r, 0, sizeof(*r));
 	r->c = c;
@@ -835,17 +865,9 @@ static enum dt_status begin(struct dt__ring_run *r, struct dt_comm *c, unsigned 
 		}
 		return c->failure.status;
 	}
-	size_t len = dt_coll_start_encode(&r->me, r->start_frame + DT_FRAME_HEADER_SIZE);
-	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_START, 0, r->me.seq, len);
-	dt_frame_header_pack(&h, r->start_frame);
-	r->start_len = DT_FRAME_HEADER_SIZE + len + (c->tagged ? DT_AUTH_TAG_BYTES : 0);
-	r->s_idx = -1;
-	r->sealed = -1;
-	uint64_t bytes = kind == DT_COLL_ALLREDUCE ? count * 4 : kind == DT_COLL_BROADCAST ? count : 0;
-	r->use_refs = c->cma_send && bytes > 0 && bytes >= c->cma_min_bytes;
-	r->blamed = dt__left_of(c);
+	pack_start(r);
+	r->blamed = c->lrank;
 	r->blamed_since = r->t0;
-	r->last_in = r->last_out = r->t0;
 	int64_t budget = deadline > r->t0 ? deadline - r->t0 : 0;
 	r->stall_every = budget / 4;
 	if (r->stall_every > DT_NSEC_PER_SEC)
@@ -853,65 +875,60 @@ static enum dt_status begin(struct dt__ring_run *r, struct dt_comm *c, unsigned 
 	if (r->stall_every < DT_NSEC_PER_SEC / 20)
 		r->stall_every = DT_NSEC_PER_SEC / 20;
 	r->next_stall = r->t0 + r->stall_every;
+	if (c->n > 1)
+		memset(c->used, 0, 2 * (size_t)c->n);
 	return DT_OK;
 }
 
-enum dt_status dt_allreduce_sum_f32(struct dt_comm *comm, float *buf, size_t count, const char *name,
-				    int64_t deadline, struct dt_err *err)
+enum dt_status dt__ring_step(struct dt__ring_run *r, const struct dt__plan *p, void *base, int to, int from,
+			     int by_reference, struct dt_err *err)
 {
-	if (count > SIZE_MAX / 8)
-		return dt_err_set(err, DT_INTERNAL, "allreduce '%s' of %zu floats is larger than memory", name ? name : "",
-				  count);
-	struct dt__ring_run r;
-	enum dt_status st = begin(&r, comm, DT_COLL_ALLREDUCE, DT_WIRE_F32, count, 0, buf, name, deadline, err);
-	if (st || comm->n == 1)
-		return st;
-	struct dt__plan p;
-	if (use_gather(comm, count * 4)) {
-		dt__plan_gather(comm, buf, count * 4, &p);
-		use_plan(&r, &p, comm->scratch);
-		st = run_plan(&r, err);
-		if (!st)
-			sum_gathered(comm, buf, count);
-		return st;
+	struct dt_comm *c = r->c;
+	DT_ASSERT((to < 0 || c->out[to].fd >= 0) && (from < 0 || c->in[from].fd >= 0));
+	DT_ASSERT((to >= 0 || p->ns == 0) && (from >= 0 || p->nr == 0));
+	c->rrank = to;
+	c->lrank = from;
+	c->R = to >= 0 ? &c->out[to] : NULL;
+	c->L = from >= 0 ? &c->in[from] : NULL;
+	r->si = p->si;
+	r->ri = p->ri;
+	r->ns = p->ns;
+	r->nr = p->nr;
+	r->buf = base;
+	if (c->tagged && (size_t)p->ns + 1 > c->sealed_cap) {
+		free(c->sealed);
+		c->sealed_cap = (size_t)p->ns + 1;
+		c->sealed = dt_xmallocarray(c->sealed_cap, sizeof(*c->sealed));
 	}
-	dt__plan_ring_allreduce(comm, count, &p);
-	use_plan(&r, &p, buf);
-	return run_plan(&r, err);
-}
-
-enum dt_status dt_broadcast(struct dt_comm *comm, void *buf, size_t bytes, int root, const char *name,
-			    int64_t deadline, struct dt_err *err)
-{
-	if (root < 0 || root >= comm->n)
-		return dt_err_set(err, DT_INTERNAL, "broadcast '%s' from rank %d in a ring of %d ranks", name ? name : "",
-				  root, comm->n);
-	struct dt__ring_run r;
-	enum dt_status st = begin(&r, comm, DT_COLL_BROADCAST, DT_WIRE_U8, bytes, root, buf, name, deadline, err);
-	if (st || comm->n == 1)
-		return st;
-	struct dt__plan p;
-	dt__plan_broadcast(comm, bytes, root, &p);
-	use_plan(&r, &p, buf);
-	return run_plan(&r, err);
-}
-
-enum dt_status dt__comm_barrier(struct dt_comm *comm, const char *name, int64_t deadline, struct dt_err *err)
-{
-	/* One float from every rank gathered around the whole ring: a rank is done
-	 * only once it holds every rank's, i.e. every rank has entered. */
-	float one = 0.0f;
-	struct dt__ring_run r;
-	enum dt_status st = begin(&r, comm, DT_COLL_BARRIER, 0, 0, 0, &one, name, deadline, err);
-	if (st || comm->n == 1)
-		return st;
-	struct dt__plan p;
-	dt__plan_gather(comm, &one, 4, &p);
-	use_plan(&r, &p, comm->scratch);
-	return run_plan(&r, err);
-}
-
-enum dt_status dt_barrier(struct dt_comm *comm, const char *name, int64_t deadline, struct dt_err *err)
-{
-	return dt__comm_barrier(comm, name, deadline, err);
+	/* COLL_START goes first on each link a collective uses, once: the
+	 * receiver matches the call there. A later step on the same link sends
+	 * only its data. */
+	int first_out = to >= 0 && !c->used[2 * to];
+	int first_in = from >= 0 && !c->used[2 * from + 1];
+	if (to >= 0)
+		c->used[2 * to] = 1;
+	if (from >= 0)
+		c->used[2 * from + 1] = 1;
+	if (first_out && c->tagged)
+		pack_start(r);
+	r->s_idx = first_out ? -1 : 0;
+	r->sealed = r->s_idx;
+	r->s_done = 0;
+	r->tx_used = 0;
+	r->got_start = !first_in;
+	r->r_idx = 0;
+	r->in_frame = 0;
+	r->r_applied = 0;
+	r->use_refs = by_reference;
+	r->refs_out = r->done_in = r->done_sent = 0;
+	r->refs_in = 0;
+	int64_t now = dt_now_ns();
+	r->last_in = r->last_out = now;
+	if (from >= 0 && r->blamed != from) {
+		r->blamed = from;
+		r->blamed_since = now;
+	}
+	enum dt_status st = run_plan(r, err);
+	dt__comm_use_ring(c);
+	return st;
 }

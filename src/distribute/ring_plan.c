@@ -7,8 +7,8 @@
  *     right and receives chunk send_chunk(s) - 1 from the left; the first n-1
  *     steps reduce (reduce-scatter), the rest copy (all-gather). Send segment j
  *     of step s depends on recv segment j of step s-1 (the same chunk).
- *   - gather (small buffers): step t sends rank r-t's whole buffer and
- *     receives rank r-t-1's into scratch[n][bytes]; the caller sums them.
+ *   - span: one message out and one in (a step of recursive doubling,
+ *     halving-doubling or a tree, coll_algo.c), in segments, no dependencies;
  *   - broadcast: segments forwarded along the ring from the root.
  */
 #include "distribute/comm_internal.h"
@@ -28,7 +28,7 @@ static void reserve(struct dt__coll_item **items, size_t *cap, size_t need)
 }
 
 /* Chunk c of n over count elements: sizes differ by at most one. */
-static void chunk(size_t count, int n, int c, size_t *off, size_t *len)
+void dt__plan_chunk(size_t count, int n, int c, size_t *off, size_t *len)
 {
 	size_t base = count / (size_t)n, rem = count % (size_t)n, cc = (size_t)c;
 	*off = cc * base + (cc < rem ? cc : rem);
@@ -61,14 +61,14 @@ void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, struct dt__plan *p
 			rc = (sc - 1 + n) % n;
 		}
 		size_t off, len;
-		chunk(count, n, sc, &off, &len);
+		dt__plan_chunk(count, n, sc, &off, &len);
 		for (size_t j = 0; j * seg < len; j++) {
 			size_t l = len - j * seg < seg ? len - j * seg : seg;
 			c->send_items[ns++] = (struct dt__coll_item){ (off + j * seg) * 4, l * 4,
 								      s == 0 ? -1 : prev_first + (long)j, 0 };
 		}
 		prev_first = nr;
-		chunk(count, n, rc, &off, &len);
+		dt__plan_chunk(count, n, rc, &off, &len);
 		for (size_t j = 0; j * seg < len; j++) {
 			size_t l = len - j * seg < seg ? len - j * seg : seg;
 			c->recv_items[nr++] = (struct dt__coll_item){ (off + j * seg) * 4, l * 4, -1, reduce };
@@ -77,26 +77,21 @@ void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, struct dt__plan *p
 	*p = (struct dt__plan){ c->send_items, c->recv_items, ns, nr };
 }
 
-void dt__plan_gather(struct dt_comm *c, const void *buf, size_t bytes, struct dt__plan *p)
+void dt__plan_span(struct dt_comm *c, size_t s_off, size_t s_len, size_t r_off, size_t r_len, int reduce,
+		   struct dt__plan *p)
 {
-	int n = c->n, me = c->rank;
-	size_t need = (size_t)n * bytes;
-	if (need > c->scratch_cap) {
-		free(c->scratch);
-		c->scratch = dt_xmalloc(need);
-		c->scratch_cap = need;
+	size_t seg = c->seg_bytes, ns = segs_of(s_len, seg), nr = segs_of(r_len, seg);
+	reserve(&c->send_items, &c->send_cap, ns + 1);
+	reserve(&c->recv_items, &c->recv_cap, nr + 1);
+	for (size_t j = 0; j < ns; j++) {
+		size_t l = s_len - j * seg < seg ? s_len - j * seg : seg;
+		c->send_items[j] = (struct dt__coll_item){ s_off + j * seg, l, -1, 0 };
 	}
-	if (bytes)
-		memcpy(c->scratch + (size_t)me * bytes, buf, bytes);
-	reserve(&c->send_items, &c->send_cap, (size_t)n);
-	reserve(&c->recv_items, &c->recv_cap, (size_t)n);
-	for (int t = 0; t < n - 1; t++) {
-		size_t sc = (size_t)((me - t + n) % n), rc = (size_t)((me - t - 1 + 2 * n) % n);
-		c->send_items[t] = (struct dt__coll_item){ sc * bytes, bytes, t == 0 ? -1 : t - 1, 0 };
-		c->recv_items[t] = (struct dt__coll_item){ rc * bytes, bytes, -1, 0 };
+	for (size_t j = 0; j < nr; j++) {
+		size_t l = r_len - j * seg < seg ? r_len - j * seg : seg;
+		c->recv_items[j] = (struct dt__coll_item){ r_off + j * seg, l, -1, reduce };
 	}
-	long k = bytes ? n - 1 : 0;
-	*p = (struct dt__plan){ c->send_items, c->recv_items, k, k };
+	*p = (struct dt__plan){ c->send_items, c->recv_items, (long)ns, (long)nr };
 }
 
 void dt__plan_broadcast(struct dt_comm *c, size_t bytes, int root, struct dt__plan *p)

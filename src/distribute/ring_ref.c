@@ -32,16 +32,16 @@ void dt__ring_release_reader(struct dt__ring_run *r)
 	int64_t end = dt_now_ns() + RELEASE_WAIT_NS;
 	/* Whatever comes back now is the neighbour's answer: a COLL_DONE, a
 	 * COLL_ABORT, or the end of the stream. */
-	while (!c->right_eof && c->back_len < DT_FRAME_HEADER_SIZE) {
+	while (!c->R->eof && c->R->back_len < DT_FRAME_HEADER_SIZE) {
 		int ms = dt_deadline_ms_left(end);
-		struct pollfd p = { c->right_fd, POLLIN, 0 };
+		struct pollfd p = { c->R->fd, POLLIN, 0 };
 		if (ms <= 0 || poll(&p, 1, ms) <= 0)
 			return;
-		ssize_t n = recv(c->right_fd, c->back + c->back_len, sizeof(c->back) - c->back_len, MSG_DONTWAIT);
+		ssize_t n = recv(c->R->fd, c->R->back + c->R->back_len, sizeof(c->R->back) - c->R->back_len, MSG_DONTWAIT);
 		if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR)))
 			return;
 		if (n > 0)
-			c->back_len += (size_t)n;
+			c->R->back_len += (size_t)n;
 	}
 }
 
@@ -51,11 +51,12 @@ enum dt_status dt__ring_apply_ref(struct dt__ring_run *r, const struct dt_frame_
 				  size_t len, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
-	const char *from = c->labels[dt__left_of(c)];
+	const char *from = c->labels[c->lrank];
 	const struct dt__coll_item *it = r->r_idx < r->nr ? &r->ri[r->r_idx] : NULL;
 	struct dt_coll_ref ref;
 	struct dt_err e = DT_ERR_INIT;
-	if (!c->cma_left_pid)
+	/* Only the ring's left link was agreed to read from (comm_cma.c). */
+	if (!c->cma_left_pid || c->lrank != (c->rank - 1 + c->n) % c->n)
 		return dt__ring_fail(r, err, DT_PROTOCOL,
 				     "unexpected coll_ref from %s during %s: the link was set up to carry bytes", from,
 				     r->what);
@@ -98,29 +99,29 @@ unreadable:
 enum dt_status dt__ring_pending_abort(struct dt__ring_run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
-	const char *from = c->labels[dt__left_of(c)];
-	if (c->stage_cap > c->stage_len) {
-		ssize_t n = recv(c->left_fd, c->stage + c->stage_len, c->stage_cap - c->stage_len, MSG_DONTWAIT);
+	const char *from = c->labels[c->lrank];
+	if (c->L->stage_cap > c->L->stage_len) {
+		ssize_t n = recv(c->L->fd, c->L->stage + c->L->stage_len, c->L->stage_cap - c->L->stage_len, MSG_DONTWAIT);
 		if (n > 0)
-			c->stage_len += (size_t)n;
+			c->L->stage_len += (size_t)n;
 		else if (n == 0)
 			return dt__ring_fail(r, err, DT_PEER, "%s closed the connection at the end of %s", from,
 					     r->what);
 	}
-	size_t avail = c->stage_len - c->stage_pos;
+	size_t avail = c->L->stage_len - c->L->stage_pos;
 	if (avail < DT_FRAME_HEADER_SIZE)
 		return DT_OK;
 	struct dt_frame_header h;
-	const uint8_t *p = c->stage + c->stage_pos;
+	const uint8_t *p = c->L->stage + c->L->stage_pos;
 	if (dt_coll_header_parse(p, &h, NULL) || h.type != DT_MSG_COLL_ABORT)
 		return DT_OK; /* the next collective's frames, or garbage it will report */
 	size_t len = (size_t)h.length, tag = c->tagged ? DT_AUTH_TAG_BYTES : 0;
 	if (avail < DT_FRAME_HEADER_SIZE + len + tag)
 		return dt__ring_fail(r, err, DT_PEER, "%s gave up %s", from, r->what);
-	uint8_t *pl = c->stage + c->stage_pos + DT_FRAME_HEADER_SIZE;
-	if (tag && dt__ring_open(r, &c->sec_left, from, p, pl, len, pl + len, err))
+	uint8_t *pl = c->L->stage + c->L->stage_pos + DT_FRAME_HEADER_SIZE;
+	if (tag && dt__ring_open(r, &c->L->sec, from, p, pl, len, pl + len, err))
 		return c->failure.status;
-	c->stage_pos += DT_FRAME_HEADER_SIZE + len + tag;
+	c->L->stage_pos += DT_FRAME_HEADER_SIZE + len + tag;
 	return dt__ring_on_abort(r, from, pl, len, err);
 }
 
@@ -134,16 +135,16 @@ enum dt_status dt__ring_send_done(struct dt__ring_run *r, struct dt_err *err)
 	dt_frame_header_pack(&h, frame);
 	size_t total = DT_FRAME_HEADER_SIZE;
 	if (c->tagged) {
-		dt_wire_seal_to(&c->sec_left, frame, NULL, 0, NULL, frame + DT_FRAME_HEADER_SIZE);
+		dt_wire_seal_to(&c->L->sec, frame, NULL, 0, NULL, frame + DT_FRAME_HEADER_SIZE);
 		total += DT_AUTH_TAG_BYTES;
 	}
 	r->done_sent = 1;
 	/* The return path carries one COLL_DONE per collective, which the left
 	 * reads before it returns: 48 bytes always fit. */
-	ssize_t n = send(c->left_fd, frame, total, MSG_DONTWAIT | MSG_NOSIGNAL);
+	ssize_t n = send(c->L->fd, frame, total, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n == (ssize_t)total)
 		return DT_OK;
 	int e = n < 0 ? errno : EAGAIN;
 	return dt__ring_fail(r, err, DT_PEER, "cannot tell %s that its segments were read during %s: %s",
-			     c->labels[dt__left_of(c)], r->what, strerror(e));
+			     c->labels[c->lrank], r->what, strerror(e));
 }

@@ -59,10 +59,22 @@ struct dt__ring_run {
 	int64_t blamed_since; /* nothing from it since then */
 };
 
-static inline int dt__left_of(const struct dt_comm *c) { return (c->rank - 1 + c->n) % c->n; }
-static inline int dt__right_of(const struct dt_comm *c) { return (c->rank + 1) % c->n; }
-
 /* ring.c */
+
+/* Starts collective #comm->seq on this rank: the COLL_START it sends on
+ * each link it uses, the deadline, the stall inspector. Fails at once if the
+ * comm is broken. */
+enum dt_status dt__ring_begin(struct dt__ring_run *r, struct dt_comm *c, unsigned kind, unsigned dtype,
+			      uint64_t count, int root, void *buf, const char *name, int64_t deadline,
+			      struct dt_err *err) DT_MUST_CHECK;
+/* One step of an algorithm: plan p's send items (relative to base) go to
+ * rank `to`, its recv items come from rank `from` (-1: none that way), both
+ * progressed together until all are done. by_reference: send segments as
+ * COLL_REF (only on the ring link to a right neighbour that reads our
+ * memory). The first step on a link of this collective carries COLL_START
+ * there. After it the comm's L/R are the ring links again. */
+enum dt_status dt__ring_step(struct dt__ring_run *r, const struct dt__plan *p, void *base, int to, int from,
+			     int by_reference, struct dt_err *err) DT_MUST_CHECK;
 
 /* Sets the comm's failure (status st, printf-style message), tells both
  * neighbours and returns st; err (may be NULL) gets a copy. */

@@ -22,6 +22,7 @@
 #include "distribute/ring_wire.h"
 #include "dt_test.h"
 #include "net/bytes.h"
+#include "net/auth.h"
 #include "net/handshake.h"
 #include "net/socket.h"
 
@@ -38,7 +39,7 @@ struct group {
 	char addrs[MAXR][DT_COMM_ADDR_MAX];
 	struct dt_comm_peer peers[MAXR];
 	size_t seg_bytes;
-	int no_direct;
+	int algorithm; /* enum dt_comm_algorithm, 0: the cost model */
 	int no_cma;           /* every byte over TCP */
 	size_t cma_min_bytes; /* 0: the default */
 	int reads_left[MAXR]; /* what each rank's comm agreed (dt_comm_reads_left_memory) */
@@ -62,7 +63,7 @@ static void *rank_main(void *p)
 	struct rank_arg *a = p;
 	struct group *g = a->g;
 	struct dt_comm_config cfg = { .nranks = g->n, .rank = a->rank, .peers = g->peers, .listen_fd = g->fds[a->rank],
-				      .listen_fd_set = 1, .segment_bytes = g->seg_bytes, .no_direct = g->no_direct,
+				      .listen_fd_set = 1, .segment_bytes = g->seg_bytes, .algorithm = g->algorithm,
 				      .no_cma = g->no_cma, .cma_min_bytes = g->cma_min_bytes,
 				      .hello = g->hellos ? &g->hellos[a->rank] : NULL };
 	struct dt_comm *comm = NULL;
@@ -165,12 +166,12 @@ static enum dt_status allreduce_rank(struct group *g, int rank, struct dt_comm *
 /* cma: -1 every byte over TCP, 0 the default, > 0 segments of that many
  * bytes or more by reference. Returns how many ranks read their left
  * neighbour's memory. */
-static int run_allreduce_cma(int n, size_t seg_bytes, int no_direct, int cma, const struct sizes *sz)
+static int run_allreduce_cma(int n, size_t seg_bytes, int alg, int cma, const struct sizes *sz)
 {
 	struct group g;
 	group_init(&g, n);
 	g.seg_bytes = seg_bytes;
-	g.no_direct = no_direct;
+	g.algorithm = alg;
 	g.no_cma = cma < 0;
 	g.cma_min_bytes = cma > 0 ? (size_t)cma : 0;
 	g.fn = allreduce_rank;
@@ -183,9 +184,9 @@ static int run_allreduce_cma(int n, size_t seg_bytes, int no_direct, int cma, co
 	return readers;
 }
 
-static void run_allreduce(int n, size_t seg_bytes, int no_direct, const struct sizes *sz)
+static void run_allreduce(int n, size_t seg_bytes, int alg, const struct sizes *sz)
 {
-	run_allreduce_cma(n, seg_bytes, no_direct, 0, sz);
+	run_allreduce_cma(n, seg_bytes, alg, 0, sz);
 }
 
 /* Whether this kernel lets a process read memory with process_vm_readv at
@@ -203,8 +204,8 @@ DT_TEST_TIMEOUT(dist_collective, allreduce_matches_sum_2_to_5_ranks, 120)
 	 * segments (16 floats), and a buffer of many segments. */
 	struct sizes sz = { { 0, 1, 3, 4, 17, 1000, 4099, 100003 }, 8, 2 };
 	for (int n = 2; n <= 5; n++) {
-		run_allreduce(n, 64, 1, &sz); /* always the ring */
-		run_allreduce(n, 64, 0, &sz); /* small sizes gather whole buffers */
+		run_allreduce(n, 64, DT_COMM_ALG_RING, &sz);
+		run_allreduce(n, 64, DT_COMM_ALG_AUTO, &sz); /* the cost model's choice per size */
 	}
 }
 
@@ -213,8 +214,8 @@ DT_TEST_TIMEOUT(dist_collective, allreduce_default_segments_large, 120)
 	/* 3 MB, not a multiple of the 256 KiB segment; two ranks take the ring
 	 * (above the direct size) and three the general case. */
 	struct sizes sz = { { 786433, 16385, 5 }, 3, 2 };
-	run_allreduce(2, 0, 0, &sz);
-	run_allreduce(3, 0, 0, &sz);
+	run_allreduce(2, 0, DT_COMM_ALG_AUTO, &sz);
+	run_allreduce(3, 0, DT_COMM_ALG_AUTO, &sz);
 }
 
 /* Same-host links: ranks in one process can always read each other, so the
@@ -226,11 +227,11 @@ DT_TEST_TIMEOUT(dist_collective, allreduce_by_reference_matches_sum, 120)
 	struct sizes sz = { { 0, 1, 3, 17, 1000, 4099, 100003 }, 7, 3 };
 	int allowed = kernel_allows_cma();
 	for (int n = 2; n <= 5; n++) {
-		int readers = run_allreduce_cma(n, 64, 1, 4, &sz);
+		int readers = run_allreduce_cma(n, 64, DT_COMM_ALG_RING, 4, &sz);
 		DT_CHECK_INT_EQ(readers, allowed ? n : 0);
-		readers = run_allreduce_cma(n, 1024, 0, 4, &sz);
+		readers = run_allreduce_cma(n, 1024, DT_COMM_ALG_RING, 4, &sz);
 		DT_CHECK_INT_EQ(readers, allowed ? n : 0);
-		DT_CHECK_INT_EQ(run_allreduce_cma(n, 64, 1, -1, &sz), 0); /* told not to */
+		DT_CHECK_INT_EQ(run_allreduce_cma(n, 64, DT_COMM_ALG_RING, -1, &sz), 0); /* told not to */
 	}
 	if (!allowed)
 		DT_SKIP("this kernel forbids process_vm_readv: only the TCP fallback was exercised");
@@ -240,16 +241,61 @@ DT_TEST(dist_collective, the_environment_can_turn_same_host_reads_off)
 {
 	struct sizes sz = { { 5000 }, 1, 1 };
 	DT_CHECK(setenv("DTRAIN_COLLECTIVE_CMA", "0", 1) == 0);
-	int readers = run_allreduce_cma(2, 64, 1, 4, &sz);
+	int readers = run_allreduce_cma(2, 64, DT_COMM_ALG_RING, 4, &sz);
 	DT_CHECK(unsetenv("DTRAIN_COLLECTIVE_CMA") == 0);
 	DT_CHECK_INT_EQ(readers, 0);
 }
 
-DT_TEST(dist_collective, allreduce_two_ranks_ring_and_exchange)
+DT_TEST(dist_collective, allreduce_two_ranks_every_algorithm)
 {
 	struct sizes sz = { { 0, 1, 2, 3, 1000, 16384 }, 6, 3 };
-	run_allreduce(2, 64, 1, &sz); /* the ring with 2 ranks */
-	run_allreduce(2, 64, 0, &sz); /* one exchange of whole buffers */
+	for (int alg = DT_COMM_ALG_RING; alg <= DT_COMM_ALG_HALVING; alg++)
+		run_allreduce(2, 64, alg, &sz);
+}
+
+/* Every algorithm against a plain sum for 1 to 8 ranks (powers of two and
+ * not: the extra ranks fold in), at sizes 0, 1, fewer than the ranks,
+ * primes, and not divisible by the 64-byte segments. */
+DT_TEST_TIMEOUT(dist_collective, every_algorithm_matches_sum_1_to_8_ranks, 240)
+{
+	struct sizes sz = { { 0, 1, 2, 5, 7, 13, 17, 31, 1009, 4099 }, 10, 2 };
+	for (int n = 1; n <= 8; n++)
+		for (int alg = DT_COMM_ALG_RING; alg <= DT_COMM_ALG_HALVING; alg++)
+			run_allreduce_cma(n, 64, alg, -1, &sz);
+}
+
+/* Every rank of a comm picks the same algorithm for every size (a pure
+ * function of what all know), and the model's picks are the expected
+ * families: recursive doubling for a few KB, the ring for tens of MB. */
+static const size_t choice_sizes[] = { 0, 4, 4096, 65536, 262144, 1u << 20, 16u << 20, 64u << 20 };
+#define NCHOICES (sizeof(choice_sizes) / sizeof(choice_sizes[0]))
+static int choices[MAXR][NCHOICES][2];
+
+static enum dt_status choice_rank(struct group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	(void)g;
+	(void)err;
+	for (size_t k = 0; k < NCHOICES; k++) {
+		choices[rank][k][0] = (int)dt_comm_choose(comm, DT_COMM_ALLREDUCE, choice_sizes[k]);
+		choices[rank][k][1] = (int)dt_comm_choose(comm, DT_COMM_BROADCAST, choice_sizes[k]);
+	}
+	return DT_OK;
+}
+
+DT_TEST(dist_collective, every_rank_chooses_the_same_algorithm)
+{
+	for (int n = 2; n <= 8; n++) {
+		struct group g;
+		group_init(&g, n);
+		g.fn = choice_rank;
+		group_run(&g);
+		group_expect_ok(&g);
+		for (int r = 1; r < n; r++)
+			DT_CHECK(memcmp(choices[r], choices[0], sizeof(choices[0])) == 0);
+		DT_CHECK_INT_EQ(choices[0][2][0], DT_COMM_ALG_DOUBLING);  /* 4 KB */
+		DT_CHECK_INT_EQ(choices[0][NCHOICES - 1][0], DT_COMM_ALG_RING); /* 64 MB */
+		DT_CHECK_INT_EQ(choices[0][2][1], DT_COMM_ALG_DOUBLING);  /* a 4 KB broadcast: binomial tree */
+	}
 }
 
 DT_TEST(dist_collective, single_rank_is_a_no_op)
@@ -539,6 +585,8 @@ DT_TEST(dist_collective, start_frame_round_trip_and_hostile_input)
 
 struct procs {
 	int n;
+	int algorithm; /* the comm's config: 0 the cost model */
+	int auth;      /* nonzero: a cluster secret, frames tagged */
 	pid_t pid[MAXR];
 	int fds[MAXR];
 	char addrs[MAXR][DT_COMM_ADDR_MAX];
@@ -560,10 +608,12 @@ static void proc_report(int rank, enum dt_status st, const struct dt_err *err)
 	}
 }
 
-static void procs_start(struct procs *p, int n, proc_fn fn)
+static void procs_start_with(struct procs *p, int n, proc_fn fn, int algorithm, int auth)
 {
 	memset(p, 0, sizeof(*p));
 	p->n = n;
+	p->algorithm = algorithm;
+	p->auth = auth;
 	struct dt_err err = DT_ERR_INIT;
 	DT_CHECK_OK(dt_comm_listen_loopback(n, p->fds, p->addrs, &err), &err);
 	for (int i = 0; i < n; i++)
@@ -576,8 +626,14 @@ static void procs_start(struct procs *p, int n, proc_fn fn)
 			for (int j = 0; j < n; j++)
 				if (j != i)
 					dt_sock_close(p->fds[j]);
+			struct dt_auth secret = { .mode = DT_WIRE_AUTH };
+			memset(secret.secret, 0x5a, sizeof(secret.secret));
+			struct dt_hello hello;
+			dt_hello_init(&hello, "worker", (uint32_t)i, 0);
+			if (p->auth)
+				hello.auth = &secret;
 			struct dt_comm_config cfg = { .nranks = n, .rank = i, .peers = p->peers, .listen_fd = p->fds[i],
-						      .listen_fd_set = 1 };
+						      .listen_fd_set = 1, .algorithm = p->algorithm, .hello = &hello };
 			struct dt_comm *comm = NULL;
 			struct dt_err e = DT_ERR_INIT;
 			enum dt_status st = dt_comm_new(&cfg, dt_deadline_in(20), &comm, &e);
@@ -594,6 +650,11 @@ static void procs_start(struct procs *p, int n, proc_fn fn)
 }
 
 /* Waits for child i (bounded); returns its exit code (128+signal if killed). */
+static void procs_start(struct procs *p, int n, proc_fn fn)
+{
+	procs_start_with(p, n, fn, 0, 0);
+}
+
 static int proc_wait(struct procs *p, int i, double timeout_s)
 {
 	int64_t end = dt_deadline_in(timeout_s);
@@ -685,14 +746,48 @@ static enum dt_status until_failure(struct dt_comm *comm, int rank, struct dt_er
 	return st;
 }
 
-static void fault_test(int sig)
+/* Small all-reduces (recursive doubling by the model; every algorithm when forced). */
+static enum dt_status until_failure_small(struct dt_comm *comm, int rank, struct dt_err *err)
+{
+	float buf[1031] = { 0 };
+	enum dt_status st = DT_OK;
+	int64_t end = dt_deadline_in(30);
+	for (int round = 0; round < 10000000 && !st && !dt_deadline_passed(end); round++)
+		st = dt_allreduce_sum_f32(comm, buf, 1031, "small", dt_deadline_in(FAULT_DEADLINE_S), err);
+	if (!st)
+		st = dt_err_set(err, DT_INTERNAL, "rank %d: no failure within 30 s", rank);
+	return st;
+}
+
+static enum dt_status until_failure_broadcast(struct dt_comm *comm, int rank, struct dt_err *err)
+{
+	uint8_t buf[3001] = { 0 };
+	enum dt_status st = DT_OK;
+	int64_t end = dt_deadline_in(30);
+	for (int round = 0; round < 10000000 && !st && !dt_deadline_passed(end); round++) {
+		st = dt_broadcast(comm, buf, sizeof(buf), round % dt_comm_size(comm), "bcast", dt_deadline_in(FAULT_DEADLINE_S), err);
+		if (!st)
+			st = dt_barrier(comm, "b", dt_deadline_in(FAULT_DEADLINE_S), err);
+	}
+	if (!st)
+		st = dt_err_set(err, DT_INTERNAL, "rank %d: no failure within 30 s", rank);
+	return st;
+}
+
+/* n ranks run fn; `victim` gets sig; every other rank must exit 3 within
+ * twice the deadline, naming the victim. */
+static void fault_test_with(int sig, int n, int victim, proc_fn fn, int algorithm, int auth)
 {
 	struct procs p;
-	procs_start(&p, 3, until_failure);
+	procs_start_with(&p, n, fn, algorithm, auth);
 	dt_sleep(0.5); /* connected and looping */
-	DT_CHECK(kill(p.pid[2], sig) == 0);
+	DT_CHECK(kill(p.pid[victim], sig) == 0);
 	int64_t t0 = dt_now_ns();
-	for (int i = 0; i < 2; i++) {
+	char want[32];
+	snprintf(want, sizeof(want), "worker:%d at 127.0.0.1:", victim);
+	for (int i = 0; i < n; i++) {
+		if (i == victim)
+			continue;
 		int code = proc_wait(&p, i, 4 * FAULT_DEADLINE_S + 5);
 		double took = (double)(dt_now_ns() - t0) / 1e9;
 		const char *msg = proc_message(i);
@@ -701,15 +796,43 @@ static void fault_test(int sig)
 		if (took > 2 * FAULT_DEADLINE_S)
 			dt_test_fail(__FILE__, __LINE__, "rank %d took %.2f s (more than 2 x %.1f s): %s", i, took,
 				     FAULT_DEADLINE_S, msg);
-		DT_CHECK_CONTAINS(msg, "worker:2 at 127.0.0.1:");
+		DT_CHECK_CONTAINS(msg, want);
 		if (sig == SIGSTOP)
 			DT_CHECK_CONTAINS(msg, "timed out");
 	}
-	kill(p.pid[2], SIGKILL);
+	kill(p.pid[victim], SIGKILL);
 	if (sig == SIGSTOP)
-		kill(p.pid[2], SIGCONT);
-	int code = proc_wait(&p, 2, 10);
+		kill(p.pid[victim], SIGCONT);
+	int code = proc_wait(&p, victim, 10);
 	DT_CHECK_INT_EQ(code, 128 + SIGKILL);
+}
+
+static void fault_test(int sig)
+{
+	fault_test_with(sig, 3, 2, until_failure, 0, 0);
+}
+
+/* A rank killed or stopped in the middle of each algorithm, with 4 ranks (a
+ * power of two) and 5 (one folds in; the victim is the folded rank's
+ * partner), with and without a cluster secret. */
+static void fault_every_algorithm(int sig)
+{
+	for (int alg = DT_COMM_ALG_RING; alg <= DT_COMM_ALG_HALVING; alg++) {
+		fault_test_with(sig, 4, 2, until_failure_small, alg, alg == DT_COMM_ALG_HALVING);
+		fault_test_with(sig, 5, 0, until_failure_small, alg, alg == DT_COMM_ALG_DOUBLING);
+	}
+	fault_test_with(sig, 4, 1, until_failure_broadcast, DT_COMM_ALG_DOUBLING, 1);
+	fault_test_with(sig, 5, 3, until_failure_broadcast, DT_COMM_ALG_RING, 0);
+}
+
+DT_TEST_TIMEOUT(dist_collective, killed_rank_in_each_algorithm_fails_the_others_naming_it, 240)
+{
+	fault_every_algorithm(SIGKILL);
+}
+
+DT_TEST_TIMEOUT(dist_collective, stopped_rank_in_each_algorithm_is_named_in_a_timeout, 240)
+{
+	fault_every_algorithm(SIGSTOP);
 }
 
 DT_TEST(dist_collective, killed_rank_fails_the_others_with_exit_3)
@@ -821,6 +944,7 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 {
 	struct group g;
 	group_init(&g, 2);
+	g.algorithm = DT_COMM_ALG_RING; /* the fake speaks the ring's frames */
 	g.fn = one_allreduce;
 	struct rank_arg arg = { &g, 1 };
 	pthread_t th;
@@ -854,10 +978,11 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 	} else {
 		decline_same_host_reads(out, in);
 	}
-	/* the rendezvous barrier (#0): a gather of one float */
-	float zero = 0;
-	send_start(out, 0, DT_COLL_BARRIER, 0, 0, "dtrain/rendezvous");
-	send_frame(out, DT_MSG_COLL_DATA, 0, &zero, 4);
+	/* the rendezvous all-reduce (#0) of one float by recursive doubling: one
+	 * exchange (1: this end does not read rank 1's memory) */
+	float one = 1;
+	send_start(out, 0, DT_COLL_ALLREDUCE, DT_WIRE_F32, 1, "dtrain/rendezvous");
+	send_frame(out, DT_MSG_COLL_DATA, 0, &one, 4);
 	/* and rank 1's half of it, so nothing unread makes our close a reset */
 	struct dt_frame_decoder d;
 	dt_frame_decoder_init(&d, 1u << 20);
@@ -904,7 +1029,8 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 		   * answers, ring_ref.c) — and not what this case tests. */
 		uint8_t frames[2 * DT_FRAME_HEADER_SIZE + DT_COLL_REF_BYTES + 128];
 		uint8_t *ref = frames + DT_FRAME_HEADER_SIZE;
-		dt_coll_ref_encode(&(struct dt_coll_ref){ (uint64_t)(uintptr_t)offered_segment, sizeof(offered_segment) },
+		/* the ring's first step with 2 ranks: chunk 0, half the buffer */
+		dt_coll_ref_encode(&(struct dt_coll_ref){ (uint64_t)(uintptr_t)offered_segment, sizeof(offered_segment) / 2 },
 				   ref);
 		struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_REF, 0, 1, DT_COLL_REF_BYTES);
 		dt_frame_header_pack(&h, frames);
@@ -924,6 +1050,7 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 	pthread_join(th, NULL);
 	dt_sock_close(out);
 	dt_sock_close(in);
+	DT_CHECK_CONTAINS(g.err[1].msg, want_msg);
 	DT_CHECK_INT_EQ(g.st[1], want);
 	DT_CHECK_CONTAINS(g.err[1].msg, "worker:0 at 127.0.0.1:");
 	DT_CHECK_CONTAINS(g.err[1].msg, want_msg);

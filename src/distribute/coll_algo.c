@@ -1,0 +1,404 @@
+/*
+ * coll_algo.c — which algorithm runs a collective, and the algorithms as
+ * sequences of steps of the engine (ring.c, dt__ring_step).
+ *
+ * The choice is a cost model in the style of MPICH's and NCCL's tuning
+ * (Thakur, Rabenseifner and Gropp, "Optimization of collective communication
+ * operations in MPICH", 2005): a step costs ALPHA (latency: a wake-up, a
+ * sendmsg, a recv, the loopback or network hop), every byte moved BETA and
+ * every byte added GAMMA. It is a pure function of the size, the rank count
+ * and the link kind agreed at the rendezvous, so every rank picks the same
+ * algorithm without talking; the first collective of each kind in each
+ * power-of-two size class logs the choice (info).
+ *
+ * All-reduce, n ranks, m bytes, p = the largest power of two <= n, f = 1
+ * when n != p (the n - p extra ranks fold in first and get the result last):
+ *   recursive doubling   (log2 p + 2f) steps, each moving m, adding m
+ *                        (and two copies of m, into and out of scratch);
+ *   halving-doubling     (2 log2 p + 2f) steps, moving 2m(p-1)/p (+2fm),
+ *                        adding m(p-1)/p (+fm)  — Rabenseifner;
+ *   ring                 2(n-1) steps, moving 2m(n-1)/n, adding m(n-1)/n,
+ *                        pipelined in segments; on same-host links the
+ *                        large segments are read from the neighbour's memory.
+ * Broadcast: binomial tree (ceil(log2 n) steps of m) or the ring pipeline
+ * ((n-1) steps of a segment, then m). Barrier: dissemination, always
+ * (ceil(log2 n) rounds of a COLL_START, no data).
+ *
+ * Reduction order per element (what keeps results bit-identical between
+ * runs and across ranks):
+ *   - recursive doubling and halving-doubling compute the same sum: extra
+ *     rank p + i is first added to rank i (x_i + x_{p+i}); then the p
+ *     partial sums are combined as a balanced binary tree, pairs at distance
+ *     1 first, then 2, 4, ...: ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + ...).
+ *     Each addition is done by both partners with the operands swapped,
+ *     which float addition does not notice (it is commutative, only not
+ *     associative), so every rank holds the same bits;
+ *   - the ring adds chunk c in ring order starting after its owner
+ *     (docs/COLLECTIVES.md), then copies the result around.
+ * Which of the two a given size gets is fixed by the model, so a run
+ * repeated with the same rank count (and link kind) adds in the same order.
+ */
+#include "distribute/ring_run.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+
+/*
+ * The constants, measured once on this machine (AMD EPYC, 2 vCPUs shared with
+ * other jobs, load average 4-7 while measuring, so medians of 5-7 samples
+ * and round figures) with each algorithm forced, 2 ranks:
+ *   build/bench-allreduce --ranks=2 --sizes=4,4K,64K,256K,1M,4M,16M --samples=7 \
+ *       --algorithm=doubling|halving|ring
+ *   ALPHA: a 4-byte all-reduce by recursive doubling, one step: 18-21 us;
+ *   BETA:  halving-doubling (over TCP at every size) from 256 KB to 4 MB:
+ *          260-670 ps per byte moved (in cache to out of it): 400;
+ *   GAMMA: an add of floats out of cache, and each of recursive
+ *          doubling's two copies (into and out of its scratch): 100 ps per
+ *          byte; recursive doubling's slope 64 KB-1 MB was 800 ps per byte;
+ *   BETA_SAME_HOST: the ring reading segments with process_vm_readv, 1-4 MB
+ *          at its best (120-180 ps per byte of m): 150.
+ * In picoseconds per step and per byte. They only place the crossovers; on
+ * this machine those came out at about 64 KB (doubling to halving-doubling,
+ * 2 ranks) and 512 KB (to the same-host ring, where reads start).
+ */
+#define ALPHA_PS 20000000.0
+#define BETA_PS 400.0
+#define GAMMA_PS 100.0
+#define BETA_SAME_HOST_PS 150.0
+
+static int pow2_floor(int n)
+{
+	int p = 1;
+	while (p <= n / 2)
+		p *= 2;
+	return p;
+}
+
+static int log2_of(int p)
+{
+	int k = 0;
+	while ((1 << k) < p)
+		k++;
+	return k;
+}
+
+/* Model times in picoseconds. */
+static double cost_allreduce(const struct dt_comm *c, enum dt_comm_algorithm alg, double m)
+{
+	int n = c->n, p = pow2_floor(n), f = n != p, lg = log2_of(p);
+	double beta_ring = c->link_kind == DT__LINK_SAME_HOST && m >= (double)c->cma_min_bytes ? BETA_SAME_HOST_PS : BETA_PS;
+	switch (alg) {
+	case DT_COMM_ALG_DOUBLING:
+		return (lg + 2 * f) * ALPHA_PS + (lg + 2 * f) * m * BETA_PS + (lg + f + 2) * m * GAMMA_PS;
+	case DT_COMM_ALG_HALVING:
+		return (2 * lg + 2 * f) * ALPHA_PS + (2.0 * (p - 1) / p + 2 * f) * m * BETA_PS +
+		       ((double)(p - 1) / p + f) * m * GAMMA_PS;
+	default:
+		return 2.0 * (n - 1) * ALPHA_PS + 2.0 * (n - 1) / n * m * beta_ring + (double)(n - 1) / n * m * GAMMA_PS;
+	}
+}
+
+static double cost_broadcast(const struct dt_comm *c, enum dt_comm_algorithm alg, double m)
+{
+	int n = c->n;
+	if (alg == DT_COMM_ALG_DOUBLING)
+		return log2_of(n) * (ALPHA_PS + m * BETA_PS);
+	double beta_ring = c->link_kind == DT__LINK_SAME_HOST && m >= (double)c->cma_min_bytes ? BETA_SAME_HOST_PS : BETA_PS;
+	double seg = m < (double)c->seg_bytes ? m : (double)c->seg_bytes;
+	return (n - 1) * ALPHA_PS + m * beta_ring + (n - 2) * seg * beta_ring;
+}
+
+const char *dt_comm_algorithm_name(enum dt_comm_kind kind, enum dt_comm_algorithm alg)
+{
+	switch (alg) {
+	case DT_COMM_ALG_RING:
+		return kind == DT_COMM_BROADCAST ? "ring pipeline" : "ring";
+	case DT_COMM_ALG_DOUBLING:
+		return kind == DT_COMM_BROADCAST ? "binomial tree" : "recursive doubling";
+	case DT_COMM_ALG_HALVING:
+		return "halving-doubling";
+	default:
+		return "auto";
+	}
+}
+
+enum dt_comm_algorithm dt_comm_choose(const struct dt_comm *comm, enum dt_comm_kind kind, size_t bytes)
+{
+	if (comm->algorithm)
+		return kind == DT_COMM_BROADCAST && comm->algorithm == DT_COMM_ALG_HALVING ? DT_COMM_ALG_DOUBLING
+											 : (enum dt_comm_algorithm)comm->algorithm;
+	double m = (double)bytes;
+	if (kind == DT_COMM_BROADCAST)
+		return cost_broadcast(comm, DT_COMM_ALG_DOUBLING, m) <= cost_broadcast(comm, DT_COMM_ALG_RING, m)
+			       ? DT_COMM_ALG_DOUBLING
+			       : DT_COMM_ALG_RING;
+	enum dt_comm_algorithm best = DT_COMM_ALG_DOUBLING;
+	double t = cost_allreduce(comm, best, m);
+	const enum dt_comm_algorithm others[] = { DT_COMM_ALG_HALVING, DT_COMM_ALG_RING };
+	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+		double u = cost_allreduce(comm, others[i], m);
+		if (u < t) {
+			t = u;
+			best = others[i];
+		}
+	}
+	return best;
+}
+
+/* The choice for this call, logged the first time its size class comes up. */
+static enum dt_comm_algorithm choose_logged(struct dt_comm *c, enum dt_comm_kind kind, size_t bytes)
+{
+	enum dt_comm_algorithm alg = dt_comm_choose(c, kind, bytes);
+	int cls = 0;
+	while (cls < 63 && ((size_t)1 << cls) <= bytes)
+		cls++;
+	if (!(c->logged[kind] & ((uint64_t)1 << cls))) {
+		c->logged[kind] |= (uint64_t)1 << cls;
+		double m = (double)bytes;
+		if (kind == DT_COMM_ALLREDUCE)
+			dt_info("all-reduce of %zu bytes or so (size class %d) across %d ranks: %s (model: doubling %.1f us, "
+				"halving-doubling %.1f us, ring %.1f us; links %s)",
+				bytes, cls, c->n, dt_comm_algorithm_name(kind, alg),
+				cost_allreduce(c, DT_COMM_ALG_DOUBLING, m) / 1e6, cost_allreduce(c, DT_COMM_ALG_HALVING, m) / 1e6,
+				cost_allreduce(c, DT_COMM_ALG_RING, m) / 1e6,
+				c->link_kind == DT__LINK_SAME_HOST ? "same host" : "tcp");
+		else
+			dt_info("broadcast of %zu bytes or so (size class %d) across %d ranks: %s", bytes, cls, c->n,
+				dt_comm_algorithm_name(kind, alg));
+	}
+	return alg;
+}
+
+static void scratch_reserve(struct dt_comm *c, size_t need)
+{
+	if (need <= c->scratch_cap)
+		return;
+	free(c->scratch);
+	c->scratch = dt_xmalloc(need);
+	c->scratch_cap = need;
+}
+
+/* ---- all-reduce ---- */
+
+/* Extra rank p + i hands its buffer to rank i, which adds it in (x_i + x_{p+i}). */
+static enum dt_status fold_in(struct dt__ring_run *r, uint8_t *buf, size_t bytes, int p, struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	struct dt__plan pl;
+	if (c->rank >= p) {
+		dt__plan_span(c, 0, bytes, 0, 0, 0, &pl);
+		return dt__ring_step(r, &pl, buf, c->rank - p, -1, 0, err);
+	}
+	if (c->rank < c->n - p) {
+		dt__plan_span(c, 0, 0, 0, bytes, 1, &pl);
+		return dt__ring_step(r, &pl, buf, -1, c->rank + p, 0, err);
+	}
+	return DT_OK;
+}
+
+/* Rank i hands the result back to extra rank p + i. */
+static enum dt_status fold_out(struct dt__ring_run *r, uint8_t *buf, size_t bytes, int p, struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	struct dt__plan pl;
+	if (c->rank >= p) {
+		dt__plan_span(c, 0, 0, 0, bytes, 0, &pl);
+		return dt__ring_step(r, &pl, buf, -1, c->rank - p, 0, err);
+	}
+	if (c->rank < c->n - p) {
+		dt__plan_span(c, 0, bytes, 0, 0, 0, &pl);
+		return dt__ring_step(r, &pl, buf, c->rank + p, -1, 0, err);
+	}
+	return DT_OK;
+}
+
+/* Recursive doubling among ranks 0..p-1: each step sends the whole partial
+ * sum to rank ^ mask and adds the partner's. The partner's arrives in a
+ * second scratch half (the first is what is being sent, which must not
+ * change under the send), then is added: A = A + B. */
+static enum dt_status doubling(struct dt__ring_run *r, float *buf, size_t count, struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	int p = pow2_floor(c->n);
+	size_t bytes = count * 4;
+	enum dt_status st = fold_in(r, (uint8_t *)buf, bytes, p, err);
+	if (!st && c->rank < p) {
+		scratch_reserve(c, 2 * bytes);
+		uint8_t *a = c->scratch, *b = c->scratch + bytes;
+		if (bytes)
+			memcpy(a, buf, bytes);
+		for (int mask = 1; mask < p && !st; mask <<= 1) {
+			struct dt__plan pl;
+			dt__plan_span(c, 0, bytes, bytes, bytes, 0, &pl);
+			st = dt__ring_step(r, &pl, c->scratch, c->rank ^ mask, c->rank ^ mask, 0, err);
+			if (!st)
+				dt__ring_add_f32(a, b, bytes);
+		}
+		if (!st && bytes)
+			memcpy(buf, a, bytes);
+	}
+	if (!st)
+		st = fold_out(r, (uint8_t *)buf, bytes, p, err);
+	return st;
+}
+
+/* Bytes of chunks [a, a + w) of count floats cut into p chunks. */
+static void range_bytes(size_t count, int p, int a, int w, size_t *off, size_t *len)
+{
+	size_t o1, l1, o2, l2;
+	dt__plan_chunk(count, p, a, &o1, &l1);
+	dt__plan_chunk(count, p, a + w - 1, &o2, &l2);
+	*off = o1 * 4;
+	*len = (o2 + l2 - o1) * 4;
+}
+
+/* Rabenseifner among ranks 0..p-1: reduce-scatter by recursive halving
+ * (partner rank ^ mask, mask 1, 2, 4...: keep the half of the current chunk
+ * range that bit says, send the other, add the partner's copy of the kept
+ * half into place), then all-gather by recursive doubling in the reverse
+ * order (send the range held, receive the sibling range into place). */
+static enum dt_status halving(struct dt__ring_run *r, float *buf, size_t count, struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	int p = pow2_floor(c->n), lg = log2_of(p);
+	size_t bytes = count * 4;
+	uint8_t *b = (uint8_t *)buf;
+	enum dt_status st = fold_in(r, b, bytes, p, err);
+	if (!st && c->rank < p) {
+		int lo[32], w = p, base = 0;
+		for (int k = 0; k < lg && !st; k++) {
+			int mask = 1 << k, half = w / 2;
+			int keep = (c->rank & mask) ? base + half : base, give = (c->rank & mask) ? base : base + half;
+			size_t koff, klen, goff, glen;
+			range_bytes(count, p, keep, half, &koff, &klen);
+			range_bytes(count, p, give, half, &goff, &glen);
+			struct dt__plan pl;
+			dt__plan_span(c, goff, glen, koff, klen, 1, &pl);
+			st = dt__ring_step(r, &pl, b, c->rank ^ mask, c->rank ^ mask, 0, err);
+			lo[k] = base;
+			base = keep;
+			w = half;
+		}
+		for (int k = lg - 1; k >= 0 && !st; k--) {
+			int mask = 1 << k;
+			int sib = (c->rank & mask) ? base - w : base + w;
+			size_t moff, mlen, soff, slen;
+			range_bytes(count, p, base, w, &moff, &mlen);
+			range_bytes(count, p, sib, w, &soff, &slen);
+			struct dt__plan pl;
+			dt__plan_span(c, moff, mlen, soff, slen, 0, &pl);
+			st = dt__ring_step(r, &pl, b, c->rank ^ mask, c->rank ^ mask, 0, err);
+			base = lo[k];
+			w *= 2;
+		}
+	}
+	if (!st)
+		st = fold_out(r, b, bytes, p, err);
+	return st;
+}
+
+enum dt_status dt_allreduce_sum_f32(struct dt_comm *comm, float *buf, size_t count, const char *name,
+				    int64_t deadline, struct dt_err *err)
+{
+	if (count > SIZE_MAX / 8)
+		return dt_err_set(err, DT_INTERNAL, "allreduce '%s' of %zu floats is larger than memory", name ? name : "",
+				  count);
+	struct dt__ring_run r;
+	enum dt_status st = dt__ring_begin(&r, comm, DT_COLL_ALLREDUCE, DT_WIRE_F32, count, 0, buf, name, deadline, err);
+	if (st || comm->n == 1)
+		return st;
+	switch (choose_logged(comm, DT_COMM_ALLREDUCE, count * 4)) {
+	case DT_COMM_ALG_DOUBLING:
+		return doubling(&r, buf, count, err);
+	case DT_COMM_ALG_HALVING:
+		return halving(&r, buf, count, err);
+	default: {
+		struct dt__plan p;
+		dt__plan_ring_allreduce(comm, count, &p);
+		int refs = comm->cma_send && count > 0 && count * 4 >= comm->cma_min_bytes;
+		return dt__ring_step(&r, &p, buf, (comm->rank + 1) % comm->n, (comm->rank - 1 + comm->n) % comm->n, refs,
+				     err);
+	}
+	}
+}
+
+enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, struct dt_err *err)
+{
+	float v = comm->cma_send && comm->cma_left_pid ? 0.0f : 1.0f;
+	int alg = comm->algorithm;
+	comm->algorithm = DT_COMM_ALG_DOUBLING; /* fixed: the fewest hops, and no cost model yet */
+	struct dt__ring_run r;
+	enum dt_status st = dt__ring_begin(&r, comm, DT_COLL_ALLREDUCE, DT_WIRE_F32, 1, 0, &v, "dtrain/rendezvous",
+					   deadline, err);
+	if (!st && comm->n > 1)
+		st = doubling(&r, &v, 1, err);
+	comm->algorithm = alg;
+	comm->link_kind = v == 0.0f ? DT__LINK_SAME_HOST : DT__LINK_TCP;
+	return st;
+}
+
+/* ---- broadcast ---- */
+
+/* Binomial tree from root: with v = (rank - root) mod n, in round d = 1, 2,
+ * 4, ... ranks v < d send the whole buffer to v + d. A rank receives once,
+ * from v - h (h the largest power of two <= v), then sends in the rounds
+ * after. */
+static enum dt_status binomial(struct dt__ring_run *r, uint8_t *buf, size_t bytes, int root, struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	int n = c->n, v = (c->rank - root + n) % n, d = 1;
+	struct dt__plan pl;
+	enum dt_status st = DT_OK;
+	if (v > 0) {
+		int h = pow2_floor(v);
+		dt__plan_span(c, 0, 0, 0, bytes, 0, &pl);
+		st = dt__ring_step(r, &pl, buf, -1, (c->rank - h + n) % n, 0, err);
+		d = 2 * h;
+	}
+	for (; !st && v + d < n; d *= 2) {
+		dt__plan_span(c, 0, bytes, 0, 0, 0, &pl);
+		st = dt__ring_step(r, &pl, buf, (c->rank + d) % n, -1, 0, err);
+	}
+	return st;
+}
+
+enum dt_status dt_broadcast(struct dt_comm *comm, void *buf, size_t bytes, int root, const char *name,
+			    int64_t deadline, struct dt_err *err)
+{
+	if (root < 0 || root >= comm->n)
+		return dt_err_set(err, DT_INTERNAL, "broadcast '%s' from rank %d in a ring of %d ranks", name ? name : "",
+				  root, comm->n);
+	struct dt__ring_run r;
+	enum dt_status st = dt__ring_begin(&r, comm, DT_COLL_BROADCAST, DT_WIRE_U8, bytes, root, buf, name, deadline, err);
+	if (st || comm->n == 1)
+		return st;
+	if (choose_logged(comm, DT_COMM_BROADCAST, bytes) == DT_COMM_ALG_DOUBLING)
+		return binomial(&r, buf, bytes, root, err);
+	struct dt__plan p;
+	dt__plan_broadcast(comm, bytes, root, &p);
+	int refs = comm->cma_send && bytes > 0 && bytes >= comm->cma_min_bytes;
+	return dt__ring_step(&r, &p, buf, (comm->rank + 1) % comm->n, (comm->rank - 1 + comm->n) % comm->n, refs, err);
+}
+
+/* ---- barrier ---- */
+
+/* Dissemination (Hensgen, Finkel and Manber): in round d = 1, 2, 4, ... < n
+ * each rank sends a COLL_START to rank + d and waits for the one from
+ * rank - d. After round d a rank has heard, directly or not, from the 2d
+ * ranks before it, so after ceil(log2 n) rounds from all. */
+enum dt_status dt_barrier(struct dt_comm *comm, const char *name, int64_t deadline, struct dt_err *err)
+{
+	struct dt__ring_run r;
+	float none = 0;
+	enum dt_status st = dt__ring_begin(&r, comm, DT_COLL_BARRIER, 0, 0, 0, &none, name, deadline, err);
+	int n = comm->n;
+	for (int d = 1; !st && d < n; d *= 2) {
+		struct dt__plan pl;
+		dt__plan_span(comm, 0, 0, 0, 0, 0, &pl);
+		st = dt__ring_step(&r, &pl, &none, (comm->rank + d) % n, (comm->rank - d + n) % n, 0, err);
+	}
+	return st;
+}
