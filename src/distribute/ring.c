@@ -235,6 +235,8 @@ static int add_pieces(struct iovec *iov, int cnt, size_t skip, const struct iove
 
 /* Sends what can go now. Returns 1 if bytes left, 0 if nothing could move,
  * -1 on error (err set). *blocked: the socket is full. */
+static enum dt_status read_back(struct dt__ring_run *r, struct dt_err *err);
+
 static int try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
@@ -304,6 +306,11 @@ static int try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 			return 0;
 		}
 		int e = errno;
+		/* A peer that gave up sent its reason (COLL_ABORT) back on this
+		 * link before it closed: the root cause names the rank that
+		 * failed first, which the broken pipe alone would hide. */
+		if ((e == EPIPE || e == ECONNRESET) && read_back(r, err))
+			return -1;
 		dt__ring_fail(r, err, DT_PEER, "cannot send to %s during %s: %s", r->c->labels[r->c->rrank],
 			      r->what, strerror(e));
 		return -1;
