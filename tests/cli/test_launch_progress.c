@@ -88,10 +88,21 @@ DT_TEST_TIMEOUT(launch_progress, monitor_in_tmux_shows_rate_and_eta_on_every_scr
 	DT_CHECK_INT_EQ(system(cmd), 0);
 	int screens = 0;
 	char failure[3000] = "";
+	char cap[700];
+	dt_test_path(cap, sizeof(cap), "pane.txt");
+	/* The first screen, drawn once monitor has started (bounded: a loaded
+	 * host may take seconds to start it); then every screen must show it. */
+	for (int waited = 0; waited < 50; waited++) {
+		snprintf(cmd, sizeof(cmd), "tmux -S '%s' capture-pane -p > '%s'", sock, cap);
+		char *first = system(cmd) == 0 ? cli_read_file(cap) : NULL;
+		int drawn = first && strstr(first, "STEPS/S");
+		free(first);
+		if (drawn)
+			break;
+		cli_sleep_ms(200);
+	}
 	for (int i = 0; i < 5 && !failure[0]; i++) {
 		cli_sleep_ms(700);
-		char cap[700];
-		dt_test_path(cap, sizeof(cap), "pane.txt");
 		snprintf(cmd, sizeof(cmd), "tmux -S '%s' capture-pane -p > '%s'", sock, cap);
 		if (system(cmd) != 0) {
 			snprintf(failure, sizeof(failure), "tmux capture-pane failed");
