@@ -94,8 +94,9 @@ struct dt__plan {
 	const struct dt__coll_item *si, *ri;
 	long ns, nr;
 };
-/* Ring all-reduce of count floats, items relative to the caller's buffer. */
-void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, struct dt__plan *p);
+/* Ring all-reduce of count elements of `esize` bytes (4: float32, 8: int64),
+ * items relative to the caller's buffer; no item splits an element. */
+void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, size_t esize, struct dt__plan *p);
 /* Small all-reduce: copies buf into comm->scratch[rank]; items relative to comm->scratch. */
 void dt__plan_gather(struct dt_comm *c, const void *buf, size_t bytes, struct dt__plan *p);
 /* Broadcast of `bytes` bytes from root, items relative to the caller's buffer. */

@@ -131,6 +131,21 @@ void dt__ring_add_f32(uint8_t *restrict dst, const uint8_t *restrict src, size_t
 	}
 }
 
+/* Wrapping int64 sums (unsigned arithmetic: signed overflow is undefined in
+ * C; two's complement wraps the same in any order, so the result does not
+ * depend on the ring's order even if a caller lets it wrap). */
+void dt__ring_add_i64(uint8_t *restrict dst, const uint8_t *restrict src, size_t bytes)
+{
+	size_t n = bytes / 8;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t a, b;
+		memcpy(&a, dst + 8 * i, 8);
+		memcpy(&b, src + 8 * i, 8);
+		a += b;
+		memcpy(dst + 8 * i, &a, 8);
+	}
+}
+
 /* ---- sending ---- */
 
 static int send_ready(const struct dt__ring_run *r, long k)
@@ -407,7 +422,7 @@ static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 					uint8_t *pl = p + DT_FRAME_HEADER_SIZE;
 					if (dt__ring_open(r, &c->sec_left, from, p, pl, it->len, pl + it->len, err))
 						return c->failure.status;
-					dt__ring_add_f32(r->buf + it->off, pl, it->len);
+					r->add(r->buf + it->off, pl, it->len);
 					c->stage_pos += DT_FRAME_HEADER_SIZE + it->len + tag;
 					r->r_idx++;
 					dt__ring_left_moves(r);
@@ -479,11 +494,11 @@ static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 		}
 		size_t want = it->len - r->r_applied, take = avail < want ? avail : want;
 		if (it->reduce)
-			take -= take % 4;
+			take -= take % r->esize;
 		if (take == 0)
 			return DT_OK;
 		if (it->reduce)
-			dt__ring_add_f32(r->buf + it->off + r->r_applied, p, take);
+			r->add(r->buf + it->off + r->r_applied, p, take);
 		else
 			memcpy(r->buf + it->off + r->r_applied, p, take);
 		c->stage_pos += take;
@@ -776,14 +791,14 @@ static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 	}
 }
 
-static void sum_gathered(const struct dt_comm *c, float *buf, size_t count)
+static void sum_gathered(const struct dt__ring_run *r, void *buf, size_t bytes)
 {
-	size_t bytes = count * 4;
+	const struct dt_comm *c = r->c;
 	if (!bytes)
 		return;
 	memcpy(buf, c->scratch, bytes);
 	for (int q = 1; q < c->n; q++)
-		dt__ring_add_f32((uint8_t *)buf, c->scratch + (size_t)q * bytes, bytes);
+		r->add((uint8_t *)buf, c->scratch + (size_t)q * bytes, bytes);
 }
 
 static int use_gather(const struct dt_comm *c, size_t bytes)
@@ -819,6 +834,8 @@ static enum dt_status begin(struct dt__ring_run *r, struct dt_comm *c, unsigned 
 	r->me.seq = c->seq++;
 	r->me.kind = (uint8_t)kind;
 	r->me.dtype = (uint8_t)dtype;
+	r->esize = dtype == DT_WIRE_I64 ? 8 : 4;
+	r->add = dtype == DT_WIRE_I64 ? dt__ring_add_i64 : dt__ring_add_f32;
 	r->me.count = count;
 	r->me.root = (uint32_t)root;
 	r->me.rank = (uint32_t)c->rank;
@@ -841,7 +858,7 @@ static enum dt_status begin(struct dt__ring_run *r, struct dt_comm *c, unsigned 
 	r->start_len = DT_FRAME_HEADER_SIZE + len + (c->tagged ? DT_AUTH_TAG_BYTES : 0);
 	r->s_idx = -1;
 	r->sealed = -1;
-	uint64_t bytes = kind == DT_COLL_ALLREDUCE ? count * 4 : kind == DT_COLL_BROADCAST ? count : 0;
+	uint64_t bytes = kind == DT_COLL_ALLREDUCE ? count * r->esize : kind == DT_COLL_BROADCAST ? count : 0;
 	r->use_refs = c->cma_send && bytes > 0 && bytes >= c->cma_min_bytes;
 	r->blamed = dt__left_of(c);
 	r->blamed_since = r->t0;
@@ -856,28 +873,42 @@ static enum dt_status begin(struct dt__ring_run *r, struct dt_comm *c, unsigned 
 	return DT_OK;
 }
 
-enum dt_status dt_allreduce_sum_f32(struct dt_comm *comm, float *buf, size_t count, const char *name,
+/* The all-reduce of either element type (dtype F32 or I64). */
+static enum dt_status allreduce_sum(struct dt_comm *comm, void *buf, size_t count, unsigned dtype, const char *name,
 				    int64_t deadline, struct dt_err *err)
 {
-	if (count > SIZE_MAX / 8)
-		return dt_err_set(err, DT_INTERNAL, "allreduce '%s' of %zu floats is larger than memory", name ? name : "",
-				  count);
+	if (count > SIZE_MAX / 16)
+		return dt_err_set(err, DT_INTERNAL, "allreduce '%s' of %zu %s is larger than memory", name ? name : "",
+				  count, dt_wire_dtype_name(dtype));
 	struct dt__ring_run r;
-	enum dt_status st = begin(&r, comm, DT_COLL_ALLREDUCE, DT_WIRE_F32, count, 0, buf, name, deadline, err);
+	enum dt_status st = begin(&r, comm, DT_COLL_ALLREDUCE, dtype, count, 0, buf, name, deadline, err);
 	if (st || comm->n == 1)
 		return st;
 	struct dt__plan p;
-	if (use_gather(comm, count * 4)) {
-		dt__plan_gather(comm, buf, count * 4, &p);
+	const size_t bytes = count * r.esize;
+	if (use_gather(comm, bytes)) {
+		dt__plan_gather(comm, buf, bytes, &p);
 		use_plan(&r, &p, comm->scratch);
 		st = run_plan(&r, err);
 		if (!st)
-			sum_gathered(comm, buf, count);
+			sum_gathered(&r, buf, bytes);
 		return st;
 	}
-	dt__plan_ring_allreduce(comm, count, &p);
+	dt__plan_ring_allreduce(comm, count, r.esize, &p);
 	use_plan(&r, &p, buf);
 	return run_plan(&r, err);
+}
+
+enum dt_status dt_allreduce_sum_f32(struct dt_comm *comm, float *buf, size_t count, const char *name,
+				    int64_t deadline, struct dt_err *err)
+{
+	return allreduce_sum(comm, buf, count, DT_WIRE_F32, name, deadline, err);
+}
+
+enum dt_status dt_allreduce_sum_i64(struct dt_comm *comm, int64_t *buf, size_t count, const char *name,
+				    int64_t deadline, struct dt_err *err)
+{
+	return allreduce_sum(comm, buf, count, DT_WIRE_I64, name, deadline, err);
 }
 
 enum dt_status dt_broadcast(struct dt_comm *comm, void *buf, size_t bytes, int root, const char *name,

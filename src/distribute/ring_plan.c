@@ -40,10 +40,10 @@ static size_t segs_of(size_t len, size_t seg)
 	return (len + seg - 1) / seg;
 }
 
-void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, struct dt__plan *p)
+void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, size_t esize, struct dt__plan *p)
 {
 	int n = c->n, me = c->rank;
-	size_t seg = c->seg_bytes / 4;
+	size_t seg = c->seg_bytes / esize ? c->seg_bytes / esize : 1;
 	size_t per_step = segs_of(count / (size_t)n + 1, seg);
 	size_t steps = 2 * (size_t)(n - 1);
 	reserve(&c->send_items, &c->send_cap, steps * per_step + 1);
@@ -64,14 +64,15 @@ void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, struct dt__plan *p
 		chunk(count, n, sc, &off, &len);
 		for (size_t j = 0; j * seg < len; j++) {
 			size_t l = len - j * seg < seg ? len - j * seg : seg;
-			c->send_items[ns++] = (struct dt__coll_item){ (off + j * seg) * 4, l * 4,
+			c->send_items[ns++] = (struct dt__coll_item){ (off + j * seg) * esize, l * esize,
 								      s == 0 ? -1 : prev_first + (long)j, 0 };
 		}
 		prev_first = nr;
 		chunk(count, n, rc, &off, &len);
 		for (size_t j = 0; j * seg < len; j++) {
 			size_t l = len - j * seg < seg ? len - j * seg : seg;
-			c->recv_items[nr++] = (struct dt__coll_item){ (off + j * seg) * 4, l * 4, -1, reduce };
+			c->recv_items[nr++] = (struct dt__coll_item){ (off + j * seg) * esize, l * esize, -1,
+								      reduce };
 		}
 	}
 	*p = (struct dt__plan){ c->send_items, c->recv_items, ns, nr };

@@ -121,6 +121,13 @@ static float value(int rank, size_t i, int round)
 	return (float)((int)((i * 7u + (size_t)rank * 13u + (size_t)round * 5u) % 101u) - 50);
 }
 
+/* Large int64s (far beyond float32's 24 bits, of both signs) whose sum over
+ * up to MAXR ranks stays below 2^62: the int64 all-reduce must be exact. */
+static int64_t ivalue(int rank, size_t i, int round)
+{
+	return (int64_t)value(rank, i, round) * ((int64_t)1 << 52) + (int64_t)(i * 977u + (size_t)rank * 31u + (size_t)round);
+}
+
 /* ---- all-reduce against a plain sum ---- */
 
 struct sizes {
@@ -156,6 +163,27 @@ static enum dt_status allreduce_rank(struct group *g, int rank, struct dt_comm *
 							  rank, count, round, i, got, (double)want);
 				}
 			}
+			/* The same count as int64 (8-byte elements: other chunks and segments). */
+			int64_t *ibuf = dt_xmallocarray(count + 1, sizeof(int64_t));
+			for (size_t i = 0; i < count; i++)
+				ibuf[i] = ivalue(rank, i, round);
+			snprintf(name, sizeof(name), "fixed/%zu/%d", count, round);
+			if ((st = dt_allreduce_sum_i64(comm, ibuf, count, name, dt_deadline_in(30), err))) {
+				free(ibuf), free(buf);
+				return st;
+			}
+			for (size_t i = 0; i < count; i++) {
+				int64_t want = 0;
+				for (int q = 0; q < g->n; q++)
+					want += ivalue(q, i, round);
+				if (ibuf[i] != want) {
+					long long got = (long long)ibuf[i];
+					free(ibuf), free(buf);
+					return dt_err_set(err, DT_INTERNAL, "rank %d count %zu round %d: int64 element %zu is %lld, "
+							  "expected %lld", rank, count, round, i, got, (long long)want);
+				}
+			}
+			free(ibuf);
 		}
 		free(buf);
 	}
@@ -371,6 +399,11 @@ DT_TEST(dist_collective, mismatched_names_fail_on_every_rank)
 static enum dt_status size_mismatch_rank(struct group *g, int rank, struct dt_comm *comm, struct dt_err *err)
 {
 	float buf[11] = { 0 };
+	if (g->arg) { /* the same count, another element type */
+		int64_t ibuf[10] = { 0 };
+		return rank == 0 ? dt_allreduce_sum_f32(comm, buf, 10, "grads/0", dt_deadline_in(10), err)
+				 : dt_allreduce_sum_i64(comm, ibuf, 10, "grads/0", dt_deadline_in(10), err);
+	}
 	return dt_allreduce_sum_f32(comm, buf, rank == 0 ? 10 : 11, "grads/0", dt_deadline_in(10), err);
 }
 
@@ -384,6 +417,14 @@ DT_TEST(dist_collective, mismatched_sizes_fail)
 		DT_CHECK_INT_EQ(g.st[i], DT_CONFIG);
 		DT_CHECK_CONTAINS(g.err[i].msg, "allreduce 'grads/0' (#1, 10 float32)");
 		DT_CHECK_CONTAINS(g.err[i].msg, "allreduce 'grads/0' (#1, 11 float32)");
+	}
+	group_init(&g, 2);
+	g.fn = size_mismatch_rank;
+	g.arg = &g; /* float32 on rank 0, int64 on rank 1 */
+	group_run(&g);
+	for (int i = 0; i < 2; i++) {
+		DT_CHECK_INT_EQ(g.st[i], DT_CONFIG);
+		DT_CHECK_CONTAINS(g.err[i].msg, "allreduce 'grads/0' (#1, 10 int64)");
 	}
 }
 
