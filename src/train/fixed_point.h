@@ -21,7 +21,7 @@
  * so |q| <= 2^(62-c) and the sum of the K values is at most 2^62 in
  * magnitude: it cannot overflow, by construction (the "overflow rule" is
  * that the scale leaves room for K terms; no saturation is ever needed).
- * The mean is float((double)sum * 2^-S / K). Range and precision: the largest
+ * The mean is float((double)sum * f), f = 2^-S / K rounded once to double. Range and precision: the largest
  * element keeps 62 - c bits (float32 has 24); an element smaller than
  * 2^(e-62+c) — 2^-52 of the variable's largest for K = 1024 — becomes 0, an
  * update far below float32's resolution of the variables it would change.
@@ -55,7 +55,7 @@ int dt_fixed_scale(int e, int64_t terms);
  * bound above (|x[i]| < 2^e of the scale's e). */
 void dt_fixed_accumulate(int64_t *acc, const float *x, size_t n, int scale);
 
-/* out[i] = float((double)acc[i] * 2^-scale / terms): the mean of the terms. */
+/* out[i] = float((double)acc[i] * (2^-scale / terms)): the mean of the terms. */
 void dt_fixed_mean(float *out, const int64_t *acc, size_t n, int scale, int64_t terms);
 
 #endif

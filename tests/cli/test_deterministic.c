@@ -165,3 +165,27 @@ DT_TEST_TIMEOUT(deterministic, usage_errors_exit_2, 120)
 	DT_CHECK_CONTAINS(r.err, "--deterministic is built for one process, --replicas and all-reduce clusters");
 	dt_run_release(&r);
 }
+
+/* Resume at another worker count: with --deterministic the input position
+ * is the global batch's (the same on every task), so 2 workers' checkpoint
+ * resumed by 4 workers, and that one by 1 process, end where one process
+ * training straight through ends, to the byte. */
+DT_TEST_TIMEOUT(deterministic, a_checkpoint_resumes_at_another_worker_count_bit_for_bit, 600)
+{
+	const char *first[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=20", "--log_every=10",
+				"--noeval", "--deterministic", "--micro_batch=16", "--save_checkpoints_steps=20",
+				"--connect_timeout=60", NULL };
+	const char *second[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=40", "--log_every=10",
+				 "--noeval", "--deterministic", "--micro_batch=16", "--save_checkpoints_steps=20",
+				 "--connect_timeout=60", NULL };
+	const char *third[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=60", "--log_every=10",
+				"--noeval", "--deterministic", "--micro_batch=16", "--save_checkpoints_steps=20",
+				"--connect_timeout=60", NULL };
+	train_workers(2, "resized", first);
+	train_workers(4, "resized", second);
+	train_workers(1, "resized", third);
+	train_workers(1, "straight", third);
+	char a[2200], b[2200];
+	dir_path(a, sizeof(a), "resized"), dir_path(b, sizeof(b), "straight");
+	expect_same_tensors(a, b, 60);
+}
