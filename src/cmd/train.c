@@ -400,7 +400,7 @@ int dt_cmd_train(int argc, char **argv)
 				.sync_timeout = DT_SYNC_TIMEOUT_DEFAULT_S };
 	int64_t steps = cfg.train_steps, eval_every = 0, log_every = cfg.log_every;
 	int eval = 1, threads = 1, prefetch = 1;
-	int replicas = 1;
+	int replicas = 1, deterministic = 0, micro_batch = 32;
 	const char *data_dir = "";
 	struct dt_data_flags df = DT_DATA_FLAGS_INIT;
 	struct dt_data_options data_opts;
@@ -433,6 +433,11 @@ int dt_cmd_train(int argc, char **argv)
 		DT_OPT_BOOL("prefetch", &prefetch, "prepare the next batch on a background thread"),
 		DT_OPT_INT("replicas", &replicas, "N",
 			   "mirrored replicas on threads, each batch split across them (t2t's --worker_gpu=N > 1 sets it when there is no ps)"),
+		DT_OPT_BOOL("deterministic", &deterministic,
+			    "the same bits at any worker or replica count: micro-batches summed in 64-bit fixed point "
+			    "(docs/DISTRIBUTED.md)"),
+		DT_OPT_INT("micro_batch", &micro_batch, "N",
+			   "--deterministic's unit of work in examples; must divide each replica's batch"),
 		DT_OPT_GROUP("Output"),
 		DT_OPT_INT64("log_every", &log_every, "N", "progress line every N steps (0: none)"),
 		DT_OPT_STRING("log_level", &a.log_level, "LEVEL", "debug, info, warn or error"),
@@ -564,6 +569,14 @@ int dt_cmd_train(int argc, char **argv)
 		dt_cluster_release(&cl);
 		return dt_cmd_report(&err);
 	}
+	if (deterministic && (mode == MODE_PS || mode == MODE_TRAINER)) {
+		dt_err_set(&err, DT_USAGE, "--deterministic is built for one process, --replicas and all-reduce clusters; "
+					   "training through parameter servers applies float sums in arrival order");
+		dt_err_hint(&err, "drop --deterministic, or train with all-reduce (a cluster with no ps job)");
+		dt_cluster_release(&cl);
+		return dt_cmd_report(&err);
+	}
+	cfg.micro_batch = deterministic ? micro_batch : 0;
 	int rc;
 	if (mode == MODE_EVAL) {
 		rc = run_evaluator(&cfg, cf.schedule, &ea);

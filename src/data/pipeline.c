@@ -72,6 +72,7 @@ struct decoder_arg {
 struct dt_pipeline {
 	const struct dt_dataset *data;
 	int batch_size;
+	int slice_index, slice_count; /* >= 1: a global batch is batch_size * slice_count */
 	uint64_t seed;
 	int single_pass;
 	int64_t shard_size;
@@ -110,7 +111,7 @@ struct dt_pipeline {
  * with less than a batch left moves to the start of the next epoch. */
 static void normalize_position(const struct dt_pipeline *p, int64_t *epoch, int64_t *offset)
 {
-	if (!p->single_pass && *offset + p->batch_size > p->shard_size) {
+	if (!p->single_pass && *offset + (int64_t)p->batch_size * p->slice_count > p->shard_size) {
 		*epoch += 1;
 		*offset = 0;
 	}
@@ -268,7 +269,7 @@ static int produce(struct dt_pipeline *p, struct slot *s)
 
 	const size_t elems = p->example_elems;
 	const uint8_t *images = p->data->images;
-	const uint32_t *idx = p->order + p->offset;
+	const uint32_t *idx = p->order + p->offset + (int64_t)p->slice_index * p->batch_size;
 	const float *lut = p->lut;
 	if (p->data->files) {
 		decode_batch(p, s, idx, size);
@@ -287,7 +288,7 @@ static int produce(struct dt_pipeline *p, struct slot *s)
 	s->batch.y = s->y;
 	s->batch.epoch = p->epoch;
 
-	p->offset += size;
+	p->offset += (int64_t)size * p->slice_count;
 	normalize_position(p, &p->epoch, &p->offset);
 	s->next_epoch = p->epoch;
 	s->next_offset = p->offset;
@@ -338,6 +339,10 @@ static enum dt_status check_config(const struct dt_pipeline_config *cfg, struct 
 	if (cfg->shard_count < 1 || cfg->shard_index < 0 || cfg->shard_index >= cfg->shard_count)
 		return dt_err_set(err, DT_CONFIG, "shard %d of %d is invalid: need 0 <= shard_index < shard_count",
 				  cfg->shard_index, cfg->shard_count);
+	if (cfg->slice_count < 0 || cfg->slice_index < 0 || (cfg->slice_count > 0 && cfg->slice_index >= cfg->slice_count) ||
+	    (cfg->slice_count > 1 && cfg->single_pass))
+		return dt_err_set(err, DT_CONFIG, "slice %d of %d is invalid: need 0 <= slice_index < slice_count, in training",
+				  cfg->slice_index, cfg->slice_count);
 	return DT_OK;
 }
 
@@ -352,11 +357,13 @@ enum dt_status dt_pipeline_new(const struct dt_pipeline_config *cfg, struct dt_p
 	uint32_t count = ds->count, sc = (uint32_t)cfg->shard_count, si = (uint32_t)cfg->shard_index;
 	int64_t n = count / sc + (si < count % sc ? 1 : 0);
 
-	if (!cfg->single_pass && n < cfg->batch_size)
+	const int slices = cfg->slice_count > 1 ? cfg->slice_count : 1;
+	if (!cfg->single_pass && n < (int64_t)cfg->batch_size * slices)
 		return dt_err_set(err, DT_CONFIG,
-				  "shard %d of %d of '%s' has %" PRId64 " examples, fewer than batch_size %d, "
+				  "shard %d of %d of '%s' has %" PRId64 " examples, fewer than batch_size %d%s, "
 				  "so training would never get a full batch",
-				  cfg->shard_index, cfg->shard_count, ds->source, n, cfg->batch_size);
+				  cfg->shard_index, cfg->shard_count, ds->source, n, cfg->batch_size * slices,
+				  slices > 1 ? " (the global batch of its slices)" : "");
 	if (cfg->start_epoch < 0 || cfg->start_offset < 0 || cfg->start_offset > n) {
 		st = dt_err_set(err, DT_CONFIG,
 				"resume position (epoch %" PRId64 ", offset %" PRId64 ") is outside shard %d of %d, "
@@ -369,6 +376,8 @@ enum dt_status dt_pipeline_new(const struct dt_pipeline_config *cfg, struct dt_p
 	struct dt_pipeline *p = dt_xcalloc(1, sizeof(*p));
 	p->data = ds;
 	p->batch_size = cfg->batch_size;
+	p->slice_count = slices;
+	p->slice_index = slices > 1 ? cfg->slice_index : 0;
 	p->seed = cfg->seed;
 	p->single_pass = cfg->single_pass ? 1 : 0;
 	p->shard_size = n;

@@ -8,6 +8,16 @@
  * same order, and a run can resume at (epoch, offset) later. Incomplete final
  * batches of an epoch are dropped (every step has batch_size examples).
  *
+ * Slices (training mode, slice_count > 1): the stream is read in global
+ * batches of batch_size * slice_count consecutive examples of the shard's
+ * order, and this pipeline returns slice `slice_index` of each: examples
+ * [slice_index * batch_size, (slice_index + 1) * batch_size) of the global
+ * batch. Its position is the global batch's, the same for every slice, so
+ * slice_count pipelines over shard 0 of 1 read exactly the batches one
+ * pipeline of batch_size * slice_count would (--deterministic: the examples
+ * of a step do not depend on how many workers share it). An epoch ends when
+ * less than a global batch is left.
+ *
  * Evaluation mode (single_pass = 1): the shard is read once, in order, no
  * shuffle, the last batch may be short, then dt_pipeline_next returns NULL.
  *
@@ -27,6 +37,7 @@ struct dt_pipeline_config {
 	int batch_size;
 	uint64_t seed;
 	int shard_index, shard_count;  /* 0, 1 for a single worker */
+	int slice_index, slice_count;  /* training: this slice of each global batch; 0, 0 (or 0, 1): none */
 	int single_pass;               /* evaluation mode */
 	int prefetch;                  /* use a background thread */
 	int64_t start_epoch;           /* resume position (0, 0 at the start) */

@@ -37,6 +37,9 @@
  *     (docs/COLLECTIVES.md), then copies the result around.
  * Which of the two a given size gets is fixed by the model, so a run
  * repeated with the same rank count (and link kind) adds in the same order.
+ * An int64 all-reduce (dt_allreduce_sum_i64) runs the same steps with 8-byte
+ * elements and the run's wrapping int64 add (r->add); its sum does not depend
+ * on the order at all, so it is the same bits for any algorithm.
  */
 #include "distribute/ring_run.h"
 
@@ -189,11 +192,11 @@ static enum dt_status fold_in(struct dt__ring_run *r, uint8_t *buf, size_t bytes
 	struct dt_comm *c = r->c;
 	struct dt__plan pl;
 	if (c->rank >= p) {
-		dt__plan_span(c, 0, bytes, 0, 0, 0, &pl);
+		dt__plan_span(c, 0, bytes, 0, 0, 0, r->esize, &pl);
 		return dt__ring_step(r, &pl, buf, c->rank - p, -1, 0, err);
 	}
 	if (c->rank < c->n - p) {
-		dt__plan_span(c, 0, 0, 0, bytes, 1, &pl);
+		dt__plan_span(c, 0, 0, 0, bytes, 1, r->esize, &pl);
 		return dt__ring_step(r, &pl, buf, -1, c->rank + p, 0, err);
 	}
 	return DT_OK;
@@ -205,11 +208,11 @@ static enum dt_status fold_out(struct dt__ring_run *r, uint8_t *buf, size_t byte
 	struct dt_comm *c = r->c;
 	struct dt__plan pl;
 	if (c->rank >= p) {
-		dt__plan_span(c, 0, 0, 0, bytes, 0, &pl);
+		dt__plan_span(c, 0, 0, 0, bytes, 0, r->esize, &pl);
 		return dt__ring_step(r, &pl, buf, -1, c->rank - p, 0, err);
 	}
 	if (c->rank < c->n - p) {
-		dt__plan_span(c, 0, bytes, 0, 0, 0, &pl);
+		dt__plan_span(c, 0, bytes, 0, 0, 0, r->esize, &pl);
 		return dt__ring_step(r, &pl, buf, c->rank + p, -1, 0, err);
 	}
 	return DT_OK;
@@ -219,11 +222,11 @@ static enum dt_status fold_out(struct dt__ring_run *r, uint8_t *buf, size_t byte
  * sum to rank ^ mask and adds the partner's. The partner's arrives in a
  * second scratch half (the first is what is being sent, which must not
  * change under the send), then is added: A = A + B. */
-static enum dt_status doubling(struct dt__ring_run *r, float *buf, size_t count, struct dt_err *err)
+static enum dt_status doubling(struct dt__ring_run *r, void *buf, size_t count, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
 	int p = pow2_floor(c->n);
-	size_t bytes = count * 4;
+	size_t bytes = count * r->esize;
 	enum dt_status st = fold_in(r, (uint8_t *)buf, bytes, p, err);
 	if (!st && c->rank < p) {
 		scratch_reserve(c, 2 * bytes);
@@ -232,10 +235,10 @@ static enum dt_status doubling(struct dt__ring_run *r, float *buf, size_t count,
 			memcpy(a, buf, bytes);
 		for (int mask = 1; mask < p && !st; mask <<= 1) {
 			struct dt__plan pl;
-			dt__plan_span(c, 0, bytes, bytes, bytes, 0, &pl);
+			dt__plan_span(c, 0, bytes, bytes, bytes, 0, r->esize, &pl);
 			st = dt__ring_step(r, &pl, c->scratch, c->rank ^ mask, c->rank ^ mask, 0, err);
 			if (!st)
-				dt__ring_add_f32(a, b, bytes);
+				r->add(a, b, bytes);
 		}
 		if (!st && bytes)
 			memcpy(buf, a, bytes);
@@ -245,14 +248,15 @@ static enum dt_status doubling(struct dt__ring_run *r, float *buf, size_t count,
 	return st;
 }
 
-/* Bytes of chunks [a, a + w) of count floats cut into p chunks. */
-static void range_bytes(size_t count, int p, int a, int w, size_t *off, size_t *len)
+/* Bytes of chunks [a, a + w) of count elements of esize bytes cut into p
+ * chunks (whole elements, so no step splits one). */
+static void range_bytes(size_t count, size_t esize, int p, int a, int w, size_t *off, size_t *len)
 {
 	size_t o1, l1, o2, l2;
 	dt__plan_chunk(count, p, a, &o1, &l1);
 	dt__plan_chunk(count, p, a + w - 1, &o2, &l2);
-	*off = o1 * 4;
-	*len = (o2 + l2 - o1) * 4;
+	*off = o1 * esize;
+	*len = (o2 + l2 - o1) * esize;
 }
 
 /* Rabenseifner among ranks 0..p-1: reduce-scatter by recursive halving
@@ -260,11 +264,11 @@ static void range_bytes(size_t count, int p, int a, int w, size_t *off, size_t *
  * range that bit says, send the other, add the partner's copy of the kept
  * half into place), then all-gather by recursive doubling in the reverse
  * order (send the range held, receive the sibling range into place). */
-static enum dt_status halving(struct dt__ring_run *r, float *buf, size_t count, struct dt_err *err)
+static enum dt_status halving(struct dt__ring_run *r, void *buf, size_t count, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
 	int p = pow2_floor(c->n), lg = log2_of(p);
-	size_t bytes = count * 4;
+	size_t bytes = count * r->esize;
 	uint8_t *b = (uint8_t *)buf;
 	enum dt_status st = fold_in(r, b, bytes, p, err);
 	if (!st && c->rank < p) {
@@ -273,10 +277,10 @@ static enum dt_status halving(struct dt__ring_run *r, float *buf, size_t count, 
 			int mask = 1 << k, half = w / 2;
 			int keep = (c->rank & mask) ? base + half : base, give = (c->rank & mask) ? base : base + half;
 			size_t koff, klen, goff, glen;
-			range_bytes(count, p, keep, half, &koff, &klen);
-			range_bytes(count, p, give, half, &goff, &glen);
+			range_bytes(count, r->esize, p, keep, half, &koff, &klen);
+			range_bytes(count, r->esize, p, give, half, &goff, &glen);
 			struct dt__plan pl;
-			dt__plan_span(c, goff, glen, koff, klen, 1, &pl);
+			dt__plan_span(c, goff, glen, koff, klen, 1, r->esize, &pl);
 			st = dt__ring_step(r, &pl, b, c->rank ^ mask, c->rank ^ mask, 0, err);
 			lo[k] = base;
 			base = keep;
@@ -286,10 +290,10 @@ static enum dt_status halving(struct dt__ring_run *r, float *buf, size_t count, 
 			int mask = 1 << k;
 			int sib = (c->rank & mask) ? base - w : base + w;
 			size_t moff, mlen, soff, slen;
-			range_bytes(count, p, base, w, &moff, &mlen);
-			range_bytes(count, p, sib, w, &soff, &slen);
+			range_bytes(count, r->esize, p, base, w, &moff, &mlen);
+			range_bytes(count, r->esize, p, sib, w, &soff, &slen);
 			struct dt__plan pl;
-			dt__plan_span(c, moff, mlen, soff, slen, 0, &pl);
+			dt__plan_span(c, moff, mlen, soff, slen, 0, r->esize, &pl);
 			st = dt__ring_step(r, &pl, b, c->rank ^ mask, c->rank ^ mask, 0, err);
 			base = lo[k];
 			w *= 2;
@@ -300,29 +304,44 @@ static enum dt_status halving(struct dt__ring_run *r, float *buf, size_t count, 
 	return st;
 }
 
-enum dt_status dt_allreduce_sum_f32(struct dt_comm *comm, float *buf, size_t count, const char *name,
+/* The all-reduce of either element type (dtype F32 or I64): every
+ * algorithm adds with the run's kernel (r->add) over its element size. */
+static enum dt_status allreduce_sum(struct dt_comm *comm, void *buf, size_t count, unsigned dtype, const char *name,
 				    int64_t deadline, struct dt_err *err)
 {
-	if (count > SIZE_MAX / 8)
-		return dt_err_set(err, DT_INTERNAL, "allreduce '%s' of %zu floats is larger than memory", name ? name : "",
-				  count);
+	if (count > SIZE_MAX / 16)
+		return dt_err_set(err, DT_INTERNAL, "allreduce '%s' of %zu %s is larger than memory", name ? name : "",
+				  count, dt_wire_dtype_name(dtype));
 	struct dt__ring_run r;
-	enum dt_status st = dt__ring_begin(&r, comm, DT_COLL_ALLREDUCE, DT_WIRE_F32, count, 0, buf, name, deadline, err);
+	enum dt_status st = dt__ring_begin(&r, comm, DT_COLL_ALLREDUCE, dtype, count, 0, buf, name, deadline, err);
 	if (st || comm->n == 1)
 		return st;
-	switch (choose_logged(comm, DT_COMM_ALLREDUCE, count * 4)) {
+	const size_t bytes = count * r.esize;
+	switch (choose_logged(comm, DT_COMM_ALLREDUCE, bytes)) {
 	case DT_COMM_ALG_DOUBLING:
 		return doubling(&r, buf, count, err);
 	case DT_COMM_ALG_HALVING:
 		return halving(&r, buf, count, err);
 	default: {
 		struct dt__plan p;
-		dt__plan_ring_allreduce(comm, count, &p);
-		int refs = comm->cma_send && count > 0 && count * 4 >= comm->cma_min_bytes;
+		dt__plan_ring_allreduce(comm, count, r.esize, &p);
+		int refs = comm->cma_send && count > 0 && bytes >= comm->cma_min_bytes;
 		return dt__ring_step(&r, &p, buf, (comm->rank + 1) % comm->n, (comm->rank - 1 + comm->n) % comm->n, refs,
 				     err);
 	}
 	}
+}
+
+enum dt_status dt_allreduce_sum_f32(struct dt_comm *comm, float *buf, size_t count, const char *name,
+				    int64_t deadline, struct dt_err *err)
+{
+	return allreduce_sum(comm, buf, count, DT_WIRE_F32, name, deadline, err);
+}
+
+enum dt_status dt_allreduce_sum_i64(struct dt_comm *comm, int64_t *buf, size_t count, const char *name,
+				    int64_t deadline, struct dt_err *err)
+{
+	return allreduce_sum(comm, buf, count, DT_WIRE_I64, name, deadline, err);
 }
 
 enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, struct dt_err *err)
@@ -354,12 +373,12 @@ static enum dt_status binomial(struct dt__ring_run *r, uint8_t *buf, size_t byte
 	enum dt_status st = DT_OK;
 	if (v > 0) {
 		int h = pow2_floor(v);
-		dt__plan_span(c, 0, 0, 0, bytes, 0, &pl);
+		dt__plan_span(c, 0, 0, 0, bytes, 0, r->esize, &pl);
 		st = dt__ring_step(r, &pl, buf, -1, (c->rank - h + n) % n, 0, err);
 		d = 2 * h;
 	}
 	for (; !st && v + d < n; d *= 2) {
-		dt__plan_span(c, 0, bytes, 0, 0, 0, &pl);
+		dt__plan_span(c, 0, bytes, 0, 0, 0, r->esize, &pl);
 		st = dt__ring_step(r, &pl, buf, (c->rank + d) % n, -1, 0, err);
 	}
 	return st;
@@ -397,7 +416,7 @@ enum dt_status dt_barrier(struct dt_comm *comm, const char *name, int64_t deadli
 	int n = comm->n;
 	for (int d = 1; !st && d < n; d *= 2) {
 		struct dt__plan pl;
-		dt__plan_span(comm, 0, 0, 0, 0, 0, &pl);
+		dt__plan_span(comm, 0, 0, 0, 0, 0, 1, &pl);
 		st = dt__ring_step(&r, &pl, &none, (comm->rank + d) % n, (comm->rank - d + n) % n, 0, err);
 	}
 	return st;

@@ -165,6 +165,13 @@ const char *dt_comm_algorithm_name(enum dt_comm_kind kind, enum dt_comm_algorith
 enum dt_status dt_allreduce_sum_f32(struct dt_comm *comm, float *buf, size_t count, const char *name,
 				    int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
 
+/* The same for int64: an exact sum, wrapping on overflow (two's complement),
+ * so every rank gets the same bits whatever the order of the additions
+ * (train/fixed_point.h sums gradients this way). Its START carries dtype I64:
+ * a rank calling the float32 one at the same point fails the match. */
+enum dt_status dt_allreduce_sum_i64(struct dt_comm *comm, int64_t *buf, size_t count, const char *name,
+				    int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
+
 /* Copies `bytes` bytes of root's buf into every other rank's buf (pipelined
  * along the ring). */
 enum dt_status dt_broadcast(struct dt_comm *comm, void *buf, size_t bytes, int root, const char *name,

@@ -134,12 +134,15 @@ struct dt__plan {
 };
 /* Chunk c of n over count elements: sizes differ by at most one. */
 void dt__plan_chunk(size_t count, int n, int c, size_t *off, size_t *len);
-/* Ring all-reduce of count floats, items relative to the caller's buffer. */
-void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, struct dt__plan *p);
-/* One message of `bytes` bytes at offset off out and/or in (reduce: added),
- * cut into segments; either length may be 0 (no items). */
+/* Ring all-reduce of count elements of `esize` bytes (4: float32, 8: int64),
+ * items relative to the caller's buffer; no item splits an element. */
+void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, size_t esize, struct dt__plan *p);
+/* One message out (s_off, s_len) and/or in (r_off, r_len; reduce: added),
+ * in bytes, cut into segments of a multiple of `esize` bytes (the element:
+ * 1 for bytes, 4 float32, 8 int64), so no item splits an element when the
+ * offsets and lengths are whole elements; either length may be 0 (no items). */
 void dt__plan_span(struct dt_comm *c, size_t s_off, size_t s_len, size_t r_off, size_t r_len, int reduce,
-		   struct dt__plan *p);
+		   size_t esize, struct dt__plan *p);
 /* Broadcast of `bytes` bytes from root, items relative to the caller's buffer. */
 void dt__plan_broadcast(struct dt_comm *c, size_t bytes, int root, struct dt__plan *p);
 

@@ -22,6 +22,7 @@ struct replica {
 	int n;
 	const struct dt_model_batch *whole; /* general step: the batch this slice is cut from; else NULL */
 	int off;                  /* general step: the slice's first example */
+	int mb_first, mb_count;   /* micro step: its micro-batches (dt_mirrored_micro_step) */
 	/* Written by the replica before the barrier. */
 	float loss;
 	int correct, counted;
@@ -43,6 +44,7 @@ struct dt_mirrored {
 	int pending;              /* threads that have not finished this step */
 	int stop;
 	pthread_barrier_t reduced; /* every replica's backward is done */
+	struct dt_micro_step *micro; /* this step is a micro step; NULL otherwise */
 };
 
 int dt_mirrored_replicas(const struct dt_mirrored *g)
@@ -103,11 +105,35 @@ static void general_slice(struct replica *rep)
 	rep->counted = res.counted;
 }
 
+/* Micro-batches [first, first + count) of a micro step on `m`, each
+ * gradient stored apart: no sum here (the caller sums in fixed point). */
+static void micro_range(struct dt_model *m, const struct dt_micro_step *ms, int first, int count)
+{
+	const size_t np = dt_model_num_params(m);
+	for (int k = first; k < first + count; k++) {
+		struct dt_rng rng;
+		dt_rng_derive(&rng, ms->seed, "dropout/micro", ms->stream0 + (uint64_t)k);
+		int right = 0;
+		const size_t at = (size_t)k * (size_t)ms->micro;
+		ms->losses[k] = dt_model_train_batch(m, ms->x + at * ms->example_floats, ms->y + at, ms->micro, &rng,
+						     &right);
+		ms->correct[k] = right;
+		memcpy(ms->grads + (size_t)k * np, dt_model_grads(m), np * sizeof(float));
+	}
+}
+
 /* Replica r's part of a step: its forward/backward (parameters copied from
  * the primary first, for r > 0), the barrier, its piece of the sum. */
 static void run_step(struct replica *rep)
 {
 	struct dt_mirrored *g = rep->group;
+	if (g->micro) {
+		if (rep->mb_count > 0 && rep->index > 0)
+			memcpy(dt_model_params(rep->model), dt_model_params(g->reps[0].model),
+			       g->num_params * sizeof(float));
+		micro_range(rep->model, g->micro, rep->mb_first, rep->mb_count);
+		return;
+	}
 	if (rep->n > 0) {
 		if (rep->index > 0)
 			memcpy(dt_model_params(rep->model), dt_model_params(g->reps[0].model),
@@ -298,6 +324,25 @@ float dt_mirrored_step(struct dt_mirrored *g, struct dt_model *model, const floa
 	if (!g)
 		return dt_model_train_batch(model, x, labels, batch, rng, correct);
 	return dt_mirrored_train_batch(g, x, labels, batch, correct);
+}
+
+void dt_mirrored_micro_step(struct dt_mirrored *g, struct dt_model *model, struct dt_micro_step *ms)
+{
+	const int k = ms->batch / ms->micro;
+	if (!g) {
+		micro_range(model, ms, 0, k);
+		return;
+	}
+	/* Replica r: a contiguous run of micro-batches, sizes differing by at
+	 * most one; which replica computes one does not change its bits. */
+	for (int r = 0, first = 0; r < g->n; r++) {
+		g->reps[r].mb_first = first;
+		g->reps[r].mb_count = k / g->n + (r < k % g->n);
+		first += g->reps[r].mb_count;
+	}
+	g->micro = ms;
+	run_all(g);
+	g->micro = NULL;
 }
 
 enum dt_status dt_mirrored_step_general(struct dt_mirrored *g, const struct dt_model_batch *b,

@@ -95,6 +95,30 @@ float dt_mirrored_step(struct dt_mirrored *g, struct dt_model *model, const floa
 		       int batch, struct dt_rng *rng, int *correct);
 
 /*
+ * --deterministic's step (train/fixed_point.h): `batch` examples cut into
+ * batch / micro micro-batches of `micro` examples (micro divides batch, and
+ * is at most the replicas' max batch, ceil(batch_size / N)); micro-batch k
+ * runs forward/backward alone, with the dropout stream
+ * dt_rng_derive(seed, "dropout/micro", stream0 + k), and its gradient goes
+ * to grads + k * num_params, its loss and correct count to losses[k] and
+ * correct[k]. Nothing is summed: the caller sums in fixed point. With g NULL
+ * `model` computes them one after another; with a group the replicas take
+ * contiguous runs of micro-batches. The results are the same bits either way
+ * (each micro-batch is the same computation on the same parameters).
+ */
+struct dt_micro_step {
+	const float *x;            /* (batch, H, W, C) */
+	const uint8_t *y;          /* (batch) */
+	int batch, micro;
+	size_t example_floats;     /* H * W * C */
+	uint64_t seed, stream0;
+	float *grads;              /* (batch / micro, num_params), written */
+	float *losses;             /* (batch / micro), written */
+	int *correct;              /* (batch / micro), written */
+};
+void dt_mirrored_micro_step(struct dt_mirrored *g, struct dt_model *model, struct dt_micro_step *ms);
+
+/*
  * The same step for any model (nn/model.h's general entry point): batch b
  * (1 <= b->size <= batch_size) is split as above, every input and the
  * targets sliced by example, and each replica runs dt_model_step on its

@@ -144,6 +144,21 @@ void dt__ring_add_f32(uint8_t *restrict dst, const uint8_t *restrict src, size_t
 	}
 }
 
+/* Wrapping int64 sums (unsigned arithmetic: signed overflow is undefined in
+ * C; two's complement wraps the same in any order, so the result does not
+ * depend on the ring's order even if a caller lets it wrap). */
+void dt__ring_add_i64(uint8_t *restrict dst, const uint8_t *restrict src, size_t bytes)
+{
+	size_t n = bytes / 8;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t a, b;
+		memcpy(&a, dst + 8 * i, 8);
+		memcpy(&b, src + 8 * i, 8);
+		a += b;
+		memcpy(dst + 8 * i, &a, 8);
+	}
+}
+
 /* ---- sending ---- */
 
 static int send_ready(const struct dt__ring_run *r, long k)
@@ -427,7 +442,7 @@ static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 					uint8_t *pl = p + DT_FRAME_HEADER_SIZE;
 					if (dt__ring_open(r, &c->L->sec, from, p, pl, it->len, pl + it->len, err))
 						return c->failure.status;
-					dt__ring_add_f32(r->buf + it->off, pl, it->len);
+					r->add(r->buf + it->off, pl, it->len);
 					c->L->stage_pos += DT_FRAME_HEADER_SIZE + it->len + tag;
 					r->r_idx++;
 					dt__ring_left_moves(r);
@@ -499,11 +514,11 @@ static enum dt_status parse_stage(struct dt__ring_run *r, struct dt_err *err)
 		}
 		size_t want = it->len - r->r_applied, take = avail < want ? avail : want;
 		if (it->reduce)
-			take -= take % 4;
+			take -= take % r->esize;
 		if (take == 0)
 			return DT_OK;
 		if (it->reduce)
-			dt__ring_add_f32(r->buf + it->off + r->r_applied, p, take);
+			r->add(r->buf + it->off + r->r_applied, p, take);
 		else
 			memcpy(r->buf + it->off + r->r_applied, p, take);
 		c->L->stage_pos += take;
@@ -856,6 +871,8 @@ enum dt_status dt__ring_begin(struct dt__ring_run *r, struct dt_comm *c, unsigne
 	r->me.seq = c->seq++;
 	r->me.kind = (uint8_t)kind;
 	r->me.dtype = (uint8_t)dtype;
+	r->esize = dtype == DT_WIRE_I64 ? 8 : dtype == DT_WIRE_F32 ? 4 : 1;
+	r->add = dtype == DT_WIRE_I64 ? dt__ring_add_i64 : dt__ring_add_f32;
 	r->me.count = count;
 	r->me.root = (uint32_t)root;
 	r->me.rank = (uint32_t)c->rank;

@@ -8,7 +8,8 @@
  *     steps reduce (reduce-scatter), the rest copy (all-gather). Send segment j
  *     of step s depends on recv segment j of step s-1 (the same chunk).
  *   - span: one message out and one in (a step of recursive doubling,
- *     halving-doubling or a tree, coll_algo.c), in segments, no dependencies;
+ *     halving-doubling or a tree, coll_algo.c), in segments of whole
+ *     elements, no dependencies;
  *   - broadcast: segments forwarded along the ring from the root.
  */
 #include "distribute/comm_internal.h"
@@ -40,10 +41,10 @@ static size_t segs_of(size_t len, size_t seg)
 	return (len + seg - 1) / seg;
 }
 
-void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, struct dt__plan *p)
+void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, size_t esize, struct dt__plan *p)
 {
 	int n = c->n, me = c->rank;
-	size_t seg = c->seg_bytes / 4;
+	size_t seg = c->seg_bytes / esize ? c->seg_bytes / esize : 1;
 	size_t per_step = segs_of(count / (size_t)n + 1, seg);
 	size_t steps = 2 * (size_t)(n - 1);
 	reserve(&c->send_items, &c->send_cap, steps * per_step + 1);
@@ -64,23 +65,29 @@ void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, struct dt__plan *p
 		dt__plan_chunk(count, n, sc, &off, &len);
 		for (size_t j = 0; j * seg < len; j++) {
 			size_t l = len - j * seg < seg ? len - j * seg : seg;
-			c->send_items[ns++] = (struct dt__coll_item){ (off + j * seg) * 4, l * 4,
+			c->send_items[ns++] = (struct dt__coll_item){ (off + j * seg) * esize, l * esize,
 								      s == 0 ? -1 : prev_first + (long)j, 0 };
 		}
 		prev_first = nr;
 		dt__plan_chunk(count, n, rc, &off, &len);
 		for (size_t j = 0; j * seg < len; j++) {
 			size_t l = len - j * seg < seg ? len - j * seg : seg;
-			c->recv_items[nr++] = (struct dt__coll_item){ (off + j * seg) * 4, l * 4, -1, reduce };
+			c->recv_items[nr++] = (struct dt__coll_item){ (off + j * seg) * esize, l * esize, -1,
+								      reduce };
 		}
 	}
 	*p = (struct dt__plan){ c->send_items, c->recv_items, ns, nr };
 }
 
 void dt__plan_span(struct dt_comm *c, size_t s_off, size_t s_len, size_t r_off, size_t r_len, int reduce,
-		   struct dt__plan *p)
+		   size_t esize, struct dt__plan *p)
 {
-	size_t seg = c->seg_bytes, ns = segs_of(s_len, seg), nr = segs_of(r_len, seg);
+	/* Whole elements per segment: a reduce item is added as it arrives, an
+	 * element at a time, and both ends cut at the same places. */
+	size_t seg = c->seg_bytes - c->seg_bytes % esize;
+	if (seg == 0)
+		seg = esize;
+	size_t ns = segs_of(s_len, seg), nr = segs_of(r_len, seg);
 	reserve(&c->send_items, &c->send_cap, ns + 1);
 	reserve(&c->recv_items, &c->recv_cap, nr + 1);
 	for (size_t j = 0; j < ns; j++) {

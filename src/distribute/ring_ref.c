@@ -77,7 +77,7 @@ enum dt_status dt__ring_apply_ref(struct dt__ring_run *r, const struct dt_frame_
 			size_t piece = it->len - done < c->cma_stage_cap ? it->len - done : c->cma_stage_cap;
 			if (dt__cma_read(c->cma_left_pid, c->cma_stage, ref.address + done, piece, &why))
 				goto unreadable;
-			dt__ring_add_f32(dst + done, c->cma_stage, piece);
+			r->add(dst + done, c->cma_stage, piece);
 			done += piece;
 		}
 	}

@@ -19,6 +19,9 @@ struct dt__ring_run {
 	char what[DT_COLL_NAME_WIRE_MAX + 96]; /* "allreduce 'g' (#3, 1000 float32)" */
 	uint8_t *buf;
 	int64_t t0, deadline;
+	/* The element type of an all-reduce: its size and its sum. */
+	size_t esize;
+	void (*add)(uint8_t *restrict dst, const uint8_t *restrict src, size_t bytes);
 
 	/* send side: frame -1 is COLL_START, then send items 0..ns-1 */
 	uint8_t start_frame[DT_FRAME_HEADER_SIZE + DT_COLL_START_FIXED + DT_COLL_NAME_WIRE_MAX + DT_AUTH_TAG_BYTES];
@@ -93,6 +96,9 @@ enum dt_status dt__ring_open(struct dt__ring_run *r, struct dt_wire_sec *sec, co
 			     struct dt_err *err) DT_MUST_CHECK;
 /* dst[i] += src[i] over bytes / 4 floats; either may be unaligned. */
 void dt__ring_add_f32(uint8_t *restrict dst, const uint8_t *restrict src, size_t bytes);
+/* dst[i] += src[i] over bytes / 8 int64s, wrapping (two's complement, so
+ * the sum is the same in any order); either may be unaligned. */
+void dt__ring_add_i64(uint8_t *restrict dst, const uint8_t *restrict src, size_t bytes);
 
 /* ring_ref.c */
 

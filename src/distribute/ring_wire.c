@@ -159,8 +159,8 @@ void dt_coll_describe(const struct dt_coll_start *s, char *buf, size_t cap)
 {
 	switch (s->kind) {
 	case DT_COLL_ALLREDUCE:
-		snprintf(buf, cap, "allreduce '%s' (#%llu, %llu float32)", s->name, (unsigned long long)s->seq,
-			 (unsigned long long)s->count);
+		snprintf(buf, cap, "allreduce '%s' (#%llu, %llu %s)", s->name, (unsigned long long)s->seq,
+			 (unsigned long long)s->count, dt_wire_dtype_name(s->dtype));
 		break;
 	case DT_COLL_BROADCAST:
 		snprintf(buf, cap, "broadcast '%s' (#%llu, %llu bytes from rank %u)", s->name,

@@ -315,11 +315,12 @@ static enum dt_status ring_connect(struct dt_session *s, void *self, struct dt_s
 	 * debug switch turns it off (tests compare both ways bit for bit). */
 	const char *no_overlap = getenv("DTRAIN_ALLREDUCE_NO_OVERLAP");
 	int disabled = no_overlap && *no_overlap && strcmp(no_overlap, "0") != 0;
-	r->overlap = r->nbuckets > 1 && tc->replicas <= 1 && !disabled;
+	r->overlap = r->nbuckets > 1 && tc->replicas <= 1 && !disabled && !tc->micro_batch;
 	char plan[512];
 	dt_allreduce_describe_buckets(model, r->buckets, r->nbuckets, plan, sizeof(plan));
 	dt_info("gradient all-reduce: %s; %s", plan,
 		r->overlap ? "started during the backward pass"
+		: tc->micro_batch ? "in 64-bit fixed point after the backward pass (--deterministic)"
 		: r->nbuckets == 1 ? "after the backward pass (one bucket)"
 		: tc->replicas > 1 ? "after the backward pass (the replicas' gradients are summed at its end)"
 				   : "after the backward pass (DTRAIN_ALLREDUCE_NO_OVERLAP)");
@@ -381,7 +382,7 @@ static enum dt_status ring_start(struct dt_session *s, void *self, struct dt_str
 			r->size - 1);
 	else if (pos[0])
 		dt_info("resuming at step %lld from %s's checkpoint", (long long)pos[0], r->ranks.names[0]);
-	if (r->nbuckets > 1) {
+	if (r->nbuckets > 1 && !tc->micro_batch) { /* --deterministic: one int64 all-reduce, after the step */
 		r->ct.comm = r->comm;
 		r->ct.grads = dt_model_grads(model);
 		r->ct.buckets = r->buckets;
@@ -401,7 +402,7 @@ static enum dt_status ring_compute(struct dt_session *s, void *self, struct dt_s
 {
 	struct ring *r = self;
 	if (!r->overlap) {
-		if (r->nbuckets > 1)
+		if (r->ct.started)
 			comm_thread_begin_step(&r->ct);
 		return dt__session_compute(s, out, err);
 	}
@@ -463,7 +464,8 @@ static enum dt_status ring_apply(struct dt_session *s, void *self, const struct 
 	(void)fig;
 	struct ring *r = self;
 	const int64_t step = io->step;
-	enum dt_status st = reduce_and_apply(s, r, lr, step, err);
+	enum dt_status st = r->cfg->train->micro_batch > 0 ? dt__session_apply_fixed(s, lr, step, err)
+							    : reduce_and_apply(s, r, lr, step, err);
 	if (st)
 		return dt_err_prefix(err, "training stopped at step %lld", (long long)step);
 	float *params = dt_model_params(dt__session_model(s));
@@ -494,6 +496,14 @@ static enum dt_status ring_reduce(struct dt_session *s, void *self, float *v, si
 
 /* Nobody leaves (closing its connections) while a peer still reduces, and
  * nobody waits on rank 0 while it evaluates (after this). */
+static enum dt_status ring_reduce_i64(struct dt_session *s, void *self, int64_t *v, size_t n, const char *what,
+				      struct dt_err *err)
+{
+	(void)s;
+	struct ring *r = self;
+	return dt_allreduce_sum_i64(r->comm, v, n, what, dt_deadline_in(r->step_s), err);
+}
+
 static enum dt_status ring_finish(struct dt_session *s, void *self, int64_t *step, struct dt_err *err)
 {
 	(void)step;
@@ -519,7 +529,8 @@ static enum dt_status ring_finish(struct dt_session *s, void *self, int64_t *ste
 
 static const struct dt_strategy strategy_ring = {
 	.name = "multi_worker_mirrored", .connect = ring_connect, .start = ring_start, .compute = ring_compute,
-	.apply = ring_apply, .reduce = ring_reduce, .finish = ring_finish,
+	.apply = ring_apply, .reduce = ring_reduce, .reduce_i64 = ring_reduce_i64, .finish = ring_finish,
+	.fixed_point = 1,
 };
 
 enum dt_status dt_train_allreduce(const struct dt_allreduce_run_config *cfg, struct dt_train_result *res,

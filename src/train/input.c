@@ -19,6 +19,23 @@ static enum dt_status ds_start(struct dt_input *in, int index, int count, int64_
 	d->pipe = NULL;
 	d->pc.shard_index = index;
 	d->pc.shard_count = count;
+	d->pc.slice_index = 0;
+	d->pc.slice_count = 0;
+	d->pc.start_epoch = epoch;
+	d->pc.start_offset = offset;
+	return dt_pipeline_new(&d->pc, &d->pipe, err);
+}
+
+static enum dt_status ds_start_slice(struct dt_input *in, int index, int count, int64_t epoch, int64_t offset,
+				     struct dt_err *err)
+{
+	struct dataset_input *d = (struct dataset_input *)in;
+	dt_pipeline_free(d->pipe);
+	d->pipe = NULL;
+	d->pc.shard_index = 0;
+	d->pc.shard_count = 1;
+	d->pc.slice_index = index;
+	d->pc.slice_count = count;
 	d->pc.start_epoch = epoch;
 	d->pc.start_offset = offset;
 	return dt_pipeline_new(&d->pc, &d->pipe, err);
@@ -53,7 +70,7 @@ static void ds_free(struct dt_input *in)
 }
 
 static const struct dt_input_ops dataset_ops = {
-	.start = ds_start, .next = ds_next, .position = ds_position, .shard_size = ds_shard_size, .free = ds_free,
+	.start = ds_start, .start_slice = ds_start_slice, .next = ds_next, .position = ds_position, .shard_size = ds_shard_size, .free = ds_free,
 };
 
 struct dt_input *dt_input_dataset_new(const struct dt_dataset *data, int batch_size, uint64_t seed, int prefetch)

@@ -33,6 +33,14 @@ struct dt_input_ops {
 	/* Positions the input at (epoch, offset) of shard `index` of `count`. */
 	enum dt_status (*start)(struct dt_input *in, int index, int count, int64_t epoch, int64_t offset,
 				struct dt_err *err);
+	/* (optional) Positions the input at (epoch, offset) of the whole data,
+	 * read in global batches of batch size x `count`, of which `next`
+	 * returns slice `index` (data/pipeline.h's slices; --deterministic:
+	 * the examples of a step are the same however many tasks share it).
+	 * position then reports the global batch's position, the same on
+	 * every task. NULL: the input cannot do that. */
+	enum dt_status (*start_slice)(struct dt_input *in, int index, int count, int64_t epoch, int64_t offset,
+				      struct dt_err *err);
 	/* The next batch of the shard (*out valid until the next call). */
 	enum dt_status (*next)(struct dt_input *in, const struct dt_batch **out, struct dt_err *err);
 	/* The position of the batch `next` would return. */

@@ -35,7 +35,9 @@ static enum dt_status local_start(struct dt_session *s, void *self, struct dt_st
 static enum dt_status local_apply(struct dt_session *s, void *self, const struct dt_step_figures *fig, float lr,
 				  struct dt_strategy_step *io, struct dt_err *err)
 {
-	(void)self, (void)fig, (void)err;
+	(void)self, (void)fig;
+	if (dt__session_config(s)->micro_batch > 0)
+		return dt__session_apply_fixed(s, lr, io->step, err);
 	struct dt_model *m = dt__session_model(s);
 	const float wd = (float)dt__session_config(s)->hp.weight_decay;
 	if (wd > 0)
@@ -46,7 +48,7 @@ static enum dt_status local_apply(struct dt_session *s, void *self, const struct
 }
 
 const struct dt_strategy dt_strategy_local = {
-	.name = "local", .start = local_start, .apply = local_apply,
+	.name = "local", .start = local_start, .apply = local_apply, .fixed_point = 1,
 };
 
 enum dt_status dt_train_local(const struct dt_train_config *cfg, struct dt_train_result *res, struct dt_err *err)

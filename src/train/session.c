@@ -13,6 +13,7 @@
 #include "train/checkpoint.h"
 #include "train/common.h"
 #include "train/evaluator.h"
+#include "train/fixed_point.h"
 #include "train/events.h"
 #include "train/summary.h"
 
@@ -60,6 +61,15 @@ struct dt_session {
 	int64_t compute_ns, apply_ns, eval_ns;
 	int finished;
 	struct dt_train_result res;
+
+	/* --deterministic (micro_batch > 0): this step's micro-batch gradients. */
+	int micro_local;              /* micro-batches per step on this task */
+	float *micro_grads;           /* (micro_local, num_params) */
+	float *micro_losses;          /* (micro_local) */
+	int *micro_correct;           /* (micro_local) */
+	int64_t *fixed_sum;           /* (num_params) */
+	int64_t *fixed_exp;           /* (shard_count, num_variables) */
+	int *fixed_scale;             /* (num_variables) */
 };
 
 struct dt_model *dt__session_model(struct dt_session *s) { return s->model; }
@@ -138,6 +148,42 @@ static enum dt_status open_summaries(struct dt_session *s, struct dt_err *err)
 	return DT_OK;
 }
 
+/* --deterministic: the buffers of the micro-batches, and the input as a
+ * slice of the global batch (data/pipeline.h), so that a step's examples and
+ * its micro-batches are the same at any task count. */
+static enum dt_status start_fixed(struct dt_session *s, const struct dt_strategy_start *at, struct dt_err *err)
+{
+	const struct dt_train_config *tc = s->cfg;
+	const int b = tc->hp.batch_size, m = tc->micro_batch, reps = tc->replicas > 1 ? tc->replicas : 1;
+	if (!s->strategy->fixed_point)
+		return dt_err_set(err, DT_USAGE, "--deterministic is not built for %s training", s->strategy->name);
+	if (!s->input->ops->start_slice)
+		return dt_err_set(err, DT_USAGE, "--deterministic needs an input that reads global batches in slices");
+	if (b % m || m > (b + reps - 1) / reps) {
+		enum dt_status st = dt_err_set(err, DT_USAGE,
+					       "--micro_batch=%d must divide the batch of %d per worker and fit each of "
+					       "its %d replica(s) (at most %d)", m, b, reps, (b + reps - 1) / reps);
+		return dt_err_hint(err, "pick --micro_batch dividing batch_size / replicas"), st;
+	}
+	const size_t np = dt_model_num_params(s->model);
+	const int nv = dt_model_num_variables(s->model);
+	s->micro_local = b / m;
+	s->micro_grads = dt_xmallocarray((size_t)s->micro_local * np, sizeof(float));
+	s->micro_losses = dt_xmallocarray((size_t)s->micro_local, sizeof(float));
+	s->micro_correct = dt_xmallocarray((size_t)s->micro_local, sizeof(int));
+	s->fixed_sum = dt_xmallocarray(np ? np : 1, sizeof(int64_t));
+	s->fixed_exp = dt_xmallocarray((size_t)s->info.shard_count * (size_t)(nv ? nv : 1), sizeof(int64_t));
+	s->fixed_scale = dt_xmallocarray((size_t)(nv ? nv : 1), sizeof(int));
+	enum dt_status st = s->input->ops->start_slice(s->input, s->info.shard_index, s->info.shard_count, at->epoch,
+							 at->offset, err);
+	if (st)
+		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
+	dt_info("deterministic: micro-batches of %d, %d per step on this task (%d in all), gradients summed in 64-bit "
+		"fixed point; the data read in global batches of %d, this task slice %d of %d", m, s->micro_local,
+		s->micro_local * s->info.shard_count, b * s->info.shard_count, s->info.shard_index, s->info.shard_count);
+	return DT_OK;
+}
+
 /* The dropout stream, the in-process replicas and the input, from where the
  * run continues. One rule for every mode: a restored stream, else the one
  * derived for this shard (and, where streams are not saved, the step). */
@@ -164,6 +210,8 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 	}
 	if (!s->input) /* the strategy computes elsewhere (t2t's in-graph master) */
 		return DT_OK;
+	if (tc->micro_batch > 0)
+		return start_fixed(s, at, err);
 	if (at->batches > 0)
 		st = dt_input_start_at_batch(s->input, s->info.shard_index, s->info.shard_count, tc->hp.batch_size,
 					     at->batches, err);
@@ -235,6 +283,12 @@ void dt_session_free(struct dt_session *s)
 	dt_summary_free(s->summary);
 	dt_mirrored_free(s->mirror);
 	dt_input_free(s->input);
+	free(s->micro_grads);
+	free(s->micro_losses);
+	free(s->micro_correct);
+	free(s->fixed_sum);
+	free(s->fixed_exp);
+	free(s->fixed_scale);
 	dt_optimizer_release(&s->opt);
 	free(s);
 }
@@ -409,8 +463,93 @@ enum dt_status dt__session_next_batch(struct dt_session *s, const struct dt_batc
 	return st ? dt_err_prefix(err, "cannot read the batch after step %lld", (long long)s->step) : DT_OK;
 }
 
+/* --deterministic: every micro-batch's gradient apart (their sum is apply's). */
+static enum dt_status compute_micro(struct dt_session *s, struct dt_step_figures *out, struct dt_err *err)
+{
+	const struct dt_batch *b;
+	enum dt_status st = dt__session_next_batch(s, &b, err);
+	if (st)
+		return st;
+	const int k = s->micro_local;
+	struct dt_micro_step ms = {
+		.x = b->x, .y = b->y, .batch = b->size, .micro = s->cfg->micro_batch,
+		.example_floats = (size_t)s->shape[0] * (size_t)s->shape[1] * (size_t)s->shape[2],
+		.seed = s->cfg->seed,
+		/* micro-batch j of the global step: the same stream whoever computes it */
+		.stream0 = (uint64_t)s->step * 1048576u + (uint64_t)s->info.shard_index * (uint64_t)k,
+		.grads = s->micro_grads, .losses = s->micro_losses, .correct = s->micro_correct,
+	};
+	dt_mirrored_micro_step(s->mirror, s->model, &ms);
+	double loss = 0;
+	out->correct = 0;
+	for (int j = 0; j < k; j++) {
+		loss += (double)s->micro_losses[j];
+		out->correct += s->micro_correct[j];
+	}
+	out->loss = (float)(loss / k);
+	out->examples = b->size;
+	return DT_OK;
+}
+
+enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t step, struct dt_err *err)
+{
+	struct dt_model *m = s->model;
+	const size_t np = dt_model_num_params(m);
+	const int nv = dt_model_num_variables(m), k = s->micro_local, tasks = s->info.shard_count;
+	const int64_t terms = (int64_t)k * tasks;
+	enum dt_status st;
+	/* 1. the exponents: this task's row, the others' zero, summed = gathered */
+	memset(s->fixed_exp, 0, (size_t)tasks * (size_t)nv * sizeof(int64_t));
+	for (int v = 0; v < nv; v++) {
+		const struct dt_variable *var = dt_model_variable(m, v);
+		int e = DT_FIXED_EXP_ZERO;
+		for (int j = 0; j < k; j++) {
+			int ej = dt_fixed_exponent(s->micro_grads + (size_t)j * np + var->offset, var->count);
+			e = ej > e ? ej : e;
+		}
+		s->fixed_exp[(size_t)s->info.shard_index * (size_t)nv + (size_t)v] = e;
+	}
+	if (s->strategy->reduce_i64 &&
+	    (st = s->strategy->reduce_i64(s, s->self, s->fixed_exp, (size_t)tasks * (size_t)nv, "grads/exponents", err)))
+		return st;
+	for (int v = 0; v < nv; v++) {
+		int64_t e = DT_FIXED_EXP_ZERO;
+		for (int t = 0; t < tasks; t++)
+			e = s->fixed_exp[(size_t)t * (size_t)nv + (size_t)v] > e ? s->fixed_exp[(size_t)t * (size_t)nv + (size_t)v]
+										  : e;
+		if (e >= DT_FIXED_EXP_NONFINITE)
+			return dt_err_set(err, DT_RUNTIME, "training diverged at step %lld: the gradient of '%s' is not finite",
+					  (long long)step, dt_model_variable(m, v)->name);
+		s->fixed_scale[v] = dt_fixed_scale((int)e, terms);
+	}
+	/* 2. this task's sum in fixed point, then every task's */
+	memset(s->fixed_sum, 0, np * sizeof(int64_t));
+	for (int j = 0; j < k; j++)
+		for (int v = 0; v < nv; v++) {
+			const struct dt_variable *var = dt_model_variable(m, v);
+			dt_fixed_accumulate(s->fixed_sum + var->offset, s->micro_grads + (size_t)j * np + var->offset,
+					    var->count, s->fixed_scale[v]);
+		}
+	if (s->strategy->reduce_i64 &&
+	    (st = s->strategy->reduce_i64(s, s->self, s->fixed_sum, np, "grads/fixed", err)))
+		return st;
+	/* 3. the mean, then the arithmetic of one process */
+	float *g = dt_model_grads(m);
+	for (int v = 0; v < nv; v++) {
+		const struct dt_variable *var = dt_model_variable(m, v);
+		dt_fixed_mean(g + var->offset, s->fixed_sum + var->offset, var->count, s->fixed_scale[v], terms);
+	}
+	const float wd = (float)s->cfg->hp.weight_decay;
+	if (wd > 0)
+		dt_train_add_weight_decay(m, wd);
+	dt_optimizer_apply(&s->opt, dt_model_params(m), g, 0, np, lr, step);
+	return DT_OK;
+}
+
 enum dt_status dt__session_compute(struct dt_session *s, struct dt_step_figures *out, struct dt_err *err)
 {
+	if (s->cfg->micro_batch > 0)
+		return compute_micro(s, out, err);
 	const struct dt_batch *b;
 	enum dt_status st = dt__session_next_batch(s, &b, err);
 	return st ? st : dt__session_compute_batch(s, b, NULL, NULL, out, err);

@@ -122,6 +122,13 @@ enum dt_status dt__session_compute_decayed(struct dt_session *s, struct dt_step_
 enum dt_status dt__session_next_batch(struct dt_session *s, const struct dt_batch **out,
 				      struct dt_err *err) DT_MUST_CHECK;
 struct dt_rng *dt__session_rng(struct dt_session *s);
+/* --deterministic's apply (train/fixed_point.h): the micro-batch gradients
+ * of the last compute turned into int64 with the scale every task agrees on
+ * (their exponents summed through the strategy's reduce_i64, one row per
+ * task), summed (reduce_i64), their mean back in the model's gradient
+ * buffer, weight decay and the optimizer at `lr`, step `step`. The same bits
+ * on every task and at any task or replica count. */
+enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t step, struct dt_err *err) DT_MUST_CHECK;
 /* The strategy found the run over (the ps closed it): should_stop from now on. */
 void dt__session_end_run(struct dt_session *s);
 /* Steps trained by this session, and the time spent computing, applying

@@ -39,6 +39,8 @@
  *   reduce   (optional; NULL: one task) sums `n` floats over every task, for
  *            the log window and the sharded evaluation: every task calls it at
  *            the same steps;
+ *   reduce_i64 (optional; NULL: one task) sums `n` int64s over every task
+ *            (--deterministic's exponents and fixed-point gradients);
  *   finish   (optional) after the last step, before the final evaluation:
  *            leaving the cluster in order (the ps chief's final checkpoint).
  * A failing call ends the session with its status; its message names the
@@ -124,6 +126,12 @@ struct dt_strategy {
 				struct dt_strategy_step *io, struct dt_err *err);
 	enum dt_status (*reduce)(struct dt_session *s, void *self, float *v, size_t n, const char *what,
 				 struct dt_err *err);
+	enum dt_status (*reduce_i64)(struct dt_session *s, void *self, int64_t *v, size_t n, const char *what,
+				     struct dt_err *err);
+	/* Nonzero: with --deterministic (train config micro_batch > 0) its apply
+	 * sums and applies through dt__session_apply_fixed; the session refuses
+	 * --deterministic with a strategy that does not. */
+	int fixed_point;
 	/* (optional) While the session waits on a background evaluation: at
 	 * most about a second of keeping the task's connections alive. */
 	enum dt_status (*wait)(struct dt_session *s, void *self, struct dt_err *err);

@@ -122,6 +122,13 @@ static float value(int rank, size_t i, int round)
 	return (float)((int)((i * 7u + (size_t)rank * 13u + (size_t)round * 5u) % 101u) - 50);
 }
 
+/* Large int64s (far beyond float32's 24 bits, of both signs) whose sum over
+ * up to MAXR ranks stays below 2^62: the int64 all-reduce must be exact. */
+static int64_t ivalue(int rank, size_t i, int round)
+{
+	return (int64_t)value(rank, i, round) * ((int64_t)1 << 52) + (int64_t)(i * 977u + (size_t)rank * 31u + (size_t)round);
+}
+
 /* ---- all-reduce against a plain sum ---- */
 
 struct sizes {
@@ -157,6 +164,27 @@ static enum dt_status allreduce_rank(struct group *g, int rank, struct dt_comm *
 							  rank, count, round, i, got, (double)want);
 				}
 			}
+			/* The same count as int64 (8-byte elements: other chunks and segments). */
+			int64_t *ibuf = dt_xmallocarray(count + 1, sizeof(int64_t));
+			for (size_t i = 0; i < count; i++)
+				ibuf[i] = ivalue(rank, i, round);
+			snprintf(name, sizeof(name), "fixed/%zu/%d", count, round);
+			if ((st = dt_allreduce_sum_i64(comm, ibuf, count, name, dt_deadline_in(30), err))) {
+				free(ibuf), free(buf);
+				return st;
+			}
+			for (size_t i = 0; i < count; i++) {
+				int64_t want = 0;
+				for (int q = 0; q < g->n; q++)
+					want += ivalue(q, i, round);
+				if (ibuf[i] != want) {
+					long long got = (long long)ibuf[i];
+					free(ibuf), free(buf);
+					return dt_err_set(err, DT_INTERNAL, "rank %d count %zu round %d: int64 element %zu is %lld, "
+							  "expected %lld", rank, count, round, i, got, (long long)want);
+				}
+			}
+			free(ibuf);
 		}
 		free(buf);
 	}
@@ -251,6 +279,18 @@ DT_TEST(dist_collective, allreduce_two_ranks_every_algorithm)
 	struct sizes sz = { { 0, 1, 2, 3, 1000, 16384 }, 6, 3 };
 	for (int alg = DT_COMM_ALG_RING; alg <= DT_COMM_ALG_HALVING; alg++)
 		run_allreduce(2, 64, alg, &sz);
+}
+
+/* Segments of 20 bytes: 5 floats, but 2.5 int64s. Every algorithm must cut
+ * its int64 steps at whole elements (a reduce item is added an element at a
+ * time, so half an element would be dropped or misaligned); the int64 sums in
+ * allreduce_rank check every element exactly. */
+DT_TEST_TIMEOUT(dist_collective, every_algorithm_keeps_int64_elements_whole, 120)
+{
+	struct sizes sz = { { 1, 3, 5, 17, 1009 }, 5, 1 };
+	for (int n = 2; n <= 5; n++)
+		for (int alg = DT_COMM_ALG_RING; alg <= DT_COMM_ALG_HALVING; alg++)
+			run_allreduce_cma(n, 20, alg, -1, &sz);
 }
 
 /* Every algorithm against a plain sum for 1 to 8 ranks (powers of two and
@@ -417,6 +457,11 @@ DT_TEST(dist_collective, mismatched_names_fail_on_every_rank)
 static enum dt_status size_mismatch_rank(struct group *g, int rank, struct dt_comm *comm, struct dt_err *err)
 {
 	float buf[11] = { 0 };
+	if (g->arg) { /* the same count, another element type */
+		int64_t ibuf[10] = { 0 };
+		return rank == 0 ? dt_allreduce_sum_f32(comm, buf, 10, "grads/0", dt_deadline_in(10), err)
+				 : dt_allreduce_sum_i64(comm, ibuf, 10, "grads/0", dt_deadline_in(10), err);
+	}
 	return dt_allreduce_sum_f32(comm, buf, rank == 0 ? 10 : 11, "grads/0", dt_deadline_in(10), err);
 }
 
@@ -430,6 +475,14 @@ DT_TEST(dist_collective, mismatched_sizes_fail)
 		DT_CHECK_INT_EQ(g.st[i], DT_CONFIG);
 		DT_CHECK_CONTAINS(g.err[i].msg, "allreduce 'grads/0' (#1, 10 float32)");
 		DT_CHECK_CONTAINS(g.err[i].msg, "allreduce 'grads/0' (#1, 11 float32)");
+	}
+	group_init(&g, 2);
+	g.fn = size_mismatch_rank;
+	g.arg = &g; /* float32 on rank 0, int64 on rank 1 */
+	group_run(&g);
+	for (int i = 0; i < 2; i++) {
+		DT_CHECK_INT_EQ(g.st[i], DT_CONFIG);
+		DT_CHECK_CONTAINS(g.err[i].msg, "allreduce 'grads/0' (#1, 10 int64)");
 	}
 }
 

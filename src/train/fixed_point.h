@@ -1,0 +1,61 @@
+/*
+ * fixed_point.h — gradients as 64-bit fixed point, for --deterministic.
+ *
+ * Floating-point addition is not associative: the sum of the same gradients
+ * in another order (two workers instead of one, a ring of four, replicas on
+ * threads) differs in the last bits, and so does every variable after it.
+ * Integer addition is associative. So with --deterministic each micro-batch's
+ * gradient (the unit of work: a fixed number of examples, wherever it is
+ * computed) is converted to integers with a scale every task agrees on,
+ * the integers are summed (locally, then by an int64 all-reduce), and the sum
+ * converted back once: the same bits whichever tasks computed which
+ * micro-batches and in whatever order they were added.
+ *
+ * The scale, per variable and per step: e is the smallest exponent with
+ * |g| < 2^e for every element g of that variable in every micro-batch of the
+ * global step (each task's maximum, then the maximum over the tasks); with K
+ * micro-batches in the global step and c = ceil(log2 K),
+ *
+ *     q = round_half_even(g * 2^S),   S = 62 - c - e,
+ *
+ * so |q| <= 2^(62-c) and the sum of the K values is at most 2^62 in
+ * magnitude: it cannot overflow, by construction (the "overflow rule" is
+ * that the scale leaves room for K terms; no saturation is ever needed).
+ * The mean is float((double)sum * f), f = 2^-S / K rounded once to double. Range and precision: the largest
+ * element keeps 62 - c bits (float32 has 24); an element smaller than
+ * 2^(e-62+c) — 2^-52 of the variable's largest for K = 1024 — becomes 0, an
+ * update far below float32's resolution of the variables it would change.
+ * A non-finite gradient has no scale: dt_fixed_exponent says so, every task
+ * learns it with the exponents, and the step fails as diverged.
+ *
+ * Every function here is pure arithmetic on the caller's buffers.
+ */
+#ifndef DT_TRAIN_FIXED_POINT_H
+#define DT_TRAIN_FIXED_POINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* dt_fixed_exponent of all zeros (smaller than any float's), and of a
+ * buffer holding a NaN or an infinity (larger than any float's). The
+ * maximum over buffers is then the combined answer for both. */
+#define DT_FIXED_EXP_ZERO (-1000)
+#define DT_FIXED_EXP_NONFINITE 1000
+
+/* The smallest e with |x[i]| < 2^e for every i (frexp's exponent of the
+ * largest magnitude), or one of the two values above. */
+int dt_fixed_exponent(const float *x, size_t n);
+
+/* S for a variable of exponent `e` summed over `terms` (>= 1) micro-batches;
+ * 0 for DT_FIXED_EXP_ZERO (every value is 0). e must be finite-valued
+ * (not DT_FIXED_EXP_NONFINITE). */
+int dt_fixed_scale(int e, int64_t terms);
+
+/* acc[i] += round_half_even(x[i] * 2^scale). The caller guarantees the
+ * bound above (|x[i]| < 2^e of the scale's e). */
+void dt_fixed_accumulate(int64_t *acc, const float *x, size_t n, int scale);
+
+/* out[i] = float((double)acc[i] * (2^-scale / terms)): the mean of the terms. */
+void dt_fixed_mean(float *out, const int64_t *acc, size_t n, int scale, int64_t terms);
+
+#endif

@@ -1,0 +1,191 @@
+/* --deterministic (train/fixed_point.h): the same global batch computed by
+ * 1, 2 or 4 all-reduce workers (processes on loopback), or by 1, 2 or 4
+ * in-process replicas, leaves checkpoints whose tensors are the same bytes;
+ * and the flag's usage errors. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cluster_procs.h"
+#include "dt_test.h"
+
+#define TASK_WAIT_S 240.0
+
+/* The tensor bytes of a checkpoint (everything after the safetensors
+ * header: every variable, slot and the step), malloc'd; *len their size. */
+static uint8_t *tensor_bytes(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		dt_test_fail(__FILE__, __LINE__, "cannot open checkpoint '%s'", path);
+	struct stat st;
+	DT_CHECK(fstat(fileno(f), &st) == 0 && st.st_size > 8);
+	uint8_t *all = malloc((size_t)st.st_size);
+	DT_CHECK(all && fread(all, 1, (size_t)st.st_size, f) == (size_t)st.st_size);
+	fclose(f);
+	uint64_t n = 0;
+	for (int i = 7; i >= 0; i--)
+		n = n << 8 | all[i];
+	DT_CHECK(8 + n < (uint64_t)st.st_size);
+	*len = (size_t)st.st_size - 8 - (size_t)n;
+	uint8_t *data = malloc(*len);
+	DT_CHECK(data != NULL);
+	memcpy(data, all + 8 + n, *len);
+	free(all);
+	return data;
+}
+
+/* Fails unless the step-`step` checkpoints of dirs a and b hold the same tensor bytes. */
+static void expect_same_tensors(const char *a, const char *b, int step)
+{
+	char pa[2400], pb[2400];
+	snprintf(pa, sizeof(pa), "%s/model.ckpt-%d.safetensors", a, step);
+	snprintf(pb, sizeof(pb), "%s/model.ckpt-%d.safetensors", b, step);
+	size_t la, lb;
+	uint8_t *da = tensor_bytes(pa, &la), *db = tensor_bytes(pb, &lb);
+	DT_CHECK(la == lb);
+	size_t first = 0;
+	while (first < la && da[first] == db[first])
+		first++;
+	if (first != la)
+		dt_test_fail(__FILE__, __LINE__, "%s and %s differ first at tensor byte %zu of %zu", pa, pb, first, la);
+	free(da), free(db);
+}
+
+/* `workers` all-reduce workers (or one plain process when 1), batch
+ * 64 / workers each, with `common` args; the chief's output dir `dir`. */
+static void train_workers(int workers, const char *dir, const char *const *common)
+{
+	char batch[64], out[2400];
+	snprintf(batch, sizeof(batch), "--hparams=batch_size=%d", 64 / workers);
+	snprintf(out, sizeof(out), "--output_dir=%s/%s", dt_test_tmpdir(), dir);
+	const char *args[24];
+	int n = 0;
+	for (int i = 0; common[i] && n < 20; i++)
+		args[n++] = common[i];
+	args[n++] = batch;
+	args[n++] = out;
+	args[n] = NULL;
+	if (workers == 1) {
+		const char *argv[26] = { "dtrain", "train" };
+		for (int i = 0; i <= n; i++)
+			argv[2 + i] = args[i];
+		struct dt_run r;
+		dt_test_run(&r, argv, NULL, TASK_WAIT_S);
+		if (r.exit_code != 0)
+			fprintf(stderr, "%s", r.err);
+		DT_CHECK_INT_EQ(r.exit_code, 0);
+		DT_CHECK_CONTAINS(r.err, "deterministic: micro-batches of 16, 4 per step on this task (4 in all)");
+		dt_run_release(&r);
+		return;
+	}
+	struct cluster c;
+	cluster_init(&c, NULL, workers, 0);
+	struct task *t[4];
+	for (int w = workers - 1; w >= 0; w--)
+		t[w] = cluster_start_train(&c, "worker", w, args);
+	for (int w = 0; w < workers; w++)
+		EXPECT_EXIT(&c, t[w], 0, TASK_WAIT_S);
+	char *err0 = task_read(t[0], 1);
+	DT_CHECK_CONTAINS(err0, "in 64-bit fixed point after the backward pass (--deterministic)");
+	DT_CHECK_CONTAINS(err0, "(4 in all)");
+	free(err0);
+}
+
+static void dir_path(char *buf, size_t cap, const char *name)
+{
+	snprintf(buf, cap, "%s/%s", dt_test_tmpdir(), name);
+}
+
+/* mlp with Adam and weight decay: 1, 2 and 4 workers, global batch 64 in
+ * micro-batches of 16 (fixed_point's unit test shows the float sums of the
+ * same terms in two orders differ). */
+DT_TEST_TIMEOUT(deterministic, one_two_and_four_workers_write_the_same_checkpoint, 600)
+{
+	const char *common[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=40", "--log_every=20",
+				 "--noeval", "--deterministic", "--micro_batch=16", "--save_checkpoints_steps=40",
+				 "--connect_timeout=60", "--hparams_set=mlp_base", NULL };
+	train_workers(1, "w1", common);
+	train_workers(2, "w2", common);
+	train_workers(4, "w4", common);
+	char a[2200], b[2200], d[2200];
+	dir_path(a, sizeof(a), "w1"), dir_path(b, sizeof(b), "w2"), dir_path(d, sizeof(d), "w4");
+	expect_same_tensors(a, b, 40);
+	expect_same_tensors(a, d, 40);
+}
+
+/* cnn (dropout 0.3: each micro-batch's masks come from its own stream) on
+ * 1, 2 and 4 in-process replicas, batch 32 in micro-batches of 8. */
+DT_TEST_TIMEOUT(deterministic, one_two_and_four_replicas_write_the_same_checkpoint, 600)
+{
+	char dirs[3][2200];
+	const char *reps[3] = { "--replicas=1", "--replicas=2", "--replicas=4" };
+	for (int i = 0; i < 3; i++) {
+		char name[16], out[2400];
+		snprintf(name, sizeof(name), "r%d", i);
+		dir_path(dirs[i], sizeof(dirs[i]), name);
+		snprintf(out, sizeof(out), "--output_dir=%s/%s", dt_test_tmpdir(), name);
+		struct dt_run r;
+		dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=cnn", "--problem=fashion_mnist",
+						 "--train_steps=6", "--log_every=0", "--noeval", "--deterministic",
+						 "--micro_batch=8", "--hparams=batch_size=32", reps[i], out, NULL },
+			    NULL, TASK_WAIT_S);
+		if (r.exit_code != 0)
+			fprintf(stderr, "%s", r.err);
+		DT_CHECK_INT_EQ(r.exit_code, 0);
+		dt_run_release(&r);
+	}
+	expect_same_tensors(dirs[0], dirs[1], 6);
+	expect_same_tensors(dirs[0], dirs[2], 6);
+}
+
+DT_TEST_TIMEOUT(deterministic, usage_errors_exit_2, 120)
+{
+	struct dt_run r;
+	/* 24 does not divide 64 */
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=mlp", "--problem=synthetic", "--train_steps=2",
+					 "--deterministic", "--micro_batch=24", "--hparams=batch_size=64", NULL }, NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "--micro_batch=24 must divide the batch of 64 per worker");
+	dt_run_release(&r);
+	/* 32 does not fit each of 4 replicas of a batch of 64 */
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=mlp", "--problem=synthetic", "--train_steps=2",
+					 "--deterministic", "--micro_batch=32", "--replicas=4", "--hparams=batch_size=64",
+					 NULL }, NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "fit each of its 4 replica(s) (at most 16)");
+	dt_run_release(&r);
+	/* through parameter servers */
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=mlp", "--problem=synthetic", "--train_steps=2",
+					 "--deterministic", "--ps_hosts=127.0.0.1:1", "--worker_hosts=127.0.0.1:2",
+					 "--job_name=worker", "--task_index=0", NULL }, NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "--deterministic is built for one process, --replicas and all-reduce clusters");
+	dt_run_release(&r);
+}
+
+/* Resume at another worker count: with --deterministic the input position
+ * is the global batch's (the same on every task), so 2 workers' checkpoint
+ * resumed by 4 workers, and that one by 1 process, end where one process
+ * training straight through ends, to the byte. */
+DT_TEST_TIMEOUT(deterministic, a_checkpoint_resumes_at_another_worker_count_bit_for_bit, 600)
+{
+	const char *first[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=20", "--log_every=10",
+				"--noeval", "--deterministic", "--micro_batch=16", "--save_checkpoints_steps=20",
+				"--connect_timeout=60", NULL };
+	const char *second[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=40", "--log_every=10",
+				 "--noeval", "--deterministic", "--micro_batch=16", "--save_checkpoints_steps=20",
+				 "--connect_timeout=60", NULL };
+	const char *third[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=60", "--log_every=10",
+				"--noeval", "--deterministic", "--micro_batch=16", "--save_checkpoints_steps=20",
+				"--connect_timeout=60", NULL };
+	train_workers(2, "resized", first);
+	train_workers(4, "resized", second);
+	train_workers(1, "resized", third);
+	train_workers(1, "straight", third);
+	char a[2200], b[2200];
+	dir_path(a, sizeof(a), "resized"), dir_path(b, sizeof(b), "straight");
+	expect_same_tensors(a, b, 60);
+}

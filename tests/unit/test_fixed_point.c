@@ -1,0 +1,128 @@
+/* --deterministic's fixed point (train/fixed_point.h): the exponent, the
+ * scale and its overflow rule, rounding, order independence, the mean. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "base/rng.h"
+#include "dt_test.h"
+#include "train/fixed_point.h"
+
+DT_TEST(fixed_point, exponent_bounds_the_largest_magnitude)
+{
+	const float a[] = { 0.25f, -0.75f, 0.5f };
+	DT_CHECK_INT_EQ(dt_fixed_exponent(a, 3), 0); /* 0.75 < 2^0 */
+	const float b[] = { 1.0f };
+	DT_CHECK_INT_EQ(dt_fixed_exponent(b, 1), 1); /* 1 is not < 2^0 */
+	const float c[] = { -3.0f, 1e-3f };
+	DT_CHECK_INT_EQ(dt_fixed_exponent(c, 2), 2);
+	const float tiny[] = { 1e-45f }; /* the smallest subnormal, 2^-149 */
+	DT_CHECK_INT_EQ(dt_fixed_exponent(tiny, 1), -148);
+	const float zero[] = { 0.0f, -0.0f };
+	DT_CHECK_INT_EQ(dt_fixed_exponent(zero, 2), DT_FIXED_EXP_ZERO);
+	DT_CHECK_INT_EQ(dt_fixed_exponent(zero, 0), DT_FIXED_EXP_ZERO);
+	float bad[] = { 1.0f, NAN, 2.0f };
+	DT_CHECK_INT_EQ(dt_fixed_exponent(bad, 3), DT_FIXED_EXP_NONFINITE);
+	bad[1] = -INFINITY;
+	DT_CHECK_INT_EQ(dt_fixed_exponent(bad, 3), DT_FIXED_EXP_NONFINITE);
+	bad[0] = NAN; /* first element: not taken for the running maximum */
+	bad[1] = 0.0f;
+	DT_CHECK_INT_EQ(dt_fixed_exponent(bad, 3), DT_FIXED_EXP_NONFINITE);
+}
+
+DT_TEST(fixed_point, scale_leaves_room_for_every_term)
+{
+	DT_CHECK_INT_EQ(dt_fixed_scale(0, 1), 62);
+	DT_CHECK_INT_EQ(dt_fixed_scale(0, 2), 61);
+	DT_CHECK_INT_EQ(dt_fixed_scale(0, 3), 60); /* ceil(log2 3) = 2 */
+	DT_CHECK_INT_EQ(dt_fixed_scale(3, 1024), 62 - 10 - 3);
+	DT_CHECK_INT_EQ(dt_fixed_scale(-148, 4), 62 - 2 + 148);
+	DT_CHECK_INT_EQ(dt_fixed_scale(DT_FIXED_EXP_ZERO, 7), 0);
+	/* The overflow rule at its edge: K terms, each the largest value of
+	 * exponent e (just below 2^e, rounding up to 2^(62-c)), of one sign and
+	 * of the other; the sums reach +-2^62 and no further. */
+	const int64_t ks[] = { 1, 2, 3, 5, 64, 1000 };
+	for (size_t t = 0; t < sizeof(ks) / sizeof(ks[0]); t++) {
+		const int64_t k = ks[t];
+		const float big = nextafterf(8.0f, 0.0f), neg = -big; /* < 2^3 */
+		DT_CHECK_INT_EQ(dt_fixed_exponent(&big, 1), 3);
+		int s = dt_fixed_scale(3, k);
+		int64_t up = 0, down = 0;
+		for (int64_t j = 0; j < k; j++) {
+			dt_fixed_accumulate(&up, &big, 1, s);
+			dt_fixed_accumulate(&down, &neg, 1, s);
+		}
+		DT_CHECK(up > 0 && up <= (int64_t)1 << 62);
+		DT_CHECK(down < 0 && down >= -((int64_t)1 << 62));
+		DT_CHECK(up == -down);
+		float mean;
+		dt_fixed_mean(&mean, &up, 1, s, k);
+		DT_CHECK(mean == big); /* 24 bits survive 62 - c */
+	}
+}
+
+DT_TEST(fixed_point, rounds_half_to_even)
+{
+	/* scale 1: x * 2 = 0.5, 1.5, 2.5, -0.5, -2.5 */
+	const float x[] = { 0.25f, 0.75f, 1.25f, -0.25f, -1.25f };
+	int64_t acc[5] = { 0 };
+	dt_fixed_accumulate(acc, x, 5, 1);
+	DT_CHECK(acc[0] == 0 && acc[1] == 2 && acc[2] == 2 && acc[3] == 0 && acc[4] == -2);
+	/* a negative scale: 3 * 2^-2 = 0.75 -> 1 */
+	const float three = 3.0f;
+	int64_t q = 0;
+	dt_fixed_accumulate(&q, &three, 1, -2);
+	DT_CHECK(q == 1);
+}
+
+/* The point of it all: any order, any grouping of the terms, the same bits;
+ * the float sum of the same terms in two orders differs. */
+DT_TEST(fixed_point, sums_are_the_same_in_any_order_and_grouping)
+{
+	enum { K = 16, N = 4096 };
+	static float g[K][N];
+	struct dt_rng rng;
+	dt_rng_derive(&rng, 7, "fixed_point", 0);
+	for (int k = 0; k < K; k++)
+		for (int i = 0; i < N; i++)
+			g[k][i] = (float)(((double)dt_rng_uniform(&rng) - 0.5) * ldexp(1.0, (int)(dt_rng_next(&rng) % 40) - 30));
+	int e = DT_FIXED_EXP_ZERO;
+	for (int k = 0; k < K; k++) {
+		int ek = dt_fixed_exponent(g[k], N);
+		e = ek > e ? ek : e;
+	}
+	const int s = dt_fixed_scale(e, K);
+	/* forward, one accumulator */
+	static int64_t fwd[N], grp[4][N], rev[N];
+	memset(fwd, 0, sizeof(fwd));
+	memset(grp, 0, sizeof(grp));
+	memset(rev, 0, sizeof(rev));
+	for (int k = 0; k < K; k++)
+		dt_fixed_accumulate(fwd, g[k], N, s);
+	/* four "workers" of 4 terms each, summed in reverse worker order */
+	for (int k = 0; k < K; k++)
+		dt_fixed_accumulate(grp[k % 4], g[k], N, s);
+	for (int w = 3; w >= 0; w--)
+		for (int i = 0; i < N; i++)
+			rev[i] += grp[w][i];
+	DT_CHECK(memcmp(fwd, rev, sizeof(fwd)) == 0);
+	static float m1[N], m2[N];
+	dt_fixed_mean(m1, fwd, N, s, K);
+	dt_fixed_mean(m2, rev, N, s, K);
+	DT_CHECK(memcmp(m1, m2, sizeof(m1)) == 0);
+	/* Close to the exact mean (in double), and the float sums disagree. */
+	int float_differs = 0;
+	for (int i = 0; i < N; i++) {
+		double exact = 0;
+		float a = 0, b = 0;
+		for (int k = 0; k < K; k++) {
+			exact += (double)g[k][i];
+			a += g[k][i];
+			b += g[K - 1 - k][i];
+		}
+		exact /= K;
+		DT_CHECK(fabs((double)m1[i] - exact) <= fabs(exact) * 1e-6 + ldexp(1.0, -s));
+		float_differs += a != b;
+	}
+	DT_CHECK(float_differs > 0);
+}
