@@ -17,7 +17,9 @@
 #
 # Layout: host I is the namespace NAME-I with one interface eth0 at
 # 10.99.0.(I+1)/24; the switch is the namespace NAME-sw holding a bridge br0 and
-# the far ends p0..p(N-1) of the hosts' veth pairs. Nothing is created in the
+# the far ends p0..p(N-1) of the hosts' veth pairs, and itself the address
+# 10.99.0.254 on br0 (a head node: launchers such as mpirun run there; its own
+# traffic is not shaped). Nothing is created in the
 # calling namespace, so concurrent sets (each NAME = "dth" + the creating
 # process's pid and this script's, "dth<owner>x<pid>"; the owner is the caller
 # of `up`, or this script under `run`; `gc` removes the sets of owners that are
@@ -29,6 +31,7 @@
 set -euo pipefail
 
 NET=10.99.0
+UP_NAME=""
 die() { echo "netns-hosts: $*" >&2; exit 2; }
 
 set_members() { # NAME -> the namespaces of that set, switch last
@@ -61,7 +64,10 @@ burst_for() {
 shape() { # NS DEV RATE DELAY
 	local ns=$1 dev=$2 rate=$3 delay=$4 parent="root"
 	if [ -n "$delay" ]; then
-		tc -n "$ns" qdisc add dev "$dev" root handle 1: netem delay "$delay" limit 100000
+		tc -n "$ns" qdisc add dev "$dev" root handle 1: netem delay "$delay" limit 100000 || {
+			echo "netns-hosts: no netem delay here (the kernel lacks sch_netem: modprobe sch_netem)" >&2
+			return 1
+		}
 		parent="parent 1:"
 	fi
 	if [ "$rate" != 0 ]; then
@@ -76,11 +82,13 @@ cmd_up() {
 	[ "$rate" = 0 ] || burst_for "$rate" >/dev/null
 	local owner=${4:-$PPID} name sw i
 	name="dth${owner}x$$"
+	UP_NAME=$name # for the trap, which may run after this function's locals are gone
 	sw="$name-sw"
 	[ -z "$(set_members "$name")" ] || die "up: $name exists already (scripts/netns-hosts.sh down $name)"
-	trap 'cmd_down "$name"' ERR INT TERM HUP
+	trap 'cmd_down "$UP_NAME"; exit 2' ERR INT TERM HUP
 	ip netns add "$sw"
 	ip -n "$sw" link add br0 type bridge
+	ip -n "$sw" addr add "$NET.254/24" dev br0
 	ip -n "$sw" link set br0 up
 	ip -n "$sw" link set lo up
 	for ((i = 0; i < n; i++)); do
@@ -135,6 +143,9 @@ cmd_gc() {
 	done
 }
 
+child=""
+pass_on() { [ -z "$child" ] || kill -"$1" -- -"$child" 2>/dev/null || true; }
+
 cmd_run() {
 	local n=$1 rate=$2 delay="" name rc=0
 	shift 2
@@ -144,14 +155,25 @@ cmd_run() {
 	[ $# -gt 0 ] || die "run: no command"
 	name="dth$$x$$"
 	# From here on, every way out of this shell removes the set: the command's
-	# end, an error, or a signal (the trap re-raises nothing: the exit status
-	# says 128+signal, as a shell's would).
+	# end, an error, or a signal, which is passed on to the command first (the
+	# exit status then says 128+signal, as a shell's would). The command runs
+	# in the background so that `wait` returns at once on a signal (bash runs
+	# no trap while a foreground command runs); its stdin is /dev/null.
+	# Only SIGKILL escapes: `gc` removes what it leaves.
+	# The command is a process group of its own (set -m) so that the signal
+	# reaches all it started.
+	child=""
 	trap 'cmd_down "$name"' EXIT
-	trap 'exit 130' INT
-	trap 'exit 143' TERM
-	trap 'exit 129' HUP
-	cmd_up "$n" "$rate" "$delay" $$ >/dev/null
-	NETNS_HOSTS=$name "$@" || rc=$?
+	cmd_up "$n" "$rate" "$delay" $$ >/dev/null # removes what it made if it fails or is signalled
+	trap 'pass_on INT; exit 130' INT
+	trap 'pass_on TERM; exit 143' TERM
+	trap 'pass_on HUP; exit 129' HUP
+	set -m
+	NETNS_HOSTS=$name "$@" </dev/null &
+	child=$!
+	set +m
+	wait "$child" || rc=$?
+	child=""
 	exit "$rc"
 }
 
