@@ -16,25 +16,25 @@
 # delay ("100us", "1ms"; default none).
 #
 # Layout: host I is the namespace NAME-I with one interface eth0 at
-# 10.99.0.(I+1)/24; the switch is the namespace NAME-sw holding a bridge br0 and
-# the far ends p0..p(N-1) of the hosts' veth pairs, and itself the address
-# 10.99.0.254 on br0 (a head node: launchers such as mpirun run there; its own
-# traffic is not shaped). Nothing is created in the
-# calling namespace, so concurrent sets (each NAME = "dth" + the creating
-# process's pid and this script's, "dth<owner>x<pid>"; the owner is the caller
-# of `up`, or this script under `run`; `gc` removes the sets of owners that are
-# gone) cannot collide, even with the same addresses. Each link is shaped both ways, as a full-duplex NIC: a token bucket
-# (tc tbf) of RATE on the host's eth0 (what it sends) and on the switch's pI
-# (what it receives); DELAY, if given, is a netem qdisc above the host's tbf.
-# Deleting a namespace deletes its veth ends, so `down` is `ip netns del` of
-# each; `up` that fails part-way removes what it made before it exits.
+# 10.99.0.(I+1)/24; the switch is the namespace NAME-sw holding a bridge br0,
+# the far ends p0..p(N-1) of the hosts' veth pairs, and the address 10.99.0.254
+# on br0 (a head node: launchers such as mpirun run there; its own traffic is
+# not shaped). Nothing is created in the calling namespace, and NAME is
+# "dth<owner>x<pid>" (the owner is the caller of `up`, or this script under
+# `run`; pid is this script's), so concurrent sets cannot collide, even on the
+# same addresses; `gc` removes the sets whose owner is gone. Each link is shaped
+# both ways, as a full-duplex NIC: a token bucket (tc tbf) of RATE on the host's
+# eth0 (what it sends) and on the switch's pI (what it receives); DELAY, if
+# given, is a netem qdisc above the host's tbf. Deleting a namespace deletes its
+# veth ends, so `down` is `ip netns del` of each; `up` that fails part-way
+# removes what it made before it exits.
 set -euo pipefail
 
 NET=10.99.0
 UP_NAME=""
 die() { echo "netns-hosts: $*" >&2; exit 2; }
 
-set_members() { # NAME -> the namespaces of that set, switch last
+set_members() { # NAME -> the namespaces of that set
 	ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$1-([0-9]+|sw)\$" | sort -t- -k2,2n || true
 }
 
@@ -185,5 +185,5 @@ exec) [ $# -ge 4 ] || die "usage: exec NAME I CMD..."; shift; cmd_exec "$@" ;;
 addr) [ $# -eq 2 ] || die "usage: addr I"; echo "$NET.$(($2 + 1))" ;;
 run) [ $# -ge 4 ] || die "usage: run N RATE [DELAY] -- CMD..."; shift; cmd_run "$@" ;;
 gc) cmd_gc ;;
-*) sed -n '2,27p' "$0" >&2; exit 2 ;;
+*) sed -n '2,16p' "$0" >&2; exit 2 ;;
 esac
