@@ -78,7 +78,7 @@ shape() { # NS DEV RATE DELAY
 
 cmd_up() {
 	local n=$1 rate=$2 delay=${3:-}
-	[[ $n =~ ^[0-9]+$ ]] && ((n >= 1 && n <= 64)) || die "up: N must be 1..64, got '$n'"
+	if ! [[ $n =~ ^[0-9]+$ ]] || ((n < 1 || n > 64)); then die "up: N must be 1..64, got '$n'"; fi
 	[ "$rate" = 0 ] || burst_for "$rate" >/dev/null
 	local owner=${4:-$PPID} name sw i
 	name="dth${owner}x$$"
