@@ -5,10 +5,13 @@
  *   build/bench-allreduce --ranks=N [--sizes=4096,65536,...] [--samples=9]
  *                         [--min_sample_ms=50] [--spin_us=0] [--segment_bytes=0] [--algorithm=auto]
  *                         [--wire_security=none|auth|encrypt] [--no_cma]
+ *                         [--netns=NS0,NS1,... --addrs=HOST:PORT,...]
  * (0 = the library's defaults; --algorithm=ring|doubling|halving forces one instead of the cost model's choice; auth and
  * encrypt give every rank one fixed cluster secret, so every ring frame is tagged or encrypted
  * (docs/SECURITY.md); --no_cma sends every byte over TCP, as between machines, instead of
- * reading large segments from the neighbour's memory)
+ * reading large segments from the neighbour's memory; --netns puts rank i in
+ * the network namespace NSi (/run/netns/NSi), listening on the i-th of --addrs,
+ * the emulated hosts of scripts/netns-hosts.sh: bench/allreduce_hosts)
  *
  * Forks N rank processes on loopback (127.0.0.1, kernel-chosen ports). For
  * each size (bytes, float32 elements): 3 warm-up calls; rank 0 times a few
@@ -22,6 +25,8 @@
  *    "inner": .., "wire": "none"}
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -49,7 +54,36 @@ struct opts {
 	int nsizes;
 	enum dt_wire_security wire;
 	int no_cma;
+	char *netns[MAX_RANKS]; /* --netns: rank i's namespace, or all NULL */
+	char *addrs[MAX_RANKS]; /* --addrs: rank i's listening address with --netns */
 };
+
+/* Splits a comma-separated list in place into out[0..n); returns n. */
+static int split_list(char *s, char **out, int cap)
+{
+	int n = 0;
+	for (char *tok = strtok(s, ","); tok && n < cap; tok = strtok(NULL, ","))
+		out[n++] = tok;
+	return n;
+}
+
+/* Moves this (single-threaded, forked) process into the named network
+ * namespace, as `ip netns exec` does. */
+static int enter_netns(const char *name)
+{
+	char path[300];
+	snprintf(path, sizeof(path), "/run/netns/%s", name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+		fprintf(stderr, "bench-allreduce: cannot enter network namespace %s: %s (root? scripts/netns-hosts.sh up)\n",
+			path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -65,7 +99,7 @@ static int run_rank(const struct opts *o, const struct dt_comm_peer *peers, int 
 	dt_hello_init(&hello, "worker", (uint32_t)rank, 0);
 	hello.auth = o->wire != DT_WIRE_NONE ? &auth : NULL;
 	struct dt_comm_config cfg = { .nranks = o->ranks, .rank = rank, .peers = peers, .listen_fd = listen_fd,
-				      .listen_fd_set = 1, .segment_bytes = o->segment_bytes, .spin_us = o->spin_us,
+				      .listen_fd_set = listen_fd >= 0, .segment_bytes = o->segment_bytes, .spin_us = o->spin_us,
 				      .algorithm = o->algorithm, .no_cma = o->no_cma, .hello = &hello };
 	struct dt_comm *comm = NULL;
 	struct dt_err err = DT_ERR_INIT;
@@ -155,6 +189,7 @@ static int parse_sizes(const char *s, struct opts *o)
 int main(int argc, char **argv)
 {
 	struct opts o = { .ranks = 2, .samples = 9, .min_sample_ms = 50 };
+	int nnetns = 0, naddrs = 0;
 	parse_sizes("4K,16K,64K,256K,1M,4M,16M,64M", &o);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -180,6 +215,10 @@ int main(int argc, char **argv)
 			}
 		} else if (!strcmp(a, "--no_cma"))
 			o.no_cma = 1;
+		else if (!strncmp(a, "--netns=", 8))
+			nnetns = split_list(argv[i] + 8, o.netns, MAX_RANKS);
+		else if (!strncmp(a, "--addrs=", 8))
+			naddrs = split_list(argv[i] + 8, o.addrs, MAX_RANKS);
 		else if (!strncmp(a, "--sizes=", 8)) {
 			if (parse_sizes(a + 8, &o)) {
 				fprintf(stderr, "bench-allreduce: bad --sizes '%s' (e.g. 4K,64K,1M)\n", a + 8);
@@ -188,7 +227,7 @@ int main(int argc, char **argv)
 		} else {
 			fprintf(stderr, "usage: bench-allreduce --ranks=N [--sizes=4K,64K,1M] [--samples=9] "
 					"[--min_sample_ms=50] [--spin_us=0] [--segment_bytes=0] [--algorithm=auto] "
-					"[--wire_security=none|auth|encrypt] [--no_cma]\n");
+					"[--wire_security=none|auth|encrypt] [--no_cma] [--netns=NS0,.. --addrs=H:P,..]\n");
 			return 2;
 		}
 	}
@@ -196,11 +235,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench-allreduce: --ranks must be 1..%d and --samples >= 1\n", MAX_RANKS);
 		return 2;
 	}
+	if (nnetns != naddrs || (nnetns && nnetns != o.ranks)) {
+		fprintf(stderr, "bench-allreduce: --netns and --addrs need one entry per rank (%d)\n", o.ranks);
+		return 2;
+	}
 	int fds[MAX_RANKS];
 	char addrs[MAX_RANKS][DT_COMM_ADDR_MAX];
 	struct dt_comm_peer peers[MAX_RANKS];
 	struct dt_err err = DT_ERR_INIT;
-	if (dt_comm_listen_loopback(o.ranks, fds, addrs, &err)) {
+	if (nnetns) { /* each rank binds its own address in its namespace */
+		for (int i = 0; i < o.ranks; i++) {
+			fds[i] = -1;
+			snprintf(addrs[i], sizeof(addrs[i]), "%s", o.addrs[i]);
+		}
+	} else if (dt_comm_listen_loopback(o.ranks, fds, addrs, &err)) {
 		fprintf(stderr, "bench-allreduce: error: %s\n", err.msg);
 		return 1;
 	}
@@ -215,13 +263,16 @@ int main(int argc, char **argv)
 		}
 		if (pids[i] == 0) {
 			for (int j = 0; j < o.ranks; j++)
-				if (j != i)
+				if (j != i && fds[j] >= 0)
 					dt_sock_close(fds[j]);
+			if (o.netns[i] && enter_netns(o.netns[i]) != 0)
+				_exit(1);
 			_exit(run_rank(&o, peers, i, fds[i]));
 		}
 	}
 	for (int i = 0; i < o.ranks; i++)
-		dt_sock_close(fds[i]);
+		if (fds[i] >= 0)
+			dt_sock_close(fds[i]);
 	int worst = 0;
 	for (int i = 0; i < o.ranks; i++) {
 		int status;

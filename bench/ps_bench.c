@@ -19,7 +19,13 @@
  *       tagged; encrypt: encrypted; docs/SECURITY.md); one line per size:
  *       {"what": "ps", "bytes": 65536, "num_ps": 1, "wire": "auth", "mb_per_s": ...}
  *       (run it per mode, interleaved, to compare: bench/wire_security.sh).
+ *       --ps_netns=NS --ps_host=IP: the ps child runs in network namespace NS
+ *       (/run/netns/NS) listening on IP, the trainer wherever this process
+ *       runs (`ip netns exec` another): emulated hosts, bench/wire_security_hosts.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +62,23 @@ struct model {
 /* Every hello of this run: with a secret when --wire_security is auth or encrypt. */
 static struct dt_auth bench_auth;
 static const struct dt_auth *bench_use;
+/* Where the ps children listen (--ps_host) and in which network namespace (--ps_netns, or NULL). */
+static const char *ps_host = "127.0.0.1";
+static const char *ps_netns;
+
+/* Moves this (forked, single-threaded) process into network namespace `name`. */
+static void enter_netns(const char *name)
+{
+	char path[300];
+	snprintf(path, sizeof(path), "/run/netns/%s", name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+		fprintf(stderr, "ps_bench: cannot enter network namespace %s: %s (root? scripts/netns-hosts.sh up)\n",
+			path, strerror(errno));
+		exit(1);
+	}
+	close(fd);
+}
 
 static void model_make(struct model *m, size_t bytes, int num_ps)
 {
@@ -89,12 +112,14 @@ static pid_t start_ps(const struct model *m, int index, int *port)
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(p[0]);
+		if (ps_netns)
+			enter_netns(ps_netns);
 		struct dt_err err = DT_ERR_INIT;
 		struct dt_loop *loop;
 		struct dt_hello h;
 		hello_for(&h, m, "ps", (uint32_t)index);
 		struct dt_ps_server *s;
-		struct dt_ps_server_config sc = { .host = "127.0.0.1", .index = index, .local = &h, .placement = &m->pl,
+		struct dt_ps_server_config sc = { .host = ps_host, .index = index, .local = &h, .placement = &m->pl,
 						  .num_params = m->n, .hp = &m->hp, .chief_role = "chief" };
 		if (dt_loop_new(&loop, &err) || dt_ps_server_new(loop, &sc, &s, &err))
 			die("ps", &err);
@@ -126,7 +151,7 @@ static double ps_rate_bytes(size_t bytes, int num_ps, int rounds)
 	for (int i = 0; i < num_ps; i++) {
 		int port;
 		pids[i] = start_ps(&m, i, &port);
-		snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", port);
+		snprintf(addr[i], sizeof(addr[i]), "%s:%d", ps_host, port);
 		addrs[i] = addr[i];
 	}
 	struct dt_err err = DT_ERR_INIT;
@@ -226,6 +251,10 @@ static int wire_main(int argc, char **argv)
 		const char *a = argv[i];
 		if (!strncmp(a, "--wire_security=", 16) && dt_wire_security_parse(a + 16, &mode) == 0) {
 			continue;
+		} else if (!strncmp(a, "--ps_netns=", 11)) {
+			ps_netns = a + 11;
+		} else if (!strncmp(a, "--ps_host=", 10)) {
+			ps_host = a + 10;
 		} else if (!strncmp(a, "--reps=", 7) && atoi(a + 7) >= 1 && atoi(a + 7) <= 50) {
 			reps = atoi(a + 7);
 		} else if (!strncmp(a, "--sizes=", 8)) {
@@ -246,7 +275,7 @@ static int wire_main(int argc, char **argv)
 			}
 		} else {
 			fprintf(stderr, "usage: bench-ps [REPS] | bench-ps --wire_security=none|auth|encrypt "
-					"[--sizes=64K,1M,16M] [--reps=5]\n");
+					"[--sizes=64K,1M,16M] [--reps=5] [--ps_netns=NS --ps_host=IP]\n");
 			return 2;
 		}
 	}
