@@ -101,6 +101,19 @@ struct dt__role;
 enum dt_status dt_ps_recover(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
 			     struct dt_ps_chief *ch, int64_t *gstep, int *ended, struct dt_err *err) DT_MUST_CHECK;
 
+/* Synchronous training's recovery (train/sync_roles.h), the same passes:
+ * after reconnecting, the chief configures the ps for synchronous training
+ * (`sc`: a ps that came back is a new process that knows nothing) and
+ * restores them (a checkpoint sets the step on every ps; with none, every ps
+ * is set to the chief's last step *step and the empty ones initialized from
+ * its copy); a worker waits for the model, then sends its configuration. The
+ * final pull is synchronous and answered at once: *step gets the step every
+ * ps is at, which the trainers continue from (holding their step until then
+ * is what keeps the barrier whole). `ch`, when given, has ch->sync set. */
+enum dt_status dt_ps_recover_sync(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
+				  struct dt_ps_chief *ch, const struct dt_ps_sync_config *sc, int64_t *step, int *ended,
+				  struct dt_err *err) DT_MUST_CHECK;
+
 /* A trainer's start: the chief's dt_ps_chief_start (ch, initialized by
  * dt_ps_chief_init) or a worker's wait for the model (ch NULL), then the
  * first pull into *gstep; a ps lost meanwhile is recovered as mid-run. */

@@ -79,6 +79,15 @@ struct dt_dataset *dt__session_test(struct dt_session *s) { return s->test; }
 int64_t dt_session_global_step(const struct dt_session *s) { return s->step; }
 int dt_session_should_stop(const struct dt_session *s) { return s->ended || s->step >= s->cfg->train_steps; }
 void dt__session_end_run(struct dt_session *s) { s->ended = 1; }
+
+enum dt_status dt__session_seek_batches(struct dt_session *s, int64_t batches, struct dt_err *err)
+{
+	if (!s->input)
+		return DT_OK;
+	DT_ASSERT(s->cfg->micro_batch == 0); /* --deterministic reads slices of global batches, not shards */
+	return dt_input_start_at_batch(s->input, s->info.shard_index, s->info.shard_count, s->cfg->hp.batch_size,
+				       batches, err);
+}
 struct dt_rng *dt__session_rng(struct dt_session *s) { return &s->dropout_rng; }
 
 void dt_session_set_hook(struct dt_session *s, dt_session_hook_fn fn, void *arg)

@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/retry.h"
 #include "distribute/in_graph.h"
 #include "distribute/ps_client.h"
 #include "distribute/ps_wire.h"
@@ -121,6 +122,18 @@ static enum dt_status trainer_start(struct dt_session *s, void *self, struct dt_
 	struct dt_ps_sync_result sr = { 0 };
 	if (!st && !ended)
 		st = dt_ps_client_sync_round(t->c, 0, 0, 0, -1, &sr, dt_deadline_in(t->round_s), err);
+	if (st && dt_retry_transient(st) && (!t->chief || t->ch.cfg) &&
+	    dt_ps_any_lost(t->c, t->k.cfg->cluster->num_ps_replicas)) {
+		/* A ps lost while the trainers start (the chief's first restore, a
+		 * worker's wait): recovered as mid-run, from the step ps:0 had. */
+		struct dt_err e = DT_ERR_INIT;
+		dt_warn("a parameter server was lost while starting (%s): recovering", err ? err->msg : "?");
+		int64_t step = 0;
+		st = dt_ps_recover_sync(t->k.cfg, t->k.r, t->c, t->chief ? &t->ch : NULL, &t->sc, &step, &ended, &e);
+		if (st && err)
+			*err = e;
+		sr.min_step = sr.global_step = step;
+	}
 	if (st && !t->chief && dt_ps_client_ended_by_ps(t->c)) {
 		/* A restarted run the chief found finished (its checkpoint at the last step). */
 		dt_info("the parameter servers closed: the run is over");
@@ -147,6 +160,40 @@ static enum dt_status trainer_compute(struct dt_session *s, void *self, struct d
 	return dt__session_compute_decayed(s, out, err);
 }
 
+/* A ps died (or its connection did): every trainer holds its step — it
+ * pushes nothing until the recovery is done (train/ps_recovery.h): the chief
+ * configures the restarted ps and restores the newest checkpoint onto every
+ * ps, the workers wait for it; then all pull the restored step and continue
+ * from there with the barrier whole again, their data repositioned at it (a
+ * synchronous step reads one batch per shard), so the steps since the
+ * checkpoint are redone on the same batches and none is counted twice. The
+ * step after a restore has the first step's deadline, on the ps and here. */
+static enum dt_status trainer_recover(struct dt_session *s, struct sync_trainer *t, struct dt_strategy_step *io,
+				      struct dt_err *err)
+{
+	int64_t step = t->gstep;
+	int ended = 0;
+	dt_warn("synchronous step %lld: a parameter server was lost; holding the step until it is restored",
+		(long long)(io->step - 1));
+	enum dt_status st = dt_ps_recover_sync(t->k.cfg, t->k.r, t->c, t->chief ? &t->ch : NULL, &t->sc, &step, &ended,
+					       err);
+	if (!st && !ended)
+		st = dt__session_seek_batches(s, step, err);
+	if (st)
+		return dt_err_prefix(err, "synchronous training stopped at step %lld", (long long)(io->step - 1));
+	t->k.stats->recoveries++;
+	io->taken = 0;
+	if (ended) {
+		dt__session_end_run(s);
+		io->step = t->gstep;
+		return DT_OK;
+	}
+	t->gstep = step;
+	t->first_step = step;
+	io->step = step;
+	return DT_OK;
+}
+
 /* Pushes the gradient tagged with its step and waits at the ps's barrier
  * until the average of the first replicas_to_aggregate is applied; the
  * release brings the new variables. */
@@ -166,12 +213,19 @@ static enum dt_status trainer_apply(struct dt_session *s, void *self, const stru
 		io->taken = 0;
 		return DT_OK;
 	}
+	const int num_ps = t->k.cfg->cluster->num_ps_replicas;
+	if (st && dt_ps_any_lost(t->c, num_ps))
+		return trainer_recover(s, t, io, err);
 	if (st)
 		return dt_err_prefix(err, "synchronous training stopped at step %lld", (long long)step);
 	/* Checkpoints when due: with no backups the step cannot move on without
 	 * this trainer, so the snapshot is one step's. */
-	if (t->chief && (st = dt_ps_chief_after_step(&t->ch, t->c, sr.global_step, fig->loss, fig->correct, lr, err)))
-		return st;
+	if (t->chief && (st = dt_ps_chief_after_step(&t->ch, t->c, sr.global_step, fig->loss, fig->correct, lr, err))) {
+		if (!dt_ps_any_lost(t->c, num_ps))
+			return st;
+		t->gstep = sr.global_step;
+		return trainer_recover(s, t, io, err);
+	}
 	t->k.barrier_ns += sr.held_ns;
 	t->k.stats->stale_steps += sr.dropped > 0;
 	t->gstep = sr.global_step;
