@@ -41,6 +41,7 @@ struct dt_session {
 
 	/* The chief's files. */
 	int saving;
+	int global_position;          /* the input's position is global (slices, or one shard of 1) */
 	struct dt_saver saver;
 	char *hparams_json;
 	struct dt_summary *summary;
@@ -129,6 +130,7 @@ enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strat
 	out->step = c.global_step;
 	out->epoch = c.pipeline_epoch;
 	out->offset = c.pipeline_offset;
+	out->global = c.pipeline_global;
 	out->has_rng = c.has_rng;
 	out->rng = c.dropout_rng;
 	return DT_OK;
@@ -154,6 +156,32 @@ static enum dt_status open_summaries(struct dt_session *s, struct dt_err *err)
 	}
 	if (tc->eval_after_save && s->info.files)
 		return dt_eval_open_events(tc->output_dir, DT_SPLIT_TEST, &s->eval_events, err);
+	return DT_OK;
+}
+
+/* Lock-step tasks (strategy info `slices`): the input as slice shard_index
+ * of each global batch of the whole dataset's order, at a global position,
+ * so a checkpoint written by N workers resumes on M with the examples of the
+ * epoch that nobody has read yet. A checkpoint from before global positions
+ * holds one shard's (epoch, offset), written at the worker count that
+ * resumes it (which was required then): its offset times the shard count is
+ * as many examples of the epoch, in the global order. */
+static enum dt_status start_slices(struct dt_session *s, const struct dt_strategy_start *at, struct dt_err *err)
+{
+	const int n = s->info.shard_count;
+	int64_t offset = at->offset;
+	if (at->step > 0 && !at->global) {
+		offset *= n;
+		dt_info("the checkpoint holds one data shard's position (written before global positions, at %d "
+			"workers): resuming %lld examples into epoch %lld of the whole data", n, (long long)offset,
+			(long long)at->epoch);
+	}
+	enum dt_status st = s->input->ops->start_slice(s->input, s->info.shard_index, n, at->epoch, offset, err);
+	if (st)
+		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
+	s->global_position = 1;
+	dt_info("data: slice %d of %d of every global batch %d (the whole data, %lld examples per epoch)",
+		s->info.shard_index, n, s->cfg->hp.batch_size * n, (long long)dt_input_shard_size(s->input));
 	return DT_OK;
 }
 
@@ -187,6 +215,7 @@ static enum dt_status start_fixed(struct dt_session *s, const struct dt_strategy
 							 at->offset, err);
 	if (st)
 		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
+	s->global_position = 1;
 	dt_info("deterministic: micro-batches of %d, %d per step on this task (%d in all), gradients summed in 64-bit "
 		"fixed point; the data read in global batches of %d, this task slice %d of %d", m, s->micro_local,
 		s->micro_local * s->info.shard_count, b * s->info.shard_count, s->info.shard_index, s->info.shard_count);
@@ -221,11 +250,14 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 		return DT_OK;
 	if (tc->micro_batch > 0)
 		return start_fixed(s, at, err);
+	if (s->info.slices && s->info.shard_count > 1 && s->input->ops->start_slice && at->batches == 0)
+		return start_slices(s, at, err);
 	if (at->batches > 0)
 		st = dt_input_start_at_batch(s->input, s->info.shard_index, s->info.shard_count, tc->hp.batch_size,
 					     at->batches, err);
 	else
 		st = dt_input_start(s->input, s->info.shard_index, s->info.shard_count, at->epoch, at->offset, err);
+	s->global_position = s->info.shard_count == 1;
 	if (st)
 		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
 	if (s->info.shard_count > 1 && s->info.global_batch != tc->hp.batch_size)
@@ -345,6 +377,7 @@ enum dt_status dt_session_save(struct dt_session *s, struct dt_err *err)
 	c.dropout_rng = s->dropout_rng;
 	if (s->input)
 		dt_input_position(s->input, &c.pipeline_epoch, &c.pipeline_offset);
+	c.pipeline_global = s->global_position;
 	c.hparams = s->hparams_json;
 	c.extra = s->info.ckpt_meta;
 	c.num_extra = s->info.num_ckpt_meta;
