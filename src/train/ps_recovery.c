@@ -75,6 +75,9 @@ static void contents_of(struct dt_ps_chief *ch, struct dt_ckpt_contents *c)
 	c->hparams = ch->hparams_json;
 	c->extra = ch->meta;
 	c->num_extra = 2;
+	c->pipeline_epoch = ch->pos_epoch;
+	c->pipeline_offset = ch->pos_offset;
+	c->pipeline_global = ch->pos_global;
 }
 
 /* Global step from ps:0, then every shard's snapshot into the buffers. */

@@ -60,6 +60,10 @@ struct dt_ps_chief {
 	int64_t restored_step;               /* global step of the last restore; -1: none */
 	int64_t last_gstep;                  /* the global step after the chief's previous step */
 	struct dt_ckpt_kv meta[2];           /* extra checkpoint metadata: distribution, num_ps */
+	/* The input position the next checkpoint saves (synchronous training:
+	 * the chief's, global, train/sync_roles.h); 0, 0, 0: none (async). */
+	int64_t pos_epoch, pos_offset;
+	int pos_global;
 	char num_ps[16];
 };
 

@@ -81,13 +81,29 @@ int64_t dt_session_global_step(const struct dt_session *s) { return s->step; }
 int dt_session_should_stop(const struct dt_session *s) { return s->ended || s->step >= s->cfg->train_steps; }
 void dt__session_end_run(struct dt_session *s) { s->ended = 1; }
 
-enum dt_status dt__session_seek_batches(struct dt_session *s, int64_t batches, struct dt_err *err)
+static enum dt_status start_slices(struct dt_session *s, const struct dt_strategy_start *at, int announce,
+				   struct dt_err *err);
+
+enum dt_status dt__session_seek(struct dt_session *s, const struct dt_strategy_start *at, struct dt_err *err)
 {
 	if (!s->input)
 		return DT_OK;
-	DT_ASSERT(s->cfg->micro_batch == 0); /* --deterministic reads slices of global batches, not shards */
+	DT_ASSERT(s->cfg->micro_batch == 0); /* --deterministic is not built for the strategies that seek */
+	if (s->global_position && s->info.shard_count > 1)
+		return start_slices(s, at, 0, err);
+	if (at->global || at->batches == 0)
+		return dt_input_start(s->input, s->info.shard_index, s->info.shard_count, at->epoch, at->offset, err);
 	return dt_input_start_at_batch(s->input, s->info.shard_index, s->info.shard_count, s->cfg->hp.batch_size,
-				       batches, err);
+				       at->batches, err);
+}
+
+int dt__session_input_position(const struct dt_session *s, int64_t *epoch, int64_t *offset)
+{
+	*epoch = *offset = 0;
+	if (!s->input)
+		return 0;
+	dt_input_position(s->input, epoch, offset);
+	return s->global_position;
 }
 struct dt_rng *dt__session_rng(struct dt_session *s) { return &s->dropout_rng; }
 
@@ -166,20 +182,30 @@ static enum dt_status open_summaries(struct dt_session *s, struct dt_err *err)
  * holds one shard's (epoch, offset), written at the worker count that
  * resumes it (which was required then): its offset times the shard count is
  * as many examples of the epoch, in the global order. */
-static enum dt_status start_slices(struct dt_session *s, const struct dt_strategy_start *at, struct dt_err *err)
+static enum dt_status start_slices(struct dt_session *s, const struct dt_strategy_start *at, int announce,
+				   struct dt_err *err)
 {
 	const int n = s->info.shard_count;
-	int64_t offset = at->offset;
-	if (at->step > 0 && !at->global) {
+	int64_t epoch = at->epoch, offset = at->offset;
+	if (at->batches > 0 && !at->global) {
+		/* A position derived from the step: that many global batches in. */
+		enum dt_status st = s->input->ops->start_slice(s->input, s->info.shard_index, n, 0, 0, err);
+		if (st)
+			return st;
+		dt_pipeline_batch_position(dt_input_shard_size(s->input), s->cfg->hp.batch_size * n, at->batches, &epoch,
+					   &offset);
+	} else if (at->step > 0 && !at->global) {
 		offset *= n;
 		dt_info("the checkpoint holds one data shard's position (written before global positions, at %d "
 			"workers): resuming %lld examples into epoch %lld of the whole data", n, (long long)offset,
 			(long long)at->epoch);
 	}
-	enum dt_status st = s->input->ops->start_slice(s->input, s->info.shard_index, n, at->epoch, offset, err);
+	enum dt_status st = s->input->ops->start_slice(s->input, s->info.shard_index, n, epoch, offset, err);
 	if (st)
 		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
 	s->global_position = 1;
+	if (!announce)
+		return DT_OK; /* a seek mid-run (dt__session_seek) */
 	dt_info("data: slice %d of %d of every global batch %d (the whole data, %lld examples per epoch)",
 		s->info.shard_index, n, s->cfg->hp.batch_size * n, (long long)dt_input_shard_size(s->input));
 	return DT_OK;
@@ -250,8 +276,8 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 		return DT_OK;
 	if (tc->micro_batch > 0)
 		return start_fixed(s, at, err);
-	if (s->info.slices && s->info.shard_count > 1 && s->input->ops->start_slice && at->batches == 0)
-		return start_slices(s, at, err);
+	if (s->info.slices && s->info.shard_count > 1 && s->input->ops->start_slice)
+		return start_slices(s, at, 1, err);
 	if (at->batches > 0)
 		st = dt_input_start_at_batch(s->input, s->info.shard_index, s->info.shard_count, tc->hp.batch_size,
 					     at->batches, err);

@@ -97,8 +97,9 @@ struct dt_strategy_info {
 struct dt_strategy_start {
 	int64_t step;              /* the global step training continues after */
 	int64_t epoch, offset;     /* the input position of the next batch */
-	int64_t batches;           /* > 0: the position instead as whole batches into the shard (a synchronous
-				      step reads one batch per shard, so its position is derived, not saved) */
+	int64_t batches;           /* > 0: the position instead as whole batches in (of the global batch with
+				      `slices`): a synchronous step reads one batch per trainer, so a position
+				      with no checkpoint of that step is derived from the step */
 	int global;                /* (epoch, offset) is a global position (the checkpoint says so); 0: one
 				      shard's, from a checkpoint written before global positions */
 	int has_rng;               /* `rng` is the restored dropout stream */

@@ -70,7 +70,11 @@ enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct d
  * distribute/in_graph.h. Resuming (docs/CHECKPOINTS.md): layout 1's chief
  * restores the newest checkpoint onto the ps tasks (train/ps_recovery.h,
  * with the synchronous step and Adam's update count), layout 2's master into
- * its own variables and optimizer; a synchronous step reads exactly one batch
- * per data shard, so the input position of step s is derived, not saved. */
+ * its own variables and optimizer. Layout 1's trainers read the data as one
+ * global stream, each a slice of every global batch (train/strategy.h's
+ * `slices`); the chief's checkpoints save its position, which is the global
+ * one, so a checkpoint resumes at another trainer count; without one the
+ * position of step s is s global batches in. Layout 2's replicas read slices
+ * too and derive their position from the step. */
 
 #endif

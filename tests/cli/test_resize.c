@@ -68,6 +68,38 @@ static void stage(const char *dir, const char *name, int workers, int replicas, 
 	free(err0);
 }
 
+/* One stage of a resized synchronous run through one ps: `trainers`
+ * trainers (the chief and trainers - 1 workers, --sync) and a fresh ps (the
+ * chief restores the checkpoint onto it), traces as stage()'s. */
+static void sync_stage(const char *dir, const char *name, int trainers, int steps)
+{
+	char out[700], steps_s[32], batch[64];
+	snprintf(out, sizeof(out), "--output_dir=%s/%s", dt_test_tmpdir(), dir);
+	snprintf(steps_s, sizeof(steps_s), "--train_steps=%d", steps);
+	snprintf(batch, sizeof(batch), "--hparams=batch_size=%d", BATCH);
+	const char *argv[] = { "dtrain", "train", "--model=mlp", "--problem=fashion_mnist", steps_s, "--log_every=100",
+			       "--noeval", "--save_checkpoints_steps=100", "--connect_timeout=60", "--sync", batch, out,
+			       NULL };
+	struct cluster c;
+	cluster_init(&c, "chief", trainers - 1, 1);
+	char tname[48];
+	snprintf(tname, sizeof(tname), "%s-ps", name);
+	struct task *ps = cluster_start(&c, "ps", 0, tname, argv, NULL);
+	struct task *t[4];
+	char trace[4][800];
+	DT_CHECK(trainers >= 1 && trainers <= 4);
+	for (int w = 0; w < trainers; w++) {
+		snprintf(trace[w], sizeof(trace[w]), "DTRAIN_TEST_INPUT_TRACE=%s/%s.trace.%s.%d", dt_test_tmpdir(), dir,
+			 name, w);
+		const char *env[] = { trace[w], NULL };
+		snprintf(tname, sizeof(tname), "%s-trainer%d", name, w);
+		t[w] = cluster_start(&c, w == 0 ? "chief" : "worker", w == 0 ? 0 : w - 1, tname, argv, env);
+	}
+	for (int w = 0; w < trainers; w++)
+		EXPECT_EXIT(&c, t[w], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, ps, 0, 30);
+}
+
 /* Adds the examples of every trace file of `dir` to seen[epoch][index]
  * (epochs 0 and 1); returns the batches read. */
 static long count_traces(const char *dir, const char *const *names, const int *workers, int stages,
@@ -147,5 +179,23 @@ DT_TEST_TIMEOUT(resize, replicas_2_to_3_to_1_read_each_example_once_per_epoch, 3
 	long batches = count_traces("reps", names, workers, 3, seen);
 	DT_CHECK_INT_EQ(batches, 2410);
 	expect_once(seen, 0, EXAMPLES);
+	expect_once(seen, 1, EXAMPLES);
+}
+
+/* Synchronous training through a ps, the same stages as the all-reduce
+ * test: 2 trainers to step 200, 3 to 480, 1 to 1640. The chief's
+ * checkpoints save its global position, which every trainer of the next
+ * stage resumes from. */
+DT_TEST_TIMEOUT(resize, sync_ps_2_to_3_to_1_trainers_read_each_example_once_per_epoch, 300)
+{
+	sync_stage("sync", "two", 2, 200);
+	sync_stage("sync", "three", 3, 480);
+	sync_stage("sync", "one", 1, 1640);
+	static unsigned char seen[2][EXAMPLES];
+	const char *names[] = { "two", "three", "one" };
+	const int workers[] = { 2, 3, 1 };
+	long batches = count_traces("sync", names, workers, 3, seen);
+	DT_CHECK_INT_EQ(batches, 200 * 2 + 280 * 3 + 1160);
+	expect_once(seen, 0, 200 * 100 + 266 * 150);
 	expect_once(seen, 1, EXAMPLES);
 }
