@@ -590,20 +590,23 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 					  (long long)step, dt_model_variable(m, v)->name);
 		s->fixed_scale[v] = dt_fixed_scale((int)e, terms);
 	}
-	/* 2. this task's sum in fixed point, then every task's */
-	memset(s->fixed_sum, 0, np * sizeof(int64_t));
-	for (int j = 0; j < k; j++)
-		for (int v = 0; v < nv; v++) {
-			const struct dt_variable *var = dt_model_variable(m, v);
-			dt_fixed_accumulate(s->fixed_sum + var->offset, s->micro_grads + (size_t)j * np + var->offset,
-					    var->count, s->fixed_scale[v]);
-		}
-	if (s->strategy->reduce_i64 &&
-	    (st = s->strategy->reduce_i64(s, s->self, s->fixed_sum, np, "grads/fixed", err)))
-		return st;
-	/* 3. the mean, then the arithmetic of one process */
+	/* 2. this task's sum in fixed point, then every task's; 3. the mean.
+	 * One task has nothing to all-reduce: the sum and the mean in one pass,
+	 * the same bits (fixed_point.h's fast paths). */
 	float *g = dt_model_grads(m);
+	const int alone = tasks == 1 || !s->strategy->reduce_i64;
 	for (int v = 0; v < nv; v++) {
+		const struct dt_variable *var = dt_model_variable(m, v);
+		if (alone)
+			dt_fixed_sum_mean_k(g + var->offset, s->micro_grads + var->offset, np, k, var->count,
+					    s->fixed_scale[v], terms);
+		else
+			dt_fixed_sum_k(s->fixed_sum + var->offset, s->micro_grads + var->offset, np, k, var->count,
+				       s->fixed_scale[v]);
+	}
+	if (!alone && (st = s->strategy->reduce_i64(s, s->self, s->fixed_sum, np, "grads/fixed", err)))
+		return st;
+	for (int v = 0; v < nv && !alone; v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
 		dt_fixed_mean(g + var->offset, s->fixed_sum + var->offset, var->count, s->fixed_scale[v], terms);
 	}
