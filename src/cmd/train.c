@@ -106,6 +106,7 @@ static enum dt_status write_metrics(const char *path, const struct dt_train_conf
 		json_object_set_new(o, "barrier_seconds", json_real(sync->barrier_seconds));
 		json_object_set_new(o, "barrier_share", json_real(sync->barrier_share));
 		json_object_set_new(o, "stale_steps", json_integer(sync->stale_steps));
+		json_object_set_new(o, "ps_recoveries", json_integer(sync->recoveries));
 	}
 	char *text = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
 	json_decref(o);

@@ -23,10 +23,12 @@
  */
 #include "data/pipeline.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +46,7 @@ struct slot {
 	uint8_t *y;                      /* (B) */
 	struct dt_batch batch;           /* points at x and y */
 	int64_t next_epoch, next_offset; /* position after this batch */
+	uint32_t *idx;                   /* (B) the examples' dataset indices, with the input trace only */
 	enum slot_state state;
 };
 
@@ -100,6 +103,10 @@ struct dt_pipeline {
 	pthread_cond_t cv;
 	int stop;
 	int producer_done;
+
+	/* The test hook DTRAIN_TEST_INPUT_TRACE (training only): every batch
+	 * returned, one line "epoch index index ...", appended to that file. */
+	FILE *trace;
 
 	/* Image files only: decoders (threads = 1: the producer alone). */
 	int decoders;
@@ -283,6 +290,8 @@ static int produce(struct dt_pipeline *p, struct slot *s)
 	}
 	for (int i = 0; i < size; i++)
 		s->y[i] = p->data->labels[idx[i]];
+	if (s->idx)
+		memcpy(s->idx, idx, (size_t)size * sizeof(uint32_t));
 	s->batch.size = size;
 	s->batch.x = s->x;
 	s->batch.y = s->y;
@@ -401,6 +410,17 @@ enum dt_status dt_pipeline_new(const struct dt_pipeline_config *cfg, struct dt_p
 		p->slots[i].y = dt_xmalloc((size_t)p->batch_size);
 	}
 
+	/* A test hook, not for users: which examples a run trains on, in order
+	 * (tests/cli/test_resize.c counts each example once per epoch across a
+	 * change of the worker count). */
+	const char *trace = getenv("DTRAIN_TEST_INPUT_TRACE");
+	if (trace && *trace && !p->single_pass) {
+		p->trace = fopen(trace, "a");
+		if (!p->trace)
+			dt_log(DT_LOG_WARN, "cannot open the input trace '%s': %s", trace, strerror(errno));
+		for (int i = 0; p->trace && i < 2; i++)
+			p->slots[i].idx = dt_xmallocarray((size_t)p->batch_size, sizeof(uint32_t));
+	}
 	if (ds->files)
 		pool_start(p);
 	if (cfg->prefetch) {
@@ -462,6 +482,12 @@ const struct dt_batch *dt_pipeline_next(struct dt_pipeline *p)
 	}
 	p->pos_epoch = s->next_epoch;
 	p->pos_offset = s->next_offset;
+	if (p->trace) {
+		fprintf(p->trace, "%" PRId64, s->batch.epoch);
+		for (int i = 0; i < s->batch.size; i++)
+			fprintf(p->trace, " %" PRIu32, s->idx[i]);
+		fputc('\n', p->trace);
+	}
 	return &s->batch;
 }
 
@@ -498,7 +524,10 @@ void dt_pipeline_free(struct dt_pipeline *p)
 	for (int i = 0; i < 2; i++) {
 		free(p->slots[i].x);
 		free(p->slots[i].y);
+		free(p->slots[i].idx);
 	}
+	if (p->trace)
+		fclose(p->trace);
 	if (p->order != p->base)
 		free(p->order);
 	free(p->base);

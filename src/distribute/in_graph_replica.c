@@ -89,9 +89,12 @@ static enum dt_status set_up(struct dt_in_graph_replica *r, const struct dt_ps_r
 		return dt_err_set(err, DT_INTERNAL, "replica model has %zu parameters, expected %zu",
 				  dt_model_num_params(r->model), r->num_params);
 	for (uint32_t i = 0; i < s->replicas; i++) {
+		/* Replica k reads slice k of each global batch of the whole data, as
+		 * trainer k does through the ps (train/sync_roles.h, data/pipeline.h). */
 		struct dt_pipeline_config pc = {
-			.data = &r->train, .batch_size = (int)s->batch_size, .seed = s->seed,
-			.shard_index = (int)(s->first_shard + i), .shard_count = (int)s->total_shards, .prefetch = tc->prefetch,
+			.data = &r->train, .batch_size = (int)s->batch_size, .seed = s->seed, .shard_index = 0,
+			.shard_count = 1, .slice_index = (int)(s->first_shard + i), .slice_count = (int)s->total_shards,
+			.prefetch = tc->prefetch,
 		};
 		r->pcs[i] = pc;
 		if ((st = dt_pipeline_new(&pc, &r->pipes[i], err)))
@@ -106,13 +109,14 @@ static enum dt_status set_up(struct dt_in_graph_replica *r, const struct dt_ps_r
 }
 
 /* Replaces *p (made from pc) by a pipeline from pc positioned `batches`
- * batches in: step s reads batch s of each shard. */
+ * global batches in: step s reads global batch s. */
 static enum dt_status pipeline_at(const struct dt_pipeline_config *pc, int64_t batches, struct dt_pipeline **p,
 				  struct dt_err *err)
 {
 	struct dt_pipeline_config at = *pc;
-	dt_pipeline_batch_position(*p ? dt_pipeline_shard_size(*p) : 0, pc->batch_size, batches, &at.start_epoch,
-				   &at.start_offset);
+	const int slices = pc->slice_count > 1 ? pc->slice_count : 1;
+	dt_pipeline_batch_position(*p ? dt_pipeline_shard_size(*p) : 0, pc->batch_size * slices, batches,
+				   &at.start_epoch, &at.start_offset);
 	dt_pipeline_free(*p);
 	*p = NULL;
 	return dt_pipeline_new(&at, p, err);

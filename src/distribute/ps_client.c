@@ -66,9 +66,23 @@ static int all_done(void *arg)
 	return 1;
 }
 
+/* A synchronous round's wait also ends when a ps connection is lost: the
+ * other ps hold this trainer's pulls at a barrier that may now never pass
+ * (the lost ps's trainers stopped pushing), and the recovery
+ * (train/ps_recovery.h) restores them all anyway. */
+static int all_done_or_lost(void *arg)
+{
+	struct dt_ps_client *c = arg;
+	for (int ps = 0; ps < c->num_ps; ps++)
+		if (dt_ps_client_lost(c, ps))
+			return 1;
+	return all_done(c);
+}
+
 /* Waits for every request in flight (each times out by its own deadline);
  * returns the first failure. `first` is an error from issuing, if any. */
-static enum dt_status wait_all(struct dt_ps_client *c, enum dt_status first, int64_t deadline, struct dt_err *err)
+static enum dt_status wait_until(struct dt_ps_client *c, int (*done)(void *), enum dt_status first, int64_t deadline,
+				 struct dt_err *err)
 {
 	struct dt_err loop_err = DT_ERR_INIT;
 	enum dt_status st = DT_OK;
@@ -78,8 +92,21 @@ static enum dt_status wait_all(struct dt_ps_client *c, enum dt_status first, int
 				dt_request_cancel(c->inflight[i]);
 	}
 	/* The requests' own deadlines end the wait; the extra second is a backstop. */
-	st = dt_loop_run_until(c->loop, all_done, c, deadline + 1000000000LL, "replies from the parameter servers",
+	st = dt_loop_run_until(c->loop, done, c, deadline + 1000000000LL, "replies from the parameter servers",
 			       &loop_err);
+	if (!st && !all_done(c)) {
+		/* `done` ended it early (a lost ps): the first failure is the lost ps's. */
+		for (int i = 0; i < c->ninflight; i++)
+			if (c->inflight[i]->done && c->inflight[i]->status) {
+				struct dt_request *r = c->inflight[i];
+				c->inflight[i] = c->inflight[0];
+				c->inflight[0] = r;
+				break;
+			}
+		for (int i = 0; i < c->ninflight; i++)
+			if (!c->inflight[i]->done)
+				dt_request_cancel(c->inflight[i]);
+	}
 	if (st) {
 		for (int i = 0; i < c->ninflight; i++)
 			if (!c->inflight[i]->done)
@@ -103,6 +130,11 @@ static enum dt_status wait_all(struct dt_ps_client *c, enum dt_status first, int
 	if (st && err)
 		*err = loop_err;
 	return st;
+}
+
+static enum dt_status wait_all(struct dt_ps_client *c, enum dt_status first, int64_t deadline, struct dt_err *err)
+{
+	return wait_until(c, all_done, first, deadline, err);
 }
 
 /* Connects to ps `ps`, retrying whatever a retry can fix until rt's deadline
@@ -363,7 +395,7 @@ enum dt_status dt_ps_client_sync_round(struct dt_ps_client *c, int push, int64_t
 		st = issue(c, sh->ps, &c->pull_reqs[i], DT_MSG_PS_SYNC_PULL, &part, 1, c->sync_pull_reply[i], cap, deadline,
 			   err);
 	}
-	if ((st = wait_all(c, st, deadline, err)))
+	if ((st = wait_until(c, all_done_or_lost, st, deadline, err)))
 		return st;
 	memset(out, 0, sizeof(*out));
 	out->min_step = INT64_MAX;

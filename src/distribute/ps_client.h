@@ -99,7 +99,9 @@ struct dt_ps_sync_result {
 /* One synchronous round: if `push`, every shard of the grads buffer tagged
  * with `step` at lr (PS_SYNC_PUSH); then every shard pulled into the params
  * buffer once its ps has passed step `after` (PS_SYNC_PULL, held at the
- * barrier; after = -1: at once). */
+ * barrier; after = -1: at once). A ps connection lost meanwhile ends the
+ * round at once with that failure, the pulls other ps hold cancelled (their
+ * barrier may never pass now; train/ps_recovery.h restores them all). */
 enum dt_status dt_ps_client_sync_round(struct dt_ps_client *c, int push, int64_t step, float lr, int64_t after,
 				       struct dt_ps_sync_result *out, int64_t deadline,
 				       struct dt_err *err) DT_MUST_CHECK;

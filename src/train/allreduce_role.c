@@ -308,6 +308,7 @@ static enum dt_status ring_connect(struct dt_session *s, void *self, struct dt_s
 	info->log_last_step = 1;
 	info->dropout_per_resume = 1; /* the stream is not saved: a resume derives another */
 	info->save_rng = 0;
+	info->slices = 1; /* lock-step: one global stream, so a checkpoint resumes at any worker count */
 	r->nbuckets = dt_allreduce_plan_buckets(model, r->cfg->bucket_mb, &r->buckets);
 	/* The all-reduce starts during the backward pass unless there is only
 	 * one bucket (nothing to start early), the worker's replicas sum their
@@ -360,15 +361,15 @@ static enum dt_status ring_start(struct dt_session *s, void *self, struct dt_str
 	 * by closing (its error ends the run), they fail naming it. */
 	if (r->rank == 0 && (st = dt__session_restore_or_init(s, out, err)))
 		return st;
-	/* step, pipeline epoch, pipeline offset, --eval_every */
-	int64_t pos[4] = { out->step, out->epoch, out->offset, r->rank == 0 ? tc->eval_every : 0 };
+	/* step, pipeline epoch, pipeline offset, --eval_every, whether the position is global */
+	int64_t pos[5] = { out->step, out->epoch, out->offset, r->rank == 0 ? tc->eval_every : 0, out->global };
 	if ((st = dt_broadcast(r->comm, pos, sizeof(pos), 0, "init/position", dt_deadline_in(r->step_s), err)) ||
 	    (st = dt_broadcast(r->comm, params, np * sizeof(float), 0, "init/variables", dt_deadline_in(r->step_s), err)) ||
 	    (opt->num_slots > 0 &&
 	     (st = dt_broadcast(r->comm, opt->slots, (size_t)opt->num_slots * np * sizeof(float), 0, "init/slots",
 				dt_deadline_in(r->step_s), err))))
 		return dt_err_prefix(err, "cannot receive the initial variables from %s", r->ranks.names[0]);
-	*out = (struct dt_strategy_start){ .step = pos[0], .epoch = pos[1], .offset = pos[2] };
+	*out = (struct dt_strategy_start){ .step = pos[0], .epoch = pos[1], .offset = pos[2], .global = (int)pos[4] };
 	r->info->eval_every = pos[3];
 	if (r->rank > 0 && pos[3] != tc->eval_every)
 		dt_warn("evaluating every %lld steps as %s does (this task has --eval_every=%lld)", (long long)pos[3],

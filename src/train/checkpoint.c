@@ -33,7 +33,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoint tensors ne
 
 static const char *const reserved_keys[] = {
 	"format", "global_step", "crc32c", "header_crc32c", "model_signature", "optimizer", "num_slots",
-	"dropout_rng", "pipeline_epoch", "pipeline_offset", "hparams",
+	"dropout_rng", "pipeline_epoch", "pipeline_offset", "pipeline_position", "hparams",
 };
 
 /* ---- names ------------------------------------------------------------------------ */
@@ -278,6 +278,8 @@ static enum dt_status build_file(const struct dt_ckpt_contents *c, const int64_t
 		meta[nmeta++] = (struct dt_ckpt_kv){ "dropout_rng", rng_s };
 	meta[nmeta++] = (struct dt_ckpt_kv){ "pipeline_epoch", epoch_s };
 	meta[nmeta++] = (struct dt_ckpt_kv){ "pipeline_offset", offset_s };
+	if (c->pipeline_global)
+		meta[nmeta++] = (struct dt_ckpt_kv){ "pipeline_position", "global" };
 	if (c->hparams)
 		meta[nmeta++] = (struct dt_ckpt_kv){ "hparams", c->hparams };
 	enum dt_status st = DT_OK;
@@ -745,6 +747,8 @@ enum dt_status dt__ckpt_load(const char *path, struct dt_ckpt_contents *into, in
 	into->global_step = meta_step;
 	into->pipeline_epoch = epoch;
 	into->pipeline_offset = offset;
+	const char *pos = dt_st_meta(f, "pipeline_position");
+	into->pipeline_global = pos && strcmp(pos, "global") == 0;
 out:
 	free(place);
 	close(fd);

@@ -128,6 +128,11 @@ struct dt_ckpt_contents {
 	struct dt_rng dropout_rng;
 	int64_t pipeline_epoch;            /* data/pipeline.h's resume position */
 	int64_t pipeline_offset;
+	/* The position is the global batch's, in the whole dataset's order
+	 * (data/pipeline.h's slices): the same at any worker count. Saved as
+	 * pipeline_position = "global"; 0 (absent in older files): one data
+	 * shard's position, valid at the worker count that wrote it. */
+	int pipeline_global;
 
 	const char *hparams;               /* save: JSON text of the hparams, or NULL */
 	const struct dt_ckpt_kv *extra;    /* save: more metadata, (num_extra) */

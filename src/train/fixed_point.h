@@ -58,4 +58,15 @@ void dt_fixed_accumulate(int64_t *acc, const float *x, size_t n, int scale);
 /* out[i] = float((double)acc[i] * (2^-scale / terms)): the mean of the terms. */
 void dt_fixed_mean(float *out, const int64_t *acc, size_t n, int scale, int64_t terms);
 
+/* The fast paths of --deterministic's step (train/session.c); their naive
+ * twins are the two above, which the unit test checks them against bit for
+ * bit. x holds k buffers of n elements, `stride` elements apart (the
+ * micro-batches' gradients of one variable). */
+/* acc[i] = sum over j of round_half_even(x[j * stride + i] * 2^scale): the k
+ * accumulations in one pass, acc written once (not read: no memset). */
+void dt_fixed_sum_k(int64_t *acc, const float *x, size_t stride, int k, size_t n, int scale);
+/* out[i] = dt_fixed_mean of that sum, with no int64 buffer: one task
+ * (nothing to all-reduce), the same bits as the two steps. */
+void dt_fixed_sum_mean_k(float *out, const float *x, size_t stride, int k, size_t n, int scale, int64_t terms);
+
 #endif

@@ -75,6 +75,9 @@ static void contents_of(struct dt_ps_chief *ch, struct dt_ckpt_contents *c)
 	c->hparams = ch->hparams_json;
 	c->extra = ch->meta;
 	c->num_extra = 2;
+	c->pipeline_epoch = ch->pos_epoch;
+	c->pipeline_offset = ch->pos_offset;
+	c->pipeline_global = ch->pos_global;
 }
 
 /* Global step from ps:0, then every shard's snapshot into the buffers. */
@@ -126,19 +129,27 @@ static void test_restore_delay(struct dt_ps_client *c)
 }
 
 /* Writes the loaded checkpoint (in the buffers, at `step`) onto every ps:
- * the step on ps:0 first, so no trainer sees ps:0 initialized at the old step. */
-static enum dt_status restore_all(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t step, struct dt_err *err)
+ * the step on ps:0 first, so no trainer sees ps:0 initialized at the old step.
+ * The shards of the ps that are initialized go before those of the empty ones
+ * (empty[ps]; NULL: none): a worker waits until every ps is initialized
+ * (dt__wait_for_model), so it never pulls, or pushes a synchronous gradient
+ * that a later shard's restore would drop, while the restore is half done. */
+static enum dt_status restore_all(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t step, const int *empty,
+				  struct dt_err *err)
 {
 	enum dt_status st = dt_ps_set_step(dt_ps_client_conn(c, 0), step, round_deadline(ch), err);
 	for (int ps = 1; ch->sync && ps < ch->pl->num_ps && !st; ps++)
 		st = dt_ps_set_step(dt_ps_client_conn(c, ps), step, round_deadline(ch), err);
 	if (!st)
 		test_restore_delay(c);
-	for (int i = 0; !st && i < ch->pl->num_shards; i++) {
-		const struct dt_shard *sh = &ch->pl->shards[i];
-		/* Every round pushes every shard once, so a shard's update count is the global step. */
-		st = dt_ps_snapshot_push(dt_ps_client_conn(c, sh->ps), sh, &ch->bufs, step, round_deadline(ch), err);
-	}
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; !st && i < ch->pl->num_shards; i++) {
+			const struct dt_shard *sh = &ch->pl->shards[i];
+			if ((empty && empty[sh->ps]) != pass)
+				continue;
+			/* Every round pushes every shard once, so a shard's update count is the global step. */
+			st = dt_ps_snapshot_push(dt_ps_client_conn(c, sh->ps), sh, &ch->bufs, step, round_deadline(ch), err);
+		}
 	if (st)
 		return dt_err_prefix(err, "cannot restore the checkpoint onto the parameter servers");
 	ch->restored_step = step;
@@ -193,7 +204,7 @@ enum dt_status dt_ps_chief_start(struct dt_ps_chief *ch, struct dt_ps_client *c,
 	if (!st && n > 0 && !(st = load_latest(ch, &found, &step, path, sizeof(path), err)) && found) {
 		dt_info("restoring %s (global step %lld) onto %d parameter server(s)%s", path, (long long)step, num_ps,
 			n < num_ps ? ", initialized ones included, so the model is one consistent state" : "");
-		st = restore_all(ch, c, step, err);
+		st = restore_all(ch, c, step, empty, err);
 	} else if (!st && n > 0) {
 		if (ch->saving)
 			dt_info("no checkpoint in '%s': initializing the variables from the seed", ch->cfg->train->output_dir);
@@ -269,20 +280,30 @@ static enum dt_status chief_restore(struct dt_ps_chief *ch, struct dt_ps_client 
 	int64_t step0 = 0, step = 0;
 	int n = 0, found = 0;
 	enum dt_status st = uninitialized(ch, c, empty, &n, &step0, err);
+	/* Synchronous: restored even when every ps kept its state (one paused
+	 * past the silence limit): the ps may have applied the step in flight or
+	 * not, and a trainer whose connection closed may have pushed its
+	 * gradient for it or not; a restore makes them one state again. */
+	if (ch->sync && n == 0)
+		n = -1;
 	char path[DT_CKPT_PATH_MAX];
-	if (!st && n > 0 && !(st = load_latest(ch, &found, &step, path, sizeof(path), err)) && found) {
+	if (!st && n != 0 && !(st = load_latest(ch, &found, &step, path, sizeof(path), err)) && found) {
 		dt_warn("restoring %s onto the parameter servers: global step %lld -> %lld (%lld step(s) to redo)", path,
 			(long long)gstep, (long long)step, (long long)(gstep - step));
-		st = restore_all(ch, c, step, err);
+		st = restore_all(ch, c, step, empty, err);
 		if (!st)
 			dt_info("restored global step %lld onto %d parameter server(s)", (long long)step, num_ps);
-	} else if (!st && n > 0) {
+	} else if (!st && n != 0) {
+		/* Synchronous: every ps has a step, and they must agree (the live
+		 * ones may have applied the chief's last step or not); set first. */
+		for (int ps = 0; ch->sync && ps < num_ps && !st; ps++)
+			st = dt_ps_set_step(dt_ps_client_conn(c, ps), gstep, round_deadline(ch), err);
 		for (int ps = 0; ps < num_ps && !st; ps++) {
 			if (!empty[ps])
 				continue;
 			dt_warn("no checkpoint to restore ps:%d from: re-initializing it from this chief's latest copy of the "
 				"variables (global step %lld); its optimizer slots start over", ps, (long long)gstep);
-			if (ps == 0)
+			if (ps == 0 && !ch->sync)
 				st = dt_ps_set_step(dt_ps_client_conn(c, 0), gstep, round_deadline(ch), err);
 			if (!st)
 				st = dt_ps_client_init(c, ps, round_deadline(ch), err);
@@ -294,10 +315,13 @@ static enum dt_status chief_restore(struct dt_ps_chief *ch, struct dt_ps_client 
 
 /* One pass of the recovery: reconnect every lost ps, restore (chief) or wait
  * for the model (worker), pull. *reconnected is 0 when the failure was a ps
- * that did not come back (its deadline has passed: final). */
+ * that did not come back (its deadline has passed: final). With `sc`
+ * (synchronous), the chief configures a ps that came back before it restores
+ * it, a worker sends its configuration once the model is there, and the pull
+ * is a synchronous one that is answered at once with the step every ps is at. */
 static enum dt_status recover_once(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
-				   struct dt_ps_chief *ch, int64_t *gstep, int *ended, int *reconnected,
-				   struct dt_err *err)
+				   struct dt_ps_chief *ch, const struct dt_ps_sync_config *sc, int64_t *gstep,
+				   int *ended, int *reconnected, struct dt_err *err)
 {
 	const int num_ps = cfg->cluster->num_ps_replicas;
 	enum dt_status st = DT_OK;
@@ -308,10 +332,20 @@ static enum dt_status recover_once(const struct dt_ps_run_config *cfg, struct dt
 	if (st)
 		return st;
 	*reconnected = 1;
-	if (!*ended)
-		st = ch ? chief_restore(ch, c, *gstep, err) : dt__wait_for_model(cfg, r, c, ended, err);
+	if (!*ended && ch && sc)
+		st = dt_ps_client_sync_config(c, sc, dt_deadline_in(or_default(cfg->round_s, 60)), err);
 	if (!st && !*ended)
+		st = ch ? chief_restore(ch, c, *gstep, err) : dt__wait_for_model(cfg, r, c, ended, err);
+	if (!st && !*ended && !ch && sc)
+		st = dt_ps_client_sync_config(c, sc, dt_deadline_in(or_default(cfg->round_s, 60)), err);
+	if (!st && !*ended && sc) {
+		struct dt_ps_sync_result sr;
+		st = dt_ps_client_sync_round(c, 0, 0, 0, -1, &sr, dt_deadline_in(or_default(cfg->round_s, 60)), err);
+		if (!st)
+			*gstep = sr.min_step;
+	} else if (!st && !*ended) {
 		st = dt_ps_client_round(c, 0, 0, 0, 1, gstep, dt_deadline_in(or_default(cfg->round_s, 60)), err);
+	}
 	if (st && !ch && dt_ps_client_ended_by_ps(c)) {
 		/* The chief ended the run meanwhile: the ps said so in order. */
 		dt_info("the parameter servers closed: the run is over");
@@ -321,8 +355,9 @@ static enum dt_status recover_once(const struct dt_ps_run_config *cfg, struct dt
 	return st;
 }
 
-enum dt_status dt_ps_recover(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
-			     struct dt_ps_chief *ch, int64_t *gstep, int *ended, struct dt_err *err)
+static enum dt_status recover(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
+			      struct dt_ps_chief *ch, const struct dt_ps_sync_config *sc, int64_t *gstep, int *ended,
+			      struct dt_err *err)
 {
 	const int num_ps = cfg->cluster->num_ps_replicas;
 	struct dt_err e = DT_ERR_INIT;
@@ -333,7 +368,7 @@ enum dt_status dt_ps_recover(const struct dt_ps_run_config *cfg, struct dt__role
 	 * ps stops coming back (--connect_timeout) or stops dying. */
 	for (int pass = 1;; pass++) {
 		int reconnected = 0;
-		enum dt_status st = recover_once(cfg, r, c, ch, gstep, ended, &reconnected, &e);
+		enum dt_status st = recover_once(cfg, r, c, ch, sc, gstep, ended, &reconnected, &e);
 		if (st && reconnected && dt_retry_transient(st) && dt_ps_any_lost(c, num_ps)) {
 			dt_warn("a parameter server was lost again during recovery pass %d (%s): recovering again", pass,
 				e.msg);
@@ -342,9 +377,23 @@ enum dt_status dt_ps_recover(const struct dt_ps_run_config *cfg, struct dt__role
 		if (st && err)
 			*err = e;
 		if (!st && !*ended)
-			dt_info("continuing at global step %lld", (long long)*gstep);
+			dt_info("continuing at %s step %lld", sc ? "synchronous" : "global", (long long)*gstep);
 		return st;
 	}
+}
+
+enum dt_status dt_ps_recover(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
+			     struct dt_ps_chief *ch, int64_t *gstep, int *ended, struct dt_err *err)
+{
+	return recover(cfg, r, c, ch, NULL, gstep, ended, err);
+}
+
+enum dt_status dt_ps_recover_sync(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
+				  struct dt_ps_chief *ch, const struct dt_ps_sync_config *sc, int64_t *step, int *ended,
+				  struct dt_err *err)
+{
+	DT_ASSERT(!ch || ch->sync);
+	return recover(cfg, r, c, ch, sc, step, ended, err);
 }
 
 enum dt_status dt_ps_trainer_start(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,

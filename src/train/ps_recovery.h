@@ -60,6 +60,10 @@ struct dt_ps_chief {
 	int64_t restored_step;               /* global step of the last restore; -1: none */
 	int64_t last_gstep;                  /* the global step after the chief's previous step */
 	struct dt_ckpt_kv meta[2];           /* extra checkpoint metadata: distribution, num_ps */
+	/* The input position the next checkpoint saves (synchronous training:
+	 * the chief's, global, train/sync_roles.h); 0, 0, 0: none (async). */
+	int64_t pos_epoch, pos_offset;
+	int pos_global;
 	char num_ps[16];
 };
 
@@ -100,6 +104,19 @@ struct dt__role;
  * --output_dir). The error names the deadline that ended the wait. */
 enum dt_status dt_ps_recover(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
 			     struct dt_ps_chief *ch, int64_t *gstep, int *ended, struct dt_err *err) DT_MUST_CHECK;
+
+/* Synchronous training's recovery (train/sync_roles.h), the same passes:
+ * after reconnecting, the chief configures the ps for synchronous training
+ * (`sc`: a ps that came back is a new process that knows nothing) and
+ * restores them (a checkpoint sets the step on every ps; with none, every ps
+ * is set to the chief's last step *step and the empty ones initialized from
+ * its copy); a worker waits for the model, then sends its configuration. The
+ * final pull is synchronous and answered at once: *step gets the step every
+ * ps is at, which the trainers continue from (holding their step until then
+ * is what keeps the barrier whole). `ch`, when given, has ch->sync set. */
+enum dt_status dt_ps_recover_sync(const struct dt_ps_run_config *cfg, struct dt__role *r, struct dt_ps_client *c,
+				  struct dt_ps_chief *ch, const struct dt_ps_sync_config *sc, int64_t *step, int *ended,
+				  struct dt_err *err) DT_MUST_CHECK;
 
 /* A trainer's start: the chief's dt_ps_chief_start (ch, initialized by
  * dt_ps_chief_init) or a worker's wait for the model (ch NULL), then the

@@ -41,6 +41,7 @@ struct dt_session {
 
 	/* The chief's files. */
 	int saving;
+	int global_position;          /* the input's position is global (slices, or one shard of 1) */
 	struct dt_saver saver;
 	char *hparams_json;
 	struct dt_summary *summary;
@@ -79,6 +80,31 @@ struct dt_dataset *dt__session_test(struct dt_session *s) { return s->test; }
 int64_t dt_session_global_step(const struct dt_session *s) { return s->step; }
 int dt_session_should_stop(const struct dt_session *s) { return s->ended || s->step >= s->cfg->train_steps; }
 void dt__session_end_run(struct dt_session *s) { s->ended = 1; }
+
+static enum dt_status start_slices(struct dt_session *s, const struct dt_strategy_start *at, int announce,
+				   struct dt_err *err);
+
+enum dt_status dt__session_seek(struct dt_session *s, const struct dt_strategy_start *at, struct dt_err *err)
+{
+	if (!s->input)
+		return DT_OK;
+	DT_ASSERT(s->cfg->micro_batch == 0); /* --deterministic is not built for the strategies that seek */
+	if (s->global_position && s->info.shard_count > 1)
+		return start_slices(s, at, 0, err);
+	if (at->global || at->batches == 0)
+		return dt_input_start(s->input, s->info.shard_index, s->info.shard_count, at->epoch, at->offset, err);
+	return dt_input_start_at_batch(s->input, s->info.shard_index, s->info.shard_count, s->cfg->hp.batch_size,
+				       at->batches, err);
+}
+
+int dt__session_input_position(const struct dt_session *s, int64_t *epoch, int64_t *offset)
+{
+	*epoch = *offset = 0;
+	if (!s->input)
+		return 0;
+	dt_input_position(s->input, epoch, offset);
+	return s->global_position;
+}
 struct dt_rng *dt__session_rng(struct dt_session *s) { return &s->dropout_rng; }
 
 void dt_session_set_hook(struct dt_session *s, dt_session_hook_fn fn, void *arg)
@@ -120,6 +146,7 @@ enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strat
 	out->step = c.global_step;
 	out->epoch = c.pipeline_epoch;
 	out->offset = c.pipeline_offset;
+	out->global = c.pipeline_global;
 	out->has_rng = c.has_rng;
 	out->rng = c.dropout_rng;
 	return DT_OK;
@@ -145,6 +172,42 @@ static enum dt_status open_summaries(struct dt_session *s, struct dt_err *err)
 	}
 	if (tc->eval_after_save && s->info.files)
 		return dt_eval_open_events(tc->output_dir, DT_SPLIT_TEST, &s->eval_events, err);
+	return DT_OK;
+}
+
+/* Lock-step tasks (strategy info `slices`): the input as slice shard_index
+ * of each global batch of the whole dataset's order, at a global position,
+ * so a checkpoint written by N workers resumes on M with the examples of the
+ * epoch that nobody has read yet. A checkpoint from before global positions
+ * holds one shard's (epoch, offset), written at the worker count that
+ * resumes it (which was required then): its offset times the shard count is
+ * as many examples of the epoch, in the global order. */
+static enum dt_status start_slices(struct dt_session *s, const struct dt_strategy_start *at, int announce,
+				   struct dt_err *err)
+{
+	const int n = s->info.shard_count;
+	int64_t epoch = at->epoch, offset = at->offset;
+	if (at->batches > 0 && !at->global) {
+		/* A position derived from the step: that many global batches in. */
+		enum dt_status st = s->input->ops->start_slice(s->input, s->info.shard_index, n, 0, 0, err);
+		if (st)
+			return st;
+		dt_pipeline_batch_position(dt_input_shard_size(s->input), s->cfg->hp.batch_size * n, at->batches, &epoch,
+					   &offset);
+	} else if (at->step > 0 && !at->global) {
+		offset *= n;
+		dt_info("the checkpoint holds one data shard's position (written before global positions, at %d "
+			"workers): resuming %lld examples into epoch %lld of the whole data", n, (long long)offset,
+			(long long)at->epoch);
+	}
+	enum dt_status st = s->input->ops->start_slice(s->input, s->info.shard_index, n, epoch, offset, err);
+	if (st)
+		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
+	s->global_position = 1;
+	if (!announce)
+		return DT_OK; /* a seek mid-run (dt__session_seek) */
+	dt_info("data: slice %d of %d of every global batch %d (the whole data, %lld examples per epoch)",
+		s->info.shard_index, n, s->cfg->hp.batch_size * n, (long long)dt_input_shard_size(s->input));
 	return DT_OK;
 }
 
@@ -178,6 +241,7 @@ static enum dt_status start_fixed(struct dt_session *s, const struct dt_strategy
 							 at->offset, err);
 	if (st)
 		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
+	s->global_position = 1;
 	dt_info("deterministic: micro-batches of %d, %d per step on this task (%d in all), gradients summed in 64-bit "
 		"fixed point; the data read in global batches of %d, this task slice %d of %d", m, s->micro_local,
 		s->micro_local * s->info.shard_count, b * s->info.shard_count, s->info.shard_index, s->info.shard_count);
@@ -212,11 +276,14 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 		return DT_OK;
 	if (tc->micro_batch > 0)
 		return start_fixed(s, at, err);
+	if (s->info.slices && s->info.shard_count > 1 && s->input->ops->start_slice)
+		return start_slices(s, at, 1, err);
 	if (at->batches > 0)
 		st = dt_input_start_at_batch(s->input, s->info.shard_index, s->info.shard_count, tc->hp.batch_size,
 					     at->batches, err);
 	else
 		st = dt_input_start(s->input, s->info.shard_index, s->info.shard_count, at->epoch, at->offset, err);
+	s->global_position = s->info.shard_count == 1;
 	if (st)
 		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
 	if (s->info.shard_count > 1 && s->info.global_batch != tc->hp.batch_size)
@@ -336,6 +403,7 @@ enum dt_status dt_session_save(struct dt_session *s, struct dt_err *err)
 	c.dropout_rng = s->dropout_rng;
 	if (s->input)
 		dt_input_position(s->input, &c.pipeline_epoch, &c.pipeline_offset);
+	c.pipeline_global = s->global_position;
 	c.hparams = s->hparams_json;
 	c.extra = s->info.ckpt_meta;
 	c.num_extra = s->info.num_ckpt_meta;
@@ -522,20 +590,23 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 					  (long long)step, dt_model_variable(m, v)->name);
 		s->fixed_scale[v] = dt_fixed_scale((int)e, terms);
 	}
-	/* 2. this task's sum in fixed point, then every task's */
-	memset(s->fixed_sum, 0, np * sizeof(int64_t));
-	for (int j = 0; j < k; j++)
-		for (int v = 0; v < nv; v++) {
-			const struct dt_variable *var = dt_model_variable(m, v);
-			dt_fixed_accumulate(s->fixed_sum + var->offset, s->micro_grads + (size_t)j * np + var->offset,
-					    var->count, s->fixed_scale[v]);
-		}
-	if (s->strategy->reduce_i64 &&
-	    (st = s->strategy->reduce_i64(s, s->self, s->fixed_sum, np, "grads/fixed", err)))
-		return st;
-	/* 3. the mean, then the arithmetic of one process */
+	/* 2. this task's sum in fixed point, then every task's; 3. the mean.
+	 * One task has nothing to all-reduce: the sum and the mean in one pass,
+	 * the same bits (fixed_point.h's fast paths). */
 	float *g = dt_model_grads(m);
+	const int alone = tasks == 1 || !s->strategy->reduce_i64;
 	for (int v = 0; v < nv; v++) {
+		const struct dt_variable *var = dt_model_variable(m, v);
+		if (alone)
+			dt_fixed_sum_mean_k(g + var->offset, s->micro_grads + var->offset, np, k, var->count,
+					    s->fixed_scale[v], terms);
+		else
+			dt_fixed_sum_k(s->fixed_sum + var->offset, s->micro_grads + var->offset, np, k, var->count,
+				       s->fixed_scale[v]);
+	}
+	if (!alone && (st = s->strategy->reduce_i64(s, s->self, s->fixed_sum, np, "grads/fixed", err)))
+		return st;
+	for (int v = 0; v < nv && !alone; v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
 		dt_fixed_mean(g + var->offset, s->fixed_sum + var->offset, var->count, s->fixed_scale[v], terms);
 	}

@@ -129,6 +129,15 @@ struct dt_rng *dt__session_rng(struct dt_session *s);
  * buffer, weight decay and the optimizer at `lr`, step `step`. The same bits
  * on every task and at any task or replica count. */
 enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t step, struct dt_err *err) DT_MUST_CHECK;
+/* Repositions the input mid-run, as `start` would have placed it (at's
+ * epoch and offset when global, else `batches` whole batches — of the
+ * global batch when the input reads slices — in), for a strategy whose run
+ * went back to a restored step (a ps restored in place, train/sync_roles.h). */
+enum dt_status dt__session_seek(struct dt_session *s, const struct dt_strategy_start *at,
+				struct dt_err *err) DT_MUST_CHECK;
+/* The position of the input's next batch; returns whether it is global
+ * (strategy.h's `slices`, or one shard of 1). */
+int dt__session_input_position(const struct dt_session *s, int64_t *epoch, int64_t *offset);
 /* The strategy found the run over (the ps closed it): should_stop from now on. */
 void dt__session_end_run(struct dt_session *s);
 /* Steps trained by this session, and the time spent computing, applying

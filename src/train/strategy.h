@@ -82,6 +82,11 @@ struct dt_strategy_info {
 	int shared_step;           /* the cluster counts the steps (ps): lines "step L (global G/T)", the
 				      log cadence on this task's steps, no line forced at the last */
 	int files;                 /* the chief's checkpoints are the session's (0: the strategy's own, ps) */
+	int slices;                /* every task takes a step at a time together (all-reduce): the input is
+				      read as one global stream in global batches of batch size x
+				      shard_count, this task slice shard_index of each (data/pipeline.h's
+				      slices), so its position is global and a checkpoint resumes at any
+				      worker count, each example once per epoch across the resize */
 	float lr_scale;            /* the schedule's rate times this (t2t's async sqrt rule); 1 */
 	struct dt_loop *loop;      /* woken when a background evaluation ends; may be NULL */
 	const struct dt_ckpt_kv *ckpt_meta; /* extra metadata in the session's checkpoints */
@@ -92,8 +97,11 @@ struct dt_strategy_info {
 struct dt_strategy_start {
 	int64_t step;              /* the global step training continues after */
 	int64_t epoch, offset;     /* the input position of the next batch */
-	int64_t batches;           /* > 0: the position instead as whole batches into the shard (a synchronous
-				      step reads one batch per shard, so its position is derived, not saved) */
+	int64_t batches;           /* > 0: the position instead as whole batches in (of the global batch with
+				      `slices`): a synchronous step reads one batch per trainer, so a position
+				      with no checkpoint of that step is derived from the step */
+	int global;                /* (epoch, offset) is a global position (the checkpoint says so); 0: one
+				      shard's, from a checkpoint written before global positions */
 	int has_rng;               /* `rng` is the restored dropout stream */
 	struct dt_rng rng;
 };

@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/retry.h"
 #include "distribute/in_graph.h"
 #include "distribute/ps_client.h"
 #include "distribute/ps_wire.h"
@@ -85,12 +86,49 @@ static enum dt_status trainer_connect(struct dt_session *s, void *self, struct d
 	info->summary_batch = tc->hp.batch_size * t->aggregate; /* the global batch: aggregate trainers' */
 	info->shared_step = 1;
 	info->files = 0;
+	info->slices = 1; /* every trainer reads one batch per step: one global stream */
 	info->eval_where = DT_EVAL_COPY_ASYNC; /* the barrier never waits on an evaluation */
 	info->loop = t->k.r->loop;
 	dt_info("synchronous: %d of %d trainers per step (%d backup%s), step timeout %g s; data shard %d of %d",
 		t->aggregate, trainers, trainers - t->aggregate, trainers - t->aggregate == 1 ? "" : "s",
 		sync_timeout(t->k.cfg), cl->trainer_index, trainers);
 	return dt__connect_ps(t->k.cfg, t->k.r, &t->c, err);
+}
+
+/* Where the input of synchronous step `step` is: the global position the
+ * checkpoint of that step saved, when the output dir has one (the step a
+ * restore went back to: it may have been written at another worker count),
+ * else `step` global batches in (every trainer reads one batch per step). */
+static void position_of_step(const struct sync_trainer *t, int64_t step, struct dt_strategy_start *at)
+{
+	at->batches = step;
+	const char *dir = t->k.cfg->train->output_dir;
+	if (step <= 0 || !dir || !*dir)
+		return;
+	char name[64], path[DT_CKPT_PATH_MAX];
+	dt_ckpt_file_name(step, name, sizeof(name));
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	struct dt_st_file *f = NULL;
+	struct dt_err e = DT_ERR_INIT;
+	if (dt_st_open(path, &f, &e))
+		return; /* none of that step (a trainer joining live ps): derived */
+	const char *g = dt_st_meta(f, "pipeline_position"), *ep = dt_st_meta(f, "pipeline_epoch"),
+		   *off = dt_st_meta(f, "pipeline_offset");
+	if (g && strcmp(g, "global") == 0 && ep && off) {
+		at->global = 1;
+		at->epoch = strtoll(ep, NULL, 10);
+		at->offset = strtoll(off, NULL, 10);
+		at->batches = 0;
+	}
+	dt_st_free(f);
+}
+
+/* The chief's checkpoints save its input position: after its batch of a
+ * step, that of the step the snapshot is at. */
+static void note_position(struct dt_session *s, struct sync_trainer *t)
+{
+	if (t->chief)
+		t->ch.pos_global = dt__session_input_position(s, &t->ch.pos_epoch, &t->ch.pos_offset);
 }
 
 /* The chief configures every ps (a ps is "initialized" only after it, and a
@@ -121,6 +159,18 @@ static enum dt_status trainer_start(struct dt_session *s, void *self, struct dt_
 	struct dt_ps_sync_result sr = { 0 };
 	if (!st && !ended)
 		st = dt_ps_client_sync_round(t->c, 0, 0, 0, -1, &sr, dt_deadline_in(t->round_s), err);
+	if (st && dt_retry_transient(st) && (!t->chief || t->ch.cfg) &&
+	    dt_ps_any_lost(t->c, t->k.cfg->cluster->num_ps_replicas)) {
+		/* A ps lost while the trainers start (the chief's first restore, a
+		 * worker's wait): recovered as mid-run, from the step ps:0 had. */
+		struct dt_err e = DT_ERR_INIT;
+		dt_warn("a parameter server was lost while starting (%s): recovering", err ? err->msg : "?");
+		int64_t step = 0;
+		st = dt_ps_recover_sync(t->k.cfg, t->k.r, t->c, t->chief ? &t->ch : NULL, &t->sc, &step, &ended, &e);
+		if (st && err)
+			*err = e;
+		sr.min_step = sr.global_step = step;
+	}
 	if (st && !t->chief && dt_ps_client_ended_by_ps(t->c)) {
 		/* A restarted run the chief found finished (its checkpoint at the last step). */
 		dt_info("the parameter servers closed: the run is over");
@@ -134,7 +184,7 @@ static enum dt_status trainer_start(struct dt_session *s, void *self, struct dt_
 	out->step = t->first_step = sr.min_step;
 	t->gstep = sr.global_step;
 	if (!ended && sr.min_step > 0) {
-		out->batches = sr.min_step;
+		position_of_step(t, sr.min_step, out);
 		dt_info("resuming at synchronous step %lld", (long long)sr.min_step);
 	}
 	return DT_OK;
@@ -145,6 +195,43 @@ static enum dt_status trainer_compute(struct dt_session *s, void *self, struct d
 {
 	(void)self;
 	return dt__session_compute_decayed(s, out, err);
+}
+
+/* A ps died (or its connection did): every trainer holds its step — it
+ * pushes nothing until the recovery is done (train/ps_recovery.h): the chief
+ * configures the restarted ps and restores the newest checkpoint onto every
+ * ps, the workers wait for it; then all pull the restored step and continue
+ * from there with the barrier whole again, their data repositioned at it (a
+ * synchronous step reads one batch per shard), so the steps since the
+ * checkpoint are redone on the same batches and none is counted twice. The
+ * step after a restore has the first step's deadline, on the ps and here. */
+static enum dt_status trainer_recover(struct dt_session *s, struct sync_trainer *t, struct dt_strategy_step *io,
+				      struct dt_err *err)
+{
+	int64_t step = t->gstep;
+	int ended = 0;
+	dt_warn("synchronous step %lld: a parameter server was lost; holding the step until it is restored",
+		(long long)(io->step - 1));
+	enum dt_status st = dt_ps_recover_sync(t->k.cfg, t->k.r, t->c, t->chief ? &t->ch : NULL, &t->sc, &step, &ended,
+					       err);
+	struct dt_strategy_start at = { .step = step };
+	if (!st && !ended) {
+		position_of_step(t, step, &at);
+		st = dt__session_seek(s, &at, err);
+	}
+	if (st)
+		return dt_err_prefix(err, "synchronous training stopped at step %lld", (long long)(io->step - 1));
+	t->k.stats->recoveries++;
+	io->taken = 0;
+	if (ended) {
+		dt__session_end_run(s);
+		io->step = t->gstep;
+		return DT_OK;
+	}
+	t->gstep = step;
+	t->first_step = step;
+	io->step = step;
+	return DT_OK;
 }
 
 /* Pushes the gradient tagged with its step and waits at the ps's barrier
@@ -166,12 +253,20 @@ static enum dt_status trainer_apply(struct dt_session *s, void *self, const stru
 		io->taken = 0;
 		return DT_OK;
 	}
+	const int num_ps = t->k.cfg->cluster->num_ps_replicas;
+	if (st && dt_ps_any_lost(t->c, num_ps))
+		return trainer_recover(s, t, io, err);
 	if (st)
 		return dt_err_prefix(err, "synchronous training stopped at step %lld", (long long)step);
 	/* Checkpoints when due: with no backups the step cannot move on without
 	 * this trainer, so the snapshot is one step's. */
-	if (t->chief && (st = dt_ps_chief_after_step(&t->ch, t->c, sr.global_step, fig->loss, fig->correct, lr, err)))
-		return st;
+	note_position(s, t);
+	if (t->chief && (st = dt_ps_chief_after_step(&t->ch, t->c, sr.global_step, fig->loss, fig->correct, lr, err))) {
+		if (!dt_ps_any_lost(t->c, num_ps))
+			return st;
+		t->gstep = sr.global_step;
+		return trainer_recover(s, t, io, err);
+	}
 	t->k.barrier_ns += sr.held_ns;
 	t->k.stats->stale_steps += sr.dropped > 0;
 	t->gstep = sr.global_step;
@@ -195,6 +290,7 @@ static enum dt_status trainer_finish(struct dt_session *s, void *self, int64_t *
 		return DT_OK;
 	int64_t gstep = t->gstep;
 	enum dt_status st;
+	note_position(s, t);
 	if ((st = dt_ps_chief_final(&t->ch, t->c, &gstep, err)) ||
 	    (st = dt_ps_client_end(t->c, dt_deadline_in(t->round_s), err)))
 		return st;

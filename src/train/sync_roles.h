@@ -33,7 +33,11 @@
  *
  * Every wait has a deadline: a missing trainer fails the step on the ps
  * after --sync_timeout (exit 3 everywhere, naming it); a dead replica or
- * master ends the in-graph run with exit 3.
+ * master ends the in-graph run with exit 3. A ps that dies and comes back
+ * within --connect_timeout is restored in place (layout 1): the trainers
+ * hold their step, the chief restores the newest checkpoint onto every ps
+ * (train/ps_recovery.h, dt_ps_recover_sync), every trainer repositions its
+ * data at the restored step, and the barrier resumes.
  */
 #ifndef DT_TRAIN_SYNC_ROLES_H
 #define DT_TRAIN_SYNC_ROLES_H
@@ -51,6 +55,7 @@ struct dt_sync_stats {
 	double barrier_seconds;   /* time this trainer's pulls were held at the barrier */
 	double barrier_share;     /* of its training time */
 	int64_t stale_steps;      /* steps whose gradients were dropped as stale (a backup's) */
+	int64_t recoveries;       /* lost parameter servers recovered in place (train/ps_recovery.h) */
 };
 
 /* A trainer of synchronous training through the ps (layout 1). */
@@ -65,7 +70,11 @@ enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct d
  * distribute/in_graph.h. Resuming (docs/CHECKPOINTS.md): layout 1's chief
  * restores the newest checkpoint onto the ps tasks (train/ps_recovery.h,
  * with the synchronous step and Adam's update count), layout 2's master into
- * its own variables and optimizer; a synchronous step reads exactly one batch
- * per data shard, so the input position of step s is derived, not saved. */
+ * its own variables and optimizer. Layout 1's trainers read the data as one
+ * global stream, each a slice of every global batch (train/strategy.h's
+ * `slices`); the chief's checkpoints save its position, which is the global
+ * one, so a checkpoint resumes at another trainer count; without one the
+ * position of step s is s global batches in. Layout 2's replicas read slices
+ * too and derive their position from the step. */
 
 #endif

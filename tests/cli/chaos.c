@@ -320,7 +320,7 @@ static long resumed_step(struct job *j)
 	return s;
 }
 
-/* Lost steps of the async chief's restores: the largest X - Y of "global step X -> Y". */
+/* Lost steps of the ps chief's restores in place: the largest X - Y of "global step X -> Y". */
 static long async_lost(struct job *j, int *restores)
 {
 	long worst = 0;
@@ -464,7 +464,9 @@ static int scenario(enum chaos_mode mode, int index, struct dt_rng *rng, int bud
 			r->kind = STOP;
 		if (r->kind == KILL) {
 			task_kill(&j.tasks[victim]);
-			if (!j.mi->restart_job) {
+			/* A ps of synchronous training is restored in place too (issue 18 part 2). */
+			const int in_place = !j.mi->restart_job || (mode == CHAOS_SYNC && strcmp(ro->type, "ps") == 0);
+			if (in_place) {
 				double gap = draw(rng, 0, 1.5);
 				snprintf(r->detail, sizeof(r->detail), "restarted after %.1f s", gap);
 				snprintf(r->expect, sizeof(r->expect), "recovers in place, all exit 0");
@@ -524,7 +526,7 @@ static int scenario(enum chaos_mode mode, int index, struct dt_rng *rng, int bud
 		all_zero &= task_wait(&j.tasks[i], 0) == (j.left_dead[i] ? 128 + SIGKILL : 0);
 	*wall = cli_now_s() - t0;
 	*acc_out = final_accuracy(&j);
-	if (mode == CHAOS_ASYNC) {
+	if (mode == CHAOS_ASYNC || mode == CHAOS_SYNC) {
 		int restores;
 		long l = async_lost(&j, &restores);
 		lost = l > lost ? l : lost;

@@ -126,3 +126,60 @@ DT_TEST(fixed_point, sums_are_the_same_in_any_order_and_grouping)
 	}
 	DT_CHECK(float_differs > 0);
 }
+
+/* The fast paths against their naive twins, bit for bit: the k
+ * accumulations fused (dt_fixed_sum_k) and the sum and mean in one pass
+ * (dt_fixed_sum_mean_k), over buffers `stride` apart, odd sizes included. */
+DT_TEST(fixed_point, fused_sums_equal_the_naive_accumulation_bit_for_bit)
+{
+	enum { K = 5, STRIDE = 1031 };
+	static float x[K * STRIDE];
+	struct dt_rng rng;
+	dt_rng_derive(&rng, 11, "fixed_point", 1);
+	for (int i = 0; i < K * STRIDE; i++)
+		x[i] = (float)(((double)dt_rng_uniform(&rng) - 0.5) * ldexp(1.0, (int)(dt_rng_next(&rng) % 30) - 20));
+	const size_t sizes[] = { 0, 1, 7, 1000, STRIDE };
+	for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++) {
+		const size_t n = sizes[t];
+		for (int k = 1; k <= K; k++) {
+			int e = DT_FIXED_EXP_ZERO;
+			for (int j = 0; j < k; j++) {
+				int ej = dt_fixed_exponent(x + (size_t)j * STRIDE, n);
+				e = ej > e ? ej : e;
+			}
+			const int s = dt_fixed_scale(e, k);
+			static int64_t naive[STRIDE], fused[STRIDE];
+			static float mean_naive[STRIDE], mean_fused[STRIDE];
+			memset(naive, 0, sizeof(naive));
+			memset(fused, 0x5a, sizeof(fused)); /* written, not added to */
+			for (int j = 0; j < k; j++)
+				dt_fixed_accumulate(naive, x + (size_t)j * STRIDE, n, s);
+			dt_fixed_sum_k(fused, x, STRIDE, k, n, s);
+			DT_CHECK(memcmp(naive, fused, n * sizeof(int64_t)) == 0);
+			dt_fixed_mean(mean_naive, naive, n, s, k);
+			dt_fixed_sum_mean_k(mean_fused, x, STRIDE, k, n, s, k);
+			DT_CHECK(memcmp(mean_naive, mean_fused, n * sizeof(float)) == 0);
+		}
+	}
+}
+
+/* The vectorized exponent against a scalar twin, at every size around the
+ * eight-lane blocks and with the largest magnitude in each position. */
+DT_TEST(fixed_point, exponent_equals_its_scalar_twin_at_every_size_and_position)
+{
+	static float x[67];
+	for (size_t n = 0; n <= 67; n++)
+		for (size_t at = 0; at < (n ? n : 1); at++) {
+			for (size_t i = 0; i < n; i++)
+				x[i] = (float)((int)(i % 5) - 2) * 0.01f;
+			if (n)
+				x[at] = at % 2 ? -3.5f : 3.5f;
+			float big = 0;
+			for (size_t i = 0; i < n; i++)
+				big = fabsf(x[i]) > big ? fabsf(x[i]) : big;
+			int want = DT_FIXED_EXP_ZERO;
+			if (big > 0)
+				(void)frexpf(big, &want);
+			DT_CHECK_INT_EQ(dt_fixed_exponent(x, n), want);
+		}
+}

@@ -1,0 +1,201 @@
+/* Resume at another worker count (issue 18 part 3): a checkpoint written by
+ * N all-reduce workers resumes on M (2 -> 3 -> 1), and one written by N
+ * in-process replicas on M (2 -> 3 -> 1), and every example of the training
+ * split is read exactly once per epoch across the resizes. The lock-step
+ * modes read the data as one global stream, each task a slice of each global
+ * batch (data/pipeline.h), so the saved position is global. The examples each
+ * task trains on come from the input trace (the test hook
+ * DTRAIN_TEST_INPUT_TRACE: one line "epoch index index ..." per batch). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster_procs.h"
+#include "dt_test.h"
+
+#define TASK_WAIT_S 240.0
+#define EXAMPLES 60000 /* Fashion-MNIST's training split */
+#define BATCH 50       /* per worker (or, with replicas, the whole batch) */
+
+/* One stage of a resized run: `workers` all-reduce workers (1: one plain
+ * process, with `replicas` in-process replicas) training to `steps` in the
+ * output dir `dir`, each appending its batches to "<dir>.trace.<stage>.<w>". */
+static void stage(const char *dir, const char *name, int workers, int replicas, int steps)
+{
+	char out[700], steps_s[32], reps[32], batch[64];
+	snprintf(out, sizeof(out), "--output_dir=%s/%s", dt_test_tmpdir(), dir);
+	snprintf(steps_s, sizeof(steps_s), "--train_steps=%d", steps);
+	snprintf(reps, sizeof(reps), "--replicas=%d", replicas);
+	snprintf(batch, sizeof(batch), "--hparams=batch_size=%d", BATCH);
+	const char *args[] = { "--model=mlp", "--problem=fashion_mnist", steps_s, "--log_every=100", "--noeval",
+			       "--save_checkpoints_steps=100", "--connect_timeout=60", batch, out, reps, NULL };
+	char trace[4][800];
+	DT_CHECK(workers >= 1 && workers <= 4);
+	for (int w = 0; w < workers; w++)
+		snprintf(trace[w], sizeof(trace[w]), "DTRAIN_TEST_INPUT_TRACE=%s/%s.trace.%s.%d", dt_test_tmpdir(), dir,
+			 name, w);
+	if (workers == 1) {
+		const char *argv[16] = { "dtrain", "train" };
+		for (int i = 0; args[i]; i++)
+			argv[2 + i] = args[i];
+		const char *env[] = { trace[0], NULL };
+		struct dt_run r;
+		dt_test_run(&r, argv, env, TASK_WAIT_S);
+		if (r.exit_code != 0)
+			fprintf(stderr, "%s", r.err);
+		DT_CHECK_INT_EQ(r.exit_code, 0);
+		dt_run_release(&r);
+		return;
+	}
+	struct cluster c;
+	cluster_init(&c, NULL, workers, 0);
+	struct task *t[4];
+	for (int w = workers - 1; w >= 0; w--) {
+		const char *env[] = { trace[w], NULL };
+		const char *argv[16] = { "dtrain", "train" };
+		for (int i = 0; args[i]; i++)
+			argv[2 + i] = args[i];
+		char tname[32];
+		snprintf(tname, sizeof(tname), "%s-worker%d", name, w);
+		t[w] = cluster_start(&c, "worker", w, tname, argv, env);
+	}
+	for (int w = 0; w < workers; w++)
+		EXPECT_EXIT(&c, t[w], 0, TASK_WAIT_S);
+	char *err0 = task_read(t[0], 1);
+	char want[128];
+	snprintf(want, sizeof(want), "data: slice 0 of %d of every global batch %d", workers, BATCH * workers);
+	DT_CHECK_CONTAINS(err0, want);
+	free(err0);
+}
+
+/* One stage of a resized synchronous run through one ps: `trainers`
+ * trainers (the chief and trainers - 1 workers, --sync) and a fresh ps (the
+ * chief restores the checkpoint onto it), traces as stage()'s. */
+static void sync_stage(const char *dir, const char *name, int trainers, int steps)
+{
+	char out[700], steps_s[32], batch[64];
+	snprintf(out, sizeof(out), "--output_dir=%s/%s", dt_test_tmpdir(), dir);
+	snprintf(steps_s, sizeof(steps_s), "--train_steps=%d", steps);
+	snprintf(batch, sizeof(batch), "--hparams=batch_size=%d", BATCH);
+	const char *argv[] = { "dtrain", "train", "--model=mlp", "--problem=fashion_mnist", steps_s, "--log_every=100",
+			       "--noeval", "--save_checkpoints_steps=100", "--connect_timeout=60", "--sync", batch, out,
+			       NULL };
+	struct cluster c;
+	cluster_init(&c, "chief", trainers - 1, 1);
+	char tname[48];
+	snprintf(tname, sizeof(tname), "%s-ps", name);
+	struct task *ps = cluster_start(&c, "ps", 0, tname, argv, NULL);
+	struct task *t[4];
+	char trace[4][800];
+	DT_CHECK(trainers >= 1 && trainers <= 4);
+	for (int w = 0; w < trainers; w++) {
+		snprintf(trace[w], sizeof(trace[w]), "DTRAIN_TEST_INPUT_TRACE=%s/%s.trace.%s.%d", dt_test_tmpdir(), dir,
+			 name, w);
+		const char *env[] = { trace[w], NULL };
+		snprintf(tname, sizeof(tname), "%s-trainer%d", name, w);
+		t[w] = cluster_start(&c, w == 0 ? "chief" : "worker", w == 0 ? 0 : w - 1, tname, argv, env);
+	}
+	for (int w = 0; w < trainers; w++)
+		EXPECT_EXIT(&c, t[w], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, ps, 0, 30);
+}
+
+/* Adds the examples of every trace file of `dir` to seen[epoch][index]
+ * (epochs 0 and 1); returns the batches read. */
+static long count_traces(const char *dir, const char *const *names, const int *workers, int stages,
+			 unsigned char (*seen)[EXAMPLES])
+{
+	long batches = 0;
+	for (int s = 0; s < stages; s++)
+		for (int w = 0; w < workers[s]; w++) {
+			char path[800];
+			snprintf(path, sizeof(path), "%s/%s.trace.%s.%d", dt_test_tmpdir(), dir, names[s], w);
+			FILE *f = fopen(path, "r");
+			if (!f)
+				dt_test_fail(__FILE__, __LINE__, "no input trace '%s'", path);
+			char line[8192];
+			while (fgets(line, sizeof(line), f)) {
+				char *p = line, *end;
+				long epoch = strtol(p, &end, 10);
+				DT_CHECK(end != p && epoch >= 0);
+				p = end;
+				int n = 0;
+				for (long idx; (idx = strtol(p, &end, 10)), end != p; p = end, n++) {
+					DT_CHECK(idx >= 0 && idx < EXAMPLES);
+					if (epoch < 2 && seen[epoch][idx] < 255)
+						seen[epoch][idx]++;
+				}
+				DT_CHECK(n > 0 && n <= BATCH);
+				batches++;
+			}
+			fclose(f);
+		}
+	return batches;
+}
+
+/* Every example of `epoch` read at most once, and `expect` of them in all. */
+static void expect_once(unsigned char (*seen)[EXAMPLES], int epoch, long expect)
+{
+	long once = 0, twice = 0;
+	for (int i = 0; i < EXAMPLES; i++) {
+		once += seen[epoch][i] == 1;
+		twice += seen[epoch][i] > 1;
+	}
+	fprintf(stderr, "epoch %d: %ld examples read once, %ld more than once (expected %ld once)\n", epoch, once,
+		twice, expect);
+	DT_CHECK_INT_EQ(twice, 0);
+	DT_CHECK_INT_EQ(once, expect);
+}
+
+/* 2 workers to step 200 (epoch 0: 200 global batches of 100), 3 to step 480
+ * (the rest of epoch 0, 39,900 examples in 266 global batches of 150, the
+ * last 100 not a whole global batch; then 14 batches of epoch 1), 1 process to
+ * step 1640 (the rest of epoch 1: 1,158 batches of 50, then 2 of epoch 2). */
+DT_TEST_TIMEOUT(resize, allreduce_2_to_3_to_1_workers_read_each_example_once_per_epoch, 300)
+{
+	stage("ar", "two", 2, 1, 200);
+	stage("ar", "three", 3, 1, 480);
+	stage("ar", "one", 1, 1, 1640);
+	static unsigned char seen[2][EXAMPLES];
+	const char *names[] = { "two", "three", "one" };
+	const int workers[] = { 2, 3, 1 };
+	long batches = count_traces("ar", names, workers, 3, seen);
+	DT_CHECK_INT_EQ(batches, 200 * 2 + 280 * 3 + 1160);
+	expect_once(seen, 0, 200 * 100 + 266 * 150);
+	expect_once(seen, 1, EXAMPLES);
+}
+
+/* Replicas split each batch of the one input stream: 2 replicas to step 300,
+ * 3 to step 1300 (epoch 0 ends at step 1200: 60,000 / 50), 1 to step 2410
+ * (epoch 1 ends at 2400). */
+DT_TEST_TIMEOUT(resize, replicas_2_to_3_to_1_read_each_example_once_per_epoch, 300)
+{
+	stage("reps", "two", 1, 2, 300);
+	stage("reps", "three", 1, 3, 1300);
+	stage("reps", "one", 1, 1, 2410);
+	static unsigned char seen[2][EXAMPLES];
+	const char *names[] = { "two", "three", "one" };
+	const int workers[] = { 1, 1, 1 };
+	long batches = count_traces("reps", names, workers, 3, seen);
+	DT_CHECK_INT_EQ(batches, 2410);
+	expect_once(seen, 0, EXAMPLES);
+	expect_once(seen, 1, EXAMPLES);
+}
+
+/* Synchronous training through a ps, the same stages as the all-reduce
+ * test: 2 trainers to step 200, 3 to 480, 1 to 1640. The chief's
+ * checkpoints save its global position, which every trainer of the next
+ * stage resumes from. */
+DT_TEST_TIMEOUT(resize, sync_ps_2_to_3_to_1_trainers_read_each_example_once_per_epoch, 300)
+{
+	sync_stage("sync", "two", 2, 200);
+	sync_stage("sync", "three", 3, 480);
+	sync_stage("sync", "one", 1, 1640);
+	static unsigned char seen[2][EXAMPLES];
+	const char *names[] = { "two", "three", "one" };
+	const int workers[] = { 2, 3, 1 };
+	long batches = count_traces("sync", names, workers, 3, seen);
+	DT_CHECK_INT_EQ(batches, 200 * 2 + 280 * 3 + 1160);
+	expect_once(seen, 0, 200 * 100 + 266 * 150);
+	expect_once(seen, 1, EXAMPLES);
+}
