@@ -80,6 +80,11 @@ struct dt_comm;
  * near 1 MB for 2 ranks (docs/BENCHMARKS.md); from 512 KiB the saved copy
  * pays off in training, where the other cores are busy computing. */
 #define DT_COMM_CMA_MIN_BYTES (512u << 10)
+/* How long a rank waiting on a shared-memory link spins before it sleeps on
+ * its futex (spin_us, when set, replaces it): a peer running on another
+ * core answers a small all-reduce's hop within this, and a sleeping one is
+ * not robbed of its core for longer (docs/COLLECTIVES.md). */
+#define DT_COMM_SHM_SPIN_NS 10000
 /* Longest collective name carried on the wire (longer names are truncated). */
 #define DT_COMM_NAME_MAX 128
 #define DT_COMM_ADDR_MAX 280
@@ -116,6 +121,10 @@ struct dt_comm_config {
 	 * "Same-host links" in docs/COLLECTIVES.md. */
 	int no_cma;                       /* nonzero: every byte over TCP (also DTRAIN_COLLECTIVE_CMA=0) */
 	size_t cma_min_bytes;             /* 0: DT_COMM_CMA_MIN_BYTES; smaller collectives go over TCP */
+	/* Same-host ranks pass their frames through ring buffers in shared
+	 * memory (memfd) instead of loopback TCP, sleeping on a futex after a
+	 * short spin; see "Shared-memory links" in docs/COLLECTIVES.md. */
+	int no_shm;                       /* nonzero: frames over TCP (also DTRAIN_COLLECTIVE_SHM=0) */
 };
 
 /* The algorithms (docs/COLLECTIVES.md "Choosing an algorithm"). */

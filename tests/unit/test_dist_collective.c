@@ -932,6 +932,18 @@ static void expect_frame(int fd, uint16_t type)
 	dt_frame_decoder_release(&d);
 }
 
+/* Rank 0's side of the shared-memory exchange (comm_shm.c) with rank 1:
+ * no region offered, rank 1's refused, so every frame goes over TCP. */
+static void decline_shared_memory(int out, int in)
+{
+	uint8_t none[DT_COLL_PEER_BYTES] = { 0 }, no[DT_COLL_PEER_OK_BYTES];
+	dt_put_u32le(no, ENOTSUP);
+	send_frame(in, DT_MSG_COLL_SHM, 0, none, sizeof(none)); /* nothing for rank 1 to write into */
+	expect_frame(out, DT_MSG_COLL_SHM);                      /* rank 1's offer */
+	send_frame(out, DT_MSG_COLL_PEER_OK, 0, no, sizeof(no)); /* not taken */
+	expect_frame(in, DT_MSG_COLL_PEER_OK);
+}
+
 /* Rank 0's side of the same-host exchange (comm_cma.c) with rank 1, whose
  * left link is `out` and right link `in`: rank 0 offers nothing and reads
  * nothing, so rank 1's links carry bytes. */
@@ -945,6 +957,7 @@ static void decline_same_host_reads(int out, int in)
 	expect_frame(out, DT_MSG_COLL_PEER);
 	expect_frame(out, DT_MSG_COLL_PEER_OK);
 	expect_frame(in, DT_MSG_COLL_PEER);
+	decline_shared_memory(out, in);
 }
 
 /* The bytes a fake rank 0 offers rank 1 to read (the same process). */
@@ -987,6 +1000,7 @@ static uint32_t offer_same_host_reads(int out, int in)
 	uint32_t answer = dt_get_u32le(dt_frame_decoder_payload(&d));
 	dt_frame_decoder_release(&d);
 	expect_frame(in, DT_MSG_COLL_PEER);
+	decline_shared_memory(out, in);
 	return answer;
 }
 
