@@ -157,6 +157,9 @@ const char *dt_comm_peer_label(const struct dt_comm *comm, int rank);
  * that process's memory (same host, allowed by the kernel), 0 if they come
  * over TCP. */
 int dt_comm_reads_left_memory(const struct dt_comm *comm);
+/* How many linked peers this rank exchanges frames with through shared
+ * memory (both directions; 0: every link over TCP). */
+int dt_comm_shared_memory_links(const struct dt_comm *comm);
 /* The sequence number the next collective will carry (starts at 1 after the
  * rendezvous barrier, which is #0). */
 uint64_t dt_comm_next_seq(const struct dt_comm *comm);

@@ -58,6 +58,13 @@ int dt_comm_size(const struct dt_comm *comm) { return comm->n; }
 int dt_comm_rank(const struct dt_comm *comm) { return comm->rank; }
 uint64_t dt_comm_next_seq(const struct dt_comm *comm) { return comm->seq; }
 int dt_comm_reads_left_memory(const struct dt_comm *comm) { return comm->cma_left_pid != 0; }
+int dt_comm_shared_memory_links(const struct dt_comm *comm)
+{
+	int k = 0;
+	for (int q = 0; q < comm->n; q++)
+		k += comm->out[q].shm != NULL && comm->in[q].shm != NULL;
+	return k;
+}
 
 const char *dt_comm_peer_label(const struct dt_comm *comm, int rank)
 {
