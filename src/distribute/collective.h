@@ -80,11 +80,11 @@ struct dt_comm;
  * near 1 MB for 2 ranks (docs/BENCHMARKS.md); from 512 KiB the saved copy
  * pays off in training, where the other cores are busy computing. */
 #define DT_COMM_CMA_MIN_BYTES (512u << 10)
-/* How long a rank waiting on a shared-memory link spins before it sleeps on
- * its futex (spin_us, when set, replaces it): a peer running on another
- * core answers a small all-reduce's hop within this, and a sleeping one is
- * not robbed of its core for longer (docs/COLLECTIVES.md). */
-#define DT_COMM_SHM_SPIN_NS 10000
+/* The longest a rank waiting on a shared-memory link spins before it sleeps
+ * on its futex: it spins about twice the recent typical wait when that fits
+ * in this, else 1 us (a loaded host), unless spin_us fixes the spin
+ * (docs/COLLECTIVES.md, "Shared-memory links"). */
+#define DT_COMM_SHM_SPIN_NS 20000
 /* Longest collective name carried on the wire (longer names are truncated). */
 #define DT_COMM_NAME_MAX 128
 #define DT_COMM_ADDR_MAX 280

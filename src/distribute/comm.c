@@ -285,7 +285,7 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 		comm->seg_bytes = 4;
 	comm->algorithm = cfg->algorithm;
 	comm->spin_us = cfg->spin_us;
-	comm->shm_spin_ns = cfg->spin_us ? (int64_t)cfg->spin_us * 1000 : DT_COMM_SHM_SPIN_NS;
+	comm->shm_spin_ns = cfg->spin_us ? (int64_t)cfg->spin_us * 1000 : 0; /* 0: adaptive */
 	comm->cma_min_bytes = cfg->cma_min_bytes ? cfg->cma_min_bytes : DT_COMM_CMA_MIN_BYTES;
 	comm->labels = dt_xmallocarray((size_t)comm->n, sizeof(*comm->labels));
 	for (int i = 0; i < comm->n; i++)

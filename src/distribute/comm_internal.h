@@ -142,7 +142,8 @@ struct dt_comm {
 	size_t shm_bytes; /* the size of every region */
 	int shm_all;
 	int64_t shm_checked; /* when a sleeping step last looked at its sockets */
-	int64_t shm_spin_ns; /* spin this long on shared-memory links before sleeping on the futex */
+	int64_t shm_spin_ns; /* spin this long on shared-memory links before sleeping on the futex; 0: adaptive */
+	int64_t shm_wait_avg; /* adaptive: a moving average of how long waits took (comm_shm.c) */
 };
 
 /* 1 if ranks a and b are linked (both directions): their distance (mod n)
@@ -235,11 +236,12 @@ void dt__link_shut(struct dt__out_link *out);
  * writer, which sleeps on its futex rather than in poll(), to read it. */
 void dt__link_poke_back(struct dt__in_link *in);
 /* Sleeps until a shared-memory link of the step (L in, R out) may move or
- * the timeout passes, after spinning up to spin_ns; then *tcp_check is 1 if
+ * the timeout passes, after spinning a while (shm_spin_ns, or adapted to
+ * how long waits have taken: comm_shm.c); then *tcp_check is 1 if
  * the sockets should be looked at (a poke, the timeout, or 2 ms since they
  * were). want_in: the step still wants bytes from L; blocked: R is full.
  * Returns at once when something is ready. */
-void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t spin_ns, int64_t until_ns, int *tcp_check);
+void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns, int *tcp_check);
 
 /* coll_algo.c: the rendezvous's all-reduce (#0): sums, by recursive
  * doubling, how many ring links do not read the neighbour's memory, and sets

@@ -71,6 +71,8 @@
 /* A sleeping rank looks at its sockets at least this often (a peer killed
  * with -9 closes its sockets, not its rings). */
 #define TCP_CHECK_NS (DT_NSEC_PER_SEC / 500)
+/* The shortest spin before sleeping (the adaptive budget's floor). */
+#define SPIN_MIN_NS 1000
 
 struct dt__shm_head {
 	uint8_t token[DT_COLL_TOKEN_BYTES];
@@ -247,17 +249,40 @@ static int ready(const struct dt_comm *c, int want_in, int blocked)
 	return 0;
 }
 
-void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t spin_ns, int64_t until_ns, int *tcp_check)
+/* How long to spin before sleeping. A spin pays when the peer answers
+ * within it (a hop on an idle host: a few microseconds, and the futex's
+ * sleep and wake cost as much again); on a host with more runnable threads
+ * than cores the answer takes a scheduler slice, and spinning only takes
+ * the core the peer needs (measured: docs/COLLECTIVES.md). So spin about
+ * twice the recent typical wait while that is short, else only briefly. */
+static int64_t spin_budget(const struct dt_comm *c)
+{
+	if (c->shm_spin_ns)
+		return c->shm_spin_ns;
+	int64_t twice = 2 * c->shm_wait_avg;
+	return twice <= DT_COMM_SHM_SPIN_NS ? (twice > SPIN_MIN_NS ? twice : SPIN_MIN_NS) : SPIN_MIN_NS;
+}
+
+/* The moving average of wait times (1/8 weight to the newest). */
+static void note_wait(struct dt_comm *c, int64_t took)
+{
+	c->shm_wait_avg += (took - c->shm_wait_avg) / 8;
+}
+
+void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns, int *tcp_check)
 {
 	struct dt__shm_head *me = c->shm_self;
 	int64_t t0 = dt_now_ns();
+	const int64_t spin_ns = spin_budget(c);
 	/* Woken often for other rings, the sockets are still looked at in time. */
 	*tcp_check = t0 - c->shm_checked >= TCP_CHECK_NS;
 	if (*tcp_check)
 		c->shm_checked = t0;
 	for (unsigned i = 0;; i++) {
-		if (ready(c, want_in, blocked))
+		if (ready(c, want_in, blocked)) {
+			note_wait(c, dt_now_ns() - t0);
 			return;
+		}
 		if (atomic_exchange_explicit(&me->poke, 0, memory_order_acquire)) {
 			*tcp_check = 1;
 			return;
@@ -283,6 +308,8 @@ void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t spin_ns, 
 	atomic_store(&me->sleeping, 0);
 	if (atomic_exchange_explicit(&me->poke, 0, memory_order_acquire))
 		*tcp_check = 1;
+	else if (!*tcp_check)
+		note_wait(c, dt_now_ns() - t0); /* woken: a wait that took this long */
 }
 
 /* ---- agreeing ---- */

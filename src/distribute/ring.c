@@ -889,7 +889,7 @@ static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 		int64_t wake = r->next_stall < r->deadline ? r->next_stall : r->deadline;
 		if (shm_step) {
 			int look = 0;
-			dt__shm_wait(c, !recv_done(r), blocked, c->shm_spin_ns, wake, &look);
+			dt__shm_wait(c, !recv_done(r), blocked, wake, &look);
 			if (look && check_sockets(r, err))
 				return c->failure.status;
 			continue;
