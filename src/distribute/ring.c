@@ -887,7 +887,10 @@ static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 		if (moved)
 			continue;
 		int64_t wake = r->next_stall < r->deadline ? r->next_stall : r->deadline;
-		if (shm_step) {
+		/* Only COLL_DONE awaited (the reader's answer to COLL_REFs): it comes
+		 * on the socket, so sleep there; the reader's poke may come before
+		 * the bytes do when the loopback's softirq is deferred. */
+		if (shm_step && (!recv_done(r) || blocked)) {
 			int look = 0;
 			dt__shm_wait(c, !recv_done(r), blocked, wake, &look);
 			if (look && check_sockets(r, err))
@@ -905,8 +908,8 @@ static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 			p[np++] = (struct pollfd){ c->R->fd, (short)((c->R->eof ? 0 : POLLIN) | (want_out ? POLLOUT : 0)), 0 };
 		}
 		int ms = dt_deadline_ms_left(wake);
-		if (shm_some && ms > 1)
-			ms = 1;
+		if (shm_some && ms > 1 && ((!recv_done(r) && c->L->shm) || (blocked && c->R->shm)))
+			ms = 1; /* a ring may bring something, and it rings no socket */
 		int got = poll(p, (nfds_t)np, ms ? ms : 1);
 		if (got < 0 && errno != EINTR)
 			return dt__ring_fail(r, err, DT_IO, "poll failed during %s: %s", r->what, strerror(errno));
