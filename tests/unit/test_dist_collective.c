@@ -853,6 +853,65 @@ DT_TEST(dist_collective, three_processes_allreduce)
 	}
 }
 
+/* Processes on shared memory (checked: every link), every algorithm against
+ * a plain sum at awkward sizes, float32 and int64. */
+static enum dt_status shm_sums(struct dt_comm *comm, int rank, struct dt_err *err)
+{
+	int n = dt_comm_size(comm), links = 0;
+	for (int q = 0; q < n; q++)
+		for (int d = 1; q != rank && d < n; d *= 2)
+			if ((q - rank + n) % n == d || (rank - q + n) % n == d) {
+				links++;
+				break;
+			}
+	if (dt_comm_shared_memory_links(comm) != links)
+		return dt_err_set(err, DT_INTERNAL, "rank %d: %d of %d links on shared memory", rank,
+				  dt_comm_shared_memory_links(comm), links);
+	static const size_t counts[] = { 0, 1, 3, 7, 1009, 4099, 65537, 300007 };
+	enum dt_status st = DT_OK;
+	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]) && !st; k++) {
+		size_t count = counts[k];
+		float *buf = dt_xmallocarray(count + 1, sizeof(float));
+		int64_t *ibuf = dt_xmallocarray(count + 1, sizeof(int64_t));
+		for (size_t i = 0; i < count; i++) {
+			buf[i] = value(rank, i, (int)k);
+			ibuf[i] = ivalue(rank, i, (int)k);
+		}
+		st = dt_allreduce_sum_f32(comm, buf, count, "shm/f32", dt_deadline_in(30), err);
+		if (!st)
+			st = dt_allreduce_sum_i64(comm, ibuf, count, "shm/i64", dt_deadline_in(30), err);
+		for (size_t i = 0; !st && i < count; i++) {
+			float want = 0;
+			int64_t iwant = 0;
+			for (int q = 0; q < n; q++) {
+				want += value(q, i, (int)k);
+				iwant += ivalue(q, i, (int)k);
+			}
+			if (buf[i] != want || ibuf[i] != iwant)
+				st = dt_err_set(err, DT_INTERNAL, "rank %d count %zu: element %zu is %g / %lld, expected %g / %lld",
+						rank, count, i, (double)buf[i], (long long)ibuf[i], (double)want, (long long)iwant);
+		}
+		free(buf);
+		free(ibuf);
+	}
+	return st;
+}
+
+DT_TEST_TIMEOUT(dist_collective, shared_memory_processes_every_algorithm_matches_sum, 180)
+{
+	for (int n = 2; n <= 5; n += 3)
+		for (int alg = DT_COMM_ALG_AUTO; alg <= DT_COMM_ALG_HALVING; alg++) {
+			struct procs p;
+			procs_start_with(&p, n, shm_sums, alg, alg == DT_COMM_ALG_HALVING);
+			for (int i = 0; i < n; i++) {
+				int code = proc_wait(&p, i, 60);
+				if (code != 0)
+					dt_test_fail(__FILE__, __LINE__, "%d ranks, algorithm %d: rank %d exited %d: %s", n, alg, i,
+						     code, proc_message(i));
+			}
+		}
+}
+
 #define FAULT_DEADLINE_S 2.0
 
 /* 800 KB all-reduces: on one host their segments go by reference, so a
