@@ -372,6 +372,20 @@ static int map_peer(struct dt_comm *c, int q, const struct dt_coll_peer *me, con
 	return 0;
 }
 
+/* Allocates a ring's pages and maps them here now, not one page fault at a
+ * time during the first megabyte of collectives (measured: the first size
+ * a fresh comm ran was 2-5x slower). MADV_POPULATE_WRITE faults pages in as
+ * if written without writing, so it is safe while the peer already uses the
+ * ring; kernels before 5.14 refuse it, and the faults then come as used. */
+static void prefault(struct dt__shm_ring *r)
+{
+#ifdef MADV_POPULATE_WRITE
+	(void)madvise(r, SLOT_BYTES, MADV_POPULATE_WRITE);
+#else
+	(void)r;
+#endif
+}
+
 enum dt_status dt__comm_negotiate_shm(struct dt_comm *comm, int enabled, int64_t deadline, struct dt_err *err)
 {
 	const int n = comm->n;
@@ -424,6 +438,8 @@ enum dt_status dt__comm_negotiate_shm(struct dt_comm *comm, int enabled, int64_t
 			comm->out[q].peer_head = comm->shm_peer[q];
 			comm->in[q].shm = slot(comm->shm_self, q);
 			comm->in[q].peer_head = comm->shm_peer[q];
+			prefault(comm->out[q].shm);
+			prefault(comm->in[q].shm);
 			links++;
 		} else if (comm->shm_peer[q]) {
 			munmap(comm->shm_peer[q], comm->shm_bytes);
