@@ -372,9 +372,9 @@ static int map_peer(struct dt_comm *c, int q, const struct dt_coll_peer *me, con
 	return 0;
 }
 
-/* Allocates a ring's pages and maps them here now, not one page fault at a
- * time during the first megabyte of collectives (measured: the first size
- * a fresh comm ran was 2-5x slower). MADV_POPULATE_WRITE faults pages in as
+/* Allocates a ring's pages and maps them here now, not one page fault per
+ * 4 KiB on each side during the first megabyte of collectives (on the
+ * collective's critical path). MADV_POPULATE_WRITE faults pages in as
  * if written without writing, so it is safe while the peer already uses the
  * ring; kernels before 5.14 refuse it, and the faults then come as used. */
 static void prefault(struct dt__shm_ring *r)
