@@ -10,9 +10,10 @@
  * anywhere else, so nothing is left behind by any exit, kill -9 included:
  * the memory goes with the last process that maps it). It holds a head (a
  * random token, the rank's doorbell: a futex word its peers bump) and one
- * ring per peer rank q, written only by q and read only by its owner:
+ * ring per linked peer q, written only by q and read only by its owner:
  *   [0, 4096)                      struct dt__shm_head
- *   [4096 + q * SLOT, ... + SLOT)  q's ring: head, tail, closed (256 bytes), data
+ *   [4096 + k * SLOT, ... + SLOT)  the ring of the k-th linked peer in rank
+ *                                  order: head, tail, closed (256 bytes), data
  * A writer copies into the ring in the reader's region and wakes the reader
  * if it sleeps; a reader copies out and wakes the writer if it sleeps (on a
  * full ring). Every rank sleeps on its own doorbell only, whichever of its
@@ -94,15 +95,24 @@ static uint8_t *ring_data(struct dt__shm_ring *r)
 	return (uint8_t *)r + RING_META;
 }
 
+/* Every rank has as many linked peers (the links are distances 2^k either
+ * way round, the same from every rank), so every region has that many rings. */
 static size_t region_bytes(int n)
 {
-	return HEAD_BYTES + (size_t)n * SLOT_BYTES;
+	int links = 0;
+	for (int q = 1; q < n; q++)
+		links += dt__comm_linked(n, 0, q);
+	return HEAD_BYTES + (size_t)links * SLOT_BYTES;
 }
 
-/* The ring `writer` writes in a region. */
-static struct dt__shm_ring *slot(void *region, int writer)
+/* The ring `writer` writes in `owner`'s region: the writer's place among the
+ * owner's linked peers in rank order. */
+static struct dt__shm_ring *slot(void *region, int n, int owner, int writer)
 {
-	return (struct dt__shm_ring *)((uint8_t *)region + HEAD_BYTES + (size_t)writer * SLOT_BYTES);
+	size_t k = 0;
+	for (int q = 0; q < writer; q++)
+		k += (size_t)dt__comm_linked(n, owner, q);
+	return (struct dt__shm_ring *)((uint8_t *)region + HEAD_BYTES + k * SLOT_BYTES);
 }
 
 static inline void cpu_relax(void)
@@ -434,9 +444,9 @@ enum dt_status dt__comm_negotiate_shm(struct dt_comm *comm, int enabled, int64_t
 			break;
 		uint32_t theirs = dt_get_u32le(answer);
 		if (why[q] == 0 && theirs == 0) {
-			comm->out[q].shm = slot(comm->shm_peer[q], comm->rank);
+			comm->out[q].shm = slot(comm->shm_peer[q], n, q, comm->rank);
 			comm->out[q].peer_head = comm->shm_peer[q];
-			comm->in[q].shm = slot(comm->shm_self, q);
+			comm->in[q].shm = slot(comm->shm_self, n, comm->rank, q);
 			comm->in[q].peer_head = comm->shm_peer[q];
 			prefault(comm->out[q].shm);
 			prefault(comm->in[q].shm);
