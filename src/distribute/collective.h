@@ -47,7 +47,15 @@
  * caller may run collectives on a communication thread of its own while it
  * computes on another; different comms are independent. Waiting blocks in
  * poll() (no spinning unless spin_us is set): a spinning thread on a 2-core
- * machine costs everyone a scheduler tick (reference/performance.md).
+ * machine costs everyone a scheduler tick (reference/performance.md); on
+ * shared-memory links in FUTEX_WAIT after a short, adaptive spin.
+ *
+ * Shared memory: ranks on one host (same kernel, same pid namespace, the
+ * same user) pass every frame through ring buffers in a memfd mapping
+ * instead of loopback TCP, each rank sleeping on a futex word its peers
+ * bump; the sockets stay for the return path and to see a peer die, and
+ * nothing outlives the processes (a memfd has no name). Agreed per link
+ * while the ring is set up; no_shm / DTRAIN_COLLECTIVE_SHM=0 turn it off.
  *
  * Same host: when a neighbour runs on the same kernel in the same pid
  * namespace and may read this process's memory (checked once, with a probe

@@ -21,7 +21,10 @@
  * with a result that the reader of that segment helped to compute.
  * One loop (run_plan) moves both directions with nonblocking sendmsg/recv and
  * waits in poll() for whichever side can move, so neither direction can stall
- * the other (NCCL's ncclSocketSendRecv). Received bytes land in the comm's
+ * the other (NCCL's ncclSocketSendRecv). On shared-memory links (comm_shm.c)
+ * the same bytes go through ring buffers (dt__link_sendv / dt__link_recv)
+ * and the wait is a futex's (dt__shm_wait), with a look at the sockets for
+ * what still comes there: COLL_DONE, COLL_ABORT, a dead peer's end. Received bytes land in the comm's
  * stage buffer and are reduced or copied into place as they arrive, whole
  * floats at a time, so reduction overlaps the transfer of the next bytes.
  */
