@@ -36,7 +36,8 @@
  *   - the ring adds chunk c in ring order starting after its owner
  *     (docs/COLLECTIVES.md), then copies the result around.
  * Which of the two a given size gets is fixed by the model, so a run
- * repeated with the same rank count (and link kind) adds in the same order.
+ * repeated with the same rank count (and link kind: TCP, same-host reads,
+ * shared memory) adds in the same order.
  * An int64 all-reduce (dt_allreduce_sum_i64) runs the same steps with 8-byte
  * elements and the run's wrapping int64 add (r->add); its sum does not depend
  * on the order at all, so it is the same bits for any algorithm.
