@@ -4,12 +4,13 @@
  *
  *   build/bench-allreduce --ranks=N [--sizes=4096,65536,...] [--samples=9]
  *                         [--min_sample_ms=50] [--spin_us=0] [--segment_bytes=0] [--algorithm=auto]
- *                         [--wire_security=none|auth|encrypt] [--no_cma]
+ *                         [--wire_security=none|auth|encrypt] [--no_cma] [--no_shm]
  *                         [--netns=NS0,NS1,... --addrs=HOST:PORT,...]
  * (0 = the library's defaults; --algorithm=ring|doubling|halving forces one instead of the cost model's choice; auth and
  * encrypt give every rank one fixed cluster secret, so every ring frame is tagged or encrypted
  * (docs/SECURITY.md); --no_cma sends every byte over TCP, as between machines, instead of
- * reading large segments from the neighbour's memory; --netns puts rank i in
+ * reading large segments from the neighbour's memory; --no_shm sends the frames over loopback TCP
+ * rather than shared-memory rings, and reports the rows as impl "dtrain_tcp"; --netns puts rank i in
  * the network namespace NSi (/run/netns/NSi), listening on the i-th of --addrs,
  * the emulated hosts of scripts/netns-hosts.sh: bench/allreduce_hosts)
  *
@@ -56,6 +57,7 @@ struct opts {
 	int no_cma;
 	char *netns[MAX_RANKS]; /* --netns: rank i's namespace, or all NULL */
 	char *addrs[MAX_RANKS]; /* --addrs: rank i's listening address with --netns */
+	int no_shm; /* frames over loopback TCP, not shared memory; reported as impl "dtrain_tcp" */
 };
 
 /* Splits a comma-separated list in place into out[0..n); returns n. */
@@ -100,7 +102,8 @@ static int run_rank(const struct opts *o, const struct dt_comm_peer *peers, int 
 	hello.auth = o->wire != DT_WIRE_NONE ? &auth : NULL;
 	struct dt_comm_config cfg = { .nranks = o->ranks, .rank = rank, .peers = peers, .listen_fd = listen_fd,
 				      .listen_fd_set = listen_fd >= 0, .segment_bytes = o->segment_bytes, .spin_us = o->spin_us,
-				      .algorithm = o->algorithm, .no_cma = o->no_cma, .hello = &hello };
+				      .algorithm = o->algorithm, .no_cma = o->no_cma,
+				      .no_shm = o->no_shm, .hello = &hello };
 	struct dt_comm *comm = NULL;
 	struct dt_err err = DT_ERR_INIT;
 	enum dt_status st = dt_comm_new(&cfg, dt_deadline_in(60), &comm, &err);
@@ -149,9 +152,9 @@ static int run_rank(const struct opts *o, const struct dt_comm_peer *peers, int 
 			qsort(samples, (size_t)o->samples, sizeof(double), cmp_double);
 			double us = samples[o->samples / 2];
 			double bus = 2.0 * (o->ranks - 1) / o->ranks * (double)(count * 4) / (us * 1e-6) / 1e9;
-			printf("{\"impl\": \"dtrain\", \"ranks\": %d, \"bytes\": %zu, \"us\": %.2f, \"busbw_gbs\": %.3f, "
+			printf("{\"impl\": \"%s\", \"ranks\": %d, \"bytes\": %zu, \"us\": %.2f, \"busbw_gbs\": %.3f, "
 			       "\"min_us\": %.2f, \"max_us\": %.2f, \"inner\": %u, \"wire\": \"%s\"}\n",
-			       o->ranks, count * 4, us, bus, samples[0], samples[o->samples - 1], inner,
+			       o->no_shm ? "dtrain_tcp" : "dtrain", o->ranks, count * 4, us, bus, samples[0], samples[o->samples - 1], inner,
 			       dt_wire_security_name(o->wire));
 			fflush(stdout);
 		}
@@ -219,6 +222,8 @@ int main(int argc, char **argv)
 			nnetns = split_list(argv[i] + 8, o.netns, MAX_RANKS);
 		else if (!strncmp(a, "--addrs=", 8))
 			naddrs = split_list(argv[i] + 8, o.addrs, MAX_RANKS);
+		else if (!strcmp(a, "--no_shm"))
+			o.no_shm = 1;
 		else if (!strncmp(a, "--sizes=", 8)) {
 			if (parse_sizes(a + 8, &o)) {
 				fprintf(stderr, "bench-allreduce: bad --sizes '%s' (e.g. 4K,64K,1M)\n", a + 8);
@@ -227,7 +232,7 @@ int main(int argc, char **argv)
 		} else {
 			fprintf(stderr, "usage: bench-allreduce --ranks=N [--sizes=4K,64K,1M] [--samples=9] "
 					"[--min_sample_ms=50] [--spin_us=0] [--segment_bytes=0] [--algorithm=auto] "
-					"[--wire_security=none|auth|encrypt] [--no_cma] [--netns=NS0,.. --addrs=H:P,..]\n");
+					"[--wire_security=none|auth|encrypt] [--no_cma] [--no_shm] [--netns=NS0,.. --addrs=H:P,..]\n");
 			return 2;
 		}
 	}

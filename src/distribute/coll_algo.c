@@ -36,7 +36,8 @@
  *   - the ring adds chunk c in ring order starting after its owner
  *     (docs/COLLECTIVES.md), then copies the result around.
  * Which of the two a given size gets is fixed by the model, so a run
- * repeated with the same rank count (and link kind) adds in the same order.
+ * repeated with the same rank count (and link kind: TCP, same-host reads,
+ * shared memory) adds in the same order.
  * An int64 all-reduce (dt_allreduce_sum_i64) runs the same steps with 8-byte
  * elements and the run's wrapping int64 add (r->add); its sum does not depend
  * on the order at all, so it is the same bits for any algorithm.
@@ -71,6 +72,11 @@
 #define BETA_PS 400.0
 #define GAMMA_PS 100.0
 #define BETA_SAME_HOST_PS 150.0
+/* Every link shared memory (comm_shm.c): a step is a copy into the ring, a
+ * futex wake at most and a copy out; a byte is copied twice. Measured like
+ * the above with DTRAIN_COLLECTIVE_CMA=0 (docs/COLLECTIVES.md). */
+#define ALPHA_SHM_PS 5000000.0
+#define BETA_SHM_PS 250.0
 
 static int pow2_floor(int n)
 {
@@ -92,26 +98,28 @@ static int log2_of(int p)
 static double cost_allreduce(const struct dt_comm *c, enum dt_comm_algorithm alg, double m)
 {
 	int n = c->n, p = pow2_floor(n), f = n != p, lg = log2_of(p);
-	double beta_ring = c->link_kind == DT__LINK_SAME_HOST && m >= (double)c->cma_min_bytes ? BETA_SAME_HOST_PS : BETA_PS;
+	const double ALPHA = c->shm_all ? ALPHA_SHM_PS : ALPHA_PS, BETA = c->shm_all ? BETA_SHM_PS : BETA_PS;
+	double beta_ring = c->link_kind == DT__LINK_SAME_HOST && m >= (double)c->cma_min_bytes ? BETA_SAME_HOST_PS : BETA;
 	switch (alg) {
 	case DT_COMM_ALG_DOUBLING:
-		return (lg + 2 * f) * ALPHA_PS + (lg + 2 * f) * m * BETA_PS + (lg + f + 2) * m * GAMMA_PS;
+		return (lg + 2 * f) * ALPHA + (lg + 2 * f) * m * BETA + (lg + f + 2) * m * GAMMA_PS;
 	case DT_COMM_ALG_HALVING:
-		return (2 * lg + 2 * f) * ALPHA_PS + (2.0 * (p - 1) / p + 2 * f) * m * BETA_PS +
+		return (2 * lg + 2 * f) * ALPHA + (2.0 * (p - 1) / p + 2 * f) * m * BETA +
 		       ((double)(p - 1) / p + f) * m * GAMMA_PS;
 	default:
-		return 2.0 * (n - 1) * ALPHA_PS + 2.0 * (n - 1) / n * m * beta_ring + (double)(n - 1) / n * m * GAMMA_PS;
+		return 2.0 * (n - 1) * ALPHA + 2.0 * (n - 1) / n * m * beta_ring + (double)(n - 1) / n * m * GAMMA_PS;
 	}
 }
 
 static double cost_broadcast(const struct dt_comm *c, enum dt_comm_algorithm alg, double m)
 {
 	int n = c->n;
+	const double ALPHA = c->shm_all ? ALPHA_SHM_PS : ALPHA_PS, BETA = c->shm_all ? BETA_SHM_PS : BETA_PS;
 	if (alg == DT_COMM_ALG_DOUBLING)
-		return log2_of(n) * (ALPHA_PS + m * BETA_PS);
-	double beta_ring = c->link_kind == DT__LINK_SAME_HOST && m >= (double)c->cma_min_bytes ? BETA_SAME_HOST_PS : BETA_PS;
+		return log2_of(n) * (ALPHA + m * BETA);
+	double beta_ring = c->link_kind == DT__LINK_SAME_HOST && m >= (double)c->cma_min_bytes ? BETA_SAME_HOST_PS : BETA;
 	double seg = m < (double)c->seg_bytes ? m : (double)c->seg_bytes;
-	return (n - 1) * ALPHA_PS + m * beta_ring + (n - 2) * seg * beta_ring;
+	return (n - 1) * ALPHA + m * beta_ring + (n - 2) * seg * beta_ring;
 }
 
 const char *dt_comm_algorithm_name(enum dt_comm_kind kind, enum dt_comm_algorithm alg)
@@ -167,7 +175,8 @@ static enum dt_comm_algorithm choose_logged(struct dt_comm *c, enum dt_comm_kind
 				bytes, cls, c->n, dt_comm_algorithm_name(kind, alg),
 				cost_allreduce(c, DT_COMM_ALG_DOUBLING, m) / 1e6, cost_allreduce(c, DT_COMM_ALG_HALVING, m) / 1e6,
 				cost_allreduce(c, DT_COMM_ALG_RING, m) / 1e6,
-				c->link_kind == DT__LINK_SAME_HOST ? "same host" : "tcp");
+				c->shm_all ? (c->link_kind == DT__LINK_SAME_HOST ? "shared memory, same-host reads" : "shared memory")
+					   : c->link_kind == DT__LINK_SAME_HOST ? "same host" : "tcp");
 		else
 			dt_info("broadcast of %zu bytes or so (size class %d) across %d ranks: %s", bytes, cls, c->n,
 				dt_comm_algorithm_name(kind, alg));
@@ -346,7 +355,13 @@ enum dt_status dt_allreduce_sum_i64(struct dt_comm *comm, int64_t *buf, size_t c
 
 enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, struct dt_err *err)
 {
-	float v = comm->cma_send && comm->cma_left_pid ? 0.0f : 1.0f;
+	/* Two counts in one float (exact: small integers): ring links that do not
+	 * read memory, and 4096 per rank with a link not on shared memory. */
+	int all_shm = comm->n > 1;
+	for (int q = 0; q < comm->n; q++)
+		if (comm->out[q].fd >= 0 && !(comm->out[q].shm && comm->in[q].shm))
+			all_shm = 0;
+	float v = (comm->cma_send && comm->cma_left_pid ? 0.0f : 1.0f) + (all_shm ? 0.0f : 4096.0f);
 	int alg = comm->algorithm;
 	comm->algorithm = DT_COMM_ALG_DOUBLING; /* fixed: the fewest hops, and no cost model yet */
 	struct dt__ring_run r;
@@ -355,7 +370,8 @@ enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, s
 	if (!st && comm->n > 1)
 		st = doubling(&r, &v, 1, err);
 	comm->algorithm = alg;
-	comm->link_kind = v == 0.0f ? DT__LINK_SAME_HOST : DT__LINK_TCP;
+	comm->link_kind = v == 0.0f || v == 4096.0f * (float)(int)(v / 4096.0f) ? DT__LINK_SAME_HOST : DT__LINK_TCP;
+	comm->shm_all = v < 4096.0f;
 	return st;
 }
 

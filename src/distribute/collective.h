@@ -47,7 +47,15 @@
  * caller may run collectives on a communication thread of its own while it
  * computes on another; different comms are independent. Waiting blocks in
  * poll() (no spinning unless spin_us is set): a spinning thread on a 2-core
- * machine costs everyone a scheduler tick (reference/performance.md).
+ * machine costs everyone a scheduler tick (reference/performance.md); on
+ * shared-memory links in FUTEX_WAIT after a short, adaptive spin.
+ *
+ * Shared memory: ranks on one host (same kernel, same pid namespace, the
+ * same user) pass every frame through ring buffers in a memfd mapping
+ * instead of loopback TCP, each rank sleeping on a futex word its peers
+ * bump; the sockets stay for the return path and to see a peer die, and
+ * nothing outlives the processes (a memfd has no name). Agreed per link
+ * while the ring is set up; no_shm / DTRAIN_COLLECTIVE_SHM=0 turn it off.
  *
  * Same host: when a neighbour runs on the same kernel in the same pid
  * namespace and may read this process's memory (checked once, with a probe
@@ -80,6 +88,11 @@ struct dt_comm;
  * near 1 MB for 2 ranks (docs/BENCHMARKS.md); from 512 KiB the saved copy
  * pays off in training, where the other cores are busy computing. */
 #define DT_COMM_CMA_MIN_BYTES (512u << 10)
+/* The longest a rank waiting on a shared-memory link spins before it sleeps
+ * on its futex: it spins about twice the recent typical wait when that fits
+ * in this, else 1 us (a loaded host), unless spin_us fixes the spin
+ * (docs/COLLECTIVES.md, "Shared-memory links"). */
+#define DT_COMM_SHM_SPIN_NS 20000
 /* Longest collective name carried on the wire (longer names are truncated). */
 #define DT_COMM_NAME_MAX 128
 #define DT_COMM_ADDR_MAX 280
@@ -116,6 +129,10 @@ struct dt_comm_config {
 	 * "Same-host links" in docs/COLLECTIVES.md. */
 	int no_cma;                       /* nonzero: every byte over TCP (also DTRAIN_COLLECTIVE_CMA=0) */
 	size_t cma_min_bytes;             /* 0: DT_COMM_CMA_MIN_BYTES; smaller collectives go over TCP */
+	/* Same-host ranks pass their frames through ring buffers in shared
+	 * memory (memfd) instead of loopback TCP, sleeping on a futex after a
+	 * short spin; see "Shared-memory links" in docs/COLLECTIVES.md. */
+	int no_shm;                       /* nonzero: frames over TCP (also DTRAIN_COLLECTIVE_SHM=0) */
 };
 
 /* The algorithms (docs/COLLECTIVES.md "Choosing an algorithm"). */
@@ -148,6 +165,9 @@ const char *dt_comm_peer_label(const struct dt_comm *comm, int rank);
  * that process's memory (same host, allowed by the kernel), 0 if they come
  * over TCP. */
 int dt_comm_reads_left_memory(const struct dt_comm *comm);
+/* How many linked peers this rank exchanges frames with through shared
+ * memory (both directions; 0: every link over TCP). */
+int dt_comm_shared_memory_links(const struct dt_comm *comm);
 /* The sequence number the next collective will carry (starts at 1 after the
  * rendezvous barrier, which is #0). */
 uint64_t dt_comm_next_seq(const struct dt_comm *comm);

@@ -21,9 +21,12 @@
  *   4. read every linked peer's answer;
  *   5. agree per ring link whether the receiver reads the sender's memory
  *      directly (comm_cma.c);
- *   6. an all-reduce (#0, "dtrain/rendezvous") of how many ring links are
- *      not same-host reads, so that every rank's cost model sees the same
- *      link kind and dt_comm_new returns only once every rank is connected.
+ *   6. agree per link whether its frames go through shared memory
+ *      (comm_shm.c);
+ *   7. an all-reduce (#0, "dtrain/rendezvous") of how many ring links are
+ *      not same-host reads and how many links not shared memory, so that
+ *      every rank's cost model sees the same link kind and dt_comm_new
+ *      returns only once every rank is connected.
  */
 #include "distribute/comm_internal.h"
 
@@ -55,6 +58,13 @@ int dt_comm_size(const struct dt_comm *comm) { return comm->n; }
 int dt_comm_rank(const struct dt_comm *comm) { return comm->rank; }
 uint64_t dt_comm_next_seq(const struct dt_comm *comm) { return comm->seq; }
 int dt_comm_reads_left_memory(const struct dt_comm *comm) { return comm->cma_left_pid != 0; }
+int dt_comm_shared_memory_links(const struct dt_comm *comm)
+{
+	int k = 0;
+	for (int q = 0; q < comm->n; q++)
+		k += comm->out[q].shm != NULL && comm->in[q].shm != NULL;
+	return k;
+}
 
 const char *dt_comm_peer_label(const struct dt_comm *comm, int rank)
 {
@@ -86,6 +96,7 @@ void dt_comm_free(struct dt_comm *comm)
 {
 	if (!comm)
 		return;
+	dt__comm_shm_free(comm); /* closes the rings first: a peer still reading sees their end */
 	for (int q = 0; q < comm->n && comm->in; q++) {
 		dt_sock_close(comm->in[q].fd);
 		dt_sock_close(comm->out[q].fd);
@@ -246,6 +257,13 @@ static int cma_wanted(const struct dt_comm_config *cfg)
 	return !cfg->no_cma && !(env && strcmp(env, "0") == 0);
 }
 
+/* Shared-memory links unless the config or DTRAIN_COLLECTIVE_SHM=0 says no. */
+static int shm_wanted(const struct dt_comm_config *cfg)
+{
+	const char *env = getenv("DTRAIN_COLLECTIVE_SHM");
+	return !cfg->no_shm && !(env && strcmp(env, "0") == 0);
+}
+
 enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, struct dt_comm **out,
 			   struct dt_err *err)
 {
@@ -267,6 +285,7 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 		comm->seg_bytes = 4;
 	comm->algorithm = cfg->algorithm;
 	comm->spin_us = cfg->spin_us;
+	comm->shm_spin_ns = cfg->spin_us ? (int64_t)cfg->spin_us * 1000 : 0; /* 0: adaptive */
 	comm->cma_min_bytes = cfg->cma_min_bytes ? cfg->cma_min_bytes : DT_COMM_CMA_MIN_BYTES;
 	comm->labels = dt_xmallocarray((size_t)comm->n, sizeof(*comm->labels));
 	for (int i = 0; i < comm->n; i++)
@@ -317,6 +336,8 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	}
 	if (!st)
 		st = dt__comm_negotiate_cma(comm, cma_wanted(cfg), deadline, err);
+	if (!st)
+		st = dt__comm_negotiate_shm(comm, shm_wanted(cfg), deadline, err);
 	if (!st) {
 		comm->seq = 0;
 		st = dt__comm_rendezvous_sum(comm, deadline, err);

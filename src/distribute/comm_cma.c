@@ -78,19 +78,27 @@ static int read_boot_id(uint8_t out[16])
 	return ok && n == 32;
 }
 
+int dt__comm_describe_self(struct dt_coll_peer *me)
+{
+	memset(me, 0, sizeof(*me));
+	struct stat st;
+	if (stat("/proc/self/ns/pid", &st) != 0 || !read_boot_id(me->boot_id))
+		return 0;
+	me->pid = (uint32_t)getpid();
+	me->pid_ns = (uint64_t)st.st_ino;
+	return 1;
+}
+
 /* Who this process is, for its neighbours; pid 0 if it cannot be read. */
 static void describe_self(struct dt_comm *comm, int enabled, int scope, struct dt_coll_peer *me)
 {
 	memset(me, 0, sizeof(*me));
-	struct stat st;
-	if (!enabled || scope >= 2 || stat("/proc/self/ns/pid", &st) != 0 || !read_boot_id(me->boot_id) ||
+	if (!enabled || scope >= 2 || !dt__comm_describe_self(me) ||
 	    getrandom(comm->cma_token, sizeof(comm->cma_token), 0) != (ssize_t)sizeof(comm->cma_token))
-		return;
-	me->pid = (uint32_t)getpid();
-	me->pid_ns = (uint64_t)st.st_ino;
+		memset(me, 0, sizeof(*me));
 }
 
-static int same_host(const struct dt_coll_peer *a, const struct dt_coll_peer *b)
+int dt__comm_same_host(const struct dt_coll_peer *a, const struct dt_coll_peer *b)
 {
 	return a->pid && b->pid && a->pid_ns == b->pid_ns && memcmp(a->boot_id, b->boot_id, 16) == 0;
 }
@@ -113,8 +121,7 @@ enum dt_status dt__cma_read(pid_t pid, void *dst, uint64_t src, size_t len, int 
 	return DT_OK;
 }
 
-/* sec: the link's keys on a tagged ring (comm_internal.h), else NULL. */
-static enum dt_status send_peer(int fd, struct dt_wire_sec *sec, uint16_t type, const void *payload, size_t len,
+enum dt_status dt__comm_send_setup(int fd, struct dt_wire_sec *sec, uint16_t type, const void *payload, size_t len,
 				int64_t deadline, const char *peer, struct dt_err *err)
 {
 	enum dt_status st;
@@ -128,8 +135,7 @@ static enum dt_status send_peer(int fd, struct dt_wire_sec *sec, uint16_t type, 
 	return st ? dt_err_prefix(err, "ring setup") : DT_OK;
 }
 
-/* Reads one frame of `type` from fd into payload[want]. */
-static enum dt_status recv_peer(int fd, struct dt_wire_sec *sec, uint16_t type, uint8_t *payload, size_t want,
+enum dt_status dt__comm_recv_setup(int fd, struct dt_wire_sec *sec, uint16_t type, uint8_t *payload, size_t want,
 				int64_t deadline, const char *peer, struct dt_err *err)
 {
 	struct dt_frame_decoder d;
@@ -156,7 +162,7 @@ static int probe(const struct dt_coll_peer *me, const struct dt_coll_peer *offer
 {
 	if (!me->pid || !offer->pid)
 		return ENOTSUP;
-	if (!same_host(me, offer))
+	if (!dt__comm_same_host(me, offer))
 		return EXDEV;
 	uint8_t got[DT_COLL_TOKEN_BYTES];
 	int e = 0;
@@ -178,25 +184,25 @@ enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t
 
 	/* 1. to the left: its reader */
 	dt_coll_peer_encode(&me, buf);
-	enum dt_status st = send_peer(comm->L->fd, lsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, left, err);
+	enum dt_status st = dt__comm_send_setup(comm->L->fd, lsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, left, err);
 	/* 2. from the right: our reader; let it read us, and make the offer */
 	if (!st)
-		st = recv_peer(comm->R->fd, rsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, right, err);
+		st = dt__comm_recv_setup(comm->R->fd, rsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, right, err);
 	if (!st && (st = dt_coll_peer_decode(&other, buf, sizeof(buf), err)))
 		dt_err_prefix(err, "ring setup: from %s", right);
 	if (st)
 		return st;
 	struct dt_coll_peer offer = me;
-	if (!same_host(&me, &other) ||
+	if (!dt__comm_same_host(&me, &other) ||
 	    (scope == 1 && prctl(PR_SET_PTRACER, (unsigned long)other.pid, 0, 0, 0) != 0))
 		offer.pid = 0;
 	offer.token_address = (uint64_t)(uintptr_t)comm->cma_token;
 	memcpy(offer.token, comm->cma_token, sizeof(offer.token));
 	dt_coll_peer_encode(&offer, buf);
-	if ((st = send_peer(comm->R->fd, rsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, right, err)))
+	if ((st = dt__comm_send_setup(comm->R->fd, rsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, right, err)))
 		return st;
 	/* 3. from the left: its offer; probe it and answer */
-	if ((st = recv_peer(comm->L->fd, lsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, left, err)))
+	if ((st = dt__comm_recv_setup(comm->L->fd, lsec, DT_MSG_COLL_PEER, buf, sizeof(buf), deadline, left, err)))
 		return st;
 	if ((st = dt_coll_peer_decode(&other, buf, sizeof(buf), err)))
 		return dt_err_prefix(err, "ring setup: from %s", left);
@@ -204,10 +210,10 @@ enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t
 	comm->cma_left_pid = why ? 0 : (int)other.pid;
 	uint8_t answer[DT_COLL_PEER_OK_BYTES];
 	dt_put_u32le(answer, (uint32_t)why);
-	if ((st = send_peer(comm->L->fd, lsec, DT_MSG_COLL_PEER_OK, answer, sizeof(answer), deadline, left, err)))
+	if ((st = dt__comm_send_setup(comm->L->fd, lsec, DT_MSG_COLL_PEER_OK, answer, sizeof(answer), deadline, left, err)))
 		return st;
 	/* 4. from the right: may we send references? */
-	if ((st = recv_peer(comm->R->fd, rsec, DT_MSG_COLL_PEER_OK, answer, sizeof(answer), deadline, right, err)))
+	if ((st = dt__comm_recv_setup(comm->R->fd, rsec, DT_MSG_COLL_PEER_OK, answer, sizeof(answer), deadline, right, err)))
 		return st;
 	uint32_t right_why = dt_get_u32le(answer);
 	comm->cma_send = right_why == 0;

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "base/err.h"
 #include "distribute/collective.h"
@@ -34,6 +35,13 @@ struct dt__in_link {
 	uint64_t last_seq; /* seq of the last COLL_START seen on it; UINT64_MAX: none yet */
 	/* With a cluster secret: opens what comes in, seals what goes back. */
 	struct dt_wire_sec sec;
+	/* Shared-memory link (comm_shm.c): the frames that would come on fd come
+	 * through this ring in our own region instead; fd still carries what we
+	 * send back (COLL_DONE, COLL_ABORT) and tells us of the peer's death
+	 * (end of stream). NULL: everything over fd. */
+	struct dt__shm_ring *shm;
+	struct dt__shm_head *peer_head; /* the writer's region: wake it when room is made */
+	int tcp_eof;                    /* fd reached its end: the writer is gone */
 };
 
 /* The sending end of a link: the connection this rank opened to peer p. */
@@ -45,6 +53,11 @@ struct dt__out_link {
 	int eof; /* the peer closed after it had all it needed */
 	/* With a cluster secret: seals what goes out, opens what comes back. */
 	struct dt_wire_sec sec;
+	/* Shared-memory link (comm_shm.c): frames go into this ring in the
+	 * peer's region instead of fd; fd still brings back COLL_DONE and
+	 * COLL_ABORT. NULL: everything over fd. */
+	struct dt__shm_ring *shm;
+	struct dt__shm_head *peer_head; /* the reader's region: wake it when bytes are in */
 };
 
 /* What the cost model (coll_algo.c) knows about the links: the same on
@@ -119,6 +132,18 @@ struct dt_comm {
 	uint8_t cma_token[DT_COLL_TOKEN_BYTES]; /* what the right neighbour's probe must find here */
 	uint8_t *cma_stage;   /* reduce items are read here a piece at a time, then added */
 	size_t cma_stage_cap;
+
+	/* Shared-memory links (comm_shm.c): our region (its head is our doorbell,
+	 * its rings what linked peers write to us), the peers' regions we write
+	 * into (n entries, NULL where none), and whether every link of every rank
+	 * is one (agreed at #0, for the cost model). */
+	struct dt__shm_head *shm_self;
+	void **shm_peer;
+	size_t shm_bytes; /* the size of every region */
+	int shm_all;
+	int64_t shm_checked; /* when a sleeping step last looked at its sockets */
+	int64_t shm_spin_ns; /* spin this long on shared-memory links before sleeping on the futex; 0: adaptive */
+	int64_t shm_wait_avg; /* adaptive: a moving average of how long waits took (comm_shm.c) */
 };
 
 /* 1 if ranks a and b are linked (both directions): their distance (mod n)
@@ -172,9 +197,51 @@ enum dt_status dt__comm_accept_links(struct dt_comm *comm, const struct dt_comm_
  * cma_stage. */
 enum dt_status dt__comm_negotiate_cma(struct dt_comm *comm, int enabled, int64_t deadline,
 				      struct dt_err *err) DT_MUST_CHECK;
+/* Setup frames on a link (comm_cma.c, comm_shm.c): one frame of `type`
+ * sent, or read into payload[want] (any other type or size is DT_PROTOCOL);
+ * sec: the link's keys on a tagged ring, else NULL. Errors are prefixed
+ * "ring setup". */
+enum dt_status dt__comm_send_setup(int fd, struct dt_wire_sec *sec, uint16_t type, const void *payload, size_t len,
+				   int64_t deadline, const char *peer, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt__comm_recv_setup(int fd, struct dt_wire_sec *sec, uint16_t type, uint8_t *payload, size_t want,
+				   int64_t deadline, const char *peer, struct dt_err *err) DT_MUST_CHECK;
+/* This process's pid, pid namespace and boot id (the rest zero); 0 and all
+ * zero if they cannot be read. Same host: both nonzero and all equal. */
+int dt__comm_describe_self(struct dt_coll_peer *me);
+int dt__comm_same_host(const struct dt_coll_peer *a, const struct dt_coll_peer *b);
 /* Reads len bytes at address src of process pid into dst; DT_PEER and
  * *err_no (EFAULT, ESRCH, EPERM...) if the kernel refuses or the range is bad. */
 enum dt_status dt__cma_read(pid_t pid, void *dst, uint64_t src, size_t len, int *err_no) DT_MUST_CHECK;
+
+/* comm_shm.c: the shared-memory links, negotiated on every link after the
+ * same-host reads (the exchange there); enabled 0 takes part but offers and
+ * maps nothing. Sets in[q].shm / out[q].shm where both directions between
+ * this rank and q agreed. */
+enum dt_status dt__comm_negotiate_shm(struct dt_comm *comm, int enabled, int64_t deadline,
+				      struct dt_err *err) DT_MUST_CHECK;
+/* Unmaps the regions (closing each shared-memory out link first). */
+void dt__comm_shm_free(struct dt_comm *comm);
+/* The engine's byte streams, over the ring when the link has one, else the
+ * socket. dt__link_recv: like recv(MSG_DONTWAIT): > 0 bytes, 0 the end (the
+ * writer closed or its socket ended), -1 with errno (EAGAIN: nothing yet).
+ * dt__link_sendv: like sendmsg(MSG_DONTWAIT | MSG_NOSIGNAL), partial writes
+ * included. dt__link_send_frame: like send(), but on a ring a control frame
+ * goes whole or not at all (-1, EAGAIN). dt__link_shut: no more frames on
+ * this out link (the ring closed, the socket shut for writing). */
+ssize_t dt__link_recv(struct dt__in_link *in, void *dst, size_t cap);
+ssize_t dt__link_sendv(struct dt__out_link *out, struct iovec *iov, int cnt);
+ssize_t dt__link_send_frame(struct dt__out_link *out, void *frame, size_t len);
+void dt__link_shut(struct dt__out_link *out);
+/* After a frame was sent back on in->fd (COLL_DONE, COLL_ABORT): wakes the
+ * writer, which sleeps on its futex rather than in poll(), to read it. */
+void dt__link_poke_back(struct dt__in_link *in);
+/* Sleeps until a shared-memory link of the step (L in, R out) may move or
+ * the timeout passes, after spinning a while (shm_spin_ns, or adapted to
+ * how long waits have taken: comm_shm.c); then *tcp_check is 1 if
+ * the sockets should be looked at (a poke, the timeout, or 2 ms since they
+ * were). want_in: the step still wants bytes from L; blocked: R is full.
+ * Returns at once when something is ready. */
+void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns, int *tcp_check);
 
 /* coll_algo.c: the rendezvous's all-reduce (#0): sums, by recursive
  * doubling, how many ring links do not read the neighbour's memory, and sets

@@ -21,7 +21,10 @@
  * with a result that the reader of that segment helped to compute.
  * One loop (run_plan) moves both directions with nonblocking sendmsg/recv and
  * waits in poll() for whichever side can move, so neither direction can stall
- * the other (NCCL's ncclSocketSendRecv). Received bytes land in the comm's
+ * the other (NCCL's ncclSocketSendRecv). On shared-memory links (comm_shm.c)
+ * the same bytes go through ring buffers (dt__link_sendv / dt__link_recv)
+ * and the wait is a futex's (dt__shm_wait), with a look at the sockets for
+ * what still comes there: COLL_DONE, COLL_ABORT, a dead peer's end. Received bytes land in the comm's
  * stage buffer and are reduced or copied into place as they arrive, whole
  * floats at a time, so reduction overlaps the transfer of the next bytes.
  */
@@ -47,12 +50,11 @@
 
 /* ---- failure ---- */
 
-/* Best-effort COLL_ABORT to one neighbour, then half-close so it sees the end
- * after the reason (no RST: our unread bytes are not discarded there). sec:
- * the link's keys on a tagged ring, else NULL. */
-static void send_abort(int fd, struct dt_wire_sec *sec, uint64_t seq, enum dt_status st, const char *text)
+/* A COLL_ABORT frame with the reason into frame; returns its size. sec: the
+ * link's keys on a tagged ring, else NULL. */
+static size_t pack_abort(uint8_t frame[DT_FRAME_HEADER_SIZE + DT_REASON_PAYLOAD_MAX + DT_AUTH_TAG_BYTES],
+			 struct dt_wire_sec *sec, uint64_t seq, enum dt_status st, const char *text)
 {
-	uint8_t frame[DT_FRAME_HEADER_SIZE + DT_REASON_PAYLOAD_MAX + DT_AUTH_TAG_BYTES];
 	uint8_t *pl = frame + DT_FRAME_HEADER_SIZE;
 	size_t len = dt_reason_encode(dt_wire_error_from_status(st), text, pl, DT_REASON_PAYLOAD_MAX);
 	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_ABORT, 0, seq, len);
@@ -62,9 +64,33 @@ static void send_abort(int fd, struct dt_wire_sec *sec, uint64_t seq, enum dt_st
 		dt_wire_seal_to(sec, frame, pl, len, pl, pl + len);
 		total += DT_AUTH_TAG_BYTES;
 	}
-	ssize_t n = send(fd, frame, total, MSG_DONTWAIT | MSG_NOSIGNAL);
-	(void)n; /* a full or dead socket: the neighbour sees the close instead */
-	shutdown(fd, SHUT_WR);
+	return total;
+}
+
+/* Best-effort COLL_ABORT to the peer of an out link (over its ring when it
+ * has one), then no more: it sees the end after the reason (no RST: our
+ * unread bytes are not discarded there). */
+static void send_abort_out(struct dt_comm *c, struct dt__out_link *o, uint64_t seq, enum dt_status st,
+			   const char *text)
+{
+	uint8_t frame[DT_FRAME_HEADER_SIZE + DT_REASON_PAYLOAD_MAX + DT_AUTH_TAG_BYTES];
+	size_t total = pack_abort(frame, c->tagged ? &o->sec : NULL, seq, st, text);
+	ssize_t n = dt__link_send_frame(o, frame, total);
+	(void)n; /* a full or dead link: the neighbour sees the close instead */
+	dt__link_shut(o);
+}
+
+/* The same back on an in link's socket (the return path), waking the peer
+ * if it sleeps on shared memory. */
+static void send_abort_in(struct dt_comm *c, struct dt__in_link *i, uint64_t seq, enum dt_status st,
+			  const char *text)
+{
+	uint8_t frame[DT_FRAME_HEADER_SIZE + DT_REASON_PAYLOAD_MAX + DT_AUTH_TAG_BYTES];
+	size_t total = pack_abort(frame, c->tagged ? &i->sec : NULL, seq, st, text);
+	ssize_t n = send(i->fd, frame, total, MSG_DONTWAIT | MSG_NOSIGNAL);
+	(void)n;
+	shutdown(i->fd, SHUT_WR);
+	dt__link_poke_back(i);
 }
 
 /* Marks the comm broken, tells every linked peer (`reason`: the root cause
@@ -85,19 +111,19 @@ static enum dt_status fail_with(struct dt__ring_run *r, struct dt_err *err, cons
 			 * number of the first of them, the one the peer expects next. */
 			if (c->tagged)
 				c->R->sec.tx_n -= (uint64_t)(r->sealed - r->s_idx) + (uint64_t)r->ctrl_sealed;
-			send_abort(c->R->fd, c->tagged ? &c->R->sec : NULL, r->me.seq, c->failure.status, text);
+			send_abort_out(c, c->R, r->me.seq, c->failure.status, text);
 		} else {
-			shutdown(c->R->fd, SHUT_WR);
+			dt__link_shut(c->R);
 		}
 	}
 	if (c->L)
-		send_abort(c->L->fd, c->tagged ? &c->L->sec : NULL, r->me.seq, c->failure.status, text);
+		send_abort_in(c, c->L, r->me.seq, c->failure.status, text);
 	/* The other links are between frames (a step ends once all it sent has left). */
 	for (int q = 0; q < c->n; q++) {
 		if (c->out[q].fd >= 0 && &c->out[q] != c->R)
-			send_abort(c->out[q].fd, c->tagged ? &c->out[q].sec : NULL, r->me.seq, c->failure.status, text);
+			send_abort_out(c, &c->out[q], r->me.seq, c->failure.status, text);
 		if (c->in[q].fd >= 0 && &c->in[q] != c->L)
-			send_abort(c->in[q].fd, c->tagged ? &c->in[q].sec : NULL, r->me.seq, c->failure.status, text);
+			send_abort_in(c, &c->in[q], r->me.seq, c->failure.status, text);
 	}
 	if (r->refs_out && !r->done_in)
 		dt__ring_release_reader(r);
@@ -311,10 +337,7 @@ static int try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 	}
 	if (cnt == 0)
 		return 0;
-	struct msghdr m = { 0 };
-	m.msg_iov = iov;
-	m.msg_iovlen = (size_t)cnt;
-	ssize_t n = sendmsg(r->c->R->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+	ssize_t n = dt__link_sendv(r->c->R, iov, cnt);
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
 			*blocked = errno != EINTR;
@@ -565,7 +588,7 @@ static int try_recv(struct dt__ring_run *r, struct dt_err *err)
 	if (r->in_frame && c->L->stage_pos == c->L->stage_len && !r->ri[r->r_idx].reduce &&
 	    r->r_applied < r->ri[r->r_idx].len) {
 		const struct dt__coll_item *it = &r->ri[r->r_idx];
-		ssize_t n = recv(c->L->fd, r->buf + it->off + r->r_applied, it->len - r->r_applied, MSG_DONTWAIT);
+		ssize_t n = dt__link_recv(c->L, r->buf + it->off + r->r_applied, it->len - r->r_applied);
 		if (n > 0) {
 			r->last_in = dt_now_ns();
 			r->r_applied += (size_t)n;
@@ -588,7 +611,7 @@ static int try_recv(struct dt__ring_run *r, struct dt_err *err)
 	size_t room = c->L->stage_cap - c->L->stage_len;
 	if (room == 0)
 		return 0;
-	ssize_t n = recv(c->L->fd, c->L->stage + c->L->stage_len, room, MSG_DONTWAIT);
+	ssize_t n = dt__link_recv(c->L, c->L->stage + c->L->stage_len, room);
 	if (n > 0) {
 		c->L->stage_len += (size_t)n;
 		r->last_in = dt_now_ns();
@@ -694,7 +717,7 @@ static void stall_others(struct dt__ring_run *r, const struct dt_coll_stall *s)
 		if (o->fd < 0 || o == c->R || (uint32_t)q == s->blamed)
 			continue;
 		struct pollfd pf = { o->fd, POLLOUT, 0 };
-		if (poll(&pf, 1, 0) != 1 || !(pf.revents & POLLOUT))
+		if (!o->shm && (poll(&pf, 1, 0) != 1 || !(pf.revents & POLLOUT)))
 			continue;
 		uint8_t f[DT_FRAME_HEADER_SIZE + DT_COLL_STALL_BYTES + DT_AUTH_TAG_BYTES];
 		uint8_t *pl = f + DT_FRAME_HEADER_SIZE;
@@ -706,11 +729,11 @@ static void stall_others(struct dt__ring_run *r, const struct dt_coll_stall *s)
 			dt_wire_seal_to(&o->sec, f, pl, DT_COLL_STALL_BYTES, pl, pl + DT_COLL_STALL_BYTES);
 			len += DT_AUTH_TAG_BYTES;
 		}
-		ssize_t n = send(o->fd, f, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		ssize_t n = dt__link_send_frame(o, f, len);
 		if (n < 0 && c->tagged)
 			o->sec.tx_n--; /* not sent: its number goes to the next frame */
 		else if (n >= 0 && (size_t)n < len)
-			shutdown(o->fd, SHUT_WR); /* a torn frame: the peer sees a close, not garbage */
+			dt__link_shut(o); /* a torn frame: the peer sees a close, not garbage */
 	}
 }
 
@@ -774,10 +797,48 @@ static enum dt_status timed_out(struct dt__ring_run *r, int64_t now, struct dt_e
 
 /* ---- the loop ---- */
 
+/* A step over shared-memory links slept on its futex and should look at its
+ * sockets: the end of an in link's stream (the writer died: kill -9 closes
+ * sockets, not rings), and what came back on the out link (COLL_DONE,
+ * COLL_ABORT, the end). */
+static enum dt_status check_sockets(struct dt__ring_run *r, struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	struct pollfd p[2];
+	int np = 0, li = -1, ri = -1;
+	if (c->L && c->L->shm && !c->L->tcp_eof) {
+		li = np;
+		p[np++] = (struct pollfd){ c->L->fd, POLLIN, 0 };
+	}
+	if (c->R && !c->R->eof) {
+		ri = np;
+		p[np++] = (struct pollfd){ c->R->fd, POLLIN, 0 };
+	}
+	if (np == 0 || poll(p, (nfds_t)np, 0) <= 0)
+		return DT_OK;
+	if (li >= 0 && p[li].revents) {
+		uint8_t b;
+		ssize_t n = recv(c->L->fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+		if (n > 0)
+			return dt__ring_fail(r, err, DT_PROTOCOL,
+					     "%s sent bytes on the socket of a shared-memory link during %s",
+					     c->labels[c->lrank], r->what);
+		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+			c->L->tcp_eof = 1; /* what is still in the ring is read first */
+	}
+	if (ri >= 0 && (p[ri].revents & (POLLIN | POLLHUP | POLLERR)))
+		return read_back(r, err);
+	return DT_OK;
+}
+
 static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
-	int64_t spin_ns = (int64_t)c->spin_us * 1000;
+	/* Every link of the step on shared memory: sleep on the futex. Some:
+	 * poll() the sockets, but not for long (the rings wake nothing there). */
+	const int shm_step = (c->L || c->R) && (!c->L || c->L->shm) && (!c->R || c->R->shm);
+	const int shm_some = (c->L && c->L->shm) || (c->R && c->R->shm);
+	int64_t spin_ns = shm_step ? 0 : (int64_t)c->spin_us * 1000;
 	int64_t idle_since = 0;
 	unsigned rounds = 0;
 	for (;;) {
@@ -828,21 +889,36 @@ static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 		}
 		if (moved)
 			continue;
+		int64_t wake = r->next_stall < r->deadline ? r->next_stall : r->deadline;
+		/* Only COLL_DONE awaited (the reader's answer to COLL_REFs): it comes
+		 * on the socket, so sleep there; the reader's poke may come before
+		 * the bytes do when the loopback's softirq is deferred. */
+		if (shm_step && (!recv_done(r) || blocked)) {
+			int look = 0;
+			dt__shm_wait(c, !recv_done(r), blocked, wake, &look);
+			if (look && check_sockets(r, err))
+				return c->failure.status;
+			continue;
+		}
 		struct pollfd p[2];
 		int np = 0;
 		if (!recv_done(r))
 			p[np++] = (struct pollfd){ c->L->fd, POLLIN, 0 };
 		int ri = -1;
-		if (c->R && (!c->R->eof || blocked)) {
+		int want_out = blocked && c->R && !c->R->shm; /* a full ring is not a full socket */
+		if (c->R && (!c->R->eof || want_out)) {
 			ri = np;
-			p[np++] = (struct pollfd){ c->R->fd, (short)((c->R->eof ? 0 : POLLIN) | (blocked ? POLLOUT : 0)), 0 };
+			p[np++] = (struct pollfd){ c->R->fd, (short)((c->R->eof ? 0 : POLLIN) | (want_out ? POLLOUT : 0)), 0 };
 		}
-		int64_t wake = r->next_stall < r->deadline ? r->next_stall : r->deadline;
 		int ms = dt_deadline_ms_left(wake);
+		if (shm_some && ms > 1 && ((!recv_done(r) && c->L->shm) || (blocked && c->R->shm)))
+			ms = 1; /* a ring may bring something, and it rings no socket */
 		int got = poll(p, (nfds_t)np, ms ? ms : 1);
 		if (got < 0 && errno != EINTR)
 			return dt__ring_fail(r, err, DT_IO, "poll failed during %s: %s", r->what, strerror(errno));
 		if (got > 0 && ri >= 0 && !c->R->eof && (p[ri].revents & (POLLIN | POLLHUP | POLLERR)) && read_back(r, err))
+			return c->failure.status;
+		if (shm_some && c->L && c->L->shm && check_sockets(r, err))
 			return c->failure.status;
 	}
 }

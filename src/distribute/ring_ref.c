@@ -101,7 +101,7 @@ enum dt_status dt__ring_pending_abort(struct dt__ring_run *r, struct dt_err *err
 	struct dt_comm *c = r->c;
 	const char *from = c->labels[c->lrank];
 	if (c->L->stage_cap > c->L->stage_len) {
-		ssize_t n = recv(c->L->fd, c->L->stage + c->L->stage_len, c->L->stage_cap - c->L->stage_len, MSG_DONTWAIT);
+		ssize_t n = dt__link_recv(c->L, c->L->stage + c->L->stage_len, c->L->stage_cap - c->L->stage_len);
 		if (n > 0)
 			c->L->stage_len += (size_t)n;
 		else if (n == 0)
@@ -142,8 +142,10 @@ enum dt_status dt__ring_send_done(struct dt__ring_run *r, struct dt_err *err)
 	/* The return path carries one COLL_DONE per collective, which the left
 	 * reads before it returns: 48 bytes always fit. */
 	ssize_t n = send(c->L->fd, frame, total, MSG_DONTWAIT | MSG_NOSIGNAL);
-	if (n == (ssize_t)total)
+	if (n == (ssize_t)total) {
+		dt__link_poke_back(c->L); /* a sender on shared memory sleeps on its futex, not the socket */
 		return DT_OK;
+	}
 	int e = n < 0 ? errno : EAGAIN;
 	return dt__ring_fail(r, err, DT_PEER, "cannot tell %s that its segments were read during %s: %s",
 			     c->labels[c->lrank], r->what, strerror(e));

@@ -77,7 +77,7 @@ DT_TEST_TIMEOUT(netns, two_workers_train_across_emulated_hosts, 240)
 	/* Every byte over the link, as between real hosts: the namespaces share
 	 * one kernel, so the ring would otherwise read large segments from the
 	 * neighbour's memory. */
-	const char *env[] = { env_bin, env_tmp, "DTRAIN_COLLECTIVE_CMA=0", NULL };
+	const char *env[] = { env_bin, env_tmp, "DTRAIN_COLLECTIVE_CMA=0", "DTRAIN_COLLECTIVE_SHM=0", NULL };
 	struct dt_run r;
 	dt_test_run(&r, (const char *[]){ SCRIPT, "run", "2", "1gbit", "--", "/bin/sh", "-c", WORKERS_SH, NULL }, env,
 		    220);

@@ -61,7 +61,7 @@ static void walk(uint8_t *data, size_t size, int fix_crc)
 				dt_coll_ref_encode(&r, again);
 				DT_ASSERT(memcmp(again, p, sizeof(again)) == 0);
 			}
-		} else if (h.type == DT_MSG_COLL_PEER) {
+		} else if (h.type == DT_MSG_COLL_PEER || h.type == DT_MSG_COLL_SHM) { /* one payload layout */
 			struct dt_coll_peer peer;
 			if (dt_coll_peer_decode(&peer, p, len, &err) == DT_OK) {
 				uint8_t again[DT_COLL_PEER_BYTES];

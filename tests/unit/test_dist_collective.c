@@ -43,6 +43,8 @@ struct group {
 	int no_cma;           /* every byte over TCP */
 	size_t cma_min_bytes; /* 0: the default */
 	int reads_left[MAXR]; /* what each rank's comm agreed (dt_comm_reads_left_memory) */
+	int no_shm;           /* every frame over TCP, not shared memory */
+	int shm_links[MAXR];  /* dt_comm_shared_memory_links of each rank's comm */
 	double connect_s;
 	int absent;      /* this rank never starts (its listener is closed); -1 none */
 	rank_fn fn;
@@ -64,13 +66,15 @@ static void *rank_main(void *p)
 	struct group *g = a->g;
 	struct dt_comm_config cfg = { .nranks = g->n, .rank = a->rank, .peers = g->peers, .listen_fd = g->fds[a->rank],
 				      .listen_fd_set = 1, .segment_bytes = g->seg_bytes, .algorithm = g->algorithm,
-				      .no_cma = g->no_cma, .cma_min_bytes = g->cma_min_bytes,
+				      .no_cma = g->no_cma, .cma_min_bytes = g->cma_min_bytes, .no_shm = g->no_shm,
 				      .hello = g->hellos ? &g->hellos[a->rank] : NULL };
 	struct dt_comm *comm = NULL;
 	struct dt_err *err = &g->err[a->rank];
 	enum dt_status st = dt_comm_new(&cfg, dt_deadline_in(g->connect_s), &comm, err);
-	if (!st)
+	if (!st) {
 		g->reads_left[a->rank] = dt_comm_reads_left_memory(comm);
+		g->shm_links[a->rank] = dt_comm_shared_memory_links(comm);
+	}
 	if (!st && g->fn)
 		st = g->fn(g, a->rank, comm, err);
 	dt_comm_free(comm);
@@ -194,10 +198,11 @@ static enum dt_status allreduce_rank(struct group *g, int rank, struct dt_comm *
 /* cma: -1 every byte over TCP, 0 the default, > 0 segments of that many
  * bytes or more by reference. Returns how many ranks read their left
  * neighbour's memory. */
-static int run_allreduce_cma(int n, size_t seg_bytes, int alg, int cma, const struct sizes *sz)
+static int run_allreduce_shm(int n, size_t seg_bytes, int alg, int cma, int no_shm, const struct sizes *sz)
 {
 	struct group g;
 	group_init(&g, n);
+	g.no_shm = no_shm;
 	g.seg_bytes = seg_bytes;
 	g.algorithm = alg;
 	g.no_cma = cma < 0;
@@ -207,9 +212,24 @@ static int run_allreduce_cma(int n, size_t seg_bytes, int alg, int cma, const st
 	group_run(&g);
 	group_expect_ok(&g);
 	int readers = 0;
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		readers += g.reads_left[i];
+		/* threads of one process: every link agrees shared memory unless told not to */
+		int linked = n == 2 ? 1 : 0;
+		for (int q = 0; n > 2 && q < n; q++)
+			for (int d = 1; q != i && d < n; d *= 2)
+				if ((q - i + n) % n == d || (i - q + n) % n == d) {
+					linked++;
+					break;
+				}
+		DT_CHECK_INT_EQ(g.shm_links[i], no_shm ? 0 : linked);
+	}
 	return readers;
+}
+
+static int run_allreduce_cma(int n, size_t seg_bytes, int alg, int cma, const struct sizes *sz)
+{
+	return run_allreduce_shm(n, seg_bytes, alg, cma, 0, sz);
 }
 
 static void run_allreduce(int n, size_t seg_bytes, int alg, const struct sizes *sz)
@@ -302,6 +322,27 @@ DT_TEST_TIMEOUT(dist_collective, every_algorithm_matches_sum_1_to_8_ranks, 240)
 	for (int n = 1; n <= 8; n++)
 		for (int alg = DT_COMM_ALG_RING; alg <= DT_COMM_ALG_HALVING; alg++)
 			run_allreduce_cma(n, 64, alg, -1, &sz);
+}
+
+/* The same over TCP (DTRAIN_COLLECTIVE_SHM=0's path, and between hosts). */
+DT_TEST_TIMEOUT(dist_collective, every_algorithm_matches_sum_over_tcp_1_to_8_ranks, 240)
+{
+	struct sizes sz = { { 0, 1, 5, 17, 1009, 4099 }, 6, 1 };
+	for (int n = 1; n <= 8; n++)
+		for (int alg = DT_COMM_ALG_RING; alg <= DT_COMM_ALG_HALVING; alg++)
+			run_allreduce_shm(n, 64, alg, -1, 1, &sz);
+}
+
+/* Shared memory with the default segments (256 KiB frames: a ring of 1 MiB
+ * fills, the writer sleeps until the reader makes room), with and without
+ * the neighbour's memory read for the large ring segments. */
+DT_TEST_TIMEOUT(dist_collective, shared_memory_full_rings_and_large_sizes, 120)
+{
+	struct sizes sz = { { 3, 65537, 1000003 }, 3, 2 };
+	for (int alg = DT_COMM_ALG_RING; alg <= DT_COMM_ALG_HALVING; alg++) {
+		run_allreduce_shm(2, 0, alg, 0, 0, &sz);
+		run_allreduce_shm(3, 0, alg, -1, 0, &sz);
+	}
 }
 
 /* Every rank of a comm picks the same algorithm for every size (a pure
@@ -636,6 +677,35 @@ DT_TEST(dist_collective, start_frame_round_trip_and_hostile_input)
 
 /* ---- ranks as processes ---- */
 
+/* Whether this process still maps a shared-memory region of a comm
+ * (comm_shm.c names its memfds "dtrain-coll"). */
+static int maps_a_region(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return 0;
+	char line[512];
+	int found = 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, "dtrain-coll") != NULL;
+	fclose(f);
+	return found;
+}
+
+/* Entries of /dev/shm whose name mentions dtrain (other jobs on the host
+ * may come and go there; ours must never appear). */
+static int dev_shm_dtrain_entries(void)
+{
+	FILE *f = popen("ls -a /dev/shm 2>/dev/null | grep -c dtrain", "r");
+	int k = -1;
+	if (f) {
+		if (fscanf(f, "%d", &k) != 1)
+			k = -1;
+		pclose(f);
+	}
+	return k;
+}
+
 struct procs {
 	int n;
 	int algorithm; /* the comm's config: 0 the cost model */
@@ -694,6 +764,8 @@ static void procs_start_with(struct procs *p, int n, proc_fn fn, int algorithm, 
 				st = fn(comm, i, &e);
 			proc_report(i, st, &e);
 			dt_comm_free(comm);
+			if (maps_a_region())
+				_exit(70); /* dt_comm_free left a shared mapping behind */
 			_exit(dt_status_exit_code(st));
 		}
 		p->pid[i] = pid;
@@ -779,6 +851,65 @@ DT_TEST(dist_collective, three_processes_allreduce)
 		if (code != 0)
 			dt_test_fail(__FILE__, __LINE__, "rank %d exited %d: %s", i, code, proc_message(i));
 	}
+}
+
+/* Processes on shared memory (checked: every link), every algorithm against
+ * a plain sum at awkward sizes, float32 and int64. */
+static enum dt_status shm_sums(struct dt_comm *comm, int rank, struct dt_err *err)
+{
+	int n = dt_comm_size(comm), links = 0;
+	for (int q = 0; q < n; q++)
+		for (int d = 1; q != rank && d < n; d *= 2)
+			if ((q - rank + n) % n == d || (rank - q + n) % n == d) {
+				links++;
+				break;
+			}
+	if (dt_comm_shared_memory_links(comm) != links)
+		return dt_err_set(err, DT_INTERNAL, "rank %d: %d of %d links on shared memory", rank,
+				  dt_comm_shared_memory_links(comm), links);
+	static const size_t counts[] = { 0, 1, 3, 7, 1009, 4099, 65537, 300007 };
+	enum dt_status st = DT_OK;
+	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]) && !st; k++) {
+		size_t count = counts[k];
+		float *buf = dt_xmallocarray(count + 1, sizeof(float));
+		int64_t *ibuf = dt_xmallocarray(count + 1, sizeof(int64_t));
+		for (size_t i = 0; i < count; i++) {
+			buf[i] = value(rank, i, (int)k);
+			ibuf[i] = ivalue(rank, i, (int)k);
+		}
+		st = dt_allreduce_sum_f32(comm, buf, count, "shm/f32", dt_deadline_in(30), err);
+		if (!st)
+			st = dt_allreduce_sum_i64(comm, ibuf, count, "shm/i64", dt_deadline_in(30), err);
+		for (size_t i = 0; !st && i < count; i++) {
+			float want = 0;
+			int64_t iwant = 0;
+			for (int q = 0; q < n; q++) {
+				want += value(q, i, (int)k);
+				iwant += ivalue(q, i, (int)k);
+			}
+			if (buf[i] != want || ibuf[i] != iwant)
+				st = dt_err_set(err, DT_INTERNAL, "rank %d count %zu: element %zu is %g / %lld, expected %g / %lld",
+						rank, count, i, (double)buf[i], (long long)ibuf[i], (double)want, (long long)iwant);
+		}
+		free(buf);
+		free(ibuf);
+	}
+	return st;
+}
+
+DT_TEST_TIMEOUT(dist_collective, shared_memory_processes_every_algorithm_matches_sum, 180)
+{
+	for (int n = 2; n <= 5; n += 3)
+		for (int alg = DT_COMM_ALG_AUTO; alg <= DT_COMM_ALG_HALVING; alg++) {
+			struct procs p;
+			procs_start_with(&p, n, shm_sums, alg, alg == DT_COMM_ALG_HALVING);
+			for (int i = 0; i < n; i++) {
+				int code = proc_wait(&p, i, 60);
+				if (code != 0)
+					dt_test_fail(__FILE__, __LINE__, "%d ranks, algorithm %d: rank %d exited %d: %s", n, alg, i,
+						     code, proc_message(i));
+			}
+		}
 }
 
 #define FAULT_DEADLINE_S 2.0
@@ -888,6 +1019,58 @@ DT_TEST_TIMEOUT(dist_collective, stopped_rank_in_each_algorithm_is_named_in_a_ti
 	fault_every_algorithm(SIGSTOP);
 }
 
+/* Two ranks on shared memory (checked), small all-reduces or 800 KB ones (ring
+ * segments read from the neighbour's memory, the COLL_REFs through the ring). */
+static enum dt_status shm_until_failure(struct dt_comm *comm, int rank, struct dt_err *err)
+{
+	if (dt_comm_shared_memory_links(comm) != 1)
+		return dt_err_set(err, DT_INTERNAL, "rank %d: %d links on shared memory, expected 1", rank,
+				  dt_comm_shared_memory_links(comm));
+	return until_failure_small(comm, rank, err);
+}
+
+static enum dt_status shm_until_failure_large(struct dt_comm *comm, int rank, struct dt_err *err)
+{
+	if (dt_comm_shared_memory_links(comm) != 1)
+		return dt_err_set(err, DT_INTERNAL, "rank %d: no shared-memory link", rank);
+	return until_failure(comm, rank, err);
+}
+
+/* kill -9 of either side of a shared-memory link mid-collective: the other
+ * fails within the deadline naming it (fault_test_with), unmaps everything
+ * (the children check /proc/self/maps after dt_comm_free), and nothing is
+ * left in /dev/shm (the regions are memfds: they never had a name). SIGSTOP:
+ * the deadline names it. */
+DT_TEST_TIMEOUT(dist_collective, shared_memory_peer_killed_or_stopped_leaves_nothing, 180)
+{
+	int before = dev_shm_dtrain_entries();
+	DT_CHECK_INT_EQ(before, 0);
+	for (int victim = 0; victim < 2; victim++) {
+		fault_test_with(SIGKILL, 2, victim, shm_until_failure, 0, victim);
+		fault_test_with(SIGKILL, 2, victim, shm_until_failure_large, 0, 0);
+	}
+	fault_test_with(SIGSTOP, 2, 1, shm_until_failure, DT_COMM_ALG_RING, 1);
+	fault_test_with(SIGSTOP, 2, 0, shm_until_failure_large, 0, 0);
+	DT_CHECK_INT_EQ(dev_shm_dtrain_entries(), before);
+	DT_CHECK(!maps_a_region());
+}
+
+/* A rank that leaves (frees its comm) in the middle: the others fail naming
+ * it, and every thread's comm, freed on that failure path, unmapped its
+ * regions. */
+DT_TEST(dist_collective, shared_memory_regions_are_unmapped_on_failure)
+{
+	struct group g;
+	group_init(&g, 4);
+	g.fn = leaving_rank;
+	group_run(&g);
+	for (int i = 0; i < 4; i++)
+		if (i != 1)
+			DT_CHECK_CONTAINS(g.err[i].msg, "worker:1 at 127.0.0.1:");
+	DT_CHECK_INT_EQ(g.shm_links[0], 3);
+	DT_CHECK(!maps_a_region());
+}
+
 DT_TEST(dist_collective, killed_rank_fails_the_others_with_exit_3)
 {
 	fault_test(SIGKILL);
@@ -932,6 +1115,18 @@ static void expect_frame(int fd, uint16_t type)
 	dt_frame_decoder_release(&d);
 }
 
+/* Rank 0's side of the shared-memory exchange (comm_shm.c) with rank 1:
+ * no region offered, rank 1's refused, so every frame goes over TCP. */
+static void decline_shared_memory(int out, int in)
+{
+	uint8_t none[DT_COLL_PEER_BYTES] = { 0 }, no[DT_COLL_PEER_OK_BYTES];
+	dt_put_u32le(no, ENOTSUP);
+	send_frame(in, DT_MSG_COLL_SHM, 0, none, sizeof(none)); /* nothing for rank 1 to write into */
+	expect_frame(out, DT_MSG_COLL_SHM);                      /* rank 1's offer */
+	send_frame(out, DT_MSG_COLL_PEER_OK, 0, no, sizeof(no)); /* not taken */
+	expect_frame(in, DT_MSG_COLL_PEER_OK);
+}
+
 /* Rank 0's side of the same-host exchange (comm_cma.c) with rank 1, whose
  * left link is `out` and right link `in`: rank 0 offers nothing and reads
  * nothing, so rank 1's links carry bytes. */
@@ -945,6 +1140,7 @@ static void decline_same_host_reads(int out, int in)
 	expect_frame(out, DT_MSG_COLL_PEER);
 	expect_frame(out, DT_MSG_COLL_PEER_OK);
 	expect_frame(in, DT_MSG_COLL_PEER);
+	decline_shared_memory(out, in);
 }
 
 /* The bytes a fake rank 0 offers rank 1 to read (the same process). */
@@ -987,6 +1183,7 @@ static uint32_t offer_same_host_reads(int out, int in)
 	uint32_t answer = dt_get_u32le(dt_frame_decoder_payload(&d));
 	dt_frame_decoder_release(&d);
 	expect_frame(in, DT_MSG_COLL_PEER);
+	decline_shared_memory(out, in);
 	return answer;
 }
 

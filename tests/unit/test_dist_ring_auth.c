@@ -39,6 +39,7 @@ struct ring {
 	size_t counts[4];
 	int ncounts;
 	int no_cma;
+	int no_shm; /* 1 (ring_init): frames over TCP, as between hosts (and through the proxy) */
 	enum dt_status st[MAXR];
 	struct dt_err err[MAXR];
 	int wrong[MAXR]; /* the rank's all-reduce finished with another sum */
@@ -54,6 +55,7 @@ static void ring_init(struct ring *g, int n, enum dt_wire_security mode)
 	memset(g, 0, sizeof(*g));
 	g->n = n;
 	g->no_cma = 1;
+	g->no_shm = 1;
 	g->secret = mode != DT_WIRE_NONE;
 	for (int i = 0; i < DT_AUTH_SECRET_BYTES; i++)
 		g->auth.secret[i] = (uint8_t)(i * 11 + 3);
@@ -116,7 +118,7 @@ static void *rank_main(void *p)
 	if (g->secret)
 		g->hellos[r].auth = &g->auth;
 	struct dt_comm_config cfg = { .nranks = g->n, .rank = r, .peers = g->peers[r], .listen_fd = g->fds[r],
-				      .listen_fd_set = 1, .segment_bytes = g->seg_bytes, .no_cma = g->no_cma,
+				      .listen_fd_set = 1, .segment_bytes = g->seg_bytes, .no_cma = g->no_cma, .no_shm = g->no_shm,
 				      .hello = &g->hellos[r] };
 	struct dt_comm *comm = NULL;
 	enum dt_status st = dt_comm_new(&cfg, dt_deadline_in(20), &comm, &g->err[r]);
@@ -154,11 +156,13 @@ DT_TEST_TIMEOUT(dist_ring_auth, allreduce_and_broadcast_under_auth_and_encrypt_e
 {
 	const enum dt_wire_security modes[] = { DT_WIRE_AUTH, DT_WIRE_ENCRYPT };
 	for (int m = 0; m < 2; m++) {
-		for (int n = 2; n <= 3; n++) {
+		for (int n = 2; n <= 5; n++) {
 			/* Small buffers take the gather plan, larger ones the ring in
-			 * many segments (so encrypt's window fills and drains). */
+			 * many segments (so encrypt's window fills and drains); over TCP,
+			 * then through shared memory (the same sealed bytes in the rings). */
 			struct ring g;
-			ring_init(&g, n, modes[m]);
+			ring_init(&g, n > 3 ? n - 2 : n, modes[m]);
+			g.no_shm = n <= 3;
 			g.seg_bytes = 4096;
 			g.counts[0] = 10;
 			g.counts[1] = 10007;
@@ -166,13 +170,15 @@ DT_TEST_TIMEOUT(dist_ring_auth, allreduce_and_broadcast_under_auth_and_encrypt_e
 			g.ncounts = 3;
 			ring_run(&g);
 			char what[64];
-			snprintf(what, sizeof(what), "%s, %d ranks over TCP", dt_wire_security_name(modes[m]), n);
+			snprintf(what, sizeof(what), "%s, %d ranks over %s", dt_wire_security_name(modes[m]), g.n,
+				 g.no_shm ? "TCP" : "shared memory");
 			expect_sums(&g, what);
 		}
-		/* The default segments, and same-host references where the kernel allows them. */
+		/* The default segments, shared memory, and same-host references where the kernel allows them. */
 		struct ring g;
 		ring_init(&g, 3, modes[m]);
 		g.no_cma = 0;
+		g.no_shm = 0;
 		g.counts[0] = 300000;
 		g.ncounts = 1;
 		ring_run(&g);
