@@ -41,6 +41,7 @@ enum { CS_AUTH, CS_AUTH_PROOF, CS_CLIENT_AUTH, CS_HANDSHAKE, CS_CLIENT_HELLO, CS
  * and the kernel's copy, large enough that a call costs nothing. */
 #define STREAM_MIN (64u << 10) /* smaller payloads are sealed whole when queued */
 #define SEAL_AHEAD (256u << 10)
+#define SEAL_AHEAD_IDLE (1u << 20) /* while the socket is full */
 #define RX_PIECE (256u << 10)
 
 struct out_entry {

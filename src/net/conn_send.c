@@ -180,11 +180,11 @@ static void seal_range(struct dt_conn *c, struct out_entry *e, uint64_t from, ui
 	}
 }
 
-/* Keeps the first streamed frame sealed up to SEAL_AHEAD bytes past what has
+/* Keeps the first streamed frame sealed up to `ahead` bytes past what has
  * been sent (and finishes its tag at its end), so each piece is tagged just
  * before the kernel copies it, while the peer is still busy with the last
  * one. Frames are sealed in queue order; only one is begun at a time. */
-static void seal_ahead(struct dt_conn *c)
+static void seal_ahead(struct dt_conn *c, uint64_t ahead)
 {
 	for (size_t i = 0; i < c->qlen; i++) {
 		struct out_entry *e = dt__conn_entry(c, i);
@@ -196,7 +196,7 @@ static void seal_ahead(struct dt_conn *c)
 			e->streaming = 2;
 		}
 		uint64_t sent = e->sent > DT_FRAME_HEADER_SIZE ? e->sent - DT_FRAME_HEADER_SIZE : 0;
-		uint64_t to = sent + SEAL_AHEAD < len ? sent + SEAL_AHEAD : len;
+		uint64_t to = sent + ahead < len ? sent + ahead : len;
 		if (to > e->sealed) {
 			seal_range(c, e, e->sealed, to);
 			e->sealed = to;
@@ -246,7 +246,7 @@ void dt__conn_update_interest(struct dt_conn *c)
 void dt__conn_flush(struct dt_conn *c)
 {
 	while (c->qlen > 0 && c->fd >= 0) {
-		seal_ahead(c);
+		seal_ahead(c, SEAL_AHEAD);
 		struct iovec iov[IOV_BATCH];
 		int n = 0;
 		for (size_t i = 0; i < c->qlen; i++) {
@@ -289,8 +289,12 @@ void dt__conn_flush(struct dt_conn *c)
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				/* The socket is full: tag further ahead while the peer drains it,
+				 * time this thread would otherwise spend waiting. */
+				seal_ahead(c, SEAL_AHEAD_IDLE);
 				break;
+			}
 			if (errno == ECONNRESET || errno == EPIPE)
 				dt__conn_fail(c, DT_PEER, "%s reset the connection", c->peer);
 			else
