@@ -216,6 +216,11 @@ $(BUILD)/bench-allreduce: $(BUILD)/bench/allreduce_bench.o $(BUILD)/libdtrain.a
 	@echo "  LINK    $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# The per-frame cryptography alone: libsodium against OpenSSL (bench/wire_security runs it).
+$(BUILD)/bench-wire-kernels: $(BUILD)/bench/wire_kernels_bench.o $(BUILD)/libdtrain.a
+	@echo "  LINK    $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 # image_folder decode throughput (docs/DATA.md's Performance).
 $(BUILD)/bench-images: $(BUILD)/bench/image_bench.o $(BUILD)/libdtrain.a
 	@echo "  LINK    $@"
