@@ -30,7 +30,7 @@ HDF5_LIBS   := -lhdf5_serial
 CPPFLAGS := -Iinclude -Isrc $(HDF5_CFLAGS) -D_GNU_SOURCE -MMD -MP
 CFLAGS   := -std=c11 -g $(OPT) $(WARNINGS) -pthread
 LDFLAGS  := $(if $(SANITIZE),-fsanitize=$(SANITIZE)) -pthread
-LDLIBS   := -ldl -lz -ljansson -lyaml -lsodium -ljpeg -lpng16 -lgif $(HDF5_LIBS) -lm
+LDLIBS   := -ldl -lz -ljansson -lyaml -lsodium -lcrypto -ljpeg -lpng16 -lgif $(HDF5_LIBS) -lm
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -213,6 +213,11 @@ $(BUILD)/bench-ckpt: $(BUILD)/bench/ckpt_bench.o $(BUILD)/libdtrain.a
 
 # Ring all-reduce timing, run beside Open MPI and gloo by bench/allreduce.
 $(BUILD)/bench-allreduce: $(BUILD)/bench/allreduce_bench.o $(BUILD)/libdtrain.a
+	@echo "  LINK    $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The per-frame cryptography alone: libsodium against OpenSSL (bench/wire_security runs it).
+$(BUILD)/bench-wire-kernels: $(BUILD)/bench/wire_kernels_bench.o $(BUILD)/libdtrain.a
 	@echo "  LINK    $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

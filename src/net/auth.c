@@ -316,54 +316,78 @@ uint32_t dt_auth_server_check(struct dt_auth_hs *hs, const uint8_t *in, size_t l
 
 /* ---- frames ---- */
 
-static void aead_nonce(uint64_t n, uint8_t out[crypto_aead_chacha20poly1305_IETF_NPUBBYTES])
+static void aead_nonce(uint64_t n, uint8_t out[DT_WIRE_NONCE_BYTES])
 {
-	memset(out, 0, crypto_aead_chacha20poly1305_IETF_NPUBBYTES);
+	memset(out, 0, DT_WIRE_NONCE_BYTES);
 	dt_put_u64le(out + 4, n);
+}
+
+/* Frame n of the direction keyed by key starts in k: auth, Poly1305 keyed
+ * with k_n and fed the header first; encrypt, the AEAD with the header as
+ * its associated data. */
+static void frame_begin(enum dt_wire_security mode, const uint8_t key[32], uint64_t n, int seal,
+			struct dt_wire_kernel *k, const uint8_t hdr[DT_FRAME_HEADER_SIZE])
+{
+	if (mode == DT_WIRE_ENCRYPT) {
+		uint8_t nonce[DT_WIRE_NONCE_BYTES];
+		aead_nonce(n, nonce);
+		dt_wire_aead_begin(k, seal, key, nonce, hdr, DT_FRAME_HEADER_SIZE);
+		return;
+	}
+	uint8_t otk[DT_WIRE_KEY_BYTES];
+	crypto_kdf_derive_from_key(otk, sizeof(otk), n, "dtrframe", key);
+	dt_wire_mac_begin(k, otk);
+	sodium_memzero(otk, sizeof(otk));
+	dt_wire_kernel_update(k, hdr, NULL, DT_FRAME_HEADER_SIZE);
+}
+
+uint64_t dt_wire_take_tx(struct dt_wire_sec *s)
+{
+	return s->tx_n++;
+}
+
+void dt_wire_seal_begin(const struct dt_wire_sec *s, uint64_t n, struct dt_wire_kernel *k,
+			const uint8_t hdr[DT_FRAME_HEADER_SIZE])
+{
+	DT_ASSERT(s->mode != DT_WIRE_NONE);
+	frame_begin(s->mode, s->tx_key, n, 1, k, hdr);
+}
+
+void dt_wire_open_begin(struct dt_wire_sec *s, struct dt_wire_kernel *k, const uint8_t hdr[DT_FRAME_HEADER_SIZE])
+{
+	DT_ASSERT(s->mode != DT_WIRE_NONE);
+	frame_begin(s->mode, s->rx_key, s->rx_n++, 0, k, hdr);
+}
+
+int dt_wire_open_end(struct dt_wire_kernel *k, uint8_t *payload, size_t len, const uint8_t tag[DT_AUTH_TAG_BYTES])
+{
+	int encrypted = k->kind == DT_WK_OPEN;
+	if (dt_wire_kernel_check(k, tag) == 0)
+		return 0;
+	/* Decrypted as it arrived, so cleared now: no forged plaintext stays. */
+	if (encrypted && len)
+		memset(payload, 0, len);
+	return -1;
 }
 
 void dt_wire_seal(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE], const struct iovec *parts,
 		  int nparts, uint8_t tag[DT_AUTH_TAG_BYTES])
 {
-	uint64_t n = s->tx_n++;
-	if (s->mode == DT_WIRE_ENCRYPT) {
-		/* One part (conn copies referenced payloads into its buffer first). */
-		DT_ASSERT(nparts <= 1);
-		uint8_t nonce[crypto_aead_chacha20poly1305_IETF_NPUBBYTES];
-		aead_nonce(n, nonce);
-		uint8_t empty = 0; /* libsodium's pointers are declared non-null, even for 0 bytes */
-		uint8_t *p = nparts && parts[0].iov_base ? parts[0].iov_base : &empty;
-		size_t len = nparts ? parts[0].iov_len : 0;
-		crypto_aead_chacha20poly1305_ietf_encrypt_detached(p, tag, NULL, p, len, hdr, DT_FRAME_HEADER_SIZE, NULL,
-								   nonce, s->tx_key);
-		return;
-	}
-	uint8_t otk[crypto_onetimeauth_poly1305_KEYBYTES];
-	crypto_kdf_derive_from_key(otk, sizeof(otk), n, "dtrframe", s->tx_key);
-	crypto_onetimeauth_poly1305_state st;
-	crypto_onetimeauth_poly1305_init(&st, otk);
-	crypto_onetimeauth_poly1305_update(&st, hdr, DT_FRAME_HEADER_SIZE);
+	struct dt_wire_kernel *k = dt_wire_kernel_local();
+	dt_wire_seal_begin(s, dt_wire_take_tx(s), k, hdr);
 	for (int i = 0; i < nparts; i++)
-		crypto_onetimeauth_poly1305_update(&st, parts[i].iov_base, parts[i].iov_len);
-	crypto_onetimeauth_poly1305_final(&st, tag);
-	sodium_memzero(otk, sizeof(otk));
+		dt_wire_kernel_update(k, parts[i].iov_base, parts[i].iov_base, parts[i].iov_len);
+	dt_wire_kernel_final(k, tag);
 }
 
 void dt_wire_seal_to(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE], const uint8_t *src, size_t len,
 		     uint8_t *dst, uint8_t tag[DT_AUTH_TAG_BYTES])
 {
-	if (s->mode == DT_WIRE_ENCRYPT) {
-		uint8_t nonce[crypto_aead_chacha20poly1305_IETF_NPUBBYTES], empty = 0;
-		aead_nonce(s->tx_n++, nonce);
-		if (!len) /* libsodium's pointers are declared non-null, even for 0 bytes */
-			src = dst = &empty;
-		crypto_aead_chacha20poly1305_ietf_encrypt_detached(dst, tag, NULL, src, len, hdr, DT_FRAME_HEADER_SIZE, NULL,
-								   nonce, s->tx_key);
-		return;
-	}
-	/* auth: the tag of the bytes as they are (dt_wire_seal does not write them). */
-	struct iovec part = { (void *)(uintptr_t)src, len };
-	dt_wire_seal(s, hdr, &part, len ? 1 : 0, tag);
+	struct dt_wire_kernel *k = dt_wire_kernel_local();
+	dt_wire_seal_begin(s, dt_wire_take_tx(s), k, hdr);
+	/* auth reads src only (dst may be NULL); encrypt writes the ciphertext to dst. */
+	dt_wire_kernel_update(k, src, dst, len);
+	dt_wire_kernel_final(k, tag);
 }
 
 int dt_wire_open(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE], uint8_t *payload, size_t len,
@@ -371,26 +395,8 @@ int dt_wire_open(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE],
 {
 	if (!payload && len)
 		return -1;
-	uint8_t empty = 0;
-	if (!payload)
-		payload = &empty; /* 0 bytes; libsodium's pointers are declared non-null */
-	uint64_t n = s->rx_n++;
-	if (s->mode == DT_WIRE_ENCRYPT) {
-		uint8_t nonce[crypto_aead_chacha20poly1305_IETF_NPUBBYTES];
-		aead_nonce(n, nonce);
-		return crypto_aead_chacha20poly1305_ietf_decrypt_detached(payload, NULL, payload, len, tag, hdr,
-									  DT_FRAME_HEADER_SIZE, nonce, s->rx_key) == 0
-			       ? 0
-			       : -1;
-	}
-	uint8_t otk[crypto_onetimeauth_poly1305_KEYBYTES], want[DT_AUTH_TAG_BYTES];
-	crypto_kdf_derive_from_key(otk, sizeof(otk), n, "dtrframe", s->rx_key);
-	crypto_onetimeauth_poly1305_state st;
-	crypto_onetimeauth_poly1305_init(&st, otk);
-	crypto_onetimeauth_poly1305_update(&st, hdr, DT_FRAME_HEADER_SIZE);
-	if (len)
-		crypto_onetimeauth_poly1305_update(&st, payload, len);
-	crypto_onetimeauth_poly1305_final(&st, want);
-	sodium_memzero(otk, sizeof(otk));
-	return sodium_memcmp(want, tag, DT_AUTH_TAG_BYTES) == 0 ? 0 : -1;
+	struct dt_wire_kernel *k = dt_wire_kernel_local();
+	dt_wire_open_begin(s, k, hdr);
+	dt_wire_kernel_update(k, payload, payload, len);
+	return dt_wire_open_end(k, payload, len, tag);
 }

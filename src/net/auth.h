@@ -39,8 +39,16 @@
  * so a frame replayed, dropped, reordered or moved to the other direction
  * fails its check. Poly1305 runs at several GB/s, HMAC-SHA-256 at a few
  * hundred MB/s: the handshake uses HMAC, the hot path one-time Poly1305 keys.
- * libsodium (Debian's libsodium) does all the cryptography; nothing here is
- * more than calling it.
+ * libsodium does the handshake, the key derivation and the randomness;
+ * OpenSSL's libcrypto the per-frame Poly1305 and ChaCha20-Poly1305
+ * (net/wire_crypto.h: the same algorithms, 3-5x faster here); nothing here
+ * is more than calling them.
+ *
+ * A frame's tag may be computed or checked whole (dt_wire_seal, dt_wire_open)
+ * or in pieces while its payload is sent or received (dt_wire_seal_begin,
+ * dt_wire_open_begin, then dt_wire_kernel_update per piece): the bytes and the
+ * tag are the same either way. A frame checked in pieces is still used only
+ * after its tag checks: the receiver keeps it where it landed until then.
  *
  * Ownership: a struct dt_auth is the caller's, loaded once per process and
  * borrowed by every hello (messages.h, dt_hello.auth); a struct dt_auth_hs
@@ -56,6 +64,7 @@
 #include "base/err.h"
 #include "net/frame.h"
 #include "net/messages.h"
+#include "net/wire_crypto.h"
 
 #define DT_AUTH_SECRET_BYTES 32
 #define DT_AUTH_NONCE_BYTES 32
@@ -145,10 +154,24 @@ void dt_wire_seal(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE]
 void dt_wire_seal_to(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE], const uint8_t *src, size_t len,
 		     uint8_t *dst, uint8_t tag[DT_AUTH_TAG_BYTES]);
 /* Checks the next incoming frame (and decrypts its payload in place); 0 if
- * it is authentic, -1 if not (in encrypt mode the payload is then cleared,
- * never decrypted: a frame received in place leaves no forged bytes). A NULL payload
+ * it is authentic, -1 if not (in encrypt mode the payload is then cleared:
+ * a frame received in place leaves no forged bytes). A NULL payload
  * (the receiver dropped it) is checked as impossible: -1. */
 int dt_wire_open(struct dt_wire_sec *s, const uint8_t hdr[DT_FRAME_HEADER_SIZE], uint8_t *payload, size_t len,
 		 const uint8_t tag[DT_AUTH_TAG_BYTES]);
+
+/* The same in pieces. Outgoing: take the frame's number when it is queued
+ * (numbers follow the send order), begin when its payload is about to be
+ * sent, dt_wire_kernel_update(k, src, dst, n) over the payload in order
+ * (auth: src is read, dst unused; encrypt: src encrypted into dst, dst == src
+ * allowed), dt_wire_kernel_final(k, tag). */
+uint64_t dt_wire_take_tx(struct dt_wire_sec *s);
+void dt_wire_seal_begin(const struct dt_wire_sec *s, uint64_t n, struct dt_wire_kernel *k,
+			const uint8_t hdr[DT_FRAME_HEADER_SIZE]);
+/* Incoming: begin takes the next frame's number; dt_wire_kernel_update(k, p,
+ * p, n) over the payload as it arrives (encrypt: decrypted in place, not to
+ * be used yet); dt_wire_open_end with the whole payload as dt_wire_open. */
+void dt_wire_open_begin(struct dt_wire_sec *s, struct dt_wire_kernel *k, const uint8_t hdr[DT_FRAME_HEADER_SIZE]);
+int dt_wire_open_end(struct dt_wire_kernel *k, uint8_t *payload, size_t len, const uint8_t tag[DT_AUTH_TAG_BYTES]);
 
 #endif

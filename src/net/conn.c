@@ -429,6 +429,8 @@ void dt__conn_really_free(struct dt_conn *c)
 	dt__conn_teardown_fd(c);
 	dt_frame_decoder_release(&c->dec);
 	dt_hello_release(&c->remote);
+	dt_wire_kernel_release(&c->tx_k);
+	dt_wire_kernel_release(&c->rx_k);
 	sodium_memzero(&c->sec, sizeof(c->sec));
 	sodium_memzero(&c->hs, sizeof(c->hs));
 	free(c->rbuf);

@@ -136,16 +136,50 @@ void dt__conn_auth_frame(struct dt_conn *c, const struct dt_frame_header *h, con
 		server_frame(c, h, payload);
 }
 
+void dt__conn_auth_progress(struct dt_conn *c)
+{
+	uint64_t have;
+	uint8_t *p;
+	if (!c->dec.trailer || !(p = dt_frame_decoder_partial(&c->dec, &have)))
+		return;
+	if (!c->rx_active) {
+		dt_wire_open_begin(&c->sec, &c->rx_k, c->dec.hdr_raw);
+		c->rx_active = 1;
+		c->rx_done = 0;
+	}
+	if (have > c->rx_done) {
+		/* Checked (in encrypt mode decrypted) in place; nothing reads these
+		 * bytes before the frame is complete and its tag has decided. */
+		dt_wire_kernel_update(&c->rx_k, p + c->rx_done, p + c->rx_done, (size_t)(have - c->rx_done));
+		c->rx_done = have;
+	}
+}
+
 int dt__conn_auth_check(struct dt_conn *c, const struct dt_frame_header *h, uint8_t *payload)
 {
-	uint64_t n = c->sec.rx_n;
-	if (!payload && h->length) {
-		/* Dropped while it arrived (its request was cancelled): nothing of it
-		 * is used, so it only has to keep its number. */
-		c->sec.rx_n++;
-		return 0;
+	const size_t len = (size_t)h->length;
+	int ok;
+	uint64_t n;
+	if (c->rx_active) {
+		/* Checked as it arrived: the rest, then the tag. */
+		c->rx_active = 0;
+		n = c->sec.rx_n - 1;
+		if (!payload && len)
+			return 0; /* dropped while it arrived (below) */
+		if (len > c->rx_done)
+			dt_wire_kernel_update(&c->rx_k, payload + c->rx_done, payload + c->rx_done, len - (size_t)c->rx_done);
+		ok = dt_wire_open_end(&c->rx_k, payload, len, c->dec.tag) == 0;
+	} else {
+		n = c->sec.rx_n;
+		if (!payload && len) {
+			/* Dropped while it arrived (its request was cancelled): nothing of it
+			 * is used, so it only has to keep its number. */
+			c->sec.rx_n++;
+			return 0;
+		}
+		ok = dt_wire_open(&c->sec, c->dec.hdr_raw, payload, len, c->dec.tag) == 0;
 	}
-	if (dt_wire_open(&c->sec, c->dec.hdr_raw, payload, (size_t)h->length, c->dec.tag) == 0)
+	if (ok)
 		return 0;
 	dt__conn_fail(c, DT_PROTOCOL,
 		      "frame %llu (%s, %llu bytes) from %s failed its authentication check (altered or injected on the "

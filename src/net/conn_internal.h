@@ -36,11 +36,26 @@ enum { CS_AUTH, CS_AUTH_PROOF, CS_CLIENT_AUTH, CS_HANDSHAKE, CS_CLIENT_HELLO, CS
 #define DIRECT_MIN (16u << 10) /* payload bytes still missing before we recv into place */
 #define READ_BUDGET 16         /* recv calls per readiness event, for fairness between peers */
 #define IOV_BATCH 64
+/* Authenticated frames are tagged and checked in pieces of this size while
+ * they move (net/wire_crypto.h): small enough to stay in L2 between the MAC
+ * and the kernel's copy, large enough that a call costs nothing. */
+#define STREAM_MIN (64u << 10) /* smaller payloads are sealed whole when queued */
+#define SEAL_AHEAD (256u << 10)
+#define SEAL_AHEAD_IDLE (1u << 20) /* while the socket is full */
+#define RX_PIECE (256u << 10)
 
 struct out_entry {
 	uint8_t hdr[DT_FRAME_HEADER_SIZE];
 	uint8_t tag[DT_AUTH_TAG_BYTES]; /* sent after the payload when `tagged` */
 	int tagged;
+	/* Streamed (tagged payloads of STREAM_MIN bytes or more): the tag, and in
+	 * encrypt mode the ciphertext, are made while the frame is sent, at most
+	 * SEAL_AHEAD bytes ahead of the socket (conn_send.c, seal_ahead). Only
+	 * bytes below `sealed` are sent, the tag once `streaming` is 0 again. */
+	int streaming;   /* 0 done (or never), 1 waiting, 2 begun in c->tx_k */
+	uint64_t frame_n; /* its number in this direction (dt_wire_take_tx at enqueue) */
+	uint64_t sealed;  /* payload bytes tagged (and encrypted) so far */
+	int from_parts;   /* encrypt: the ciphertext goes to wbuf from `parts` (the caller's memory) */
 	uint64_t total; /* header + payload */
 	uint64_t sent;
 	int nparts;
@@ -78,6 +93,10 @@ struct dt_conn {
 	/* authentication (net/auth.h): the exchange, then the keys of every frame */
 	struct dt_auth_hs hs;
 	struct dt_wire_sec sec;
+	struct dt_wire_kernel tx_k; /* the streamed frame being sent (at most one begun) */
+	struct dt_wire_kernel rx_k; /* the frame being received, checked as it arrives */
+	int rx_active;              /* rx_k holds the current incoming frame */
+	uint64_t rx_done;           /* its payload bytes fed to rx_k */
 	int was_open;
 	void *user;
 
@@ -160,6 +179,11 @@ void dt__conn_auth_start_client(struct dt_conn *c);
 void dt__conn_auth_frame(struct dt_conn *c, const struct dt_frame_header *h, const uint8_t *payload);
 /* Whether on_header takes type h in an auth state (why says what was wrong). */
 int dt__conn_auth_header(struct dt_conn *c, const struct dt_frame_header *h, char *why, size_t cap);
+/* Feeds the payload bytes of the frame being received that arrived since the
+ * last call to its check (an authenticated connection's frames are checked
+ * while they arrive); the frame's bytes are used only after
+ * dt__conn_auth_check. */
+void dt__conn_auth_progress(struct dt_conn *c);
 /* Checks a completed frame of an authenticated connection; 0 if authentic,
  * else the conn is closed (naming the peer and the frame). */
 int dt__conn_auth_check(struct dt_conn *c, const struct dt_frame_header *h, uint8_t *payload);

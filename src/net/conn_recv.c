@@ -383,12 +383,16 @@ static void do_read(struct dt_conn *c, int hup)
 		consume_buffered(c);
 		if (c->state == CS_CLOSED || round == READ_BUDGET || (c->read_paused && !hup))
 			return;
+		if (c->state != CS_CLOSING)
+			dt__conn_auth_progress(c); /* a frame left incomplete: check what is in */
 		uint8_t *where;
 		size_t want;
 		int direct = c->state != CS_CLOSING && dt_frame_decoder_window(&c->dec, &where, &want) && want >= DIRECT_MIN;
 		if (!direct) {
 			where = c->rbuf;
 			want = c->rcap;
+		} else if (c->dec.trailer && want > RX_PIECE) {
+			want = RX_PIECE; /* checked piece by piece while the next arrives */
 		}
 		ssize_t n = recv(c->fd, where, want, MSG_DONTWAIT);
 		if (n > 0) {
@@ -399,6 +403,8 @@ static void do_read(struct dt_conn *c, int hup)
 			if (direct) {
 				if (dt_frame_decoder_advance(&c->dec, (size_t)n) == DT_FRAME_READY)
 					frame_ready(c);
+				else
+					dt__conn_auth_progress(c);
 			} else {
 				c->rpos = 0;
 				c->rlen = (size_t)n;

@@ -107,16 +107,18 @@ struct out_entry *dt__conn_enqueue(struct dt_conn *c, uint16_t type, uint32_t fl
 	if (c->sec.mode) {
 		e->tagged = 1;
 		e->total += DT_AUTH_TAG_BYTES;
-		/* Encryption writes the ciphertext in place: never into the caller's memory. */
-		if (c->sec.mode == DT_WIRE_ENCRYPT)
-			copy = 1;
 	}
 	if (len == 0) {
 		if (e->tagged)
 			dt_wire_seal(&c->sec, e->hdr, NULL, 0, e->tag);
 		return e;
 	}
-	if (copy) {
+	/* Large tagged payloads are sealed while they are sent (seal_ahead); the
+	 * frame's number is taken now all the same: numbers are the queue order. */
+	const int stream = e->tagged && len >= STREAM_MIN;
+	/* Encryption writes the ciphertext into wbuf, never into the caller's memory. */
+	const int encrypt = c->sec.mode == DT_WIRE_ENCRYPT;
+	if (copy || (encrypt && !stream)) {
 		wbuf_reserve(c, (size_t)len);
 		e->copied = 1;
 		e->copy_off = c->wlen;
@@ -127,7 +129,7 @@ struct out_entry *dt__conn_enqueue(struct dt_conn *c, uint16_t type, uint32_t fl
 			c->wlen += parts[i].iov_len;
 		}
 		c->copied_queued += (size_t)len;
-		if (e->tagged) {
+		if (e->tagged && !stream) {
 			struct iovec own = { c->wbuf + e->copy_off, e->copy_len };
 			dt_wire_seal(&c->sec, e->hdr, &own, 1, e->tag);
 		}
@@ -135,12 +137,75 @@ struct out_entry *dt__conn_enqueue(struct dt_conn *c, uint16_t type, uint32_t fl
 		for (int i = 0; i < nparts; i++)
 			if (parts[i].iov_len)
 				e->parts[e->nparts++] = parts[i];
-		/* Tagged now, in queue order (the frame numbers are the send order),
-		 * in one pass over the caller's memory, which stays untouched until done. */
-		if (e->tagged)
+		if (encrypt) {
+			/* Room for the ciphertext, written from the parts as it goes out
+			 * (one pass over the caller's memory instead of a copy and a pass). */
+			wbuf_reserve(c, (size_t)len);
+			e->copied = 1;
+			e->from_parts = 1;
+			e->copy_off = c->wlen;
+			e->copy_len = (size_t)len;
+			c->wlen += (size_t)len;
+			c->copied_queued += (size_t)len;
+		} else if (e->tagged && !stream) {
+			/* Tagged now, in queue order (the frame numbers are the send order),
+			 * in one pass over the caller's memory, which stays untouched until done. */
 			dt_wire_seal(&c->sec, e->hdr, e->parts, e->nparts, e->tag);
+		}
+	}
+	if (stream) {
+		e->streaming = 1;
+		e->frame_n = dt_wire_take_tx(&c->sec);
 	}
 	return e;
+}
+
+/* Seals payload bytes [from, to) of streamed entry e in c->tx_k. */
+static void seal_range(struct dt_conn *c, struct out_entry *e, uint64_t from, uint64_t to)
+{
+	uint8_t *own = e->copied ? c->wbuf + e->copy_off : NULL;
+	if (e->copied && !e->from_parts) {
+		dt_wire_kernel_update(&c->tx_k, own + from, own + from, (size_t)(to - from));
+		return;
+	}
+	uint64_t off = 0;
+	for (int i = 0; i < e->nparts && off < to; i++) {
+		uint64_t a = off, b = off + e->parts[i].iov_len;
+		off = b;
+		if (b <= from)
+			continue;
+		uint64_t lo = a > from ? a : from, hi = b < to ? b : to;
+		const uint8_t *src = (const uint8_t *)e->parts[i].iov_base + (lo - a);
+		dt_wire_kernel_update(&c->tx_k, src, own ? own + lo : NULL, (size_t)(hi - lo));
+	}
+}
+
+/* Keeps the first streamed frame sealed up to `ahead` bytes past what has
+ * been sent (and finishes its tag at its end), so each piece is tagged just
+ * before the kernel copies it, while the peer is still busy with the last
+ * one. Frames are sealed in queue order; only one is begun at a time. */
+static void seal_ahead(struct dt_conn *c, uint64_t ahead)
+{
+	for (size_t i = 0; i < c->qlen; i++) {
+		struct out_entry *e = dt__conn_entry(c, i);
+		if (!e->streaming)
+			continue;
+		uint64_t len = e->total - DT_FRAME_HEADER_SIZE - DT_AUTH_TAG_BYTES;
+		if (e->streaming == 1) {
+			dt_wire_seal_begin(&c->sec, e->frame_n, &c->tx_k, e->hdr);
+			e->streaming = 2;
+		}
+		uint64_t sent = e->sent > DT_FRAME_HEADER_SIZE ? e->sent - DT_FRAME_HEADER_SIZE : 0;
+		uint64_t to = sent + ahead < len ? sent + ahead : len;
+		if (to > e->sealed) {
+			seal_range(c, e, e->sealed, to);
+			e->sealed = to;
+		}
+		if (e->sealed < len)
+			return;
+		dt_wire_kernel_final(&c->tx_k, e->tag);
+		e->streaming = 0;
+	}
 }
 
 void dt__conn_pop_entry(struct dt_conn *c, enum dt_status st)
@@ -181,21 +246,28 @@ void dt__conn_update_interest(struct dt_conn *c)
 void dt__conn_flush(struct dt_conn *c)
 {
 	while (c->qlen > 0 && c->fd >= 0) {
+		seal_ahead(c, SEAL_AHEAD);
 		struct iovec iov[IOV_BATCH];
 		int n = 0;
 		for (size_t i = 0; i < c->qlen; i++) {
 			struct out_entry *e = dt__conn_entry(c, i);
 			if (n + 2 + (e->copied ? 1 : e->nparts) > IOV_BATCH)
 				break;
-			/* The frame's pieces in order: header, payload, tag; skip what was sent. */
+			/* The frame's pieces in order: header, payload, tag; skip what was
+			 * sent. Of a frame still being sealed, only what is sealed. */
 			struct iovec seg[DT_CONN_MAX_PARTS + 2];
 			int ns = 0;
+			uint64_t room = e->streaming ? e->sealed : UINT64_MAX;
 			seg[ns++] = (struct iovec){ e->hdr, DT_FRAME_HEADER_SIZE };
 			if (e->copied && e->copy_len)
-				seg[ns++] = (struct iovec){ c->wbuf + e->copy_off, e->copy_len };
-			for (int p = 0; !e->copied && p < e->nparts; p++)
-				seg[ns++] = e->parts[p];
-			if (e->tagged)
+				seg[ns++] = (struct iovec){ c->wbuf + e->copy_off,
+							    room < e->copy_len ? (size_t)room : e->copy_len };
+			for (int p = 0; !e->copied && p < e->nparts && room > 0; p++) {
+				size_t take = room < e->parts[p].iov_len ? (size_t)room : e->parts[p].iov_len;
+				seg[ns++] = (struct iovec){ e->parts[p].iov_base, take };
+				room -= take;
+			}
+			if (e->tagged && !e->streaming)
 				seg[ns++] = (struct iovec){ e->tag, DT_AUTH_TAG_BYTES };
 			uint64_t skip = e->sent;
 			for (int k = 0; k < ns; k++) {
@@ -206,6 +278,8 @@ void dt__conn_flush(struct dt_conn *c)
 				iov[n++] = (struct iovec){ (uint8_t *)seg[k].iov_base + skip, seg[k].iov_len - (size_t)skip };
 				skip = 0;
 			}
+			if (e->streaming)
+				break; /* what follows waits for this frame's tag */
 		}
 		struct msghdr msg;
 		memset(&msg, 0, sizeof(msg));
@@ -215,8 +289,12 @@ void dt__conn_flush(struct dt_conn *c)
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				/* The socket is full: tag further ahead while the peer drains it,
+				 * time this thread would otherwise spend waiting. */
+				seal_ahead(c, SEAL_AHEAD_IDLE);
 				break;
+			}
 			if (errno == ECONNRESET || errno == EPIPE)
 				dt__conn_fail(c, DT_PEER, "%s reset the connection", c->peer);
 			else

@@ -290,6 +290,14 @@ int dt_frame_decoder_window(struct dt_frame_decoder *d, uint8_t **where, size_t 
 	return 1;
 }
 
+uint8_t *dt_frame_decoder_partial(const struct dt_frame_decoder *d, uint64_t *have)
+{
+	if ((d->state_ != ST_PAYLOAD && d->state_ != ST_TRAILER) || d->discard_)
+		return NULL;
+	*have = d->have_;
+	return d->dest_;
+}
+
 enum dt_frame_event dt_frame_decoder_advance(struct dt_frame_decoder *d, size_t n)
 {
 	DT_ASSERT(d->state_ == ST_PAYLOAD && n <= d->header.length - d->have_);

@@ -155,6 +155,11 @@ enum dt_frame_event dt_frame_decoder_advance(struct dt_frame_decoder *d, size_t 
  * a NULL payload. */
 void dt_frame_decoder_discard(struct dt_frame_decoder *d);
 
+/* While a payload is being received or its trailer read: the payload's
+ * destination and, in *have, how many of its bytes are there (a
+ * connection checks them as they arrive, net/auth.h). NULL when not inside
+ * a frame's payload or trailer, or when the payload is being dropped. */
+uint8_t *dt_frame_decoder_partial(const struct dt_frame_decoder *d, uint64_t *have);
 /* The completed frame's payload (NULL when discarded; not NULL for length 0). */
 uint8_t *dt_frame_decoder_payload(struct dt_frame_decoder *d);
 /* Bytes to read before the decoder can check something or finish the frame:

@@ -208,8 +208,10 @@ static void check_frames(enum dt_wire_security mode)
 		memcpy(tag, sealed_tag, sizeof(tag));
 		(where == 0 ? buf + 150 : where == 1 ? hdr + 12 : tag + 3)[0] ^= 0x10;
 		DT_CHECK_INT_EQ(dt_wire_open(&p.ss, hdr, buf, sizeof(buf), tag), -1);
-		if (mode == DT_WIRE_ENCRYPT) /* no plaintext comes out (libsodium clears the buffer) */
-			DT_CHECK(memcmp(buf, plain, 100) != 0);
+		if (mode == DT_WIRE_ENCRYPT) { /* no plaintext comes out: the buffer is cleared */
+			for (size_t i = 0; i < sizeof(buf); i++)
+				DT_CHECK_INT_EQ(buf[i], 0);
+		}
 	}
 	/* Moved to the other direction (the client's own keys): refused. */
 	struct dt_wire_sec back = p.sc;
