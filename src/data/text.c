@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "base/rng.h"
+#include "data/internal.h"
 
 enum algo { IDENTITY, REVERSE, ADDITION, MULTIPLICATION, SORT, TMPDIR };
 
@@ -69,6 +71,7 @@ void dt_text_set_free(struct dt_text_set *t)
 	free(t->tg_off);
 	free(t->in_tok);
 	free(t->tg_tok);
+	free(t->file_off);
 	free(t);
 }
 
@@ -283,7 +286,61 @@ static enum dt_status load_tmpdir(const char *dir, enum dt_split split, struct d
 	return st;
 }
 
+/* The problem's vocabularies and encoder, without examples. */
+static void set_vocab(const struct text_problem *p, struct dt_text_set *t)
+{
+	t->has_inputs = 1;
+	if (p->algo == TMPDIR) {
+		t->encoder = DT_TEXT_BYTES;
+		t->input_vocab = t->target_vocab = 256 + DT_TEXT_RESERVED;
+		return;
+	}
+	t->encoder = DT_TEXT_SYMBOLS;
+	t->train_length = p->train_length;
+	t->dev_length = p->dev_length;
+	/* t2t's vocab_size is num_symbols + 2, which leaves the arithmetic
+	 * separator (symbol `base`, id base + 2) without a row: it gets one. */
+	const int sep = p->algo == ADDITION || p->algo == MULTIPLICATION;
+	t->input_vocab = p->num_symbols + DT_TEXT_RESERVED + sep;
+	t->target_vocab = p->num_symbols + DT_TEXT_RESERVED;
+}
+
+static const char *const split_names[] = { "train", "test", "dev" };
+
 enum dt_status dt_text_problem_load(const char *problem, const char *data_dir, enum dt_split split, uint64_t seed,
+				    struct dt_dataset *out, struct dt_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	const struct text_problem *p = find(problem);
+	if (!p)
+		return dt_err_set(err, DT_USAGE, "'%s' is not a text problem", problem ? problem : "");
+	char **paths = NULL;
+	int nfiles = 0;
+	if (data_dir && *data_dir)
+		dt_text_files_find(data_dir, p->name, split, &paths, &nfiles);
+	if (!nfiles)
+		return dt__text_load_source(problem, data_dir, split, seed, out, err);
+	struct dt_text_set *t = dt_xcalloc(1, sizeof(*t));
+	out->text = t;
+	set_vocab(p, t);
+	enum dt_status st = dt_text_files_load(paths, nfiles, t, err);
+	const char *slash = strrchr(paths[0], '/');
+	const char *first = slash ? slash + 1 : paths[0];
+	snprintf(out->source, sizeof(out->source), "%s: %d t2t data file(s) (TFRecord) in %s", p->name, nfiles,
+		 data_dir);
+	if (!st)
+		dt_info("%s split: %lld examples from %d t2t data file(s) (%s) in %s", split_names[split],
+			(long long)t->count, nfiles, first, data_dir);
+	for (int i = 0; i < nfiles; i++)
+		free(paths[i]);
+	free(paths);
+	out->count = (uint32_t)t->count;
+	if (st)
+		dt_dataset_release(out);
+	return st;
+}
+
+enum dt_status dt__text_load_source(const char *problem, const char *data_dir, enum dt_split split, uint64_t seed,
 				    struct dt_dataset *out, struct dt_err *err)
 {
 	memset(out, 0, sizeof(*out));
@@ -292,22 +349,12 @@ enum dt_status dt_text_problem_load(const char *problem, const char *data_dir, e
 		return dt_err_set(err, DT_USAGE, "'%s' is not a text problem", problem ? problem : "");
 	struct dt_text_set *t = dt_xcalloc(1, sizeof(*t));
 	out->text = t;
-	t->has_inputs = 1;
+	set_vocab(p, t);
 	enum dt_status st = DT_OK;
 	if (p->algo == TMPDIR) {
-		t->encoder = DT_TEXT_BYTES;
-		t->input_vocab = t->target_vocab = 256 + DT_TEXT_RESERVED;
 		st = load_tmpdir(data_dir, split, t, err);
 		snprintf(out->source, sizeof(out->source), "%s: %s (byte-level ids)", p->name, data_dir);
 	} else {
-		t->encoder = DT_TEXT_SYMBOLS;
-		t->train_length = p->train_length;
-		t->dev_length = p->dev_length;
-		/* t2t's vocab_size is num_symbols + 2, which leaves the arithmetic
-		 * separator (symbol `base`, id base + 2) without a row: it gets one. */
-		const int sep = p->algo == ADDITION || p->algo == MULTIPLICATION;
-		t->input_vocab = p->num_symbols + DT_TEXT_RESERVED + sep;
-		t->target_vocab = p->num_symbols + DT_TEXT_RESERVED;
 		generate(p, split, seed, t);
 		snprintf(out->source, sizeof(out->source), "%s, generated from the seed (length %d)", p->name,
 			 split == DT_SPLIT_DEV ? p->dev_length : p->train_length);

@@ -51,6 +51,11 @@ struct dt_text_set {
 	int train_length, dev_length;   /* algorithmic: t2t's lengths (without EOS); 0 otherwise */
 	int64_t *in_off, *tg_off;       /* (count + 1): example i is tok[off[i] .. off[i+1]); in_off NULL without inputs */
 	int32_t *in_tok, *tg_tok;       /* the tokens, owned */
+	/* Read from t2t's data files (data/text_files.c): examples of file f
+	 * are [file_off[f], file_off[f + 1]); num_files 0 and file_off NULL
+	 * otherwise. Sharding goes by file when there are enough files. */
+	int num_files;
+	int64_t *file_off;
 };
 
 /* 1 when `problem` is one of the names above. */
@@ -63,6 +68,42 @@ const char *const *dt_text_problem_names(size_t *count);
 enum dt_status dt_text_problem_load(const char *problem, const char *data_dir, enum dt_split split, uint64_t seed,
 				    struct dt_dataset *out, struct dt_err *err) DT_MUST_CHECK;
 void dt_text_set_free(struct dt_text_set *t);
+
+/* ---- t2t's data files (data/text_files.c) ------------------------------------------
+ *
+ * A split's files in a data directory are named as t2t's generator_utils
+ * names them: `<problem>-train-00000-of-00010` ... , `<problem>-dev-00000-
+ * of-00001`, `<problem>-test-...`: TFRecord files (data/tfrecord.h) of
+ * tf.train.Example (data/example.h) with int64 features `targets` and, for
+ * problems with inputs, `inputs`, each ending in EOS.
+ *
+ * Which files a split reads: DT_SPLIT_TRAIN the `-train-` files,
+ * DT_SPLIT_DEV the `-dev-` files, DT_SPLIT_TEST the `-test-` files when
+ * there are any, else the `-dev-` files (t2t evaluates on dev). */
+
+/* The split's files in `dir`, sorted by name (the caller frees each and
+ * the array); *n 0 when there are none. Names ending in "-unshuffled"
+ * (t2t's temporary files) are not counted. */
+void dt_text_files_find(const char *dir, const char *problem, enum dt_split split, char ***paths, int *n);
+
+/* Reads the files into t (whose vocabularies, has_inputs and encoder are
+ * already set; ids must be below them). A corrupt record, a record that is
+ * not an Example, a missing or non-int64 feature, an id out of the
+ * vocabulary: DT_DATA naming the file, the record and what failed. A
+ * sequence that does not end in EOS gets one. */
+enum dt_status dt_text_files_load(char *const *paths, int n, struct dt_text_set *t, struct dt_err *err) DT_MUST_CHECK;
+
+/* Writes t's examples as `<problem>-<split_name>-%05d-of-%05d` in dir,
+ * example i into file i % shards (t2t's round-robin), uncompressed. */
+enum dt_status dt_text_files_write(const struct dt_text_set *t, const char *dir, const char *problem,
+				   const char *split_name, int shards, struct dt_err *err) DT_MUST_CHECK;
+
+/* t2t-datagen for a text problem: the algorithmic ones write train (10
+ * shards), dev (1, at the dev length) and test (1, held out at the training
+ * length); text2text_tmpdir reads tmp_dir's .txt files and writes train (100
+ * shards) and dev (1). num_shards > 0 overrides the training shards. */
+enum dt_status dt_text_datagen(const char *problem, const char *data_dir, const char *tmp_dir, int num_shards,
+			       uint64_t seed, struct dt_err *err) DT_MUST_CHECK;
 
 /* Example i's lengths (EOS included) and the longer of the two. */
 static inline int dt_text_in_len(const struct dt_text_set *t, int64_t i)

@@ -1,0 +1,297 @@
+/*
+ * text_files.c — t2t's data files for text problems (data/text.h): finding
+ * a split's TFRecord shards, reading their Examples into a dt_text_set,
+ * writing them (dtrain datagen).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "data/example.h"
+#include "data/internal.h"
+#include "data/text.h"
+#include "data/tfrecord.h"
+
+/* A shard is at most this big, decompressed (t2t's are tens of megabytes). */
+#define MAX_FILE_BYTES ((size_t)4 << 30)
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void find_named(const char *dir, const char *problem, const char *split_name, char ***paths, int *n)
+{
+	*paths = NULL;
+	*n = 0;
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	char prefix[512];
+	snprintf(prefix, sizeof(prefix), "%s-%s-", problem, split_name);
+	const size_t pl = strlen(prefix);
+	int cap = 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		const size_t nl = strlen(e->d_name);
+		/* <prefix>00000-of-00010: five digits, "-of-", five digits (t2t's %.5d) */
+		if (nl < pl + 14 || strncmp(e->d_name, prefix, pl) != 0 || strncmp(e->d_name + pl + 5, "-of-", 4) != 0)
+			continue;
+		if (nl >= 11 && strcmp(e->d_name + nl - 11, "-unshuffled") == 0)
+			continue;
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 16;
+			*paths = dt_xrealloc(*paths, (size_t)cap * sizeof(**paths));
+		}
+		const size_t len = strlen(dir) + nl + 2;
+		(*paths)[*n] = dt_xmalloc(len);
+		snprintf((*paths)[*n], len, "%s/%s", dir, e->d_name);
+		(*n)++;
+	}
+	closedir(d);
+	if (*n)
+		qsort(*paths, (size_t)*n, sizeof(**paths), cmp_str);
+}
+
+void dt_text_files_find(const char *dir, const char *problem, enum dt_split split, char ***paths, int *n)
+{
+	if (split == DT_SPLIT_TRAIN) {
+		find_named(dir, problem, "train", paths, n);
+		return;
+	}
+	if (split == DT_SPLIT_TEST) {
+		find_named(dir, problem, "test", paths, n);
+		if (*n)
+			return;
+		free(*paths);
+	}
+	find_named(dir, problem, "dev", paths, n);
+}
+
+/* ---- reading ------------------------------------------------------------------- */
+
+struct grow {
+	int32_t *tok;
+	int64_t n, cap;
+	int64_t *off;
+	int64_t off_cap;
+};
+
+static void grow_tok(struct grow *g, int64_t more)
+{
+	if (g->n + more <= g->cap)
+		return;
+	while (g->cap < g->n + more)
+		g->cap = g->cap ? 2 * g->cap : 4096;
+	g->tok = dt_xrealloc(g->tok, (size_t)g->cap * sizeof(*g->tok));
+}
+
+static void grow_off(struct grow *g, int64_t i)
+{
+	if (i < g->off_cap)
+		return;
+	g->off_cap = g->off_cap ? 2 * g->off_cap : 1024;
+	g->off = dt_xrealloc(g->off, (size_t)g->off_cap * sizeof(*g->off));
+}
+
+/* Appends one feature's ids (and EOS when missing) as example i. */
+static enum dt_status add_seq(struct grow *g, const struct dt_feature *f, int vocab, int64_t i, const char *path,
+			      int64_t rec, struct dt_err *err)
+{
+	if (f->kind != DT_FEATURE_INT64 && !(f->kind == DT_FEATURE_NONE && f->count == 0))
+		return dt_err_set(err, DT_DATA, "'%s' record %lld: feature '%.*s' is a %s list, not int64", path,
+				  (long long)rec, (int)f->name_len, f->name,
+				  f->kind == DT_FEATURE_BYTES ? "bytes" : "float");
+	if (f->count > (1 << 24))
+		return dt_err_set(err, DT_DATA, "'%s' record %lld: feature '%.*s' has %lld ids (at most 2^24)", path,
+				  (long long)rec, (int)f->name_len, f->name, (long long)f->count);
+	grow_tok(g, f->count + 1);
+	for (int64_t j = 0; j < f->count; j++) {
+		const int64_t id = f->i64[j];
+		if (id < 0 || id >= vocab)
+			return dt_err_set(err, DT_DATA, "'%s' record %lld: feature '%.*s' id %lld (position %lld) is not in "
+					  "the vocabulary of %d ids", path, (long long)rec, (int)f->name_len, f->name,
+					  (long long)id, (long long)j, vocab);
+		g->tok[g->n++] = (int32_t)id;
+	}
+	if (f->count == 0 || f->i64[f->count - 1] != DT_TEXT_EOS)
+		g->tok[g->n++] = DT_TEXT_EOS;
+	grow_off(g, i + 1);
+	g->off[i + 1] = g->n;
+	return DT_OK;
+}
+
+static enum dt_status load_file(const char *path, struct dt_text_set *t, struct grow *in, struct grow *tg,
+				struct dt_err *err)
+{
+	struct dt_tfrecord_reader r;
+	enum dt_status st = dt_tfrecord_open(&r, path, MAX_FILE_BYTES, err);
+	if (st) {
+		dt_tfrecord_close(&r);
+		return st;
+	}
+	for (;;) {
+		const uint8_t *data;
+		size_t len;
+		const int64_t rec = r.index;
+		if ((st = dt_tfrecord_next(&r, &data, &len, err)) || !data)
+			break;
+		struct dt_example ex;
+		if ((st = dt_example_parse(data, len, &ex, err))) {
+			dt_err_prefix(err, "'%s' record %lld", path, (long long)rec);
+			break;
+		}
+		const struct dt_feature *fi = dt_example_find(&ex, "inputs"), *ft = dt_example_find(&ex, "targets");
+		if (!ft)
+			st = dt_err_set(err, DT_DATA, "'%s' record %lld: the Example has no 'targets' feature", path,
+					(long long)rec);
+		else if (t->has_inputs && !fi)
+			st = dt_err_set(err, DT_DATA, "'%s' record %lld: the Example has no 'inputs' feature (the problem "
+					"has inputs)", path, (long long)rec);
+		if (!st && t->has_inputs)
+			st = add_seq(in, fi, t->input_vocab, t->count, path, rec, err);
+		if (!st)
+			st = add_seq(tg, ft, t->target_vocab, t->count, path, rec, err);
+		dt_example_free(&ex);
+		if (st)
+			break;
+		t->count++;
+	}
+	if (!st)
+		dt_debug("read %lld records of '%s' (compression %s)", (long long)r.index, path,
+			 dt_tfrecord_compression_name(r.compression));
+	dt_tfrecord_close(&r);
+	return st;
+}
+
+enum dt_status dt_text_files_load(char *const *paths, int n, struct dt_text_set *t, struct dt_err *err)
+{
+	struct grow in = { 0 }, tg = { 0 };
+	grow_off(&in, 0);
+	grow_off(&tg, 0);
+	in.off[0] = tg.off[0] = 0;
+	t->count = 0;
+	t->num_files = n;
+	t->file_off = dt_xmallocarray((size_t)n + 1, sizeof(int64_t));
+	t->file_off[0] = 0;
+	enum dt_status st = DT_OK;
+	for (int f = 0; f < n && !st; f++) {
+		st = load_file(paths[f], t, &in, &tg, err);
+		t->file_off[f + 1] = t->count;
+	}
+	if (!st && t->count == 0)
+		st = dt_err_set(err, DT_DATA, "%d file(s) from '%s' hold no record", n, paths[0]);
+	if (!st && t->count > UINT32_MAX - 1)
+		st = dt_err_set(err, DT_DATA, "%lld examples: at most 2^32 - 2", (long long)t->count);
+	t->tg_off = tg.off;
+	t->tg_tok = tg.tok;
+	if (t->has_inputs) {
+		t->in_off = in.off;
+		t->in_tok = in.tok;
+	} else {
+		free(in.off);
+		free(in.tok);
+	}
+	t->max_len = 0;
+	for (int64_t i = 0; !st && i < t->count; i++)
+		if (dt_text_len(t, i) > t->max_len)
+			t->max_len = dt_text_len(t, i);
+	return st;
+}
+
+/* ---- writing ------------------------------------------------------------------- */
+
+enum dt_status dt_text_files_write(const struct dt_text_set *t, const char *dir, const char *problem,
+				   const char *split_name, int shards, struct dt_err *err)
+{
+	if (shards < 1 || shards > 99999)
+		return dt_err_set(err, DT_USAGE, "%d shards: 1 to 99999", shards);
+	struct dt_tfrecord_writer *w = dt_xcalloc((size_t)shards, sizeof(*w));
+	for (int s = 0; s < shards; s++)
+		dt_tfrecord_writer_init(&w[s], DT_TFRECORD_NONE);
+	int64_t *vals[2] = { NULL, NULL }, cnt[2] = { 0, 0 };
+	int64_t vcap = 0;
+	for (int64_t i = 0; i < t->count; i++) {
+		int nf = 0;
+		const char *names[2];
+		int64_t need = dt_text_in_len(t, i) + dt_text_tg_len(t, i);
+		if (need > vcap) {
+			vcap = need * 2;
+			vals[0] = dt_xrealloc(vals[0], (size_t)vcap * sizeof(int64_t));
+		}
+		int64_t *v = vals[0];
+		if (t->has_inputs) {
+			names[nf] = "inputs";
+			cnt[nf] = dt_text_in_len(t, i);
+			for (int64_t j = 0; j < cnt[nf]; j++)
+				v[j] = t->in_tok[t->in_off[i] + j];
+			nf++;
+		}
+		names[nf] = "targets";
+		cnt[nf] = dt_text_tg_len(t, i);
+		int64_t *vt = v + (t->has_inputs ? cnt[0] : 0);
+		for (int64_t j = 0; j < cnt[nf]; j++)
+			vt[j] = t->tg_tok[t->tg_off[i] + j];
+		const int64_t *const ptrs[2] = { v, t->has_inputs ? vt : v };
+		size_t len;
+		uint8_t *rec = dt_example_encode_int64(nf + 1, names, ptrs, cnt, &len);
+		dt_tfrecord_write(&w[i % shards], rec, len);
+		free(rec);
+	}
+	free(vals[0]);
+	enum dt_status st = DT_OK;
+	for (int s = 0; s < shards; s++) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/%s-%s-%05d-of-%05d", dir, problem, split_name, s, shards);
+		if (st)
+			dt_tfrecord_writer_free(&w[s]);
+		else
+			st = dt_tfrecord_writer_commit(&w[s], path, err);
+	}
+	free(w);
+	if (!st)
+		dt_info("wrote %lld examples to %s/%s-%s-*-of-%05d (%d file(s))", (long long)t->count, dir, problem,
+			split_name, shards, shards);
+	return st;
+}
+
+static enum dt_status write_split(const char *problem, const char *src_dir, const char *dir, enum dt_split split,
+				  const char *split_name, int shards, uint64_t seed, struct dt_err *err)
+{
+	struct dt_dataset ds;
+	enum dt_status st = dt__text_load_source(problem, src_dir, split, seed, &ds, err);
+	if (st)
+		return st;
+	st = dt_text_files_write(ds.text, dir, problem, split_name, shards, err);
+	dt_dataset_release(&ds);
+	return st;
+}
+
+enum dt_status dt_text_datagen(const char *problem, const char *data_dir, const char *tmp_dir, int num_shards,
+			       uint64_t seed, struct dt_err *err)
+{
+	if (!dt_text_problem_is(problem))
+		return dt_err_set(err, DT_USAGE, "'%s' is not a text problem", problem ? problem : "");
+	if (!data_dir || !*data_dir)
+		return dt_err_set(err, DT_USAGE, "datagen needs --data_dir (where the files go)");
+	if (mkdir(data_dir, 0777) != 0 && errno != EEXIST)
+		return dt_err_set(err, DT_IO, "cannot create --data_dir '%s': %s", data_dir, strerror(errno));
+	const int tmpdir = strcmp(problem, "text2text_tmpdir") == 0;
+	if (tmpdir && (!tmp_dir || !*tmp_dir)) {
+		enum dt_status st = dt_err_set(err, DT_USAGE, "problem 'text2text_tmpdir' needs --tmp_dir");
+		dt_err_hint(err, "pass --tmp_dir DIR with inputs.train.txt, targets.train.txt, inputs.eval.txt and "
+			    "targets.eval.txt, one example per line (t2t's layout)");
+		return st;
+	}
+	/* t2t: AlgorithmicProblem.num_shards 10; Text2TextProblem's dataset_splits 100 and 1 */
+	const int train_shards = num_shards > 0 ? num_shards : tmpdir ? 100 : 10;
+	enum dt_status st = write_split(problem, tmp_dir, data_dir, DT_SPLIT_TRAIN, "train", train_shards, seed, err);
+	if (!st && tmpdir)
+		return write_split(problem, tmp_dir, data_dir, DT_SPLIT_TEST, "dev", 1, seed, err);
+	if (!st)
+		st = write_split(problem, tmp_dir, data_dir, DT_SPLIT_DEV, "dev", 1, seed, err);
+	if (!st)
+		st = write_split(problem, tmp_dir, data_dir, DT_SPLIT_TEST, "test", 1, seed, err);
+	return st;
+}
