@@ -1,0 +1,104 @@
+/* t2t's data files through the CLI, checked by an independent reader and
+ * writer (tests/tools/t2t_files.py: python3-protobuf with the test's own
+ * t2t_example.proto, TFRecord framing and CRC-32C by hand): `dtrain datagen`'s
+ * shards parse there record by record; shards written there (plain packed,
+ * GZIP unpacked, ZLIB) train in dtrain; a corrupt shard exits 4 naming the
+ * file and the record. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dt_test.h"
+
+#define PROBLEM "algorithmic_reverse_binary40"
+
+/* Skips the test when python3-protobuf or protoc is missing. */
+static void need_protobuf(void)
+{
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "/usr/bin/python3", "-c", "import google.protobuf", NULL }, NULL, 30);
+	const int ok = r.exit_code == 0;
+	dt_run_release(&r);
+	if (!ok)
+		DT_SKIP("python3-protobuf missing (scripts/install-deps.sh installs it)");
+	dt_test_run(&r, (const char *[]){ "protoc", "--version", NULL }, NULL, 30);
+	const int protoc = r.exit_code == 0;
+	dt_run_release(&r);
+	if (!protoc)
+		DT_SKIP("protoc missing (protobuf-compiler; scripts/install-deps.sh installs it)");
+}
+
+static void py(const char *const *argv, const char *want)
+{
+	struct dt_run r;
+	dt_test_run(&r, argv, NULL, 120);
+	if (r.exit_code)
+		fprintf(stderr, "%s%s", r.out, r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, want);
+	dt_run_release(&r);
+}
+
+DT_TEST_TIMEOUT(t2t_files, datagen_shards_parse_in_python_protobuf, 120)
+{
+	need_protobuf();
+	char dir[512];
+	dt_test_path(dir, sizeof(dir), "data");
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "datagen", "--problem=" PROBLEM, "--data_dir", dir, "--num_shards=4",
+					 NULL }, NULL, 60);
+	if (r.exit_code)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "wrote 100000 examples to");
+	DT_CHECK_CONTAINS(r.err, PROBLEM "-train-*-of-00004 (4 file(s))");
+	dt_run_release(&r);
+	const char *tool = "tests/tools/t2t_files.py";
+	py((const char *[]){ "/usr/bin/python3", tool, "read", dir, PROBLEM, "train", "100000", NULL },
+	   "ok 100000 examples in 4 files");
+	py((const char *[]){ "/usr/bin/python3", tool, "read", dir, PROBLEM, "dev", "10000", NULL },
+	   "ok 10000 examples in 1 files");
+	py((const char *[]){ "/usr/bin/python3", tool, "read", dir, PROBLEM, "test", "10000", NULL },
+	   "ok 10000 examples in 1 files");
+}
+
+DT_TEST_TIMEOUT(t2t_files, python_written_shards_train_in_dtrain, 120)
+{
+	need_protobuf();
+	char dir[512];
+	dt_test_path(dir, sizeof(dir), "data");
+	char mk[600];
+	snprintf(mk, sizeof(mk), "import os; os.makedirs('%s')", dir);
+	py((const char *[]){ "/usr/bin/python3", "-c", mk, NULL }, "");
+	const char *tool = "tests/tools/t2t_files.py";
+	py((const char *[]){ "/usr/bin/python3", tool, "write", dir, PROBLEM, "train", "3", "6000", "1", NULL },
+	   "wrote 6000 examples in 3 files");
+	py((const char *[]){ "/usr/bin/python3", tool, "write", dir, PROBLEM, "dev", "1", "500", "2", NULL },
+	   "wrote 500 examples in 1 files");
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=transformer", "--hparams_set=transformer_test",
+					 "--problem=" PROBLEM, "--data_dir", dir, "--train_steps=150",
+					 "--hparams=batch_size=1024,learning_rate_warmup_steps=50,learning_rate_constant=0.5",
+					 "--log_every=50", NULL }, NULL, 100);
+	if (r.exit_code)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "train split: 6000 examples from 3 t2t data file(s) (" PROBLEM "-train-00000-of-00003)");
+	DT_CHECK_CONTAINS(r.err, "test split: 500 examples from 1 t2t data file(s) (" PROBLEM "-dev-00000-of-00001)");
+	DT_CHECK_CONTAINS(r.out, "eval (test split, 500 examples) at global step 150: accuracy = ");
+	const char *a = strstr(r.out, "accuracy = ");
+	DT_CHECK(a && atof(a + 11) > 0.5); /* above chance (1/2 per binary symbol) */
+	dt_run_release(&r);
+
+	/* one flipped byte in the second record of the plain shard: exit 4 naming it */
+	char flip[1200];
+	snprintf(flip, sizeof(flip),
+		 "import struct; p = '%s/" PROBLEM "-train-00000-of-00003'; d = bytearray(open(p, 'rb').read()); "
+		 "n = struct.unpack('<Q', d[:8])[0]; d[16 + n + 14] ^= 1; open(p, 'wb').write(d)", dir);
+	py((const char *[]){ "/usr/bin/python3", "-c", flip, NULL }, "");
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=transformer", "--hparams_set=transformer_test",
+					 "--problem=" PROBLEM, "--data_dir", dir, "--train_steps=1", NULL }, NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 4);
+	DT_CHECK_CONTAINS(r.err, PROBLEM "-train-00000-of-00003' record 1: corrupted record at byte");
+	dt_run_release(&r);
+}
