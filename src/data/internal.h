@@ -28,10 +28,12 @@ enum dt_status dt__csv_problem_load(const char *path, const struct dt_data_optio
 				    uint64_t seed, struct dt_dataset *out, struct dt_err *err) DT_MUST_CHECK;
 
 /* A text problem's split from its source (generated, or text2text_tmpdir's
- * .txt files in data_dir), never from t2t's data files: what
+ * .txt files in data_dir, encoded with the subword vocabulary file in
+ * vocab_dir when there is one), never from t2t's data files: what
  * dt_text_problem_load does when data_dir holds none, and what datagen
  * writes them from. */
-enum dt_status dt__text_load_source(const char *problem, const char *data_dir, enum dt_split split, uint64_t seed,
-				    struct dt_dataset *out, struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt__text_load_source(const char *problem, const char *data_dir, const char *vocab_dir,
+				    enum dt_split split, uint64_t seed, struct dt_dataset *out,
+				    struct dt_err *err) DT_MUST_CHECK;
 
 #endif

@@ -23,8 +23,12 @@
  * its dev length (400; sort: 20), is DT_SPLIT_DEV.
  *
  * Encoders (t2t's): the algorithmic problems use TextEncoder (a line of
- * space-separated symbols, "1 0 1"), text2text_tmpdir ByteTextEncoder (each
- * UTF-8 byte b is id b + 2, vocabulary 258).
+ * space-separated symbols, "1 0 1"); text2text_tmpdir uses t2t's
+ * SubwordTextEncoder (data/subword.h) when its vocabulary file
+ * `vocab.text2text_tmpdir.32768.subwords` (t2t's name: approx_vocab_size
+ * 2^15) is in --data_dir, which `dtrain datagen` writes as t2t-datagen does,
+ * and ByteTextEncoder otherwise (each UTF-8 byte b is id b + 2, vocabulary
+ * 258; t2t's VocabType.CHARACTER).
  */
 #ifndef DT_DATA_TEXT_H
 #define DT_DATA_TEXT_H
@@ -39,7 +43,9 @@
 #define DT_TEXT_EOS 1
 #define DT_TEXT_RESERVED 2
 
-enum dt_text_encoder { DT_TEXT_SYMBOLS, DT_TEXT_BYTES };
+enum dt_text_encoder { DT_TEXT_SYMBOLS, DT_TEXT_BYTES, DT_TEXT_SUBWORD };
+
+struct dt_subword;
 
 /* A split of a text problem; owned by its dt_dataset (dt_dataset_release). */
 struct dt_text_set {
@@ -47,6 +53,7 @@ struct dt_text_set {
 	int has_inputs;                 /* 0: a language model's targets only */
 	int input_vocab, target_vocab;  /* ids < vocab, with PAD and EOS */
 	enum dt_text_encoder encoder;
+	struct dt_subword *subword;     /* DT_TEXT_SUBWORD's vocabulary (data/subword.h), owned; NULL otherwise */
 	int max_len;                    /* longest example: max(inputs, targets), EOS included */
 	int train_length, dev_length;   /* algorithmic: t2t's lengths (without EOS); 0 otherwise */
 	int64_t *in_off, *tg_off;       /* (count + 1): example i is tok[off[i] .. off[i+1]); in_off NULL without inputs */
@@ -68,6 +75,10 @@ const char *const *dt_text_problem_names(size_t *count);
 enum dt_status dt_text_problem_load(const char *problem, const char *data_dir, enum dt_split split, uint64_t seed,
 				    struct dt_dataset *out, struct dt_err *err) DT_MUST_CHECK;
 void dt_text_set_free(struct dt_text_set *t);
+
+/* The subword vocabulary file of `problem` in dir, t2t's name:
+ * "<dir>/vocab.<problem>.32768.subwords". */
+void dt_text_vocab_path(const char *problem, const char *dir, char *path, size_t cap);
 
 /* ---- t2t's data files (data/text_files.c) ------------------------------------------
  *
@@ -100,8 +111,10 @@ enum dt_status dt_text_files_write(const struct dt_text_set *t, const char *dir,
 
 /* t2t-datagen for a text problem: the algorithmic ones write train (10
  * shards), dev (1, at the dev length) and test (1, held out at the training
- * length); text2text_tmpdir reads tmp_dir's .txt files and writes train (100
- * shards) and dev (1). num_shards > 0 overrides the training shards. */
+ * length); text2text_tmpdir reads tmp_dir's .txt files, builds the subword
+ * vocabulary from the training pairs (unless data_dir has its file already,
+ * as t2t's get_or_generate_vocab) and writes it, then train (100 shards) and
+ * dev (1). num_shards > 0 overrides the training shards. */
 enum dt_status dt_text_datagen(const char *problem, const char *data_dir, const char *tmp_dir, int num_shards,
 			       uint64_t seed, struct dt_err *err) DT_MUST_CHECK;
 

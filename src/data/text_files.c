@@ -3,17 +3,21 @@
  * a split's TFRecord shards, reading their Examples into a dt_text_set,
  * writing them (dtrain datagen).
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "data/example.h"
 #include "data/internal.h"
+#include "data/subword.h"
 #include "data/text.h"
 #include "data/tfrecord.h"
 
@@ -52,6 +56,16 @@ static void find_named(const char *dir, const char *problem, const char *split_n
 	closedir(d);
 	if (*n)
 		qsort(*paths, (size_t)*n, sizeof(**paths), cmp_str);
+	/* t2t reads every file of the pattern too; shards of two datagen runs are likely a mistake */
+	for (int i = 1; i < *n; i++) {
+		const char *a = strstr((*paths)[0] + strlen(dir) + pl, "-of-"), *b = strstr((*paths)[i] + strlen(dir) + pl, "-of-");
+		if (a && b && strcmp(a, b) != 0) {
+			dt_warn("%s holds %s files of different shard counts (%s and %s): all are read, as t2t reads "
+				"them; remove the leftovers of an earlier datagen if that is not what you want", dir, prefix,
+				a + 1, b + 1);
+			break;
+		}
+	}
 }
 
 void dt_text_files_find(const char *dir, const char *problem, enum dt_split split, char ***paths, int *n)
@@ -260,11 +274,72 @@ static enum dt_status write_split(const char *problem, const char *src_dir, cons
 				  const char *split_name, int shards, uint64_t seed, struct dt_err *err)
 {
 	struct dt_dataset ds;
-	enum dt_status st = dt__text_load_source(problem, src_dir, split, seed, &ds, err);
+	enum dt_status st = dt__text_load_source(problem, src_dir, dir, split, seed, &ds, err);
 	if (st)
 		return st;
 	st = dt_text_files_write(ds.text, dir, problem, split_name, shards, err);
 	dt_dataset_release(&ds);
+	return st;
+}
+
+/* The stripped lines of `path` appended to *lines (t2t's txt_line_iterator). */
+static enum dt_status read_text_lines(const char *path, char ***lines, size_t *n, size_t *cap, struct dt_err *err)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return dt_err_set(err, DT_DATA, "cannot open '%s': %s", path, strerror(errno));
+	char *line = NULL;
+	size_t lcap = 0;
+	ssize_t len;
+	while ((len = getline(&line, &lcap, f)) >= 0) {
+		char *s = line, *e = line + len;
+		while (s < e && isspace((unsigned char)*s))
+			s++;
+		while (e > s && isspace((unsigned char)e[-1]))
+			e--;
+		*e = '\0';
+		if (*n == *cap) {
+			*cap = *cap ? 2 * *cap : 1024;
+			*lines = dt_xrealloc(*lines, *cap * sizeof(**lines));
+		}
+		(*lines)[(*n)++] = dt_xstrdup(s);
+	}
+	const int bad = ferror(f);
+	free(line);
+	fclose(f);
+	return bad ? dt_err_set(err, DT_DATA, "cannot read '%s'", path) : DT_OK;
+}
+
+/* t2t's get_or_generate_vocab_inner: the vocabulary file in data_dir, or one
+ * built from the training pairs (inputs and targets) and written there. */
+static enum dt_status make_vocab(const char *problem, const char *tmp_dir, const char *data_dir, struct dt_err *err)
+{
+	char path[4096];
+	dt_text_vocab_path(problem, data_dir, path, sizeof(path));
+	if (access(path, F_OK) == 0) {
+		dt_info("found vocabulary file %s: using it", path);
+		return DT_OK;
+	}
+	char **lines = NULL;
+	size_t n = 0, cap = 0;
+	char src[4096];
+	snprintf(src, sizeof(src), "%s/inputs.train.txt", tmp_dir);
+	enum dt_status st = read_text_lines(src, &lines, &n, &cap, err);
+	snprintf(src, sizeof(src), "%s/targets.train.txt", tmp_dir);
+	if (!st)
+		st = read_text_lines(src, &lines, &n, &cap, err);
+	if (!st) {
+		const int64_t t0 = dt_now_ns();
+		struct dt_subword *v = dt_subword_build((const char *const *)lines, n, DT_SUBWORD_DEFAULT_SIZE);
+		st = dt_subword_save(v, path, err);
+		if (!st)
+			dt_info("built a vocabulary of %d subwords (target %d) from %zu lines in %.1f s: %s",
+				dt_subword_size(v), DT_SUBWORD_DEFAULT_SIZE, n, (double)(dt_now_ns() - t0) * 1e-9, path);
+		dt_subword_free(v);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(lines[i]);
+	free(lines);
 	return st;
 }
 
@@ -283,6 +358,11 @@ enum dt_status dt_text_datagen(const char *problem, const char *data_dir, const 
 		dt_err_hint(err, "pass --tmp_dir DIR with inputs.train.txt, targets.train.txt, inputs.eval.txt and "
 			    "targets.eval.txt, one example per line (t2t's layout)");
 		return st;
+	}
+	if (tmpdir) {
+		enum dt_status st = make_vocab(problem, tmp_dir, data_dir, err);
+		if (st)
+			return st;
 	}
 	/* t2t: AlgorithmicProblem.num_shards 10; Text2TextProblem's dataset_splits 100 and 1 */
 	const int train_shards = num_shards > 0 ? num_shards : tmpdir ? 100 : 10;

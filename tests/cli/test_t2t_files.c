@@ -102,3 +102,77 @@ DT_TEST_TIMEOUT(t2t_files, python_written_shards_train_in_dtrain, 120)
 	DT_CHECK_CONTAINS(r.err, PROBLEM "-train-00000-of-00003' record 1: corrupted record at byte");
 	dt_run_release(&r);
 }
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+	char path[700];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	DT_CHECK(f != NULL);
+	fputs(text, f);
+	fclose(f);
+}
+
+DT_TEST_TIMEOUT(t2t_files, text2text_tmpdir_datagen_builds_subwords_trains_and_decodes, 120)
+{
+	char tmp[512], data[512], out[512], in[600];
+	dt_test_path(tmp, sizeof(tmp), "tmp");
+	dt_test_path(data, sizeof(data), "data");
+	dt_test_path(out, sizeof(out), "out");
+	char mk[600];
+	snprintf(mk, sizeof(mk), "mkdir -p '%s'", tmp);
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "/bin/sh", "-c", mk, NULL }, NULL, 10);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	dt_run_release(&r);
+	/* a little parallel text: English in, its words reversed out */
+	const char *en = "in the beginning god created the heaven and the earth\nand the earth was without form\n"
+			 "and god said let there be light\nand there was light\n";
+	const char *rev = "earth the and heaven the created god beginning the in\nform without was earth the and\n"
+			  "light be there let said god and\nlight was there and\n";
+	char en10[2048] = "", rev10[2048] = ""; /* ten copies: enough examples to fill a length bucket */
+	for (int i = 0; i < 10; i++) {
+		strcat(en10, en);
+		strcat(rev10, rev);
+	}
+	write_file(tmp, "inputs.train.txt", en10);
+	write_file(tmp, "targets.train.txt", rev10);
+	write_file(tmp, "inputs.eval.txt", "and there was light\n");
+	write_file(tmp, "targets.eval.txt", "light was there and\n");
+	dt_test_run(&r, (const char *[]){ "dtrain", "datagen", "--problem=text2text_tmpdir", "--tmp_dir", tmp,
+					 "--data_dir", data, NULL }, NULL, 60);
+	if (r.exit_code)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "built a vocabulary of ");
+	DT_CHECK_CONTAINS(r.err, "vocab.text2text_tmpdir.32768.subwords");
+	DT_CHECK_CONTAINS(r.err, "wrote 40 examples to");
+	DT_CHECK_CONTAINS(r.err, "text2text_tmpdir-train-*-of-00100 (100 file(s))");
+	dt_run_release(&r);
+	/* run again: the vocabulary file is found and kept, as t2t does */
+	dt_test_run(&r, (const char *[]){ "dtrain", "datagen", "--problem=text2text_tmpdir", "--tmp_dir", tmp,
+					 "--data_dir", data, "--num_shards=2", NULL }, NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "found vocabulary file");
+	dt_run_release(&r);
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=transformer", "--hparams_set=transformer_test",
+					 "--problem=text2text_tmpdir", "--data_dir", data, "--output_dir", out,
+					 "--train_steps=20", "--hparams=batch_size=48", NULL }, NULL, 100);
+	if (r.exit_code)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, " subwords from ");
+	/* 100 shards from the first run and 2 from the second: both sets are read */
+	DT_CHECK_CONTAINS(r.err, "train split: 80 examples from 102 t2t data file(s)");
+	DT_CHECK_CONTAINS(r.err, "files of different shard counts (of-00002 and of-00100): all are read");
+	dt_run_release(&r);
+	snprintf(in, sizeof(in), "%s/inputs.eval.txt", tmp);
+	dt_test_run(&r, (const char *[]){ "dtrain", "decode", "--problem=text2text_tmpdir", "--data_dir", data,
+					 "--output_dir", out, "--hparams_set=transformer_test", "--decode_from_file", in,
+					 NULL }, NULL, 60);
+	if (r.exit_code)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "decoded 1 line(s)");
+	dt_run_release(&r);
+}

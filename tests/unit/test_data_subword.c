@@ -14,6 +14,7 @@
 #include "base/atomic_file.h"
 #include "base/rng.h"
 #include "data/subword.h"
+#include "data/text.h"
 
 #define FIXTURES "tests/fixtures/subword/"
 
@@ -225,4 +226,49 @@ DT_TEST(data_subword, bad_files_are_named)
 	DT_CHECK_INT_EQ(ids[0], 2);
 	DT_CHECK_INT_EQ(ids[1], 9);
 	dt_subword_free(v);
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_OK(dt_write_file_atomic(path, text, strlen(text), &err), &err);
+}
+
+DT_TEST(data_subword, text2text_tmpdir_uses_the_vocabulary_file_in_its_data_dir)
+{
+	const char *dir = dt_test_tmpdir();
+	write_text(dir, "inputs.train.txt", "  the LORD said\nel señor dijo\n");
+	write_text(dir, "targets.train.txt", "el señor dijo\nthe LORD said  \n");
+	char *vocab;
+	size_t len;
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_OK(dt_read_file(FIXTURES "vocab.corpus.1000.subwords", 1 << 20, &vocab, &len, &err), &err);
+	char path[4096];
+	dt_text_vocab_path("text2text_tmpdir", dir, path, sizeof(path));
+	DT_CHECK_CONTAINS(path, "/vocab.text2text_tmpdir.32768.subwords");
+	DT_CHECK_OK(dt_write_file_atomic(path, vocab, len, &err), &err);
+	free(vocab);
+	struct dt_dataset d;
+	DT_CHECK_OK(dt_problem_load("text2text_tmpdir", dir, NULL, DT_SPLIT_TRAIN, 1, &d, &err), &err);
+	const struct dt_text_set *t = d.text;
+	DT_CHECK_INT_EQ(t->encoder, DT_TEXT_SUBWORD);
+	DT_CHECK_INT_EQ(t->input_vocab, 392);
+	DT_CHECK_INT_EQ((int)t->count, 2);
+	/* the stored ids are the subword encoding of the stripped line, then EOS */
+	int32_t ids[64];
+	const size_t n = dt_subword_encode(t->subword, "the LORD said", ids, 64);
+	DT_CHECK_INT_EQ(dt_text_in_len(t, 0), (int)n + 1);
+	DT_CHECK(memcmp(t->in_tok, ids, n * sizeof(int32_t)) == 0);
+	DT_CHECK_INT_EQ(t->in_tok[n], DT_TEXT_EOS);
+	DT_CHECK(memcmp(t->tg_tok + t->tg_off[1], ids, n * sizeof(int32_t)) == 0);
+	/* dt_text_encode / dt_text_decode (what dtrain decode uses) */
+	int k;
+	DT_CHECK_OK(dt_text_encode(t, 1, " naïve café ☃ x_y\n", ids, 64, &k, &err), &err);
+	DT_CHECK_INT_EQ(ids[k - 1], DT_TEXT_EOS);
+	char back[256];
+	dt_text_decode(t, ids, k, back, sizeof(back));
+	DT_CHECK_STR_EQ(back, "naïve café ☃ x_y");
+	dt_dataset_release(&d);
 }
