@@ -17,13 +17,14 @@
 #include "data/internal.h"
 #include "data/subword.h"
 
-enum algo { IDENTITY, REVERSE, ADDITION, MULTIPLICATION, SORT, TMPDIR };
+enum algo { IDENTITY, REVERSE, ADDITION, MULTIPLICATION, SORT, TMPDIR, BIBLE };
 
 struct text_problem {
 	const char *name;
 	enum algo algo;
 	int num_symbols;                /* t2t's num_symbols (the base for arithmetic) */
 	int train_length, dev_length;
+	int approx_vocab;               /* t2t's approx_vocab_size of a subword vocabulary; 0 without one */
 };
 
 /* t2t's train_size and dev_size for every algorithmic problem. */
@@ -34,17 +35,19 @@ struct text_problem {
 #define MAX_DIGITS 1024
 
 static const struct text_problem problems[] = {
-	{ "algorithmic_identity_binary40", IDENTITY, 2, 40, 400 },
-	{ "algorithmic_reverse_binary40", REVERSE, 2, 40, 400 },
-	{ "algorithmic_addition_decimal40", ADDITION, 10, 40, 400 },
-	{ "algorithmic_multiplication_decimal40", MULTIPLICATION, 10, 40, 400 },
+	{ "algorithmic_identity_binary40", IDENTITY, 2, 40, 400, 0 },
+	{ "algorithmic_reverse_binary40", REVERSE, 2, 40, 400, 0 },
+	{ "algorithmic_addition_decimal40", ADDITION, 10, 40, 400, 0 },
+	{ "algorithmic_multiplication_decimal40", MULTIPLICATION, 10, 40, 400, 0 },
 	/* t2t: train_length 10, dev_length 2 * 10, num_symbols max of both */
-	{ "algorithmic_sort_problem", SORT, 20, 10, 20 },
-	{ "text2text_tmpdir", TMPDIR, 256, 0, 0 },
+	{ "algorithmic_sort_problem", SORT, 20, 10, 20, 0 },
+	{ "text2text_tmpdir", TMPDIR, 256, 0, 0, 32768 },
+	{ "translate_enes_bible8k", BIBLE, 0, 0, 0, 8192 },
 };
 static const char *const names[] = {
 	"algorithmic_identity_binary40",  "algorithmic_reverse_binary40", "algorithmic_addition_decimal40",
 	"algorithmic_multiplication_decimal40", "algorithmic_sort_problem", "text2text_tmpdir",
+	"translate_enes_bible8k",
 };
 
 static const struct text_problem *find(const char *name)
@@ -302,9 +305,15 @@ static enum dt_status load_tmpdir(const char *dir, enum dt_split split, struct d
 	return st;
 }
 
+int dt__text_approx_vocab(const char *problem)
+{
+	const struct text_problem *p = find(problem);
+	return p ? p->approx_vocab : 0;
+}
+
 void dt_text_vocab_path(const char *problem, const char *dir, char *path, size_t cap)
 {
-	snprintf(path, cap, "%s/vocab.%s.%d.subwords", dir, problem, DT_SUBWORD_DEFAULT_SIZE);
+	snprintf(path, cap, "%s/vocab.%s.%d.subwords", dir, problem, dt__text_approx_vocab(problem));
 }
 
 /* The problem's vocabularies and encoder, without examples; text2text_tmpdir's
@@ -313,14 +322,19 @@ static enum dt_status set_vocab(const struct text_problem *p, const char *vocab_
 				struct dt_err *err)
 {
 	t->has_inputs = 1;
-	if (p->algo == TMPDIR) {
+	if (p->algo == TMPDIR || p->algo == BIBLE) {
 		t->encoder = DT_TEXT_BYTES;
 		t->input_vocab = t->target_vocab = 256 + DT_TEXT_RESERVED;
 		char path[4096];
-		if (!vocab_dir || !*vocab_dir)
-			return DT_OK;
-		dt_text_vocab_path(p->name, vocab_dir, path, sizeof(path));
-		if (access(path, F_OK) != 0)
+		dt_text_vocab_path(p->name, vocab_dir && *vocab_dir ? vocab_dir : ".", path, sizeof(path));
+		if (p->algo == BIBLE && (!vocab_dir || !*vocab_dir || access(path, F_OK) != 0)) {
+			enum dt_status st = dt_err_set(err, DT_USAGE, "problem '%s' reads t2t's data files and its vocabulary "
+						       "'%s', which are not there", p->name, path);
+			dt_err_hint(err, "write them first: dtrain datagen --problem=%s --data_dir=DIR, then pass "
+				    "--data_dir=DIR (needs diatheke, sword-text-kjv and sword-text-sparv)", p->name);
+			return st;
+		}
+		if (!vocab_dir || !*vocab_dir || access(path, F_OK) != 0)
 			return DT_OK;
 		enum dt_status st = dt_subword_load(path, &t->subword, err);
 		if (st)
@@ -387,6 +401,11 @@ enum dt_status dt__text_load_source(const char *problem, const char *data_dir, c
 	struct dt_text_set *t = dt_xcalloc(1, sizeof(*t));
 	out->text = t;
 	enum dt_status st = set_vocab(p, vocab_dir, t, err);
+	if (!st && p->algo == BIBLE) {
+		st = dt_err_set(err, DT_USAGE, "problem '%s' has no data files in '%s'", p->name, data_dir ? data_dir : "");
+		dt_err_hint(err, "write them first: dtrain datagen --problem=%s --data_dir=DIR (needs diatheke, "
+			    "sword-text-kjv and sword-text-sparv)", p->name);
+	}
 	if (st) {
 	} else if (p->algo == TMPDIR) {
 		st = load_tmpdir(data_dir, split, t, err);

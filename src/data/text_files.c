@@ -311,8 +311,9 @@ static enum dt_status read_text_lines(const char *path, char ***lines, size_t *n
 }
 
 /* t2t's get_or_generate_vocab_inner: the vocabulary file in data_dir, or one
- * built from the training pairs (inputs and targets) and written there. */
-static enum dt_status make_vocab(const char *problem, const char *tmp_dir, const char *data_dir, struct dt_err *err)
+ * built from `lines` and written there. */
+static enum dt_status vocab_from_lines(const char *problem, const char *data_dir, char *const *lines, size_t n,
+				       struct dt_err *err)
 {
 	char path[4096];
 	dt_text_vocab_path(problem, data_dir, path, sizeof(path));
@@ -320,6 +321,20 @@ static enum dt_status make_vocab(const char *problem, const char *tmp_dir, const
 		dt_info("found vocabulary file %s: using it", path);
 		return DT_OK;
 	}
+	const int target = dt__text_approx_vocab(problem);
+	const int64_t t0 = dt_now_ns();
+	struct dt_subword *v = dt_subword_build((const char *const *)lines, n, target);
+	enum dt_status st = dt_subword_save(v, path, err);
+	if (!st)
+		dt_info("built a vocabulary of %d subwords (target %d) from %zu lines in %.1f s: %s", dt_subword_size(v),
+			target, n, (double)(dt_now_ns() - t0) * 1e-9, path);
+	dt_subword_free(v);
+	return st;
+}
+
+/* text2text_tmpdir's vocabulary from the training pairs (inputs and targets). */
+static enum dt_status make_vocab(const char *problem, const char *tmp_dir, const char *data_dir, struct dt_err *err)
+{
 	char **lines = NULL;
 	size_t n = 0, cap = 0;
 	char src[4096];
@@ -328,18 +343,88 @@ static enum dt_status make_vocab(const char *problem, const char *tmp_dir, const
 	snprintf(src, sizeof(src), "%s/targets.train.txt", tmp_dir);
 	if (!st)
 		st = read_text_lines(src, &lines, &n, &cap, err);
-	if (!st) {
-		const int64_t t0 = dt_now_ns();
-		struct dt_subword *v = dt_subword_build((const char *const *)lines, n, DT_SUBWORD_DEFAULT_SIZE);
-		st = dt_subword_save(v, path, err);
-		if (!st)
-			dt_info("built a vocabulary of %d subwords (target %d) from %zu lines in %.1f s: %s",
-				dt_subword_size(v), DT_SUBWORD_DEFAULT_SIZE, n, (double)(dt_now_ns() - t0) * 1e-9, path);
-		dt_subword_free(v);
-	}
+	if (!st)
+		st = vocab_from_lines(problem, data_dir, lines, n, err);
 	for (size_t i = 0; i < n; i++)
 		free(lines[i]);
 	free(lines);
+	return st;
+}
+
+/* The pairs whose index is in [0, n) with (i % 100 == 99) == dev, encoded into a text set. */
+static void encode_pairs(const struct dt_subword *sw, char *const *in, char *const *tg, size_t n, int dev,
+			 struct dt_text_set *t)
+{
+	struct grow gi = { 0 }, gt = { 0 };
+	grow_off(&gi, 0);
+	grow_off(&gt, 0);
+	gi.off[0] = gt.off[0] = 0;
+	int32_t *ids = dt_xmallocarray(4096, sizeof(int32_t));
+	t->count = 0;
+	for (size_t i = 0; i < n; i++) {
+		if ((i % 100 == 99) != dev)
+			continue;
+		for (int side = 0; side < 2; side++) {
+			struct grow *g = side ? &gt : &gi;
+			const char *text = side ? tg[i] : in[i];
+			size_t k = dt_subword_encode(sw, text, ids, 4095);
+			if (k > 4095)
+				k = 4095; /* a verse is far shorter; the cap only bounds the buffer */
+			grow_tok(g, (int64_t)k + 1);
+			memcpy(g->tok + g->n, ids, k * sizeof(int32_t));
+			g->n += (int64_t)k;
+			g->tok[g->n++] = DT_TEXT_EOS;
+			grow_off(g, t->count + 1);
+			g->off[t->count + 1] = g->n;
+		}
+		t->count++;
+	}
+	free(ids);
+	t->in_off = gi.off;
+	t->in_tok = gi.tok;
+	t->tg_off = gt.off;
+	t->tg_tok = gt.tok;
+}
+
+/* translate_enes_bible8k: the verse pairs, every hundredth (index % 100 == 99)
+ * held out as dev, the vocabulary from the training pairs' both sides. */
+static enum dt_status datagen_bible(const char *problem, const char *data_dir, int train_shards, struct dt_err *err)
+{
+	char **en, **es;
+	size_t n;
+	enum dt_status st = dt__bible_pairs(&en, &es, &n, err);
+	if (st)
+		return st;
+	char **lines = dt_xmallocarray(2 * n + 1, sizeof(char *));
+	size_t nl = 0;
+	for (size_t i = 0; i < n; i++)
+		if (i % 100 != 99) {
+			lines[nl++] = en[i];
+			lines[nl++] = es[i];
+		}
+	st = vocab_from_lines(problem, data_dir, lines, nl, err);
+	free(lines);
+	struct dt_subword *sw = NULL;
+	char path[4096];
+	dt_text_vocab_path(problem, data_dir, path, sizeof(path));
+	if (!st)
+		st = dt_subword_load(path, &sw, err);
+	for (int dev = 0; dev < 2 && !st; dev++) {
+		struct dt_text_set t = { .has_inputs = 1 };
+		encode_pairs(sw, en, es, n, dev, &t);
+		st = dt_text_files_write(&t, data_dir, problem, dev ? "dev" : "train", dev ? 1 : train_shards, err);
+		free(t.in_off);
+		free(t.in_tok);
+		free(t.tg_off);
+		free(t.tg_tok);
+	}
+	dt_subword_free(sw);
+	for (size_t i = 0; i < n; i++) {
+		free(en[i]);
+		free(es[i]);
+	}
+	free(en);
+	free(es);
 	return st;
 }
 
@@ -352,6 +437,8 @@ enum dt_status dt_text_datagen(const char *problem, const char *data_dir, const 
 		return dt_err_set(err, DT_USAGE, "datagen needs --data_dir (where the files go)");
 	if (mkdir(data_dir, 0777) != 0 && errno != EEXIST)
 		return dt_err_set(err, DT_IO, "cannot create --data_dir '%s': %s", data_dir, strerror(errno));
+	if (strcmp(problem, "translate_enes_bible8k") == 0)
+		return datagen_bible(problem, data_dir, num_shards > 0 ? num_shards : 100, err);
 	const int tmpdir = strcmp(problem, "text2text_tmpdir") == 0;
 	if (tmpdir && (!tmp_dir || !*tmp_dir)) {
 		enum dt_status st = dt_err_set(err, DT_USAGE, "problem 'text2text_tmpdir' needs --tmp_dir");

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "dt_test.h"
+#include "data/problem.h"
+#include "data/text.h"
 
 #define PROBLEM "algorithmic_reverse_binary40"
 
@@ -174,5 +176,66 @@ DT_TEST_TIMEOUT(t2t_files, text2text_tmpdir_datagen_builds_subwords_trains_and_d
 		fprintf(stderr, "%s", r.err);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.err, "decoded 1 line(s)");
+	dt_run_release(&r);
+}
+
+/* ---- translate_enes_bible8k ------------------------------------------------------- */
+
+DT_TEST_TIMEOUT(bible, datagen_aligns_the_verses_builds_8k_subwords_and_trains, 400)
+{
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "/bin/sh", "-c",
+					 "command -v diatheke && test -f /usr/share/sword/mods.d/engKJV2006eb.conf && "
+					 "test -f /usr/share/sword/mods.d/spaRV1909eb.conf", NULL }, NULL, 10);
+	const int have = r.exit_code == 0;
+	dt_run_release(&r);
+	if (!have)
+		DT_SKIP("diatheke, sword-text-kjv or sword-text-sparv missing (scripts/install-deps.sh installs them)");
+	char data[512], out[512];
+	dt_test_path(data, sizeof(data), "data");
+	dt_test_path(out, sizeof(out), "out");
+	dt_test_run(&r, (const char *[]){ "dtrain", "datagen", "--problem=translate_enes_bible8k", "--data_dir", data,
+					 "--num_shards=10", NULL }, NULL, 380);
+	if (r.exit_code)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "bible: 31102 verses in both modules by reference, 31084 pairs (18 with a verse empty "
+			  "in one left out)");
+	DT_CHECK_CONTAINS(r.err, "wrote 30774 examples to");
+	DT_CHECK_CONTAINS(r.err, "wrote 310 examples to");
+	const char *b = strstr(r.err, "built a vocabulary of ");
+	DT_CHECK(b != NULL);
+	const int size = atoi(b + 22);
+	fprintf(stderr, "vocabulary: %d subwords\n", size);
+	DT_CHECK(abs(size - 8192) * 100 < 8192); /* t2t's bisection stops within 1 % */
+	dt_run_release(&r);
+
+	/* the first pair is Genesis 1:1 on both sides */
+	struct dt_dataset d;
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_OK(dt_problem_load("translate_enes_bible8k", data, NULL, DT_SPLIT_TRAIN, 1, &d, &err), &err);
+	const struct dt_text_set *t = d.text;
+	DT_CHECK_INT_EQ(t->encoder, DT_TEXT_SUBWORD);
+	DT_CHECK_INT_EQ(t->num_files, 10);
+	char text[1024];
+	dt_text_decode(t, t->in_tok, dt_text_in_len(t, 0), text, sizeof(text));
+	DT_CHECK_STR_EQ(text, "In the beginning God created the heaven and the earth.");
+	dt_text_decode(t, t->tg_tok, dt_text_tg_len(t, 0), text, sizeof(text));
+	DT_CHECK_STR_EQ(text, "EN el principio crió Dios los cielos y la tierra.");
+	dt_dataset_release(&d);
+
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=transformer", "--hparams_set=transformer_test",
+					 "--problem=translate_enes_bible8k", "--data_dir", data, "--output_dir", out,
+					 "--train_steps=5", "--hparams=batch_size=512", NULL }, NULL, 200);
+	if (r.exit_code)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "test split: 310 examples from 1 t2t data file(s)");
+	dt_run_release(&r);
+	/* without its files the problem says how to make them */
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=transformer", "--problem=translate_enes_bible8k",
+					 "--data_dir", out, "--train_steps=1", NULL }, NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "dtrain datagen --problem=translate_enes_bible8k");
 	dt_run_release(&r);
 }
