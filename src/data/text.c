@@ -17,7 +17,7 @@
 #include "data/internal.h"
 #include "data/subword.h"
 
-enum algo { IDENTITY, REVERSE, ADDITION, MULTIPLICATION, SORT, TMPDIR, BIBLE };
+enum algo { IDENTITY, REVERSE, ADDITION, MULTIPLICATION, SORT, TMPDIR, BIBLE, LM_KJV };
 
 struct text_problem {
 	const char *name;
@@ -43,11 +43,12 @@ static const struct text_problem problems[] = {
 	{ "algorithmic_sort_problem", SORT, 20, 10, 20, 0 },
 	{ "text2text_tmpdir", TMPDIR, 256, 0, 0, 32768 },
 	{ "translate_enes_bible8k", BIBLE, 0, 0, 0, 8192 },
+	{ "languagemodel_kjv8k", LM_KJV, 0, 0, 0, 8192 },
 };
 static const char *const names[] = {
 	"algorithmic_identity_binary40",  "algorithmic_reverse_binary40", "algorithmic_addition_decimal40",
 	"algorithmic_multiplication_decimal40", "algorithmic_sort_problem", "text2text_tmpdir",
-	"translate_enes_bible8k",
+	"translate_enes_bible8k", "languagemodel_kjv8k",
 };
 
 static const struct text_problem *find(const char *name)
@@ -321,13 +322,14 @@ void dt_text_vocab_path(const char *problem, const char *dir, char *path, size_t
 static enum dt_status set_vocab(const struct text_problem *p, const char *vocab_dir, struct dt_text_set *t,
 				struct dt_err *err)
 {
-	t->has_inputs = 1;
-	if (p->algo == TMPDIR || p->algo == BIBLE) {
+	t->has_inputs = p->algo != LM_KJV;
+	const int files_only = p->algo == BIBLE || p->algo == LM_KJV;
+	if (p->algo == TMPDIR || files_only) {
 		t->encoder = DT_TEXT_BYTES;
 		t->input_vocab = t->target_vocab = 256 + DT_TEXT_RESERVED;
 		char path[4096];
 		dt_text_vocab_path(p->name, vocab_dir && *vocab_dir ? vocab_dir : ".", path, sizeof(path));
-		if (p->algo == BIBLE && (!vocab_dir || !*vocab_dir || access(path, F_OK) != 0)) {
+		if (files_only && (!vocab_dir || !*vocab_dir || access(path, F_OK) != 0)) {
 			enum dt_status st = dt_err_set(err, DT_USAGE, "problem '%s' reads t2t's data files and its vocabulary "
 						       "'%s', which are not there", p->name, path);
 			dt_err_hint(err, "write them first: dtrain datagen --problem=%s --data_dir=DIR, then pass "
@@ -401,7 +403,7 @@ enum dt_status dt__text_load_source(const char *problem, const char *data_dir, c
 	struct dt_text_set *t = dt_xcalloc(1, sizeof(*t));
 	out->text = t;
 	enum dt_status st = set_vocab(p, vocab_dir, t, err);
-	if (!st && p->algo == BIBLE) {
+	if (!st && (p->algo == BIBLE || p->algo == LM_KJV)) {
 		st = dt_err_set(err, DT_USAGE, "problem '%s' has no data files in '%s'", p->name, data_dir ? data_dir : "");
 		dt_err_hint(err, "write them first: dtrain datagen --problem=%s --data_dir=DIR (needs diatheke, "
 			    "sword-text-kjv and sword-text-sparv)", p->name);

@@ -14,6 +14,8 @@
  *   translate_enes_bible8k               English (KJV) to Spanish (RV 1909)
  *                                        verse pairs (data/bible.c), from
  *                                        dtrain datagen's files only
+ *   languagemodel_kjv8k                  the KJV's verses alone (targets,
+ *                                        no inputs), likewise
  *   text2text_tmpdir                     a user's inputs.train.txt,
  *                                        targets.train.txt, inputs.eval.txt,
  *                                        targets.eval.txt in --data_dir, one

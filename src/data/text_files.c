@@ -364,7 +364,7 @@ static void encode_pairs(const struct dt_subword *sw, char *const *in, char *con
 	for (size_t i = 0; i < n; i++) {
 		if ((i % 100 == 99) != dev)
 			continue;
-		for (int side = 0; side < 2; side++) {
+		for (int side = in ? 0 : 1; side < 2; side++) {
 			struct grow *g = side ? &gt : &gi;
 			const char *text = side ? tg[i] : in[i];
 			size_t k = dt_subword_encode(sw, text, ids, 4095);
@@ -380,15 +380,22 @@ static void encode_pairs(const struct dt_subword *sw, char *const *in, char *con
 		t->count++;
 	}
 	free(ids);
-	t->in_off = gi.off;
-	t->in_tok = gi.tok;
+	t->has_inputs = in != NULL;
+	t->in_off = in ? gi.off : NULL;
+	t->in_tok = in ? gi.tok : NULL;
+	if (!in) {
+		free(gi.off);
+		free(gi.tok);
+	}
 	t->tg_off = gt.off;
 	t->tg_tok = gt.tok;
 }
 
 /* translate_enes_bible8k: the verse pairs, every hundredth (index % 100 == 99)
- * held out as dev, the vocabulary from the training pairs' both sides. */
-static enum dt_status datagen_bible(const char *problem, const char *data_dir, int train_shards, struct dt_err *err)
+ * held out as dev, the vocabulary from the training pairs' both sides;
+ * languagemodel_kjv8k (lm): the English verses as targets alone. */
+static enum dt_status datagen_bible(const char *problem, const char *data_dir, int train_shards, int lm,
+				    struct dt_err *err)
 {
 	char **en, **es;
 	size_t n;
@@ -400,7 +407,8 @@ static enum dt_status datagen_bible(const char *problem, const char *data_dir, i
 	for (size_t i = 0; i < n; i++)
 		if (i % 100 != 99) {
 			lines[nl++] = en[i];
-			lines[nl++] = es[i];
+			if (!lm)
+				lines[nl++] = es[i];
 		}
 	st = vocab_from_lines(problem, data_dir, lines, nl, err);
 	free(lines);
@@ -411,7 +419,7 @@ static enum dt_status datagen_bible(const char *problem, const char *data_dir, i
 		st = dt_subword_load(path, &sw, err);
 	for (int dev = 0; dev < 2 && !st; dev++) {
 		struct dt_text_set t = { .has_inputs = 1 };
-		encode_pairs(sw, en, es, n, dev, &t);
+		encode_pairs(sw, lm ? NULL : en, lm ? en : es, n, dev, &t);
 		st = dt_text_files_write(&t, data_dir, problem, dev ? "dev" : "train", dev ? 1 : train_shards, err);
 		free(t.in_off);
 		free(t.in_tok);
@@ -438,7 +446,9 @@ enum dt_status dt_text_datagen(const char *problem, const char *data_dir, const 
 	if (mkdir(data_dir, 0777) != 0 && errno != EEXIST)
 		return dt_err_set(err, DT_IO, "cannot create --data_dir '%s': %s", data_dir, strerror(errno));
 	if (strcmp(problem, "translate_enes_bible8k") == 0)
-		return datagen_bible(problem, data_dir, num_shards > 0 ? num_shards : 100, err);
+		return datagen_bible(problem, data_dir, num_shards > 0 ? num_shards : 100, 0, err);
+	if (strcmp(problem, "languagemodel_kjv8k") == 0)
+		return datagen_bible(problem, data_dir, num_shards > 0 ? num_shards : 100, 1, err);
 	const int tmpdir = strcmp(problem, "text2text_tmpdir") == 0;
 	if (tmpdir && (!tmp_dir || !*tmp_dir)) {
 		enum dt_status st = dt_err_set(err, DT_USAGE, "problem 'text2text_tmpdir' needs --tmp_dir");

@@ -181,7 +181,8 @@ DT_TEST_TIMEOUT(t2t_files, text2text_tmpdir_datagen_builds_subwords_trains_and_d
 
 /* ---- translate_enes_bible8k ------------------------------------------------------- */
 
-DT_TEST_TIMEOUT(bible, datagen_aligns_the_verses_builds_8k_subwords_and_trains, 400)
+/* Skips the test without diatheke and both SWORD modules. */
+static void need_sword(void)
 {
 	struct dt_run r;
 	dt_test_run(&r, (const char *[]){ "/bin/sh", "-c",
@@ -191,6 +192,12 @@ DT_TEST_TIMEOUT(bible, datagen_aligns_the_verses_builds_8k_subwords_and_trains, 
 	dt_run_release(&r);
 	if (!have)
 		DT_SKIP("diatheke, sword-text-kjv or sword-text-sparv missing (scripts/install-deps.sh installs them)");
+}
+
+DT_TEST_TIMEOUT(bible, datagen_aligns_the_verses_builds_8k_subwords_and_trains, 400)
+{
+	need_sword();
+	struct dt_run r;
 	char data[512], out[512];
 	dt_test_path(data, sizeof(data), "data");
 	dt_test_path(out, sizeof(out), "out");
@@ -237,5 +244,41 @@ DT_TEST_TIMEOUT(bible, datagen_aligns_the_verses_builds_8k_subwords_and_trains, 
 					 "--data_dir", out, "--train_steps=1", NULL }, NULL, 60);
 	DT_CHECK_INT_EQ(r.exit_code, 2);
 	DT_CHECK_CONTAINS(r.err, "dtrain datagen --problem=translate_enes_bible8k");
+	dt_run_release(&r);
+}
+
+DT_TEST_TIMEOUT(bible, languagemodel_kjv8k_is_targets_only_and_trains_decoder_only, 400)
+{
+	need_sword();
+	char data[512], out[512];
+	dt_test_path(data, sizeof(data), "data");
+	dt_test_path(out, sizeof(out), "out");
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "datagen", "--problem=languagemodel_kjv8k", "--data_dir", data,
+					 "--num_shards=4", NULL }, NULL, 380);
+	if (r.exit_code)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "vocab.languagemodel_kjv8k.8192.subwords");
+	DT_CHECK_CONTAINS(r.err, "wrote 30774 examples to");
+	dt_run_release(&r);
+	struct dt_dataset d;
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_OK(dt_problem_load("languagemodel_kjv8k", data, NULL, DT_SPLIT_TEST, 1, &d, &err), &err);
+	const struct dt_text_set *t = d.text;
+	DT_CHECK_INT_EQ(t->has_inputs, 0);
+	DT_CHECK(t->in_off == NULL);
+	DT_CHECK_INT_EQ((int)t->count, 310);
+	char text[1024];
+	dt_text_decode(t, t->tg_tok, dt_text_tg_len(t, 0), text, sizeof(text)); /* pair 99: Genesis 4:20 */
+	DT_CHECK_STR_EQ(text, "And Adah bare Jabal: he was the father of such as dwell in tents, and of such as have cattle.");
+	dt_dataset_release(&d);
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=transformer", "--hparams_set=transformer_test",
+					 "--problem=languagemodel_kjv8k", "--data_dir", data, "--output_dir", out,
+					 "--train_steps=5", "--hparams=batch_size=512", NULL }, NULL, 200);
+	if (r.exit_code)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "neg_log_perplexity = ");
 	dt_run_release(&r);
 }
