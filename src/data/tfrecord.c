@@ -211,6 +211,9 @@ enum dt_status dt_tfrecord_writer_bytes(const struct dt_tfrecord_writer *w, uint
 		*out_len = w->len;
 		return DT_OK;
 	}
+	if (w->len > (size_t)UINT32_MAX / 2) /* zlib's counters are 32-bit; one call compresses the file */
+		return dt_err_set(err, DT_USAGE, "a %s TFRecord file of %zu bytes: at most 2 GiB compressed in one piece",
+				  dt_tfrecord_compression_name(w->compression), w->len);
 	z_stream z;
 	memset(&z, 0, sizeof(z));
 	const int bits = w->compression == DT_TFRECORD_GZIP ? 16 + 15 : 15;
