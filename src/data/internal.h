@@ -27,4 +27,22 @@ enum dt_status dt__image_folder_load(const char *dir, const struct dt_data_optio
 enum dt_status dt__csv_problem_load(const char *path, const struct dt_data_options *o, enum dt_split split,
 				    uint64_t seed, struct dt_dataset *out, struct dt_err *err) DT_MUST_CHECK;
 
+/* A text problem's split from its source (generated, or text2text_tmpdir's
+ * .txt files in data_dir, encoded with the subword vocabulary file in
+ * vocab_dir when there is one), never from t2t's data files: what
+ * dt_text_problem_load does when data_dir holds none, and what datagen
+ * writes them from. */
+enum dt_status dt__text_load_source(const char *problem, const char *data_dir, const char *vocab_dir,
+				    enum dt_split split, uint64_t seed, struct dt_dataset *out,
+				    struct dt_err *err) DT_MUST_CHECK;
+
+/* t2t's approx_vocab_size of a text problem's subword vocabulary (0: none). */
+int dt__text_approx_vocab(const char *problem);
+
+/* translate_enes_bible8k's verse pairs (data/bible.c): English (KJV) and
+ * Spanish (RV 1909) texts of the verses both print, in canonical order
+ * (the caller frees each string and both arrays). No diatheke or modules,
+ * or modules that do not align: DT_DATA with a hint. */
+enum dt_status dt__bible_pairs(char ***en, char ***es, size_t *n, struct dt_err *err) DT_MUST_CHECK;
+
 #endif

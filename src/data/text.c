@@ -9,17 +9,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "base/rng.h"
+#include "data/internal.h"
+#include "data/subword.h"
 
-enum algo { IDENTITY, REVERSE, ADDITION, MULTIPLICATION, SORT, TMPDIR };
+enum algo { IDENTITY, REVERSE, ADDITION, MULTIPLICATION, SORT, TMPDIR, BIBLE, LM_KJV };
 
 struct text_problem {
 	const char *name;
 	enum algo algo;
 	int num_symbols;                /* t2t's num_symbols (the base for arithmetic) */
 	int train_length, dev_length;
+	int approx_vocab;               /* t2t's approx_vocab_size of a subword vocabulary; 0 without one */
 };
 
 /* t2t's train_size and dev_size for every algorithmic problem. */
@@ -30,17 +35,20 @@ struct text_problem {
 #define MAX_DIGITS 1024
 
 static const struct text_problem problems[] = {
-	{ "algorithmic_identity_binary40", IDENTITY, 2, 40, 400 },
-	{ "algorithmic_reverse_binary40", REVERSE, 2, 40, 400 },
-	{ "algorithmic_addition_decimal40", ADDITION, 10, 40, 400 },
-	{ "algorithmic_multiplication_decimal40", MULTIPLICATION, 10, 40, 400 },
+	{ "algorithmic_identity_binary40", IDENTITY, 2, 40, 400, 0 },
+	{ "algorithmic_reverse_binary40", REVERSE, 2, 40, 400, 0 },
+	{ "algorithmic_addition_decimal40", ADDITION, 10, 40, 400, 0 },
+	{ "algorithmic_multiplication_decimal40", MULTIPLICATION, 10, 40, 400, 0 },
 	/* t2t: train_length 10, dev_length 2 * 10, num_symbols max of both */
-	{ "algorithmic_sort_problem", SORT, 20, 10, 20 },
-	{ "text2text_tmpdir", TMPDIR, 256, 0, 0 },
+	{ "algorithmic_sort_problem", SORT, 20, 10, 20, 0 },
+	{ "text2text_tmpdir", TMPDIR, 256, 0, 0, 32768 },
+	{ "translate_enes_bible8k", BIBLE, 0, 0, 0, 8192 },
+	{ "languagemodel_kjv8k", LM_KJV, 0, 0, 0, 8192 },
 };
 static const char *const names[] = {
 	"algorithmic_identity_binary40",  "algorithmic_reverse_binary40", "algorithmic_addition_decimal40",
 	"algorithmic_multiplication_decimal40", "algorithmic_sort_problem", "text2text_tmpdir",
+	"translate_enes_bible8k", "languagemodel_kjv8k",
 };
 
 static const struct text_problem *find(const char *name)
@@ -69,6 +77,8 @@ void dt_text_set_free(struct dt_text_set *t)
 	free(t->tg_off);
 	free(t->in_tok);
 	free(t->tg_tok);
+	free(t->file_off);
+	dt_subword_free(t->subword);
 	free(t);
 }
 
@@ -225,8 +235,8 @@ static void generate(const struct text_problem *p, enum dt_split split, uint64_t
 /* ---- text2text_tmpdir ------------------------------------------------------------ */
 
 /* Reads `path` into lines of byte ids (t2t strips each line). */
-static enum dt_status read_lines(const char *path, struct toks *tok, int64_t **off, int64_t *count,
-				 struct dt_err *err)
+static enum dt_status read_lines(const char *path, const struct dt_subword *sw, struct toks *tok, int64_t **off,
+				 int64_t *count, struct dt_err *err)
 {
 	FILE *f = fopen(path, "rb");
 	if (!f)
@@ -242,8 +252,21 @@ static enum dt_status read_lines(const char *path, struct toks *tok, int64_t **o
 			s++;
 		while (e > s && isspace(e[-1]))
 			e--;
-		for (; s < e; s++)
-			push(tok, (int32_t)*s + DT_TEXT_RESERVED);
+		if (sw) {
+			line[e - (const unsigned char *)line] = '\0';
+			int32_t small[256];
+			const size_t m = dt_subword_encode(sw, (const char *)s, small, 256);
+			int32_t *ids = m <= 256 ? small : dt_xmallocarray(m, sizeof(int32_t));
+			if (m > 256)
+				(void)dt_subword_encode(sw, (const char *)s, ids, m);
+			for (size_t k = 0; k < m; k++)
+				push(tok, ids[k]);
+			if (ids != small)
+				free(ids);
+		} else {
+			for (; s < e; s++)
+				push(tok, (int32_t)*s + DT_TEXT_RESERVED);
+		}
 		push(tok, DT_TEXT_EOS);
 		offsets_push(off, &ocap, ++n, tok->n);
 	}
@@ -270,9 +293,9 @@ static enum dt_status load_tmpdir(const char *dir, enum dt_split split, struct d
 	snprintf(ptg, sizeof(ptg), "%s/targets.%s.txt", dir, which);
 	struct toks in = { 0 }, tg = { 0 };
 	int64_t nin = 0, ntg = 0;
-	enum dt_status st = read_lines(pin, &in, &t->in_off, &nin, err);
+	enum dt_status st = read_lines(pin, t->subword, &in, &t->in_off, &nin, err);
 	if (!st)
-		st = read_lines(ptg, &tg, &t->tg_off, &ntg, err);
+		st = read_lines(ptg, t->subword, &tg, &t->tg_off, &ntg, err);
 	if (!st && nin != ntg)
 		st = dt_err_set(err, DT_DATA, "'%s' has %lld lines but '%s' has %lld: one example per line pair", pin,
 				(long long)nin, ptg, (long long)ntg);
@@ -283,6 +306,59 @@ static enum dt_status load_tmpdir(const char *dir, enum dt_split split, struct d
 	return st;
 }
 
+int dt__text_approx_vocab(const char *problem)
+{
+	const struct text_problem *p = find(problem);
+	return p ? p->approx_vocab : 0;
+}
+
+void dt_text_vocab_path(const char *problem, const char *dir, char *path, size_t cap)
+{
+	snprintf(path, cap, "%s/vocab.%s.%d.subwords", dir, problem, dt__text_approx_vocab(problem));
+}
+
+/* The problem's vocabularies and encoder, without examples; text2text_tmpdir's
+ * subword vocabulary from vocab_dir when its file is there. */
+static enum dt_status set_vocab(const struct text_problem *p, const char *vocab_dir, struct dt_text_set *t,
+				struct dt_err *err)
+{
+	t->has_inputs = p->algo != LM_KJV;
+	const int files_only = p->algo == BIBLE || p->algo == LM_KJV;
+	if (p->algo == TMPDIR || files_only) {
+		t->encoder = DT_TEXT_BYTES;
+		t->input_vocab = t->target_vocab = 256 + DT_TEXT_RESERVED;
+		char path[4096];
+		dt_text_vocab_path(p->name, vocab_dir && *vocab_dir ? vocab_dir : ".", path, sizeof(path));
+		if (files_only && (!vocab_dir || !*vocab_dir || access(path, F_OK) != 0)) {
+			enum dt_status st = dt_err_set(err, DT_USAGE, "problem '%s' reads t2t's data files and its vocabulary "
+						       "'%s', which are not there", p->name, path);
+			dt_err_hint(err, "write them first: dtrain datagen --problem=%s --data_dir=DIR, then pass "
+				    "--data_dir=DIR (needs diatheke, sword-text-kjv and sword-text-sparv)", p->name);
+			return st;
+		}
+		if (!vocab_dir || !*vocab_dir || access(path, F_OK) != 0)
+			return DT_OK;
+		enum dt_status st = dt_subword_load(path, &t->subword, err);
+		if (st)
+			return st;
+		t->encoder = DT_TEXT_SUBWORD;
+		t->input_vocab = t->target_vocab = dt_subword_size(t->subword);
+		dt_info("vocabulary: %d subwords from %s", t->input_vocab, path);
+		return DT_OK;
+	}
+	t->encoder = DT_TEXT_SYMBOLS;
+	t->train_length = p->train_length;
+	t->dev_length = p->dev_length;
+	/* t2t's vocab_size is num_symbols + 2, which leaves the arithmetic
+	 * separator (symbol `base`, id base + 2) without a row: it gets one. */
+	const int sep = p->algo == ADDITION || p->algo == MULTIPLICATION;
+	t->input_vocab = p->num_symbols + DT_TEXT_RESERVED + sep;
+	t->target_vocab = p->num_symbols + DT_TEXT_RESERVED;
+	return DT_OK;
+}
+
+static const char *const split_names[] = { "train", "test", "dev" };
+
 enum dt_status dt_text_problem_load(const char *problem, const char *data_dir, enum dt_split split, uint64_t seed,
 				    struct dt_dataset *out, struct dt_err *err)
 {
@@ -290,24 +366,54 @@ enum dt_status dt_text_problem_load(const char *problem, const char *data_dir, e
 	const struct text_problem *p = find(problem);
 	if (!p)
 		return dt_err_set(err, DT_USAGE, "'%s' is not a text problem", problem ? problem : "");
+	char **paths = NULL;
+	int nfiles = 0;
+	if (data_dir && *data_dir)
+		dt_text_files_find(data_dir, p->name, split, &paths, &nfiles);
+	if (!nfiles)
+		return dt__text_load_source(problem, data_dir, data_dir, split, seed, out, err);
 	struct dt_text_set *t = dt_xcalloc(1, sizeof(*t));
 	out->text = t;
-	t->has_inputs = 1;
-	enum dt_status st = DT_OK;
-	if (p->algo == TMPDIR) {
-		t->encoder = DT_TEXT_BYTES;
-		t->input_vocab = t->target_vocab = 256 + DT_TEXT_RESERVED;
+	enum dt_status st = set_vocab(p, data_dir, t, err);
+	if (!st)
+		st = dt_text_files_load(paths, nfiles, t, err);
+	const char *slash = strrchr(paths[0], '/');
+	const char *first = slash ? slash + 1 : paths[0];
+	snprintf(out->source, sizeof(out->source), "%s: %d t2t data file(s) (TFRecord) in %s", p->name, nfiles,
+		 data_dir);
+	if (!st)
+		dt_info("%s split: %lld examples from %d t2t data file(s) (%s) in %s", split_names[split],
+			(long long)t->count, nfiles, first, data_dir);
+	for (int i = 0; i < nfiles; i++)
+		free(paths[i]);
+	free(paths);
+	out->count = (uint32_t)t->count;
+	if (st)
+		dt_dataset_release(out);
+	return st;
+}
+
+enum dt_status dt__text_load_source(const char *problem, const char *data_dir, const char *vocab_dir,
+				    enum dt_split split, uint64_t seed, struct dt_dataset *out, struct dt_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	const struct text_problem *p = find(problem);
+	if (!p)
+		return dt_err_set(err, DT_USAGE, "'%s' is not a text problem", problem ? problem : "");
+	struct dt_text_set *t = dt_xcalloc(1, sizeof(*t));
+	out->text = t;
+	enum dt_status st = set_vocab(p, vocab_dir, t, err);
+	if (!st && (p->algo == BIBLE || p->algo == LM_KJV)) {
+		st = dt_err_set(err, DT_USAGE, "problem '%s' has no data files in '%s'", p->name, data_dir ? data_dir : "");
+		dt_err_hint(err, "write them first: dtrain datagen --problem=%s --data_dir=DIR (needs diatheke, "
+			    "sword-text-kjv and sword-text-sparv)", p->name);
+	}
+	if (st) {
+	} else if (p->algo == TMPDIR) {
 		st = load_tmpdir(data_dir, split, t, err);
-		snprintf(out->source, sizeof(out->source), "%s: %s (byte-level ids)", p->name, data_dir);
+		snprintf(out->source, sizeof(out->source), "%s: %s (%s ids)", p->name, data_dir,
+			 t->subword ? "subword" : "byte-level");
 	} else {
-		t->encoder = DT_TEXT_SYMBOLS;
-		t->train_length = p->train_length;
-		t->dev_length = p->dev_length;
-		/* t2t's vocab_size is num_symbols + 2, which leaves the arithmetic
-		 * separator (symbol `base`, id base + 2) without a row: it gets one. */
-		const int sep = p->algo == ADDITION || p->algo == MULTIPLICATION;
-		t->input_vocab = p->num_symbols + DT_TEXT_RESERVED + sep;
-		t->target_vocab = p->num_symbols + DT_TEXT_RESERVED;
 		generate(p, split, seed, t);
 		snprintf(out->source, sizeof(out->source), "%s, generated from the seed (length %d)", p->name,
 			 split == DT_SPLIT_DEV ? p->dev_length : p->train_length);
@@ -326,7 +432,18 @@ enum dt_status dt_text_encode(const struct dt_text_set *t, int inputs, const cha
 	DT_ASSERT(cap >= 1);
 	const int vocab = inputs ? t->input_vocab : t->target_vocab;
 	int k = 0;
-	if (t->encoder == DT_TEXT_BYTES) {
+	if (t->encoder == DT_TEXT_SUBWORD) {
+		char *copy = dt_xstrdup(line);
+		size_t len = strlen(copy);
+		while (len && isspace((unsigned char)copy[len - 1]))
+			copy[--len] = '\0';
+		const char *s = copy;
+		while (isspace((unsigned char)*s))
+			s++;
+		const size_t m = dt_subword_encode(t->subword, s, ids, (size_t)cap - 1);
+		free(copy);
+		k = m < (size_t)cap - 1 ? (int)m : cap - 1;
+	} else if (t->encoder == DT_TEXT_BYTES) {
 		const unsigned char *s = (const unsigned char *)line;
 		size_t len = strlen(line);
 		while (len && isspace(s[len - 1]))
@@ -360,6 +477,13 @@ void dt_text_decode(const struct dt_text_set *t, const int32_t *ids, int n, char
 {
 	size_t used = 0;
 	buf[0] = '\0';
+	if (t->encoder == DT_TEXT_SUBWORD) {
+		int k = 0;
+		while (k < n && ids[k] >= DT_TEXT_RESERVED)
+			k++;
+		(void)dt_subword_decode(t->subword, ids, (size_t)k, buf, cap);
+		return;
+	}
 	for (int i = 0; i < n && ids[i] >= DT_TEXT_RESERVED && used + 1 < cap; i++) {
 		if (t->encoder == DT_TEXT_BYTES) {
 			buf[used++] = (char)(ids[i] - DT_TEXT_RESERVED);

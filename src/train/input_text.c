@@ -12,7 +12,10 @@
  * its inputs and targets, EOS included; bucket i holds lengths in
  * [boundaries[i-1], boundaries[i]).
  *
- * The stream: the shard (examples i with i % count == index that fit) is
+ * The shard: examples i with i % count == index that fit; for examples read
+ * from t2t's data files (data/text.h) with at least `count` files, the
+ * examples of files f with f % count == index instead (by file, then by
+ * record, as tf.data shards a list of files). The stream: the shard is
  * shuffled per epoch from (seed, epoch); examples go to their bucket in
  * that order and a full bucket is the next batch. Partial buckets are
  * dropped at the end of an epoch, so the position (epoch, examples of the
@@ -26,6 +29,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "base/rng.h"
 #include "data/text.h"
 #include "nn/model.h"
@@ -125,9 +129,24 @@ static enum dt_status ti_start(struct dt_input *in, int index, int count, int64_
 	d->index = index;
 	d->count = count;
 	d->shard_n = 0;
-	for (int64_t i = index; i < d->t->count; i += count)
-		if (dt_text_len(d->t, i) <= d->bt.max_length)
-			d->shard[d->shard_n++] = (uint32_t)i;
+	const struct dt_text_set *t = d->t;
+	if (t->num_files >= count && count > 1) {
+		/* t2t's data files: whole files per worker (file f to shard f % count), as
+		 * tf.data's shard on a list of files */
+		for (int f = index; f < t->num_files; f += count)
+			for (int64_t i = t->file_off[f]; i < t->file_off[f + 1]; i++)
+				if (dt_text_len(t, i) <= d->bt.max_length)
+					d->shard[d->shard_n++] = (uint32_t)i;
+		dt_info("input: shard %d of %d by file: %d of %d data files, %lld examples", index, count,
+			(t->num_files - index + count - 1) / count, t->num_files, (long long)d->shard_n);
+	} else {
+		for (int64_t i = index; i < t->count; i += count)
+			if (dt_text_len(t, i) <= d->bt.max_length)
+				d->shard[d->shard_n++] = (uint32_t)i;
+		if (t->num_files && count > 1)
+			dt_info("input: shard %d of %d by record (%d data file(s), fewer than the shards): %lld examples",
+				index, count, t->num_files, (long long)d->shard_n);
+	}
 	if (d->shard_n == 0)
 		return dt_err_set(err, DT_DATA,
 				  "shard %d of %d holds no example of at most max_length %d tokens (of %lld examples)",

@@ -1,0 +1,142 @@
+#!/usr/bin/python3
+"""An independent reader and writer of t2t's data files for dtrain's tests.
+
+TFRecord framing by hand (struct and a pure-Python CRC-32C, so nothing is
+shared with dtrain's C code) and tf.train.Example through python3-protobuf
+with the messages of t2t_example.proto, compiled here by protoc.
+
+  t2t_files.py read DIR PROBLEM SPLIT COUNT
+      reads every DIR/PROBLEM-SPLIT-*-of-* file, checks both masked CRCs of
+      every record, parses each as an Example and checks algorithmic_reverse
+      examples (int64 `inputs` and `targets` ending in EOS = 1, targets the
+      reversed inputs); prints "ok N" and exits 0 when there are COUNT.
+  t2t_files.py write DIR PROBLEM SPLIT SHARDS COUNT SEED
+      writes COUNT reversal examples (binary symbols, ids 2 and 3, lengths 1
+      to 40) round-robin into SHARDS files named as t2t names them; file k
+      is plain and packed when k % 3 == 0, GZIP with unpacked values when
+      k % 3 == 1, ZLIB when k % 3 == 2.
+"""
+import gzip
+import os
+import random
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+
+
+def _table():
+    t = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        t.append(c)
+    return t
+
+
+TABLE = _table()
+
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def masked(data):
+    c = crc32c(data)
+    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def load_pb2():
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = tempfile.mkdtemp(prefix="t2t_pb2_")
+    subprocess.run(["protoc", "-I" + here, "--python_out=" + out, os.path.join(here, "t2t_example.proto")],
+                   check=True)
+    sys.path.insert(0, out)
+    import t2t_example_pb2  # noqa: E402
+    return t2t_example_pb2
+
+
+def records(blob, name):
+    if blob[:2] == b"\x1f\x8b":
+        blob = gzip.decompress(blob)
+    elif len(blob) >= 12 and masked(blob[:8]) != struct.unpack("<I", blob[8:12])[0]:
+        blob = zlib.decompress(blob)
+    pos, k = 0, 0
+    while pos < len(blob):
+        (n,) = struct.unpack("<Q", blob[pos:pos + 8])
+        assert masked(blob[pos:pos + 8]) == struct.unpack("<I", blob[pos + 8:pos + 12])[0], (name, k, "length crc")
+        data = blob[pos + 12:pos + 12 + n]
+        assert len(data) == n, (name, k, "truncated")
+        assert masked(data) == struct.unpack("<I", blob[pos + 12 + n:pos + 16 + n])[0], (name, k, "data crc")
+        yield data
+        pos += 16 + n
+        k += 1
+
+
+def shard_files(d, problem, split):
+    pat = re.compile(re.escape(problem + "-" + split + "-") + r"\d{5}-of-\d{5}$")
+    return sorted(os.path.join(d, f) for f in os.listdir(d) if pat.match(f))
+
+
+def read(d, problem, split, count):
+    pb = load_pb2()
+    files = shard_files(d, problem, split)
+    assert files, "no files"
+    total = 0
+    for path in files:
+        with open(path, "rb") as f:
+            blob = f.read()
+        for data in records(blob, path):
+            ex = pb.Example()
+            ex.ParseFromString(data)
+            feat = ex.features.feature
+            assert set(feat.keys()) == {"inputs", "targets"}, feat.keys()
+            inp = list(feat["inputs"].int64_list.value)
+            tgt = list(feat["targets"].int64_list.value)
+            assert inp[-1] == 1 and tgt[-1] == 1, (inp, tgt)
+            assert all(i in (2, 3) for i in inp[:-1]), inp
+            assert tgt[:-1] == inp[:-1][::-1], (inp, tgt)
+            total += 1
+    assert total == count, (total, count)
+    print("ok", total, "examples in", len(files), "files")
+
+
+def frame(data):
+    n = struct.pack("<Q", len(data))
+    return n + struct.pack("<I", masked(n)) + data + struct.pack("<I", masked(data))
+
+
+def write(d, problem, split, shards, count, seed):
+    pb = load_pb2()
+    rng = random.Random(seed)
+    out = [[] for _ in range(shards)]
+    for i in range(count):
+        k = i % shards
+        syms = [rng.randrange(2) + 2 for _ in range(rng.randint(1, 40))]
+        ex = pb.ExampleUnpacked() if k % 3 == 1 else pb.Example()
+        ex.features.feature["inputs"].int64_list.value.extend(syms + [1])
+        ex.features.feature["targets"].int64_list.value.extend(syms[::-1] + [1])
+        out[k].append(frame(ex.SerializeToString()))
+    for k in range(shards):
+        blob = b"".join(out[k])
+        blob = blob if k % 3 == 0 else gzip.compress(blob) if k % 3 == 1 else zlib.compress(blob)
+        with open(os.path.join(d, "%s-%s-%05d-of-%05d" % (problem, split, k, shards)), "wb") as f:
+            f.write(blob)
+    print("wrote", count, "examples in", shards, "files")
+
+
+if __name__ == "__main__":
+    assert crc32c(b"123456789") == 0xE3069283
+    a = sys.argv[1:]
+    if a and a[0] == "read" and len(a) == 5:
+        read(a[1], a[2], a[3], int(a[4]))
+    elif a and a[0] == "write" and len(a) == 7:
+        write(a[1], a[2], a[3], int(a[4]), int(a[5]), int(a[6]))
+    else:
+        sys.exit(__doc__)
