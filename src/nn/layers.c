@@ -213,7 +213,9 @@ size_t dt_layer_scratch_floats(const struct dt_layer *l, int batch)
 	const size_t images = (size_t)(batch < l->chunk ? batch : l->chunk);
 	const size_t rows = images * (size_t)l->geom.OH * (size_t)l->geom.OW;
 	/* im2col rows (rows, K), then for a pooled layer the conv output (rows, OC) */
-	size_t n = rows * (size_t)dt_conv_k(&l->geom) + (l->pool ? rows * (size_t)l->out.c : 0);
+	/* and for a pooled layer the kernel transposed, (OC, K), for the input gradient */
+	size_t n = rows * (size_t)dt_conv_k(&l->geom) +
+		   (l->pool ? rows * (size_t)l->out.c + (size_t)dt_conv_k(&l->geom) * (size_t)l->out.c : 0);
 	if (l->pool && dt_conv1_pool_supported(&l->geom)) {
 		const size_t direct = dt_conv1_pool_scratch_floats(&l->geom, l->out.c);
 		n = n > direct ? n : direct;
@@ -323,6 +325,9 @@ static void conv_backward(const struct dt_layer *l, const float *x, const float 
 	}
 	if (dbias)
 		memset(dbias, 0, (size_t)OC * sizeof(float));
+	float *kt = conv + chunk_rows * (size_t)OC; /* pooled: (OC, K) */
+	if (dx && l->pool)
+		dt_conv_kernel_transpose(l->kernel, K, OC, kt);
 	for (int b0 = 0; b0 < B; b0 += l->chunk) {
 		const int nb = B - b0 < l->chunk ? B - b0 : l->chunk;
 		const int rows = nb * g->OH * g->OW;
@@ -345,7 +350,11 @@ static void conv_backward(const struct dt_layer *l, const float *x, const float 
 			/* dkernel (K, OC) (+)= cols^T (K, rows) dz (rows, OC) */
 			dt_matmul(1, 0, K, OC, rows, 1.0f, cols, K, dz, OC, beta, l->dkernel, OC);
 		}
-		if (dx) {
+		if (dx && l->pool) {
+			/* only each window's winner has a gradient: added straight into dx */
+			dt_conv_pool_input_grad(g, OC, kt, dyc, l->argmax + (size_t)b0 * out_elems, dx + (size_t)b0 * in_elems,
+						nb);
+		} else if (dx) {
 			/* dcols (rows, K) = dz (rows, OC) kernel^T (OC, K), then scattered back */
 			dt_matmul(0, 1, rows, K, OC, 1.0f, dz, OC, l->kernel, OC, 0.0f, cols, K);
 			dt_col2im(g, cols, nb, dx + (size_t)b0 * in_elems);

@@ -30,7 +30,7 @@
  * unrolls and the backward accumulators stay in registers.
  */
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math", "fp-contract=fast")
+#pragma GCC optimize("no-trapping-math", "fp-contract=fast", "vect-cost-model=dynamic")
 #endif
 #include "tensor/kernels_direct.h"
 
@@ -457,4 +457,88 @@ void dt_conv1_pool_backward_naive(const struct dt_conv_geom *g, int OC, const fl
 		if (dbias)
 			dbias[o] = (float)sb;
 	}
+}
+
+/* ---- input gradient through fused pooling --------------------------------- */
+
+void dt_conv_kernel_transpose(const float *restrict k, int K, int OC, float *restrict kt)
+{
+	for (int i = 0; i < K; i++)
+		for (int o = 0; o < OC; o++)
+			kt[(size_t)o * (size_t)K + (size_t)i] = k[(size_t)i * (size_t)OC + (size_t)o];
+}
+
+/* dst (n) += d * src (n); n is at most KW*C, a few vectors. */
+static inline __attribute__((always_inline)) void axpy(float *restrict dst, const float *restrict src, float d,
+							size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] += d * src[i];
+}
+
+void dt_conv_pool_input_grad(const struct dt_conv_geom *g, int OC, const float *kt, const float *dy,
+			     const int32_t *argmax, float *dx, int B)
+{
+	const int H = g->H, W = g->W, C = g->C, KH = g->KH, KW = g->KW, S = g->stride, P = g->pad;
+	const int PH = g->OH / 2, PW = g->OW / 2;
+	const size_t K = (size_t)dt_conv_k(g), seg = (size_t)KW * (size_t)C, image = (size_t)H * (size_t)W * (size_t)C;
+	memset(dx, 0, (size_t)B * image * sizeof(float));
+	for (int b = 0; b < B; b++) {
+		float *xb = dx + (size_t)b * image;
+		for (int ph = 0; ph < PH; ph++)
+			for (int pw = 0; pw < PW; pw++) {
+				const size_t at = (((size_t)b * (size_t)PH + (size_t)ph) * (size_t)PW + (size_t)pw) * (size_t)OC;
+				for (int o = 0; o < OC; o++) {
+					const float d = dy[at + (size_t)o];
+					if (d == 0.0f) /* ReLU-masked or a zero gradient: nothing to add */
+						continue;
+					const int a = argmax[at + (size_t)o] & 3;
+					const int ih0 = (2 * ph + a / 2) * S - P, iw0 = (2 * pw + a % 2) * S - P;
+					const int lo = iw0 < 0 ? -iw0 : 0, hi = iw0 + KW > W ? W - iw0 : KW;
+					if (hi <= lo)
+						continue;
+					const size_t len = (size_t)(hi - lo) * (size_t)C;
+					const float *wo = kt + (size_t)o * K + (size_t)lo * (size_t)C;
+					for (int kh = 0; kh < KH; kh++) {
+						const int ih = ih0 + kh;
+						if (ih < 0 || ih >= H)
+							continue;
+						axpy(xb + ((size_t)ih * (size_t)W + (size_t)(iw0 + lo)) * (size_t)C,
+						     wo + (size_t)kh * seg, d, len);
+					}
+				}
+			}
+	}
+}
+
+void dt_conv_pool_input_grad_naive(const struct dt_conv_geom *g, int OC, const float *kt, const float *dy,
+				   const int32_t *argmax, float *dx, int B)
+{
+	const int PH = g->OH / 2, PW = g->OW / 2, K = dt_conv_k(g);
+	const size_t image = (size_t)g->H * (size_t)g->W * (size_t)g->C;
+	memset(dx, 0, (size_t)B * image * sizeof(float));
+	for (int b = 0; b < B; b++)
+		for (int oh = 0; oh < g->OH; oh++)
+			for (int ow = 0; ow < g->OW; ow++)
+				for (int o = 0; o < OC; o++) {
+					/* dz at (oh, ow): the pooled gradient if this is its window's winner */
+					const int ph = oh / 2, pw = ow / 2;
+					if (ph >= PH || pw >= PW)
+						continue;
+					const size_t at = (((size_t)b * (size_t)PH + (size_t)ph) * (size_t)PW + (size_t)pw) *
+								  (size_t)OC + (size_t)o;
+					if (argmax[at] != (oh % 2) * 2 + ow % 2)
+						continue;
+					for (int kh = 0; kh < g->KH; kh++)
+						for (int kw = 0; kw < g->KW; kw++)
+							for (int c = 0; c < g->C; c++) {
+								const int ih = oh * g->stride - g->pad + kh;
+								const int iw = ow * g->stride - g->pad + kw;
+								if (ih < 0 || ih >= g->H || iw < 0 || iw >= g->W)
+									continue;
+								dx[(size_t)b * image + ((size_t)ih * (size_t)g->W + (size_t)iw) * (size_t)g->C +
+								   (size_t)c] += dy[at] * kt[(size_t)o * (size_t)K +
+											     (size_t)((kh * g->KW + kw) * g->C + c)];
+							}
+				}
 }

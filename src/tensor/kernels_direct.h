@@ -62,4 +62,25 @@ void dt_conv1_pool_backward(const struct dt_conv_geom *g, int OC, const float *x
 void dt_conv1_pool_backward_naive(const struct dt_conv_geom *g, int OC, const float *x, const float *y,
 				  const float *dy, const int32_t *argmax, int relu, float *dk, float *dbias, int B);
 
+/* ---- the input gradient of a conv with fused 2x2 max pooling ------------- */
+
+/* Any geometry (channels, stride, padding). Only one conv output in four
+ * gets a gradient through 2x2 max pooling (the window's winner), so
+ * instead of dz (B*OH*OW, OC) kernel^T as one dense GEMM followed by
+ * col2im, each pooled gradient is added, scaled, straight into the input
+ * window under its winner: a quarter of the multiply-adds and no (rows, K)
+ * buffer. dx (B, H, W, C) = the input gradient from dy (B, OH/2, OW/2, OC),
+ * the pooled gradient already through the ReLU mask, and argmax (as
+ * dt_maxpool2_forward's); kt (OC, K) is the kernel transposed
+ * (dt_conv_kernel_transpose). Overwrites dx. The sums run in another
+ * order than the GEMM's. */
+void dt_conv_pool_input_grad(const struct dt_conv_geom *g, int OC, const float *kt, const float *dy,
+			     const int32_t *argmax, float *dx, int B);
+/* The naive twin: routes dy to a dense dz, then every dz entry times every
+ * kernel tap into the input pixel it read. */
+void dt_conv_pool_input_grad_naive(const struct dt_conv_geom *g, int OC, const float *kt, const float *dy,
+				   const int32_t *argmax, float *dx, int B);
+/* kt (OC, K) = k (K, OC) transposed. */
+void dt_conv_kernel_transpose(const float *k, int K, int OC, float *kt);
+
 #endif

@@ -181,7 +181,7 @@ static void check_fused_pool(struct dt_shape in, int k, int filters, int stride,
 	dt_layer_backward(&pool, a.y, py, pdy, a.dy, B, NULL);
 	dt_layer_backward(&a.layer, a.x, a.y, a.dy, a.dx, B, a.scratch);
 	dt_layer_backward(&f.layer, f.x, f.y, f.dy, f.dx, B, f.scratch);
-	check_same(f.dx, a.dx, a.in_n, exact);
+	check_same(f.dx, a.dx, a.in_n, 0); /* dt_conv_pool_input_grad: another order */
 	check_same(f.grads, a.grads, a.layer.kernel_count, exact);
 	for (size_t i = 0; i < a.layer.bias_count; i++) /* summed in another order */
 		DT_CHECK_NEAR(a.grads[a.layer.kernel_count + i], f.grads[f.layer.kernel_count + i], 1e-5);

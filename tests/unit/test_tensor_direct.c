@@ -160,3 +160,47 @@ DT_TEST(tensor, conv1_pool_layer_direct_backward_matches_im2col_and_differences)
 	check_layer_direct_backward(1, 0);
 	check_layer_direct_backward(0, 1);
 }
+
+/* The input gradient through fused pooling: the sparse scatter against the
+ * naive dense routing, any channels, stride and padding, with the zeros
+ * ReLU leaves in dy. */
+DT_TEST(tensor, conv_pool_input_grad_matches_naive)
+{
+	static const int cases[][7] = {
+		/* B, H, W, C, K, stride, pad; OC = C + 3 */
+		{ 2, 14, 14, 6, 5, 1, 0 }, /* LeNet's second layer */
+		{ 2, 14, 14, 8, 3, 1, 1 }, /* cnn's second, fewer channels */
+		{ 3, 9, 7, 3, 3, 2, 1 },   /* stride 2, odd output */
+		{ 1, 6, 11, 1, 4, 1, 2 },  /* one channel, even window, wide padding */
+	};
+	for (size_t t = 0; t < DT_ARRAY_LEN(cases); t++) {
+		const int B = cases[t][0], H = cases[t][1], W = cases[t][2], C = cases[t][3], K = cases[t][4];
+		const int OC = C + 3;
+		struct dt_conv_geom g;
+		DT_CHECK_INT_EQ(dt_conv_geom_init(&g, H, W, C, K, K, cases[t][5], cases[t][6]), 0);
+		const size_t zn = (size_t)B * (size_t)g.OH * (size_t)g.OW * (size_t)OC;
+		const size_t yn = (size_t)B * (size_t)(g.OH / 2) * (size_t)(g.OW / 2) * (size_t)OC;
+		const size_t xn = (size_t)B * (size_t)H * (size_t)W * (size_t)C, kn = (size_t)dt_conv_k(&g) * (size_t)OC;
+		float *z = random_floats(zn, 60 + t, 1.0f), *y = random_floats(yn, 61 + t, 1.0f);
+		int32_t *a = dt_xmalloc(yn * sizeof(int32_t));
+		dt_maxpool2_forward(z, y, a, B, g.OH, g.OW, OC);
+		float *dy = random_floats(yn, 62 + t, 1.0f);
+		for (size_t i = 0; i < yn; i += 3)
+			dy[i] = 0.0f;
+		float *k = random_floats(kn, 63 + t, 0.5f), *kt = dt_xmalloc(kn * sizeof(float));
+		dt_conv_kernel_transpose(k, dt_conv_k(&g), OC, kt);
+		DT_CHECK(kt[1] == k[OC] && kt[dt_conv_k(&g)] == k[1]);
+		float *dx1 = random_floats(xn, 7, 1.0f), *dx2 = random_floats(xn, 8, 1.0f);
+		dt_conv_pool_input_grad(&g, OC, kt, dy, a, dx1, B);
+		dt_conv_pool_input_grad_naive(&g, OC, kt, dy, a, dx2, B);
+		check_close("input gradient", (int)t, dx1, dx2, xn, 1e-5);
+		free(z);
+		free(y);
+		free(a);
+		free(dy);
+		free(k);
+		free(kt);
+		free(dx1);
+		free(dx2);
+	}
+}
