@@ -213,9 +213,9 @@ size_t dt_layer_scratch_floats(const struct dt_layer *l, int batch)
 	const size_t images = (size_t)(batch < l->chunk ? batch : l->chunk);
 	const size_t rows = images * (size_t)l->geom.OH * (size_t)l->geom.OW;
 	/* im2col rows (rows, K), then for a pooled layer the conv output (rows, OC) */
-	/* and for a pooled layer the kernel transposed, (OC, K), for the input gradient */
+	/* and for a pooled layer the kernel transposed for the input gradient */
 	size_t n = rows * (size_t)dt_conv_k(&l->geom) +
-		   (l->pool ? rows * (size_t)l->out.c + (size_t)dt_conv_k(&l->geom) * (size_t)l->out.c : 0);
+		   (l->pool ? rows * (size_t)l->out.c + dt_conv_kt_floats(&l->geom, l->out.c) : 0);
 	if (l->pool && dt_conv1_pool_supported(&l->geom)) {
 		const size_t direct = dt_conv1_pool_scratch_floats(&l->geom, l->out.c);
 		n = n > direct ? n : direct;
@@ -325,9 +325,9 @@ static void conv_backward(const struct dt_layer *l, const float *x, const float 
 	}
 	if (dbias)
 		memset(dbias, 0, (size_t)OC * sizeof(float));
-	float *kt = conv + chunk_rows * (size_t)OC; /* pooled: (OC, K) */
+	float *kt = conv + chunk_rows * (size_t)OC; /* pooled: the kernel transposed */
 	if (dx && l->pool)
-		dt_conv_kernel_transpose(l->kernel, K, OC, kt);
+		dt_conv_kernel_transpose(g, l->kernel, OC, kt);
 	for (int b0 = 0; b0 < B; b0 += l->chunk) {
 		const int nb = B - b0 < l->chunk ? B - b0 : l->chunk;
 		const int rows = nb * g->OH * g->OW;

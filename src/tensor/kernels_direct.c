@@ -461,50 +461,149 @@ void dt_conv1_pool_backward_naive(const struct dt_conv_geom *g, int OC, const fl
 
 /* ---- input gradient through fused pooling --------------------------------- */
 
-void dt_conv_kernel_transpose(const float *restrict k, int K, int OC, float *restrict kt)
+static size_t kt_seg_padded(const struct dt_conv_geom *g)
 {
-	for (int i = 0; i < K; i++)
-		for (int o = 0; o < OC; o++)
-			kt[(size_t)o * (size_t)K + (size_t)i] = k[(size_t)i * (size_t)OC + (size_t)o];
+	const size_t seg = (size_t)g->KW * (size_t)g->C;
+	return (seg + LANES - 1) / LANES * LANES;
 }
 
-/* dst (n) += d * src (n); n is at most KW*C, a few vectors. */
-static inline __attribute__((always_inline)) void axpy(float *restrict dst, const float *restrict src, float d,
-							size_t n)
+size_t dt_conv_kt_floats(const struct dt_conv_geom *g, int OC)
+{
+	return (size_t)OC * (size_t)g->KH * kt_seg_padded(g);
+}
+
+void dt_conv_kernel_transpose(const struct dt_conv_geom *g, const float *restrict k, int OC, float *restrict kt)
+{
+	const size_t seg = (size_t)g->KW * (size_t)g->C, segp = kt_seg_padded(g);
+	for (int o = 0; o < OC; o++)
+		for (int kh = 0; kh < g->KH; kh++) {
+			float *restrict row = kt + ((size_t)o * (size_t)g->KH + (size_t)kh) * segp;
+			for (size_t j = 0; j < segp; j++)
+				row[j] = j < seg ? k[((size_t)kh * seg + j) * (size_t)OC + (size_t)o] : 0.0f;
+		}
+}
+
+/* dst (n) += d * src (n): a window clipped by the padding, or at the very end of dx. */
+static void axpy(float *restrict dst, const float *restrict src, float d, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		dst[i] += d * src[i];
 }
 
+#define OBLOCK 64 /* output channels bucketed at a time */
+#define MAXNV 8    /* vectors per padded window row kept in registers */
+
+/* The winners of one pooled pixel's channels that share window position
+ * q: their gradients d and channels o. */
+struct bucket {
+	int n;
+	float d[OBLOCK];
+	int o[OBLOCK];
+};
+
+/* One window row: dst (NV vectors) += sum over the bucket of d * kt row,
+ * summed in registers, then added to dx once. */
+static inline __attribute__((always_inline)) void bucket_row(const struct bucket *bk, const float *kt, size_t row_off,
+							      size_t o_stride, float *dst, const int NV)
+{
+	v16 acc[MAXNV];
+#pragma GCC unroll 8
+	for (int v = 0; v < NV; v++)
+		acc[v] = (v16){ 0 };
+	for (int i = 0; i < bk->n; i++) {
+		const float d = bk->d[i];
+		const float *w = kt + (size_t)bk->o[i] * o_stride + row_off;
+	#pragma GCC unroll 8
+	for (int v = 0; v < NV; v++) {
+			v16 t;
+			ld(&t, w + (size_t)v * LANES);
+			acc[v] += t * d;
+		}
+	}
+#pragma GCC unroll 8
+	for (int v = 0; v < NV; v++) {
+		v16 t;
+		ld(&t, dst + (size_t)v * LANES);
+		t += acc[v];
+		st(dst + (size_t)v * LANES, &t);
+	}
+}
+
+/* dispatch on the vector count so each variant keeps acc in registers */
+static void bucket_row_any(const struct bucket *bk, const float *kt, size_t row_off, size_t o_stride, float *dst,
+			   int NV)
+{
+	switch (NV) {
+	case 1: bucket_row(bk, kt, row_off, o_stride, dst, 1); break;
+	case 2: bucket_row(bk, kt, row_off, o_stride, dst, 2); break;
+	case 3: bucket_row(bk, kt, row_off, o_stride, dst, 3); break;
+	case 4: bucket_row(bk, kt, row_off, o_stride, dst, 4); break;
+	case 5: bucket_row(bk, kt, row_off, o_stride, dst, 5); break;
+	case 6: bucket_row(bk, kt, row_off, o_stride, dst, 6); break;
+	case 7: bucket_row(bk, kt, row_off, o_stride, dst, 7); break;
+	default: bucket_row(bk, kt, row_off, o_stride, dst, MAXNV); break;
+	}
+}
+
+/*
+ * Per pooled pixel, the channels are bucketed by their winner's position
+ * q (0..3): all channels in a bucket add into the same input window, so
+ * their contributions are summed in registers, one window row of whole
+ * vectors at a time, and dx is read and written once per (q, row) instead
+ * of once per channel (consecutive read-modify-writes at overlapping,
+ * shifted addresses stall on store forwarding). Windows clipped by the
+ * padding, the last pixels of dx and rows wider than MAXNV vectors add
+ * channel by channel with the exact length.
+ */
 void dt_conv_pool_input_grad(const struct dt_conv_geom *g, int OC, const float *kt, const float *dy,
 			     const int32_t *argmax, float *dx, int B)
 {
 	const int H = g->H, W = g->W, C = g->C, KH = g->KH, KW = g->KW, S = g->stride, P = g->pad;
 	const int PH = g->OH / 2, PW = g->OW / 2;
-	const size_t K = (size_t)dt_conv_k(g), seg = (size_t)KW * (size_t)C, image = (size_t)H * (size_t)W * (size_t)C;
+	const size_t segp = kt_seg_padded(g), image = (size_t)H * (size_t)W * (size_t)C;
+	const size_t o_stride = (size_t)KH * segp;
+	const int NV = (int)(segp / LANES);
+	float *const end = dx + (size_t)B * image;
 	memset(dx, 0, (size_t)B * image * sizeof(float));
+	struct bucket bk[4];
 	for (int b = 0; b < B; b++) {
 		float *xb = dx + (size_t)b * image;
 		for (int ph = 0; ph < PH; ph++)
 			for (int pw = 0; pw < PW; pw++) {
 				const size_t at = (((size_t)b * (size_t)PH + (size_t)ph) * (size_t)PW + (size_t)pw) * (size_t)OC;
-				for (int o = 0; o < OC; o++) {
-					const float d = dy[at + (size_t)o];
-					if (d == 0.0f) /* ReLU-masked or a zero gradient: nothing to add */
-						continue;
-					const int a = argmax[at + (size_t)o] & 3;
-					const int ih0 = (2 * ph + a / 2) * S - P, iw0 = (2 * pw + a % 2) * S - P;
-					const int lo = iw0 < 0 ? -iw0 : 0, hi = iw0 + KW > W ? W - iw0 : KW;
-					if (hi <= lo)
-						continue;
-					const size_t len = (size_t)(hi - lo) * (size_t)C;
-					const float *wo = kt + (size_t)o * K + (size_t)lo * (size_t)C;
-					for (int kh = 0; kh < KH; kh++) {
-						const int ih = ih0 + kh;
-						if (ih < 0 || ih >= H)
+				for (int o0 = 0; o0 < OC; o0 += OBLOCK) {
+					const int o1 = OC - o0 < OBLOCK ? OC : o0 + OBLOCK;
+					bk[0].n = bk[1].n = bk[2].n = bk[3].n = 0;
+					for (int o = o0; o < o1; o++) {
+						const float d = dy[at + (size_t)o];
+						if (d == 0.0f) /* ReLU-masked or a zero gradient: nothing to add */
 							continue;
-						axpy(xb + ((size_t)ih * (size_t)W + (size_t)(iw0 + lo)) * (size_t)C,
-						     wo + (size_t)kh * seg, d, len);
+						struct bucket *q = &bk[argmax[at + (size_t)o] & 3];
+						q->d[q->n] = d;
+						q->o[q->n++] = o;
+					}
+					for (int q = 0; q < 4; q++) {
+						if (!bk[q].n)
+							continue;
+						const int ih0 = (2 * ph + q / 2) * S - P, iw0 = (2 * pw + q % 2) * S - P;
+						const int lo = iw0 < 0 ? -iw0 : 0, hi = iw0 + KW > W ? W - iw0 : KW;
+						if (hi <= lo)
+							continue;
+						const size_t len = (size_t)(hi - lo) * (size_t)C;
+						for (int kh = 0; kh < KH; kh++) {
+							const int ih = ih0 + kh;
+							if (ih < 0 || ih >= H)
+								continue;
+							float *dst = xb + ((size_t)ih * (size_t)W + (size_t)(iw0 + lo)) * (size_t)C;
+							const size_t row_off = (size_t)kh * segp + (size_t)lo * (size_t)C;
+							if (lo == 0 && hi == KW && NV <= MAXNV && dst + segp <= end) {
+								/* whole vectors; kt's zero padding adds 0 past the window */
+								bucket_row_any(&bk[q], kt, row_off, o_stride, dst, NV);
+								continue;
+							}
+							for (int i = 0; i < bk[q].n; i++)
+								axpy(dst, kt + (size_t)bk[q].o[i] * o_stride + row_off, bk[q].d[i], len);
+						}
 					}
 				}
 			}
@@ -514,8 +613,8 @@ void dt_conv_pool_input_grad(const struct dt_conv_geom *g, int OC, const float *
 void dt_conv_pool_input_grad_naive(const struct dt_conv_geom *g, int OC, const float *kt, const float *dy,
 				   const int32_t *argmax, float *dx, int B)
 {
-	const int PH = g->OH / 2, PW = g->OW / 2, K = dt_conv_k(g);
-	const size_t image = (size_t)g->H * (size_t)g->W * (size_t)g->C;
+	const int PH = g->OH / 2, PW = g->OW / 2;
+	const size_t image = (size_t)g->H * (size_t)g->W * (size_t)g->C, segp = kt_seg_padded(g);
 	memset(dx, 0, (size_t)B * image * sizeof(float));
 	for (int b = 0; b < B; b++)
 		for (int oh = 0; oh < g->OH; oh++)
@@ -537,8 +636,8 @@ void dt_conv_pool_input_grad_naive(const struct dt_conv_geom *g, int OC, const f
 								if (ih < 0 || ih >= g->H || iw < 0 || iw >= g->W)
 									continue;
 								dx[(size_t)b * image + ((size_t)ih * (size_t)g->W + (size_t)iw) * (size_t)g->C +
-								   (size_t)c] += dy[at] * kt[(size_t)o * (size_t)K +
-											     (size_t)((kh * g->KW + kw) * g->C + c)];
+								   (size_t)c] += dy[at] * kt[((size_t)o * (size_t)g->KH + (size_t)kh) * segp +
+											     (size_t)(kw * g->C + c)];
 							}
 				}
 }

@@ -71,16 +71,20 @@ void dt_conv1_pool_backward_naive(const struct dt_conv_geom *g, int OC, const fl
  * window under its winner: a quarter of the multiply-adds and no (rows, K)
  * buffer. dx (B, H, W, C) = the input gradient from dy (B, OH/2, OW/2, OC),
  * the pooled gradient already through the ReLU mask, and argmax (as
- * dt_maxpool2_forward's); kt (OC, K) is the kernel transposed
- * (dt_conv_kernel_transpose). Overwrites dx. The sums run in another
- * order than the GEMM's. */
+ * dt_maxpool2_forward's); kt is the kernel transposed and padded by
+ * dt_conv_kernel_transpose. Overwrites dx. The sums run in another order
+ * than the GEMM's. */
 void dt_conv_pool_input_grad(const struct dt_conv_geom *g, int OC, const float *kt, const float *dy,
 			     const int32_t *argmax, float *dx, int B);
 /* The naive twin: routes dy to a dense dz, then every dz entry times every
  * kernel tap into the input pixel it read. */
 void dt_conv_pool_input_grad_naive(const struct dt_conv_geom *g, int OC, const float *kt, const float *dy,
 				   const int32_t *argmax, float *dx, int B);
-/* kt (OC, K) = k (K, OC) transposed. */
-void dt_conv_kernel_transpose(const float *k, int K, int OC, float *kt);
+/* kt (OC, KH, SEGP) = k (KH, KW*C, OC) transposed, each (o, kh) row of
+ * KW*C taps followed by zeros up to SEGP (KW*C rounded up to 16), so the
+ * input gradient adds whole vectors: the zeros add exactly 0 to the
+ * pixels after the window. dt_conv_kt_floats is its size. */
+size_t dt_conv_kt_floats(const struct dt_conv_geom *g, int OC);
+void dt_conv_kernel_transpose(const struct dt_conv_geom *g, const float *k, int OC, float *kt);
 
 #endif

@@ -187,9 +187,16 @@ DT_TEST(tensor, conv_pool_input_grad_matches_naive)
 		float *dy = random_floats(yn, 62 + t, 1.0f);
 		for (size_t i = 0; i < yn; i += 3)
 			dy[i] = 0.0f;
-		float *k = random_floats(kn, 63 + t, 0.5f), *kt = dt_xmalloc(kn * sizeof(float));
-		dt_conv_kernel_transpose(k, dt_conv_k(&g), OC, kt);
-		DT_CHECK(kt[1] == k[OC] && kt[dt_conv_k(&g)] == k[1]);
+		const size_t ktn = dt_conv_kt_floats(&g, OC), seg = (size_t)K * (size_t)C;
+		const size_t segp = ktn / ((size_t)OC * (size_t)K);
+		DT_CHECK(segp >= seg && segp % 16 == 0 && segp < seg + 16);
+		float *k = random_floats(kn, 63 + t, 0.5f), *kt = random_floats(ktn, 64, 1.0f);
+		dt_conv_kernel_transpose(&g, k, OC, kt);
+		for (int o = 0; o < OC; o++) /* kt (OC, KH, SEGP): taps, then zeros */
+			for (int kh = 0; kh < K; kh++)
+				for (size_t j = 0; j < segp; j++)
+					DT_CHECK(kt[((size_t)o * (size_t)K + (size_t)kh) * segp + j] ==
+						 (j < seg ? k[((size_t)kh * seg + j) * (size_t)OC + (size_t)o] : 0.0f));
 		float *dx1 = random_floats(xn, 7, 1.0f), *dx2 = random_floats(xn, 8, 1.0f);
 		dt_conv_pool_input_grad(&g, OC, kt, dy, a, dx1, B);
 		dt_conv_pool_input_grad_naive(&g, OC, kt, dy, a, dx2, B);
