@@ -66,6 +66,41 @@ static inline __attribute__((always_inline)) void st(float *p, const v16 *v)
 	memcpy(p, v, sizeof(*v));
 }
 
+/*
+ * Multiply-adds are fused (one rounding) on every build, so that results
+ * do not depend on the target: where the CPU has FMA (every AVX2 and
+ * AVX-512 machine) `acc += a * b` is contracted into one instruction
+ * (fp-contract=fast above); without it (the sanitizer build, which is not
+ * -march=native) each lane calls fmaf, slow but rounded the same.
+ */
+#if defined(__FMA__) || defined(__AVX512F__)
+#define HAVE_FMA 1
+#else
+#define HAVE_FMA 0
+#endif
+
+/* *acc += *a * b */
+static inline __attribute__((always_inline)) void fma_s(v16 *acc, const v16 *a, float b)
+{
+	if (HAVE_FMA) {
+		*acc += *a * b;
+		return;
+	}
+	for (int i = 0; i < LANES; i++)
+		(*acc)[i] = __builtin_fmaf((*a)[i], b, (*acc)[i]);
+}
+
+/* *acc += *a * *b */
+static inline __attribute__((always_inline)) void fma_v(v16 *acc, const v16 *a, const v16 *b)
+{
+	if (HAVE_FMA) {
+		*acc += *a * *b;
+		return;
+	}
+	for (int i = 0; i < LANES; i++)
+		(*acc)[i] = __builtin_fmaf((*a)[i], (*b)[i], (*acc)[i]);
+}
+
 int dt_conv1_pool_supported(const struct dt_conv_geom *g)
 {
 	return g->C == 1 && g->stride == 1 && g->OH >= 2 && g->OW >= 2 && g->OW / 2 <= LANES && g->KW <= LANES &&
@@ -172,10 +207,10 @@ static inline __attribute__((always_inline)) void fwd_channels(const struct dt_c
 #pragma GCC unroll 8
 			for (int o = 0; o < ocb; o++) {
 				const float wv = w[(size_t)kw * (size_t)OC + (size_t)o];
-				acc[o][0] += E0 * wv;
-				acc[o][1] += O0 * wv;
-				acc[o][2] += E1 * wv;
-				acc[o][3] += O1 * wv;
+				fma_s(&acc[o][0], &E0, wv);
+				fma_s(&acc[o][1], &O0, wv);
+				fma_s(&acc[o][2], &E1, wv);
+				fma_s(&acc[o][3], &O1, wv);
 			}
 		}
 	}
@@ -312,8 +347,8 @@ static inline __attribute__((always_inline)) void bwd_channels(const struct dt_c
 					tap_vectors(row, KW, kw, &E, &O);
 #pragma GCC unroll 8
 					for (int o = 0; o < ocb; o++) {
-						sE[o][kw] += dE[o] * E;
-						sO[o][kw] += dO[o] * O;
+						fma_v(&sE[o][kw], &dE[o], &E);
+						fma_v(&sO[o][kw], &dO[o], &O);
 					}
 				}
 			}
@@ -487,7 +522,7 @@ void dt_conv_kernel_transpose(const struct dt_conv_geom *g, const float *restric
 static void axpy(float *restrict dst, const float *restrict src, float d, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		dst[i] += d * src[i];
+		dst[i] = HAVE_FMA ? dst[i] + d * src[i] : __builtin_fmaf(d, src[i], dst[i]);
 }
 
 #define OBLOCK 64 /* output channels bucketed at a time */
@@ -517,7 +552,7 @@ static inline __attribute__((always_inline)) void bucket_row(const struct bucket
 	for (int v = 0; v < NV; v++) {
 			v16 t;
 			ld(&t, w + (size_t)v * LANES);
-			acc[v] += t * d;
+			fma_s(&acc[v], &t, d);
 		}
 	}
 #pragma GCC unroll 8
