@@ -14,6 +14,8 @@ benchmark command and prints one JSON line on stdout with its figures:
 Models (PyTorch default init, ReLU, no dropout):
   mlp    784-256-128-10
   lenet  conv5x5x6 pad 2 - ReLU - maxpool2 - conv5x5x16 - ReLU - maxpool2 - fc 400-120-84-10
+  cnn    conv3x3x32 pad 1 - ReLU - maxpool2 - conv3x3x64 pad 1 - ReLU - maxpool2 - fc 3136-128-10
+         (dtrain's --model=cnn, the README's main job; not performance.md's 5x5 "Deep MNIST" net)
 
 Data: Fashion-MNIST training split from the IDX .gz files, x/255 then
 (x - 0.2860) / 0.3530, preloaded as one float32 tensor; every epoch is a new
@@ -41,7 +43,7 @@ DEFAULT_DATA_DIR = "/usr/share/datasets/fashion-mnist"
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", choices=("mlp", "lenet"), required=True)
+    ap.add_argument("--model", choices=("mlp", "lenet", "cnn"), required=True)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, required=True, help="training steps (each one batch)")
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
@@ -83,7 +85,7 @@ def load_train(torch, data_dir, model):
         raise SystemExit(f"error: '{data_dir}': {n} training images but {nl} labels")
     x = torch.frombuffer(pixels, dtype=torch.uint8).to(torch.float32)
     x.div_(255.0).sub_(MEAN).div_(STD)
-    x = x.view(n, 1, h, w) if model == "lenet" else x.view(n, h * w)
+    x = x.view(n, 1, h, w) if model in ("lenet", "cnn") else x.view(n, h * w)
     y = torch.frombuffer(labels, dtype=torch.uint8).to(torch.int64)
     return x, y
 
@@ -93,6 +95,13 @@ def build_model(nn, name):
         return nn.Sequential(
             nn.Linear(784, 256), nn.ReLU(),
             nn.Linear(256, 128), nn.ReLU(),
+            nn.Linear(128, 10))
+    if name == "cnn":
+        return nn.Sequential(
+            nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(3136, 128), nn.ReLU(),
             nn.Linear(128, 10))
     return nn.Sequential(
         nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),

@@ -6,6 +6,7 @@
 
 #include "base/alloc.h"
 #include "nn/layers_more.h"
+#include "tensor/kernels_direct.h"
 
 /*
  * Convolutions run im2col + matmul on a chunk of images at a time, sized so
@@ -20,6 +21,11 @@
  * OpenBLAS multiplies it faster against a few output channels (measured
  * 1.8x for LeNet's 6). The input gradient (needed only when such a layer is
  * not first) still goes through the (rows, K) layout and col2im.
+ *
+ * One-channel inputs with fused 2x2 pooling and stride 1 (the first layer
+ * of lenet and cnn) skip im2col altogether: tensor/kernels_direct.h does
+ * conv + bias + ReLU + pool in one pass, and its backward the parameter
+ * gradients when no input gradient is needed (a first layer).
  */
 #define CONV_CHUNK_FLOATS (64 * 1024)
 
@@ -207,7 +213,14 @@ size_t dt_layer_scratch_floats(const struct dt_layer *l, int batch)
 	const size_t images = (size_t)(batch < l->chunk ? batch : l->chunk);
 	const size_t rows = images * (size_t)l->geom.OH * (size_t)l->geom.OW;
 	/* im2col rows (rows, K), then for a pooled layer the conv output (rows, OC) */
-	return rows * (size_t)dt_conv_k(&l->geom) + (l->pool ? rows * (size_t)l->out.c : 0);
+	/* and for a pooled layer the kernel transposed for the input gradient */
+	size_t n = rows * (size_t)dt_conv_k(&l->geom) +
+		   (l->pool ? rows * (size_t)l->out.c + dt_conv_kt_floats(&l->geom, l->out.c) : 0);
+	if (l->pool && dt_conv1_pool_supported(&l->geom)) {
+		const size_t direct = dt_conv1_pool_scratch_floats(&l->geom, l->out.c);
+		n = n > direct ? n : direct;
+	}
+	return n;
 }
 
 int dt_layer_is_view(const struct dt_layer *l)
@@ -270,6 +283,11 @@ static void conv_forward(const struct dt_layer *l, const float *x, float *y, int
 	const size_t chunk_rows = (size_t)(B < l->chunk ? B : l->chunk) * (size_t)g->OH * (size_t)g->OW;
 	float *cols = scratch;                          /* (rows, K) or (K, rows) */
 	float *conv = scratch + chunk_rows * (size_t)K; /* pooled: (rows, OC) */
+	if (l->pool && dt_conv1_pool_supported(g)) {
+		dt_conv1_pool_forward(g, OC, x, l->kernel, l->bias_count ? l->bias : NULL, l->relu, y, l->argmax, B,
+				      scratch);
+		return;
+	}
 	for (int b0 = 0; b0 < B; b0 += l->chunk) {
 		const int nb = B - b0 < l->chunk ? B - b0 : l->chunk;
 		const int rows = nb * g->OH * g->OW;
@@ -301,8 +319,15 @@ static void conv_backward(const struct dt_layer *l, const float *x, const float 
 	float *cols = scratch;
 	float *conv = scratch + chunk_rows * (size_t)K;
 	float *dbias = l->bias_count ? l->dbias : NULL;
+	if (!dx && l->pool && dt_conv1_pool_supported(g)) {
+		dt_conv1_pool_backward(g, OC, x, y, dy, l->argmax, l->relu, l->dkernel, dbias, B, scratch);
+		return;
+	}
 	if (dbias)
 		memset(dbias, 0, (size_t)OC * sizeof(float));
+	float *kt = conv + chunk_rows * (size_t)OC; /* pooled: the kernel transposed */
+	if (dx && l->pool)
+		dt_conv_kernel_transpose(g, l->kernel, OC, kt);
 	for (int b0 = 0; b0 < B; b0 += l->chunk) {
 		const int nb = B - b0 < l->chunk ? B - b0 : l->chunk;
 		const int rows = nb * g->OH * g->OW;
@@ -325,7 +350,11 @@ static void conv_backward(const struct dt_layer *l, const float *x, const float 
 			/* dkernel (K, OC) (+)= cols^T (K, rows) dz (rows, OC) */
 			dt_matmul(1, 0, K, OC, rows, 1.0f, cols, K, dz, OC, beta, l->dkernel, OC);
 		}
-		if (dx) {
+		if (dx && l->pool) {
+			/* only each window's winner has a gradient: added straight into dx */
+			dt_conv_pool_input_grad(g, OC, kt, dyc, l->argmax + (size_t)b0 * out_elems, dx + (size_t)b0 * in_elems,
+						nb);
+		} else if (dx) {
 			/* dcols (rows, K) = dz (rows, OC) kernel^T (OC, K), then scattered back */
 			dt_matmul(0, 1, rows, K, OC, 1.0f, dz, OC, l->kernel, OC, 0.0f, cols, K);
 			dt_col2im(g, cols, nb, dx + (size_t)b0 * in_elems);
