@@ -202,7 +202,7 @@ void dt_layer_release(struct dt_layer *l)
 
 size_t dt_layer_scratch_floats(const struct dt_layer *l, int batch)
 {
-	if (l->kind != DT_LAYER_CONV2D)
+	if (l->kind != DT_LAYER_CONV2D || dt__layer_is_pointwise(l))
 		return 0;
 	const size_t images = (size_t)(batch < l->chunk ? batch : l->chunk);
 	const size_t rows = images * (size_t)l->geom.OH * (size_t)l->geom.OW;
@@ -270,6 +270,10 @@ static void conv_forward(const struct dt_layer *l, const float *x, float *y, int
 	const size_t chunk_rows = (size_t)(B < l->chunk ? B : l->chunk) * (size_t)g->OH * (size_t)g->OW;
 	float *cols = scratch;                          /* (rows, K) or (K, rows) */
 	float *conv = scratch + chunk_rows * (size_t)K; /* pooled: (rows, OC) */
+	if (dt__layer_is_pointwise(l)) {
+		dt__pointwise_forward(l, x, y, B);
+		return;
+	}
 	for (int b0 = 0; b0 < B; b0 += l->chunk) {
 		const int nb = B - b0 < l->chunk ? B - b0 : l->chunk;
 		const int rows = nb * g->OH * g->OW;
@@ -301,6 +305,10 @@ static void conv_backward(const struct dt_layer *l, const float *x, const float 
 	float *cols = scratch;
 	float *conv = scratch + chunk_rows * (size_t)K;
 	float *dbias = l->bias_count ? l->dbias : NULL;
+	if (dt__layer_is_pointwise(l)) {
+		dt__pointwise_backward(l, x, y, dy, dx, B);
+		return;
+	}
 	if (dbias)
 		memset(dbias, 0, (size_t)OC * sizeof(float));
 	for (int b0 = 0; b0 < B; b0 += l->chunk) {

@@ -4,8 +4,19 @@
  * window taps and run the innermost loop over the contiguous channels of
  * the input pixel, the kernel row and the output pixel, which compilers
  * vectorize; batch norm keeps per-channel accumulators so that every pass
- * over (R, C) is one streaming sweep vectorized over C.
+ * over (R, C) is one streaming sweep vectorized over C, with the ReLU or
+ * ReLU6 that follows it (MobileNetV2's) applied, and its mask taken, in
+ * the same sweep.
+ *
+ * MobileNetV2's activations are tens of megabytes per layer, so these
+ * sweeps are bound by memory, not arithmetic: what counts is the number of
+ * passes over (R, C). As in kernels.c, gcc 12 at -O2 would leave these
+ * loops scalar (the "very cheap" cost model) and keep float selects as
+ * branches; they get the full cost model and no traps.
  */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
+#endif
 #include "tensor/kernels.h"
 
 #include <math.h>
@@ -243,45 +254,106 @@ void dt_batchnorm_moments_naive(const float *x, float *mean, float *var, int R, 
 	}
 }
 
-void dt_batchnorm_apply(const float *x, const float *restrict mean, const float *restrict rstd,
-			const float *restrict gamma, const float *restrict beta, float *y, int R, int C)
+/* The upper clamp of a fused activation: ReLU6's 6, ReLU's none. */
+static float act_top(enum dt_act act)
 {
+	DT_ASSERT(act == DT_ACT_LINEAR || act == DT_ACT_RELU || act == DT_ACT_RELU6);
+	return act == DT_ACT_RELU6 ? 6.0f : INFINITY;
+}
+
+void dt_batchnorm_apply(const float *x, const float *restrict mean, const float *restrict rstd,
+			const float *restrict gamma, const float *restrict beta, float *y, int R, int C, enum dt_act act)
+{
+	const float top = act_top(act);
 	for (int r = 0; r < R; r++) {
 		const float *xr = x + (size_t)r * (size_t)C;
 		float *yr = y + (size_t)r * (size_t)C;
-		for (int c = 0; c < C; c++)
-			yr[c] = (xr[c] - mean[c]) * (rstd[c] * gamma[c]) + beta[c];
+		if (act == DT_ACT_LINEAR) {
+			for (int c = 0; c < C; c++)
+				yr[c] = (xr[c] - mean[c]) * (rstd[c] * gamma[c]) + beta[c];
+		} else {
+			for (int c = 0; c < C; c++) {
+				float v = (xr[c] - mean[c]) * (rstd[c] * gamma[c]) + beta[c];
+				v = v > 0.0f ? v : 0.0f;
+				yr[c] = v < top ? v : top;
+			}
+		}
 	}
 }
 
-void dt_batchnorm_backward(const float *restrict dy, const float *restrict x, const float *restrict mean,
-			   const float *restrict rstd, const float *restrict gamma, float *restrict dx,
-			   float *restrict dgamma, float *restrict dbeta, int R, int C, int batch_stats)
+void dt_batchnorm_apply_naive(const float *x, const float *mean, const float *rstd, const float *gamma,
+			      const float *beta, float *y, int R, int C, enum dt_act act)
 {
+	for (int r = 0; r < R; r++)
+		for (int c = 0; c < C; c++) {
+			double v = ((double)x[(size_t)r * C + c] - (double)mean[c]) * (double)rstd[c] * (double)gamma[c] +
+				   (double)beta[c];
+			if (act != DT_ACT_LINEAR)
+				v = fmin(fmax(v, 0.0), (double)act_top(act));
+			y[(size_t)r * C + c] = (float)v;
+		}
+}
+
+/* dy where the fused activation passed its input (0 < y < top), else 0. */
+static inline float act_pass(float dy, float y, float top)
+{
+	return y > 0.0f && y < top ? dy : 0.0f;
+}
+
+void dt_batchnorm_backward(const float *restrict dy, const float *restrict x, const float *restrict y,
+			   const float *restrict mean, const float *restrict rstd, const float *restrict gamma,
+			   float *restrict dx, float *restrict dgamma, float *restrict dbeta, int R, int C,
+			   int batch_stats, enum dt_act act)
+{
+	const float top = act_top(act);
+	DT_ASSERT(act == DT_ACT_LINEAR || y != NULL);
 	for (int c = 0; c < C; c++) {
 		dgamma[c] = 0.0f;
 		dbeta[c] = 0.0f;
 	}
-	/* dbeta = sum dy, dgamma = sum dy * xhat, xhat = (x - mean) * rstd */
+	/* dbeta = sum g, dgamma = sum g * xhat, xhat = (x - mean) * rstd, with
+	 * g = dy through the activation's mask (recomputed in the second pass
+	 * rather than stored: one stream less to write) */
 	for (int r = 0; r < R; r++) {
 		const float *restrict dyr = dy + (size_t)r * (size_t)C, *restrict xr = x + (size_t)r * (size_t)C;
-		for (int c = 0; c < C; c++) {
-			dbeta[c] += dyr[c];
-			dgamma[c] += dyr[c] * (xr[c] - mean[c]) * rstd[c];
+		if (act == DT_ACT_LINEAR) {
+			for (int c = 0; c < C; c++) {
+				dbeta[c] += dyr[c];
+				dgamma[c] += dyr[c] * (xr[c] - mean[c]);
+			}
+		} else {
+			const float *restrict yr = y + (size_t)r * (size_t)C;
+			for (int c = 0; c < C; c++) {
+				const float g = act_pass(dyr[c], yr[c], top);
+				dbeta[c] += g;
+				dgamma[c] += g * (xr[c] - mean[c]);
+			}
 		}
 	}
+	for (int c = 0; c < C; c++)
+		dgamma[c] *= rstd[c];
 	if (!dx)
 		return;
 	const float inv = 1.0f / (float)R;
 	for (int r = 0; r < R; r++) {
 		const float *restrict dyr = dy + (size_t)r * (size_t)C, *restrict xr = x + (size_t)r * (size_t)C;
+		const float *restrict yr = act == DT_ACT_LINEAR ? NULL : y + (size_t)r * (size_t)C;
 		float *restrict dxr = dx + (size_t)r * (size_t)C;
-		if (batch_stats) {
-			/* dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
+		if (batch_stats && yr) {
+			/* dx = gamma * rstd * (g - mean(g) - xhat * mean(g * xhat)) */
+			for (int c = 0; c < C; c++) {
+				const float g = act_pass(dyr[c], yr[c], top);
+				const float xhat = (xr[c] - mean[c]) * rstd[c];
+				dxr[c] = gamma[c] * rstd[c] * (g - dbeta[c] * inv - xhat * dgamma[c] * inv);
+			}
+		} else if (batch_stats) {
 			for (int c = 0; c < C; c++) {
 				const float xhat = (xr[c] - mean[c]) * rstd[c];
 				dxr[c] = gamma[c] * rstd[c] * (dyr[c] - dbeta[c] * inv - xhat * dgamma[c] * inv);
 			}
+		} else if (yr) {
+			for (int c = 0; c < C; c++)
+				dxr[c] = gamma[c] * rstd[c] * act_pass(dyr[c], yr[c], top);
 		} else {
 			for (int c = 0; c < C; c++)
 				dxr[c] = gamma[c] * rstd[c] * dyr[c];
@@ -289,14 +361,17 @@ void dt_batchnorm_backward(const float *restrict dy, const float *restrict x, co
 	}
 }
 
-void dt_batchnorm_backward_naive(const float *dy, const float *x, const float *mean, const float *rstd,
-				 const float *gamma, float *dx, float *dgamma, float *dbeta, int R, int C,
-				 int batch_stats)
+void dt_batchnorm_backward_naive(const float *dy, const float *x, const float *y, const float *mean,
+				 const float *rstd, const float *gamma, float *dx, float *dgamma, float *dbeta, int R,
+				 int C, int batch_stats, enum dt_act act)
 {
+	const double top = (double)act_top(act);
 	for (int c = 0; c < C; c++) {
 		double sb = 0.0, sg = 0.0;
 		for (int r = 0; r < R; r++) {
-			const double d = (double)dy[(size_t)r * C + c];
+			double d = (double)dy[(size_t)r * C + c];
+			if (act != DT_ACT_LINEAR && !((double)y[(size_t)r * C + c] > 0.0 && (double)y[(size_t)r * C + c] < top))
+				d = 0.0;
 			sb += d;
 			sg += d * ((double)x[(size_t)r * C + c] - (double)mean[c]) * (double)rstd[c];
 		}
@@ -306,7 +381,9 @@ void dt_batchnorm_backward_naive(const float *dy, const float *x, const float *m
 			continue;
 		for (int r = 0; r < R; r++) {
 			const double xhat = ((double)x[(size_t)r * C + c] - (double)mean[c]) * (double)rstd[c];
-			const double d = (double)dy[(size_t)r * C + c];
+			double d = (double)dy[(size_t)r * C + c];
+			if (act != DT_ACT_LINEAR && !((double)y[(size_t)r * C + c] > 0.0 && (double)y[(size_t)r * C + c] < top))
+				d = 0.0;
 			dx[(size_t)r * C + c] = batch_stats ? (float)((double)gamma[c] * (double)rstd[c] * (d - sb / R - xhat * sg / R))
 							    : (float)((double)gamma[c] * (double)rstd[c] * d);
 		}
