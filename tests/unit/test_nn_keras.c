@@ -272,7 +272,6 @@ DT_TEST(nn_keras, mobilenet_v2_loads_with_keras_names_and_counts_and_trains)
 	train_random(m, 6, 4, 1e-3f, &first, &last);
 	DT_CHECK(isfinite(first) && isfinite(last));
 	DT_CHECK(last < first);
-	DT_CHECK(last < first);
 	dt_model_free(m);
 }
 
