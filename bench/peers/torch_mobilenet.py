@@ -7,6 +7,7 @@ batch norm as keras.applications.MobileNetV2) on an image folder
 (scripts/make_flowers.py's layout) and prints one JSON line on stdout:
 
   examples_per_sec     steady state: (steps - 1) * batch / time after step 1
+  steady_cpu_seconds   the process's CPU time (time.process_time) over those steps
   train_seconds        all steps, step 1 included
   steps, batch_size, size, alpha, threads, torch_version, final_train_loss
 
@@ -82,9 +83,10 @@ def main():
         loss.backward()
         opt.step()
         if step == 0:
-            t1 = time.perf_counter()
-    t2 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.process_time()
+    t2, c2 = time.perf_counter(), time.process_time()
     print(json.dumps({"examples_per_sec": (a.steps - 1) * a.batch / (t2 - t1), "train_seconds": t2 - t0,
+                      "steady_cpu_seconds": c2 - c1,
                       "steps": a.steps, "batch_size": a.batch, "size": a.size, "alpha": a.alpha,
                       "threads": torch.get_num_threads(), "torch_version": torch.__version__,
                       "torchvision_version": torchvision.__version__, "final_train_loss": float(loss)}))

@@ -222,8 +222,8 @@ void dt__layer_backward_keras(struct dt_layer *l, const float *x, const float *y
 		break;
 	case DT_LAYER_BATCHNORM: {
 		const int C = l->in.c;
-		dt_batchnorm_backward(dy, x, y, l->stats, l->stats + C, l->kernel, dx, l->dkernel, l->dbias, bn_rows(l, B),
-				      C, l->bn_batch, l->act);
+		dt_batchnorm_backward(dy, x, l->stats, l->stats + C, l->kernel, l->bias, dx, l->dkernel, l->dbias,
+				      bn_rows(l, B), C, l->bn_batch, l->act);
 		/* the moving statistics are not trained: they follow the batches */
 		memset(l->dmoving, 0, 2 * (size_t)C * sizeof(float));
 		break;

@@ -219,16 +219,18 @@ void dt_batchnorm_apply(const float *x, const float *mean, const float *rstd, co
 void dt_batchnorm_apply_naive(const float *x, const float *mean, const float *rstd, const float *gamma,
 			      const float *beta, float *y, int R, int C, enum dt_act act);
 /* Backward of dt_batchnorm_apply with its activation: dy (R, C) is masked
- * where the forward's output y (R, C) was clamped (y <= 0, or y >= 6 for
- * ReLU6); y may be NULL when act is DT_ACT_LINEAR. batch_stats 1: mean and
- * rstd came from x itself (training), so dx carries their dependence on x;
- * 0: they are constants (inference, frozen). dgamma, dbeta (C)
- * overwritten; dx (R, C) overwritten unless NULL; dy is not modified. */
-void dt_batchnorm_backward(const float *dy, const float *x, const float *y, const float *mean, const float *rstd,
-			   const float *gamma, float *dx, float *dgamma, float *dbeta, int R, int C, int batch_stats,
+ * where the forward clamped (pre-activation <= 0, or >= 6 for ReLU6), the
+ * pre-activation recomputed from x, mean, rstd, gamma and beta in the
+ * forward's float arithmetic (so the mask is the forward's, bit for bit,
+ * and the output need not be read). batch_stats 1: mean and rstd came
+ * from x itself (training), so dx carries their dependence on x; 0: they
+ * are constants (inference, frozen). dgamma, dbeta (C) overwritten; dx
+ * (R, C) overwritten unless NULL; dy is not modified. */
+void dt_batchnorm_backward(const float *dy, const float *x, const float *mean, const float *rstd, const float *gamma,
+			   const float *beta, float *dx, float *dgamma, float *dbeta, int R, int C, int batch_stats,
 			   enum dt_act act);
-void dt_batchnorm_backward_naive(const float *dy, const float *x, const float *y, const float *mean,
-				 const float *rstd, const float *gamma, float *dx, float *dgamma, float *dbeta, int R,
+void dt_batchnorm_backward_naive(const float *dy, const float *x, const float *mean, const float *rstd,
+				 const float *gamma, const float *beta, float *dx, float *dgamma, float *dbeta, int R,
 				 int C, int batch_stats, enum dt_act act);
 
 /* ---- more losses ----------------------------------------------------------- */

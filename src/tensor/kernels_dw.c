@@ -66,11 +66,84 @@ void dt_depthwise_forward(const struct dt_dw_geom *g, const float *restrict x, c
 			}
 }
 
+/* Output row (or column) that tap k of input row i feeds, or -1: the
+ * inverse of in_pos, for the gather form of dx. */
+static inline int out_pos(int i, int k, int stride, int dil, int pad, int size)
+{
+	const int t = i + pad - k * dil;
+	if (t < 0 || t % stride)
+		return -1;
+	return t / stride < size ? t / stride : -1;
+}
+
+/* Multiplier 1 (MobileNet's): dk and dbias summed over the output pixels
+ * tap by tap (each tap's row of C stays in L1), and dx gathered: each
+ * input pixel's row written once from the taps that read it, rather than
+ * cleared and then added to by every tap (a pass over dx and eight
+ * read-modify-writes of it less per pixel). */
+static void depthwise_backward_m1(const struct dt_dw_geom *g, const float *restrict x, const float *restrict k,
+				  const float *restrict dy, float *restrict dx, float *restrict dk,
+				  float *restrict dbias, int B)
+{
+	const int C = g->C;
+	memset(dk, 0, (size_t)g->KH * g->KW * (size_t)C * sizeof(float));
+	if (dbias)
+		memset(dbias, 0, (size_t)C * sizeof(float));
+	for (int b = 0; b < B; b++)
+		for (int oh = 0; oh < g->OH; oh++)
+			for (int ow = 0; ow < g->OW; ow++) {
+				const float *restrict dyr = dy + (((size_t)b * g->OH + oh) * g->OW + ow) * (size_t)C;
+				if (dbias)
+					for (int c = 0; c < C; c++)
+						dbias[c] += dyr[c];
+				for (int kh = 0; kh < g->KH; kh++) {
+					const int ih = in_pos(oh, kh, g->SH, g->DH, g->PT, g->H);
+					if (ih < 0)
+						continue;
+					for (int kw = 0; kw < g->KW; kw++) {
+						const int iw = in_pos(ow, kw, g->SW, g->DW, g->PL, g->W);
+						if (iw < 0)
+							continue;
+						const float *restrict xr = x + (((size_t)b * g->H + ih) * g->W + iw) * (size_t)C;
+						float *restrict dkr = dk + ((size_t)kh * g->KW + kw) * (size_t)C;
+						for (int c = 0; c < C; c++)
+							dkr[c] += xr[c] * dyr[c];
+					}
+				}
+			}
+	if (!dx)
+		return;
+	for (int b = 0; b < B; b++)
+		for (int ih = 0; ih < g->H; ih++)
+			for (int iw = 0; iw < g->W; iw++) {
+				float *restrict dxr = dx + (((size_t)b * g->H + ih) * g->W + iw) * (size_t)C;
+				memset(dxr, 0, (size_t)C * sizeof(float));
+				for (int kh = 0; kh < g->KH; kh++) {
+					const int oh = out_pos(ih, kh, g->SH, g->DH, g->PT, g->OH);
+					if (oh < 0)
+						continue;
+					for (int kw = 0; kw < g->KW; kw++) {
+						const int ow = out_pos(iw, kw, g->SW, g->DW, g->PL, g->OW);
+						if (ow < 0)
+							continue;
+						const float *restrict dyr = dy + (((size_t)b * g->OH + oh) * g->OW + ow) * (size_t)C;
+						const float *restrict kr = k + ((size_t)kh * g->KW + kw) * (size_t)C;
+						for (int c = 0; c < C; c++)
+							dxr[c] += kr[c] * dyr[c];
+					}
+				}
+			}
+}
+
 void dt_depthwise_backward(const struct dt_dw_geom *g, const float *restrict x, const float *restrict k,
 			   const float *restrict dy, float *restrict dx, float *restrict dk, float *restrict dbias,
 			   int B)
 {
 	const int C = g->C, M = g->M, CM = C * M;
+	if (M == 1) {
+		depthwise_backward_m1(g, x, k, dy, dx, dk, dbias, B);
+		return;
+	}
 	memset(dk, 0, (size_t)g->KH * g->KW * (size_t)CM * sizeof(float));
 	if (dbias)
 		memset(dbias, 0, (size_t)CM * sizeof(float));
@@ -294,26 +367,33 @@ void dt_batchnorm_apply_naive(const float *x, const float *mean, const float *rs
 		}
 }
 
-/* dy where the fused activation passed its input (0 < y < top), else 0. */
-static inline float act_pass(float dy, float y, float top)
+/* The forward's pre-activation of one element, in the same float
+ * operations as dt_batchnorm_apply, so the backward's mask agrees with the
+ * forward's clamp bit for bit without reading the forward's output. */
+static inline float bn_pre(float x, float mean, float rstd, float gamma, float beta)
 {
-	return y > 0.0f && y < top ? dy : 0.0f;
+	return (x - mean) * (rstd * gamma) + beta;
 }
 
-void dt_batchnorm_backward(const float *restrict dy, const float *restrict x, const float *restrict y,
-			   const float *restrict mean, const float *restrict rstd, const float *restrict gamma,
+/* dy where the fused activation passed its input (0 < v < top), else 0. */
+static inline float act_pass(float dy, float v, float top)
+{
+	return v > 0.0f && v < top ? dy : 0.0f;
+}
+
+void dt_batchnorm_backward(const float *restrict dy, const float *restrict x, const float *restrict mean,
+			   const float *restrict rstd, const float *restrict gamma, const float *restrict beta,
 			   float *restrict dx, float *restrict dgamma, float *restrict dbeta, int R, int C,
 			   int batch_stats, enum dt_act act)
 {
 	const float top = act_top(act);
-	DT_ASSERT(act == DT_ACT_LINEAR || y != NULL);
 	for (int c = 0; c < C; c++) {
 		dgamma[c] = 0.0f;
 		dbeta[c] = 0.0f;
 	}
 	/* dbeta = sum g, dgamma = sum g * xhat, xhat = (x - mean) * rstd, with
-	 * g = dy through the activation's mask (recomputed in the second pass
-	 * rather than stored: one stream less to write) */
+	 * g = dy through the activation's mask, recomputed from x in both
+	 * passes: two streams (dy, x) per pass instead of three */
 	for (int r = 0; r < R; r++) {
 		const float *restrict dyr = dy + (size_t)r * (size_t)C, *restrict xr = x + (size_t)r * (size_t)C;
 		if (act == DT_ACT_LINEAR) {
@@ -322,9 +402,8 @@ void dt_batchnorm_backward(const float *restrict dy, const float *restrict x, co
 				dgamma[c] += dyr[c] * (xr[c] - mean[c]);
 			}
 		} else {
-			const float *restrict yr = y + (size_t)r * (size_t)C;
 			for (int c = 0; c < C; c++) {
-				const float g = act_pass(dyr[c], yr[c], top);
+				const float g = act_pass(dyr[c], bn_pre(xr[c], mean[c], rstd[c], gamma[c], beta[c]), top);
 				dbeta[c] += g;
 				dgamma[c] += g * (xr[c] - mean[c]);
 			}
@@ -337,12 +416,11 @@ void dt_batchnorm_backward(const float *restrict dy, const float *restrict x, co
 	const float inv = 1.0f / (float)R;
 	for (int r = 0; r < R; r++) {
 		const float *restrict dyr = dy + (size_t)r * (size_t)C, *restrict xr = x + (size_t)r * (size_t)C;
-		const float *restrict yr = act == DT_ACT_LINEAR ? NULL : y + (size_t)r * (size_t)C;
 		float *restrict dxr = dx + (size_t)r * (size_t)C;
-		if (batch_stats && yr) {
+		if (batch_stats && act != DT_ACT_LINEAR) {
 			/* dx = gamma * rstd * (g - mean(g) - xhat * mean(g * xhat)) */
 			for (int c = 0; c < C; c++) {
-				const float g = act_pass(dyr[c], yr[c], top);
+				const float g = act_pass(dyr[c], bn_pre(xr[c], mean[c], rstd[c], gamma[c], beta[c]), top);
 				const float xhat = (xr[c] - mean[c]) * rstd[c];
 				dxr[c] = gamma[c] * rstd[c] * (g - dbeta[c] * inv - xhat * dgamma[c] * inv);
 			}
@@ -351,9 +429,10 @@ void dt_batchnorm_backward(const float *restrict dy, const float *restrict x, co
 				const float xhat = (xr[c] - mean[c]) * rstd[c];
 				dxr[c] = gamma[c] * rstd[c] * (dyr[c] - dbeta[c] * inv - xhat * dgamma[c] * inv);
 			}
-		} else if (yr) {
+		} else if (act != DT_ACT_LINEAR) {
 			for (int c = 0; c < C; c++)
-				dxr[c] = gamma[c] * rstd[c] * act_pass(dyr[c], yr[c], top);
+				dxr[c] = gamma[c] * rstd[c] *
+					 act_pass(dyr[c], bn_pre(xr[c], mean[c], rstd[c], gamma[c], beta[c]), top);
 		} else {
 			for (int c = 0; c < C; c++)
 				dxr[c] = gamma[c] * rstd[c] * dyr[c];
@@ -361,17 +440,17 @@ void dt_batchnorm_backward(const float *restrict dy, const float *restrict x, co
 	}
 }
 
-void dt_batchnorm_backward_naive(const float *dy, const float *x, const float *y, const float *mean,
-				 const float *rstd, const float *gamma, float *dx, float *dgamma, float *dbeta, int R,
+void dt_batchnorm_backward_naive(const float *dy, const float *x, const float *mean, const float *rstd,
+				 const float *gamma, const float *beta, float *dx, float *dgamma, float *dbeta, int R,
 				 int C, int batch_stats, enum dt_act act)
 {
-	const double top = (double)act_top(act);
+	const float top = act_top(act);
 	for (int c = 0; c < C; c++) {
 		double sb = 0.0, sg = 0.0;
+		/* the mask: where the forward's float pre-activation was not clamped */
+#define PASSES(r) (act == DT_ACT_LINEAR || act_pass(1.0f, bn_pre(x[(size_t)(r) * C + c], mean[c], rstd[c], gamma[c], beta[c]), top) != 0.0f)
 		for (int r = 0; r < R; r++) {
-			double d = (double)dy[(size_t)r * C + c];
-			if (act != DT_ACT_LINEAR && !((double)y[(size_t)r * C + c] > 0.0 && (double)y[(size_t)r * C + c] < top))
-				d = 0.0;
+			const double d = PASSES(r) ? (double)dy[(size_t)r * C + c] : 0.0;
 			sb += d;
 			sg += d * ((double)x[(size_t)r * C + c] - (double)mean[c]) * (double)rstd[c];
 		}
@@ -381,11 +460,10 @@ void dt_batchnorm_backward_naive(const float *dy, const float *x, const float *y
 			continue;
 		for (int r = 0; r < R; r++) {
 			const double xhat = ((double)x[(size_t)r * C + c] - (double)mean[c]) * (double)rstd[c];
-			double d = (double)dy[(size_t)r * C + c];
-			if (act != DT_ACT_LINEAR && !((double)y[(size_t)r * C + c] > 0.0 && (double)y[(size_t)r * C + c] < top))
-				d = 0.0;
+			const double d = PASSES(r) ? (double)dy[(size_t)r * C + c] : 0.0;
 			dx[(size_t)r * C + c] = batch_stats ? (float)((double)gamma[c] * (double)rstd[c] * (d - sb / R - xhat * sg / R))
 							    : (float)((double)gamma[c] * (double)rstd[c] * d);
 		}
+#undef PASSES
 	}
 }

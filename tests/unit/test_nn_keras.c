@@ -168,8 +168,9 @@ DT_TEST(nn_keras, batch_norm_training_and_inference_against_a_reference)
 		float dx1[72], dx2[72], dg1[4], dg2[4], db1[4], db2[4], rstd[4];
 		for (int c = 0; c < C; c++)
 			rstd[c] = 1.0f / sqrtf(v1[c] + 1e-3f);
-		dt_batchnorm_backward(g.r, g.x, NULL, m1, rstd, g.params, dx1, dg1, db1, R, C, mode, DT_ACT_LINEAR);
-		dt_batchnorm_backward_naive(g.r, g.x, NULL, m1, rstd, g.params, dx2, dg2, db2, R, C, mode, DT_ACT_LINEAR);
+		dt_batchnorm_backward(g.r, g.x, m1, rstd, g.params, g.params + C, dx1, dg1, db1, R, C, mode, DT_ACT_LINEAR);
+		dt_batchnorm_backward_naive(g.r, g.x, m1, rstd, g.params, g.params + C, dx2, dg2, db2, R, C, mode,
+					    DT_ACT_LINEAR);
 		check_close("bn dx", dx1, dx2, (size_t)R * C, 1e-4);
 		check_close("bn dgamma", dg1, dg2, C, 1e-4);
 		check_close("bn dbeta", db1, db2, C, 1e-4);

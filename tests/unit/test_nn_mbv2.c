@@ -58,15 +58,15 @@ DT_TEST(nn_mbv2, batch_norm_with_fused_activation_matches_its_naive_twin)
 		if (acts[a] == DT_ACT_RELU6)
 			DT_CHECK(high > 10);
 		for (int batch_stats = 0; batch_stats < 2; batch_stats++) {
-			dt_batchnorm_backward(dy, x, y1, mean, rstd, gamma, dx1, dg1, db1, R, C, batch_stats, acts[a]);
-			dt_batchnorm_backward_naive(dy, x, y2, mean, rstd, gamma, dx2, dg2, db2, R, C, batch_stats, acts[a]);
+			dt_batchnorm_backward(dy, x, mean, rstd, gamma, beta, dx1, dg1, db1, R, C, batch_stats, acts[a]);
+			dt_batchnorm_backward_naive(dy, x, mean, rstd, gamma, beta, dx2, dg2, db2, R, C, batch_stats, acts[a]);
 			check_close("bn dx", dx1, dx2, n, 1e-4);
 			check_close("bn dgamma", dg1, dg2, (size_t)C, 1e-4);
 			check_close("bn dbeta", db1, db2, (size_t)C, 1e-4);
 		}
 	}
 	/* dx NULL: the parameter gradients alone, the same */
-	dt_batchnorm_backward(dy, x, y1, mean, rstd, gamma, NULL, dg1, db1, R, C, 1, DT_ACT_RELU6);
+	dt_batchnorm_backward(dy, x, mean, rstd, gamma, beta, NULL, dg1, db1, R, C, 1, DT_ACT_RELU6);
 	check_close("bn dgamma without dx", dg1, dg2, (size_t)C, 1e-4);
 	free(x), free(dy), free(p), free(y1), free(y2), free(dx1), free(dx2);
 }
