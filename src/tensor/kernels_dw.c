@@ -52,15 +52,10 @@ static inline int out_pos(int i, int k, int stride, int dil, int pad, int size)
 typedef float v16 __attribute__((vector_size(64), aligned(4), __may_alias__));
 #define V16_MAX_TAPS 49
 
-static inline v16 ld16(const float *p)
-{
-	return *(const v16 *)p;
-}
-
-static inline void st16(float *p, v16 v)
-{
-	*(v16 *)p = v;
-}
+/* Macros, not functions: a function returning a 64-byte vector has another
+ * ABI without AVX-512 (gcc's -Wpsabi, the sanitizer build's generic x86-64). */
+#define ld16(p) (*(const v16 *)(p))
+#define st16(p, v) (*(v16 *)(p) = (v))
 
 static int use_v16(const struct dt_dw_geom *g)
 {
