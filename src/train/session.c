@@ -687,10 +687,10 @@ static void timing(struct dt_session *s)
 	double steady = (double)(end - s->after_first_ns) / 1e9;
 	if (trained > 1 && steady > 0)
 		res->examples_per_sec = (double)(trained - 1) * s->info.global_batch / steady;
-	if (trained > 1)
-		res->steady_cpu_seconds = (double)(s->end_cpu_ns - s->after_first_cpu_ns) / 1e9;
 	else if (res->train_seconds > 0)
 		res->examples_per_sec = (double)s->info.global_batch / res->train_seconds;
+	if (trained > 1)
+		res->steady_cpu_seconds = (double)(s->end_cpu_ns - s->after_first_cpu_ns) / 1e9;
 }
 
 void dt__session_step_times(const struct dt_session *s, int64_t *steps, int64_t *compute_ns, int64_t *apply_ns,

@@ -2,8 +2,10 @@
  * folder for the same seed (and another for another seed), and Keras's
  * MobileNetV2 (the 32x32 fixture, tests/fixtures/keras) trains on it
  * with 1 worker, with --replicas=2, and with 2 workers by all-reduce;
- * each evaluates on its validation split. bench/mobilenet runs the
+ * each evaluates on its validation split (and the metrics file carries
+ * the CPU time bench/mobilenet reads). bench/mobilenet runs the
  * full-size version. */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,9 +75,13 @@ DT_TEST_TIMEOUT(train_flowers, mobilenet_v2_trains_on_one_worker_and_two_replica
 	char dir[512], data_flag[600];
 	free(make_flowers("f", "4", dir, sizeof(dir)));
 	snprintf(data_flag, sizeof(data_flag), "--data_dir=%s", dir);
+	char metrics[512], mflag[600];
+	dt_test_path(metrics, sizeof(metrics), "metrics.json");
+	snprintf(mflag, sizeof(mflag), "--metrics_file=%s", metrics);
 	for (int replicas = 1; replicas <= 2; replicas++) {
 		struct dt_run r;
-		dt_test_run(&r, (const char *[]){ "dtrain", "train", FLAGS(data_flag), replicas == 2 ? "--replicas=2" : NULL, NULL },
+		dt_test_run(&r, (const char *[]){ "dtrain", "train", FLAGS(data_flag), mflag,
+						 replicas == 2 ? "--replicas=2" : NULL, NULL },
 			    NULL, TASK_WAIT_S);
 		if (r.exit_code != 0)
 			fprintf(stderr, "%s", r.err);
@@ -86,6 +92,17 @@ DT_TEST_TIMEOUT(train_flowers, mobilenet_v2_trains_on_one_worker_and_two_replica
 			DT_CHECK_CONTAINS(r.err, "mirrored: 2 replicas");
 		DT_CHECK(cli_accuracy_of(r.out) >= 0.0);
 		dt_run_release(&r);
+		/* the benchmarks' CPU figure: this process's CPU time over steps
+		 * 2-12, more than nothing and less than the run's wall time allows */
+		json_error_t je;
+		json_t *m = json_load_file(metrics, 0, &je);
+		DT_CHECK(m != NULL);
+		if (m) {
+			const double cpu = json_real_value(json_object_get(m, "steady_cpu_seconds"));
+			const double wall = json_real_value(json_object_get(m, "train_seconds"));
+			DT_CHECK(cpu > 0.0 && cpu <= 2.0 * wall + 0.05);
+			json_decref(m);
+		}
 	}
 }
 
