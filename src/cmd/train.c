@@ -95,6 +95,7 @@ static enum dt_status write_metrics(const char *path, const struct dt_train_conf
 			      "examples_per_sec", res->examples_per_sec, "first_step_seconds", res->first_step_seconds,
 			      "load_seconds", res->load_seconds, "final_train_loss", res->final_loss,
 			      "blas_core", blas.core);
+	json_object_set_new(o, "steady_cpu_seconds", json_real(res->steady_cpu_seconds));
 	if (cfg->eval_at_end) {
 		json_object_set_new(o, "accuracy", json_real(res->eval.accuracy));
 		json_object_set_new(o, "loss", json_real(res->eval.loss));

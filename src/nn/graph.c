@@ -600,12 +600,21 @@ enum dt_status dt_graph_loss(struct dt_graph *g, const char *output, enum dt_los
 /* ---- compilation ------------------------------------------------------------------ */
 
 /* Folds ReLU activations and 2x2 max pools into the conv or dense node
- * they read, when nothing else reads that node (nn/graph.h). */
+ * they read, and ReLU or ReLU6 into a batch norm (MobileNetV2's pairs),
+ * when nothing else reads that node (nn/graph.h). */
 static void fuse(struct dt_model *m, const int *consumers)
 {
 	for (int i = 0; i < m->num_nodes; i++) {
 		struct dt__node *n = &m->nodes[i];
 		const int relu = n->layer.kind == DT_LAYER_ACTIVATION && n->layer.act == DT_ACT_RELU;
+		const int relu6 = n->layer.kind == DT_LAYER_ACTIVATION && n->layer.act == DT_ACT_RELU6;
+		if ((relu || relu6) && !m->nodes[n->inputs[0]].fused && consumers[n->inputs[0]] == 1 &&
+		    m->nodes[n->inputs[0]].layer.kind == DT_LAYER_BATCHNORM &&
+		    m->nodes[n->inputs[0]].layer.act == DT_ACT_LINEAR) {
+			m->nodes[n->inputs[0]].layer.act = n->layer.act;
+			n->fused = 1;
+			continue;
+		}
 		if (!relu && n->layer.kind != DT_LAYER_MAXPOOL2)
 			continue;
 		int c = n->inputs[0], ok = consumers[c] == 1;

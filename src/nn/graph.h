@@ -50,7 +50,8 @@
  *   mean squared error: float targets of the output's shape.
  *
  * dt_model_from_graph compiles the graph into a model (nn/model.h): it
- * fuses a ReLU activation into the conv or dense node before it and a 2x2
+ * fuses a ReLU activation into the conv or dense node before it, a ReLU or
+ * ReLU6 into the batch norm before it (MobileNetV2's pairs), and a 2x2
  * stride-2 valid max pool into the conv node before it, when that node
  * feeds nothing else (the built-ins' fast path), lays out the variables in
  * node order, and allocates for max_batch examples. A graph may make any

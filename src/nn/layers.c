@@ -208,7 +208,7 @@ void dt_layer_release(struct dt_layer *l)
 
 size_t dt_layer_scratch_floats(const struct dt_layer *l, int batch)
 {
-	if (l->kind != DT_LAYER_CONV2D)
+	if (l->kind != DT_LAYER_CONV2D || dt__layer_is_pointwise(l))
 		return 0;
 	const size_t images = (size_t)(batch < l->chunk ? batch : l->chunk);
 	const size_t rows = images * (size_t)l->geom.OH * (size_t)l->geom.OW;
@@ -288,6 +288,10 @@ static void conv_forward(const struct dt_layer *l, const float *x, float *y, int
 				      scratch);
 		return;
 	}
+	if (dt__layer_is_pointwise(l)) {
+		dt__pointwise_forward(l, x, y, B);
+		return;
+	}
 	for (int b0 = 0; b0 < B; b0 += l->chunk) {
 		const int nb = B - b0 < l->chunk ? B - b0 : l->chunk;
 		const int rows = nb * g->OH * g->OW;
@@ -321,6 +325,10 @@ static void conv_backward(const struct dt_layer *l, const float *x, const float 
 	float *dbias = l->bias_count ? l->dbias : NULL;
 	if (!dx && l->pool && dt_conv1_pool_supported(g)) {
 		dt_conv1_pool_backward(g, OC, x, y, dy, l->argmax, l->relu, l->dkernel, dbias, B, scratch);
+		return;
+	}
+	if (dt__layer_is_pointwise(l)) {
+		dt__pointwise_backward(l, x, y, dy, dx, B);
 		return;
 	}
 	if (dbias)

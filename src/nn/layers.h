@@ -116,7 +116,8 @@ struct dt_layer {
 	int max_batch;                /* examples the state below holds */
 	float *mask;                  /* dropout: (max_batch, IN), owned */
 	int32_t *argmax;              /* maxpool2, pooled conv2d, max pool: (max_batch, out), owned */
-	enum dt_act act;              /* dense: fused activation (relu sets `relu` too); activation */
+	enum dt_act act;              /* dense: fused activation (relu sets `relu` too); batchnorm: linear, or
+	                                 a fused relu or relu6; activation */
 	int dense_rows;               /* dense: rows per example (1 when the input is read flat) */
 	struct dt_pool_geom pgeom;    /* pool */
 	int pool_max;                 /* pool: 1 max, 0 average */

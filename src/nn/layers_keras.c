@@ -116,6 +116,39 @@ void dt_layer_drop_bias(struct dt_layer *l)
 	l->bias_count = 0;
 }
 
+int dt__layer_is_pointwise(const struct dt_layer *l)
+{
+	const struct dt_conv_geom *g = &l->geom;
+	return l->kind == DT_LAYER_CONV2D && g->KH == 1 && g->KW == 1 && g->stride == 1 && g->pad == 0 && !l->pool;
+}
+
+void dt__pointwise_forward(const struct dt_layer *l, const float *x, float *y, int B)
+{
+	DT_ASSERT(dt__layer_is_pointwise(l));
+	const int rows = B * l->out.h * l->out.w, C = l->in.c, OC = l->out.c;
+	/* y (rows, OC) = x (rows, C) kernel (C, OC) */
+	dt_matmul(0, 0, rows, OC, C, 1.0f, x, C, l->kernel, OC, 0.0f, y, OC);
+	if (l->bias_count)
+		dt_bias_act_forward(y, l->bias, rows, OC, l->relu);
+	else if (l->relu)
+		dt_relu_forward(y, y, (size_t)rows * (size_t)OC);
+}
+
+void dt__pointwise_backward(const struct dt_layer *l, const float *x, const float *y, float *dy, float *dx, int B)
+{
+	DT_ASSERT(dt__layer_is_pointwise(l));
+	const int rows = B * l->out.h * l->out.w, C = l->in.c, OC = l->out.c;
+	float *dbias = l->bias_count ? l->dbias : NULL;
+	if (dbias)
+		memset(dbias, 0, (size_t)OC * sizeof(float));
+	/* the fused ReLU's mask on dy and the bias gradient, one pass */
+	dt_bias_act_backward(dy, y, dbias, rows, OC, l->relu);
+	/* dkernel (C, OC) = x^T (C, rows) dy (rows, OC); dx (rows, C) = dy kernel^T */
+	dt_matmul(1, 0, C, OC, rows, 1.0f, x, C, dy, OC, 0.0f, l->dkernel, OC);
+	if (dx)
+		dt_matmul(0, 1, rows, C, OC, 1.0f, dy, OC, l->kernel, OC, 0.0f, dx, C);
+}
+
 /* Rows of (C) values: every position of every example. */
 static int bn_rows(const struct dt_layer *l, int B)
 {
@@ -142,7 +175,7 @@ static void bn_forward(struct dt_layer *l, const float *x, float *y, int B, int 
 			rstd[c] = 1.0f / sqrtf(mv[c] + l->eps);
 		}
 	}
-	dt_batchnorm_apply(x, mean, rstd, l->kernel, l->bias, y, R, C);
+	dt_batchnorm_apply(x, mean, rstd, l->kernel, l->bias, y, R, C, l->act);
 }
 
 static void zeropad_forward(const struct dt_layer *l, const float *x, float *y, int B)
@@ -189,8 +222,8 @@ void dt__layer_backward_keras(struct dt_layer *l, const float *x, const float *y
 		break;
 	case DT_LAYER_BATCHNORM: {
 		const int C = l->in.c;
-		dt_batchnorm_backward(dy, x, l->stats, l->stats + C, l->kernel, dx, l->dkernel, l->dbias, bn_rows(l, B), C,
-				      l->bn_batch);
+		dt_batchnorm_backward(dy, x, l->stats, l->stats + C, l->kernel, l->bias, dx, l->dkernel, l->dbias,
+				      bn_rows(l, B), C, l->bn_batch, l->act);
 		/* the moving statistics are not trained: they follow the batches */
 		memset(l->dmoving, 0, 2 * (size_t)C * sizeof(float));
 		break;

@@ -210,19 +210,28 @@ void dt_depthwise_backward_naive(const struct dt_dw_geom *g, const float *x, con
 /* Per-channel mean (C) and biased variance var (C) of x (R, C) over its R rows. */
 void dt_batchnorm_moments(const float *x, float *mean, float *var, int R, int C);
 void dt_batchnorm_moments_naive(const float *x, float *mean, float *var, int R, int C);
-/* y (R, C) = (x - mean) * rstd * gamma + beta, rstd (C) = 1/sqrt(var + eps)
- * as the caller computed it (batch or moving statistics). x and y may alias. */
+/* y (R, C) = act((x - mean) * rstd * gamma + beta), rstd (C) = 1/sqrt(var +
+ * eps) as the caller computed it (batch or moving statistics); act is
+ * DT_ACT_LINEAR, DT_ACT_RELU or DT_ACT_RELU6 (the activation that follows
+ * a batch norm, fused into its one pass). x and y may alias. */
 void dt_batchnorm_apply(const float *x, const float *mean, const float *rstd, const float *gamma, const float *beta,
-			float *y, int R, int C);
-/* Backward of dt_batchnorm_apply. batch_stats 1: mean and rstd came from x
- * itself (training), so dx carries their dependence on x; 0: they are
- * constants (inference, frozen). dgamma, dbeta (C) overwritten; dx (R, C)
- * overwritten unless NULL. */
-void dt_batchnorm_backward(const float *dy, const float *x, const float *mean, const float *rstd,
-			   const float *gamma, float *dx, float *dgamma, float *dbeta, int R, int C, int batch_stats);
+			float *y, int R, int C, enum dt_act act);
+void dt_batchnorm_apply_naive(const float *x, const float *mean, const float *rstd, const float *gamma,
+			      const float *beta, float *y, int R, int C, enum dt_act act);
+/* Backward of dt_batchnorm_apply with its activation: dy (R, C) is masked
+ * where the forward clamped (pre-activation <= 0, or >= 6 for ReLU6), the
+ * pre-activation recomputed from x, mean, rstd, gamma and beta in the
+ * forward's float arithmetic (so the mask is the forward's, bit for bit,
+ * and the output need not be read). batch_stats 1: mean and rstd came
+ * from x itself (training), so dx carries their dependence on x; 0: they
+ * are constants (inference, frozen). dgamma, dbeta (C) overwritten; dx
+ * (R, C) overwritten unless NULL; dy is not modified. */
+void dt_batchnorm_backward(const float *dy, const float *x, const float *mean, const float *rstd, const float *gamma,
+			   const float *beta, float *dx, float *dgamma, float *dbeta, int R, int C, int batch_stats,
+			   enum dt_act act);
 void dt_batchnorm_backward_naive(const float *dy, const float *x, const float *mean, const float *rstd,
-				 const float *gamma, float *dx, float *dgamma, float *dbeta, int R, int C,
-				 int batch_stats);
+				 const float *gamma, const float *beta, float *dx, float *dgamma, float *dbeta, int R,
+				 int C, int batch_stats, enum dt_act act);
 
 /* ---- more losses ----------------------------------------------------------- */
 

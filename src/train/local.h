@@ -117,6 +117,7 @@ struct dt_train_result {
 	double final_loss;        /* mean training loss over the last log window */
 	double train_seconds;     /* training steps only, evaluation excluded */
 	double examples_per_sec;  /* after the first (warm-up) step */
+	double steady_cpu_seconds;/* the process's CPU time over those steps (evaluations included) */
 	double first_step_seconds;/* process start to the end of the first step */
 	double load_seconds;      /* loading the data */
 	struct dt_eval_result eval; /* the final evaluation (if eval_at_end) */

@@ -168,8 +168,9 @@ DT_TEST(nn_keras, batch_norm_training_and_inference_against_a_reference)
 		float dx1[72], dx2[72], dg1[4], dg2[4], db1[4], db2[4], rstd[4];
 		for (int c = 0; c < C; c++)
 			rstd[c] = 1.0f / sqrtf(v1[c] + 1e-3f);
-		dt_batchnorm_backward(g.r, g.x, m1, rstd, g.params, dx1, dg1, db1, R, C, mode);
-		dt_batchnorm_backward_naive(g.r, g.x, m1, rstd, g.params, dx2, dg2, db2, R, C, mode);
+		dt_batchnorm_backward(g.r, g.x, m1, rstd, g.params, g.params + C, dx1, dg1, db1, R, C, mode, DT_ACT_LINEAR);
+		dt_batchnorm_backward_naive(g.r, g.x, m1, rstd, g.params, g.params + C, dx2, dg2, db2, R, C, mode,
+					    DT_ACT_LINEAR);
 		check_close("bn dx", dx1, dx2, (size_t)R * C, 1e-4);
 		check_close("bn dgamma", dg1, dg2, C, 1e-4);
 		check_close("bn dbeta", db1, db2, C, 1e-4);
@@ -210,8 +211,9 @@ static void check_var(const struct dt_model *m, const char *name, int ndim, cons
 	DT_CHECK_INT_EQ(dt_model_variable_trainable(m, i), trainable);
 }
 
-/* Trains `steps` steps of Adam on random data; returns the first and last loss. */
-static void train_random(struct dt_model *m, int steps, int B, float *first, float *last)
+/* Trains `steps` steps of Adam at learning rate lr on random data; returns
+ * the first and last loss. */
+static void train_random(struct dt_model *m, int steps, int B, float lr, float *first, float *last)
 {
 	struct dt_err err = DT_ERR_INIT;
 	const struct dt_io_info *in = dt_model_input(m, 0);
@@ -233,7 +235,7 @@ static void train_random(struct dt_model *m, int steps, int B, float *first, flo
 		if (s == 0)
 			*first = res.loss;
 		*last = res.loss;
-		dt_optimizer_apply(&opt, dt_model_params(m), dt_model_grads(m), 0, dt_model_num_params(m), 0.01f, s + 1);
+		dt_optimizer_apply(&opt, dt_model_params(m), dt_model_grads(m), 0, dt_model_num_params(m), lr, s + 1);
 	}
 	dt_optimizer_release(&opt);
 	free(x);
@@ -265,7 +267,10 @@ DT_TEST(nn_keras, mobilenet_v2_loads_with_keras_names_and_counts_and_trains)
 	DT_CHECK_INT_EQ(var_index(m, "Conv1/bias"), -1); /* use_bias False */
 	dt_model_init_params(m, 1);
 	float first = 0, last = 0;
-	train_random(m, 6, 4, &first, &last);
+	/* at Adam's 0.01 four examples' losses jump about (6.7, then 3e-4, then
+	 * 1.5) and the last-below-first check holds or not by the rounding of
+	 * any kernel; 1e-3 descends steadily */
+	train_random(m, 6, 4, 1e-3f, &first, &last);
 	DT_CHECK(isfinite(first) && isfinite(last));
 	DT_CHECK(last < first);
 	dt_model_free(m);
@@ -298,7 +303,7 @@ DT_TEST(nn_keras, frozen_layers_are_unchanged_by_training_and_batch_norm_statist
 	memcpy(before + nk, dt_model_params(m) + c1->offset, c1->count * 4);
 	memcpy(before + nk + c1->count, dt_model_params(m) + mm->offset, mm->count * 4);
 	float first = 0, last = 0;
-	train_random(m, 5, 8, &first, &last);
+	train_random(m, 5, 8, 0.01f, &first, &last);
 	DT_CHECK(memcmp(before, dt_model_params(m) + fk->offset, fk->count * 4) == 0);
 	DT_CHECK(memcmp(before + fk->count, dt_model_params(m) + fb->offset, fb->count * 4) == 0);
 	DT_CHECK(memcmp(before + nk, dt_model_params(m) + c1->offset, c1->count * 4) != 0);
