@@ -16,13 +16,6 @@
 #include "base/alloc.h"
 #include "base/strutil.h"
 
-/* A hidden dense layer: ReLU, then dropout when the hparams ask for it. */
-static dtrain_node hidden(dtrain_model *m, dtrain_node x, int units, double dropout)
-{
-	x = dtrain_dense(m, x, units, DTRAIN_RELU);
-	return dropout > 0 ? dtrain_dropout(m, x, (float)dropout) : x;
-}
-
 /* A convolution with ReLU and a 2x2 max pooling (fused into the conv when
  * the graph is compiled). */
 static dtrain_node conv_pool(dtrain_model *m, dtrain_node x, int k, int filters, dtrain_padding pad)
@@ -31,13 +24,25 @@ static dtrain_node conv_pool(dtrain_model *m, dtrain_node x, int k, int filters,
 	return dtrain_max_pool2d(m, x, 2, 2);
 }
 
+/* What every built-in ends with: flatten, hidden dense layers of `units`
+ * (n of them) with ReLU, each followed by dropout when the hparams ask for
+ * it, and the logits. */
+static dtrain_node head(dtrain_model *m, dtrain_node x, const int *units, int n, const struct dt_hparams *hp,
+			int num_classes)
+{
+	x = dtrain_flatten(m, x);
+	for (int i = 0; i < n; i++) {
+		x = dtrain_dense(m, x, units[i], DTRAIN_RELU);
+		if (hp->dropout > 0)
+			x = dtrain_dropout(m, x, (float)hp->dropout);
+	}
+	return dtrain_dense(m, x, num_classes, DTRAIN_LINEAR);
+}
+
 /* mlp: 784-256-128-10 with ReLU (for 28x28x1 inputs). */
 static dtrain_node mlp(dtrain_model *m, dtrain_node x, const struct dt_hparams *hp, int num_classes)
 {
-	x = dtrain_flatten(m, x);
-	x = hidden(m, x, 256, hp->dropout);
-	x = hidden(m, x, 128, hp->dropout);
-	return dtrain_dense(m, x, num_classes, DTRAIN_LINEAR);
+	return head(m, x, (const int[]){ 256, 128 }, 2, hp, num_classes);
 }
 
 /* lenet: LeNet-5 with ReLU and max pooling. */
@@ -45,10 +50,7 @@ static dtrain_node lenet(dtrain_model *m, dtrain_node x, const struct dt_hparams
 {
 	x = conv_pool(m, x, 5, 6, DTRAIN_SAME);
 	x = conv_pool(m, x, 5, 16, DTRAIN_VALID);
-	x = dtrain_flatten(m, x);
-	x = hidden(m, x, 120, hp->dropout);
-	x = hidden(m, x, 84, hp->dropout);
-	return dtrain_dense(m, x, num_classes, DTRAIN_LINEAR);
+	return head(m, x, (const int[]){ 120, 84 }, 2, hp, num_classes);
 }
 
 /* cnn: two 3x3 conv blocks (32, 64 filters) and a 128-unit dense layer. */
@@ -56,9 +58,7 @@ static dtrain_node cnn(dtrain_model *m, dtrain_node x, const struct dt_hparams *
 {
 	x = conv_pool(m, x, 3, 32, DTRAIN_SAME);
 	x = conv_pool(m, x, 3, 64, DTRAIN_SAME);
-	x = dtrain_flatten(m, x);
-	x = hidden(m, x, 128, hp->dropout);
-	return dtrain_dense(m, x, num_classes, DTRAIN_LINEAR);
+	return head(m, x, (const int[]){ 128 }, 1, hp, num_classes);
 }
 
 typedef dtrain_node (*body_fn)(dtrain_model *m, dtrain_node x, const struct dt_hparams *hp, int num_classes);
