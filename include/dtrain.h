@@ -225,7 +225,8 @@ DTRAIN_API void dtrain_model_free(dtrain_model *m);
  * Shapes are per example: the batch is never part of them. An image is
  * (height, width, channels); a dense kernel is (in, out); conv kernels are
  * (kh, kw, in_channels, filters). Layers are named as Keras names them
- * ("dense_1", "conv2d_1"), their variables "dense_1/kernel", "dense_1/bias".
+ * ("dense_1"; convolutions "conv_1", as dtrain's built-ins always were),
+ * their variables "dense_1/kernel", "dense_1/bias".
  * A model may be used by one session at a time; once a session uses it, it
  * is frozen (builder calls → DTRAIN_USAGE recorded in the model).
  */

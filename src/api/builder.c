@@ -83,13 +83,16 @@ static enum dt_status apply(const dtrain_model *m, struct dt_graph *g, struct dt
 	for (int i = 0; i < n->nin; i++)
 		in[i] = m->nodes[n->in[i]].name;
 	const int *a = n->iarg;
+	/* The initializers include/dtrain.h promises: He-normal kernels before
+	 * a ReLU, Glorot-uniform otherwise (nn/'s default). */
+	const char *kinit = n->act == (int)DT_ACT_RELU ? "he_normal" : NULL;
 	enum dt_status st = DT_OK;
 	switch (n->kind) {
 	case OP_INPUT: return dt_err_set(err, DT_INTERNAL, "an input replayed as a layer");
-	case OP_DENSE: st = dt_graph_dense(g, name, in[0], a[0], (enum dt_act)n->act, NULL, err); break;
+	case OP_DENSE: st = dt_graph_dense(g, name, in[0], a[0], (enum dt_act)n->act, kinit, err); break;
 	case OP_CONV2D:
 		st = dt_graph_conv2d(g, name, in[0], a[0], a[1], a[2], a[3], a[4] ? DT_PADDING_SAME : DT_PADDING_VALID,
-				     (enum dt_act)n->act, NULL, err);
+				     (enum dt_act)n->act, kinit, err);
 		break;
 	case OP_MAXPOOL:
 	case OP_AVGPOOL:
@@ -318,7 +321,7 @@ dtrain_node dtrain_mean_squared_error(dtrain_model *m, dtrain_node predictions, 
 
 /* ---- compiling ---- */
 
-enum dt_status dt__api_compile_graph(const dtrain_model *m, int max_batch, struct dt_model **out,
+enum dt_status dt__api_compile_graph(const dtrain_model *m, const char *name, int max_batch, struct dt_model **out,
 				     int feeds[DT_API_MAX_INPUTS], int *target_feed, struct dt_err *err)
 {
 	*out = NULL;
@@ -334,7 +337,7 @@ enum dt_status dt__api_compile_graph(const dtrain_model *m, int max_batch, struc
 	if (!st)
 		st = dt_graph_loss(g, m->nodes[m->loss_output].name, (enum dt_loss)m->loss_kind, err);
 	if (!st)
-		st = dt_model_from_graph(g, "model", max_batch, out, err);
+		st = dt_model_from_graph(g, name, max_batch, out, err);
 	dt_graph_free(g);
 	if (st)
 		return st;
@@ -368,5 +371,21 @@ enum dt_status dt__api_check_graph(const dtrain_model *cm, struct dt_err *err)
 	if (m->probe)
 		return DT_OK;
 	int feeds[DT_API_MAX_INPUTS], target;
-	return dt__api_compile_graph(m, 1, &m->probe, feeds, &target, err);
+	return dt__api_compile_graph(m, "model", 1, &m->probe, feeds, &target, err);
+}
+
+enum dt_status dt__api_compile_named(const dtrain_model *m, const char *name, int max_batch, struct dt_model **out,
+				     struct dt_err *err)
+{
+	*out = NULL;
+	if (!m)
+		return dt_err_set(err, DT_USAGE, "model '%s': no model (NULL)", name);
+	if (m->first.status)
+		return dt_err_set(err, m->first.status, "%s", m->first.msg);
+	if (!m->layers)
+		return dt_err_set(err, DT_INTERNAL, "model '%s' is not a layer graph", name);
+	if (m->loss_kind < 0) /* its message and hint; no probe is compiled for a graph that has a loss */
+		return dt__api_check_graph(m, err);
+	int feeds[DT_API_MAX_INPUTS], target;
+	return dt__api_compile_graph(m, name, max_batch, out, feeds, &target, err);
 }

@@ -101,8 +101,14 @@ struct dtrain_model {
 
 /* builder.c: checks a layer graph (compiling it into m->probe) and compiles it. */
 enum dt_status dt__api_check_graph(const dtrain_model *m, struct dt_err *err);
-enum dt_status dt__api_compile_graph(const dtrain_model *m, int max_batch, struct dt_model **out,
+enum dt_status dt__api_compile_graph(const dtrain_model *m, const char *name, int max_batch, struct dt_model **out,
 				     int feeds[DT_API_MAX_INPUTS], int *target_feed, struct dt_err *err);
+/* For the models defined with the public builder inside dtrain (src/models/):
+ * a layer graph's first builder error, or its check's, else the graph
+ * compiled for max_batch examples and named `name` (its name in logs and
+ * messages; the session's compile names it "model"). */
+enum dt_status dt__api_compile_named(const dtrain_model *m, const char *name, int max_batch, struct dt_model **out,
+				     struct dt_err *err) DT_MUST_CHECK;
 enum dt_status dt__api_compile_custom(const dtrain_model *m, int max_batch, struct dt_model **out,
 				      int feeds[DT_API_MAX_INPUTS], int *target_feed, struct dt_err *err);
 /* The node of a new input (its index in m->inputs): -1 after recording

@@ -263,7 +263,7 @@ int64_t dtrain_model_variable_size(const dtrain_model *m, int var)
 enum dt_status dt__api_compile(const dtrain_model *m, int max_batch, struct dt_model **out,
 			       int feeds[DT_API_MAX_INPUTS], int *target_feed, struct dt_err *err)
 {
-	return m->layers ? dt__api_compile_graph(m, max_batch, out, feeds, target_feed, err)
+	return m->layers ? dt__api_compile_graph(m, "model", max_batch, out, feeds, target_feed, err)
 			 : dt__api_compile_custom(m, max_batch, out, feeds, target_feed, err);
 }
 

@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "cmd/cmd.h"
 #include "data/text.h"
+#include "models/builtin.h"
 #include "nn/hparams.h"
 #include "tensor/blas.h"
 #include "train/checkpoint.h"
@@ -100,7 +101,7 @@ static enum dt_status setup(const struct decode_args *a, struct decoder *d, stru
 	if ((st = dt_problem_load(a->problem, a->data_dir, NULL, DT_SPLIT_TEST, 1, &d->data, err)))
 		return st;
 	d->dc.positions = hp.max_length > d->data.text->max_len ? hp.max_length : d->data.text->max_len;
-	if ((st = dt_train_model_new(&hp, &d->data, d->dc.beam_size * d->dc.positions, &d->model, err)))
+	if ((st = dt_train_model_new(&dt_models_builtin, &hp, &d->data, d->dc.beam_size * d->dc.positions, &d->model, err)))
 		return st;
 	struct dt_ckpt_contents c;
 	dt_ckpt_contents_for_model(&c, d->model);

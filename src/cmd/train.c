@@ -19,6 +19,7 @@
 #include "base/strutil.h"
 #include "cluster/resolve.h"
 #include "distribute/mirrored.h"
+#include "models/builtin.h"
 #include "nn/hparams.h"
 #include "nn/model.h"
 #include "tensor/blas.h"
@@ -55,7 +56,7 @@ static enum dt_status resolve_hparams(const struct train_args *a, struct dt_hpar
 		set = dt_hparams_default_set(a->model);
 		if (!set) {
 			size_t n;
-			const char *const *names = dt_model_names(&n);
+			const char *const *names = dt_models_builtin_names(&n);
 			char valid[256];
 			dt_join(valid, sizeof(valid), names, n, ", ");
 			const char *near = dt_nearest(a->model, names, n);
@@ -74,7 +75,7 @@ static enum dt_status resolve_hparams(const struct train_args *a, struct dt_hpar
 	if ((st = dt_hparams_validate(hp, err)))
 		return st;
 	if (a->keras_model && *a->keras_model) {
-		/* every role builds its model through dt_model_new, which reads this */
+		/* every role builds its model through dt_model_new, which reads this before the zoo */
 		if (strlen(a->keras_model) >= sizeof(hp->keras_model))
 			return dt_err_set(err, DT_USAGE, "--keras_model: path longer than %zu bytes",
 					  sizeof(hp->keras_model) - 1);
@@ -292,7 +293,7 @@ static int run_evaluator(const struct dt_train_config *cfg, const char *schedule
 {
 	struct dt_err err = DT_ERR_INIT;
 	struct dt_eval_config ec = {
-		.problem = cfg->problem, .data_dir = cfg->data_dir, .data = cfg->data, .hp = cfg->hp, .seed = cfg->seed,
+		.models = cfg->models, .problem = cfg->problem, .data_dir = cfg->data_dir, .data = cfg->data, .hp = cfg->hp, .seed = cfg->seed,
 		.threads = cfg->threads, .output_dir = cfg->output_dir, .split = DT_SPLIT_TEST,
 		.train_steps = cfg->train_steps, .timeout_s = ea->timeout_s, .report = print_eval,
 	};
@@ -396,6 +397,7 @@ int dt_cmd_train(int argc, char **argv)
 {
 	struct dt_train_config cfg;
 	dt_train_config_defaults(&cfg);
+	cfg.models = &dt_models_builtin; /* mlp, lenet, cnn: written with the public builder */
 	struct train_args a = { .model = "cnn", .hparams = "", .hparams_set = "", .log_level = "info", .keras_model = "",
 				.metrics_file = "", .seed = 1,
 				.connect_timeout = 120, .ps_idle_timeout = 600, .step_timeout = 60, .ps_overlap = 1,

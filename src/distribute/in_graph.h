@@ -39,6 +39,7 @@
 /* ---- the master's side ---- */
 
 struct dt_in_graph_master;
+struct dt_model_zoo;
 
 /* One step's figures summed over every replica. */
 struct dt_in_graph_figures {
@@ -74,6 +75,7 @@ struct dt_in_graph_replica_config {
 	const char *problem, *data_dir;  /* the server's own flags: the master's problem must match */
 	const struct dt_data_options *data; /* image_folder and csv flags (data/problem.h); NULL: defaults */
 	const struct dt_hparams *hp;     /* the server's (the master's dropout wins) */
+	const struct dt_model_zoo *models; /* where hp->model is built from (nn/model.h), borrowed */
 	int prefetch;
 	const char *master_role;         /* only this task sets up replicas ("master", index 0) */
 	uint32_t master_index;

@@ -82,7 +82,7 @@ static enum dt_status set_up(struct dt_in_graph_replica *r, const struct dt_ps_r
 		return st;
 	struct dt_hparams hp = *tc->hp;
 	hp.dropout = s->dropout;
-	if ((st = dt_model_new(&hp, r->train.height, r->train.width, r->train.channels, r->train.num_classes,
+	if ((st = dt_model_new(tc->models, &hp, r->train.height, r->train.width, r->train.channels, r->train.num_classes,
 			       (int)s->batch_size, &r->model, err)))
 		return st;
 	if (dt_model_num_params(r->model) != r->num_params)

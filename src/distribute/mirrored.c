@@ -234,7 +234,7 @@ enum dt_status dt_mirrored_new(struct dt_model *primary, const struct dt_mirrore
 			continue;
 		}
 		st = cfg->make ? cfg->make(cfg->make_arg, slice_max, &rep->model, err)
-			       : dt_model_new(cfg->hp, cfg->height, cfg->width, cfg->channels, cfg->num_classes, slice_max,
+			       : dt_model_new(cfg->models, cfg->hp, cfg->height, cfg->width, cfg->channels, cfg->num_classes, slice_max,
 					      &rep->model, err);
 		if (!st && dt_model_num_params(rep->model) != g->num_params)
 			st = dt_err_set(err, DT_INTERNAL, "replica %d has %zu parameters, the primary %zu", r,

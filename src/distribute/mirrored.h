@@ -55,12 +55,13 @@
 #define DT_MIRRORED_MAX_REPLICAS 64
 
 /* Makes a replica like the primary for batches of up to max_batch (a
- * layer graph or custom model the registry cannot build). */
+ * layer graph or custom model no zoo builds by name). */
 typedef enum dt_status (*dt_mirrored_make_fn)(void *arg, int max_batch, struct dt_model **out, struct dt_err *err);
 
 struct dt_mirrored_config {
 	const struct dt_hparams *hp;         /* the primary's hparams (model name, dropout) */
-	dt_mirrored_make_fn make;            /* NULL: replicas from the registry (hp, shape, classes); else this */
+	dt_mirrored_make_fn make;            /* NULL: replicas by name, dt_model_new(models, hp, shape, classes); else this */
+	const struct dt_model_zoo *models;   /* borrowed (nn/model.h) */
 	void *make_arg;
 	int height, width, channels;         /* one example's shape, as the primary was built */
 	int num_classes;

@@ -9,7 +9,6 @@
 
 #include "base/alloc.h"
 #include "base/strutil.h"
-#include "nn/model.h"
 #include "nn/optimizer.h"
 
 /* ---- the field table: drives parsing, validation, names and JSON ----------- */
@@ -48,7 +47,7 @@ static const struct field fields[] = {
 	DBL_FIELD(lr_decay_end, 0, 1, 0, 0),
 	DBL_FIELD(dropout, 0, 1, 0, 1),
 	DBL_FIELD(weight_decay, 0, HUGE_VAL, 0, 1),
-	STR_FIELD(model, dt_model_names),
+	STR_FIELD(model, dt_hparams_model_names),
 	BOOL_FIELD(sync),
 	BOOL_FIELD(scale_lr_by_workers),
 	INT_FIELD(hidden_size, 1, 65536),
@@ -508,6 +507,15 @@ static void (*const set_fns[])(struct dt_hparams *) = {
 	DT_HPARAMS_SET_LIST(FN)
 #undef FN
 };
+
+static const char *const model_names[] = { "mlp", "lenet", "cnn", "transformer" };
+
+const char *const *dt_hparams_model_names(size_t *count)
+{
+	if (count)
+		*count = DT_ARRAY_LEN(model_names);
+	return model_names;
+}
 
 const char *const *dt_hparams_set_names(size_t *count)
 {

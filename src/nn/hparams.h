@@ -52,6 +52,10 @@ struct dt_hparams {
 
 /* Names of the registered sets ("mlp_base", "lenet_base", "cnn_base", ...). */
 const char *const *dt_hparams_set_names(size_t *count);
+/* The models the sets are for, each with its "<model>_base" set: what the
+ * `model` field may name ("mlp", "lenet", "cnn", "transformer"). The sets
+ * hold no model: a program's zoo builds it by this name (nn/model.h). */
+const char *const *dt_hparams_model_names(size_t *count);
 /* The set a model uses when --hparams_set is not given. */
 const char *dt_hparams_default_set(const char *model);
 /* Fills `out` from a named set; unknown set → DT_USAGE listing the valid ones. */

@@ -1,8 +1,8 @@
 /*
- * Models: the registry of built-in models (built through the graph
- * builder), variables and their initializers, the accessors, and the entry
- * points, which check a batch and hand it to the graph executor (exec.c)
- * or to a custom model's callback (custom.c).
+ * Models: models by name (a Keras JSON, or the zoo a program hands down),
+ * variables and their initializers, the accessors, and the entry points,
+ * which check a batch and hand it to the graph executor (exec.c) or to a
+ * custom model's callback (custom.c).
  */
 #include "nn/model.h"
 
@@ -18,125 +18,7 @@
 #include "nn/model_impl.h"
 #include "tensor/kernels.h"
 
-/* ---- the registry ------------------------------------------------------------ */
-
-/* Every built-in call below is valid for the shapes dt_model_new accepts,
- * except windows that do not fit a small input, which the builder reports;
- * the first failure is kept and the rest skipped. */
-struct build {
-	struct dt_graph *g;
-	enum dt_status st;
-	struct dt_err *err;
-};
-
-static void dense(struct build *b, int units, int relu)
-{
-	if (!b->st)
-		b->st = dt_graph_dense(b->g, NULL, NULL, units, relu ? DT_ACT_RELU : DT_ACT_LINEAR,
-				       relu ? "he_normal" : "glorot_uniform", b->err);
-}
-
-static void conv(struct build *b, int k, int filters, enum dt_padding pad)
-{
-	if (!b->st)
-		b->st = dt_graph_conv2d(b->g, NULL, NULL, filters, k, k, 1, pad, DT_ACT_RELU, "he_normal", b->err);
-}
-
-/* Fused into the conv before it when the graph is compiled. */
-static void pool(struct build *b)
-{
-	if (!b->st)
-		b->st = dt_graph_pool(b->g, NULL, NULL, DT_POOL_MAX, 2, 2, 2, 2, DT_PADDING_VALID, b->err);
-}
-
-static void flatten(struct build *b)
-{
-	if (!b->st)
-		b->st = dt_graph_flatten(b->g, NULL, NULL, b->err);
-}
-
-/* Dropout follows every hidden dense layer when hp->dropout > 0. */
-static void dropout(struct build *b, double rate)
-{
-	if (!b->st && rate > 0)
-		b->st = dt_graph_dropout(b->g, NULL, NULL, (float)rate, b->err);
-}
-
-/* mlp: 784-256-128-10 with ReLU (for 28x28x1 inputs). */
-static void build_mlp(struct build *b, const struct dt_hparams *hp, int num_classes)
-{
-	flatten(b);
-	dense(b, 256, 1);
-	dropout(b, hp->dropout);
-	dense(b, 128, 1);
-	dropout(b, hp->dropout);
-	dense(b, num_classes, 0);
-}
-
-/* lenet: LeNet-5 with ReLU and max pooling. */
-static void build_lenet(struct build *b, const struct dt_hparams *hp, int num_classes)
-{
-	conv(b, 5, 6, DT_PADDING_SAME);
-	pool(b);
-	conv(b, 5, 16, DT_PADDING_VALID);
-	pool(b);
-	flatten(b);
-	dense(b, 120, 1);
-	dropout(b, hp->dropout);
-	dense(b, 84, 1);
-	dropout(b, hp->dropout);
-	dense(b, num_classes, 0);
-}
-
-/* cnn: two 3x3 conv blocks (32, 64 filters) and a 128-unit dense layer. */
-static void build_cnn(struct build *b, const struct dt_hparams *hp, int num_classes)
-{
-	conv(b, 3, 32, DT_PADDING_SAME);
-	pool(b);
-	conv(b, 3, 64, DT_PADDING_SAME);
-	pool(b);
-	flatten(b);
-	dense(b, 128, 1);
-	dropout(b, hp->dropout);
-	dense(b, num_classes, 0);
-}
-
-/* X(name, builder) — the model registry. */
-#define DT_MODEL_LIST(X) \
-	X(mlp, build_mlp)     \
-	X(lenet, build_lenet) \
-	X(cnn, build_cnn)     \
-	X(transformer, NULL)
-
-static const char *const model_names[] = {
-#define NAME(name, fn) #name,
-	DT_MODEL_LIST(NAME)
-#undef NAME
-};
-
-typedef void (*build_fn)(struct build *b, const struct dt_hparams *hp, int num_classes);
-static const build_fn model_builders[] = {
-#define FN(name, fn) fn,
-	DT_MODEL_LIST(FN)
-#undef FN
-};
-
-const char *const *dt_model_names(size_t *count)
-{
-	if (count)
-		*count = DT_ARRAY_LEN(model_names);
-	return model_names;
-}
-
-static enum dt_status unknown_model(const char *name, struct dt_err *err)
-{
-	char valid[256];
-	dt_join(valid, sizeof(valid), model_names, DT_ARRAY_LEN(model_names), ", ");
-	const char *near = dt_nearest(name, model_names, DT_ARRAY_LEN(model_names));
-	if (near)
-		return dt_err_set(err, DT_USAGE, "unknown model '%s' (did you mean '%s'?); valid: %s", name, near, valid);
-	return dt_err_set(err, DT_USAGE, "unknown model '%s'; valid: %s", name, valid);
-}
+/* ---- models by name ---------------------------------------------------------- */
 
 /* A Keras model for data of (height, width, channels) and num_classes:
  * the JSON must agree, or the run is misconfigured. */
@@ -166,46 +48,16 @@ static enum dt_status keras_model_new(const char *path, int height, int width, i
 	return DT_OK;
 }
 
-enum dt_status dt_model_new(const struct dt_hparams *hp, int height, int width, int channels, int num_classes,
-			    int max_batch, struct dt_model **out, struct dt_err *err)
+enum dt_status dt_model_new(const struct dt_model_zoo *zoo, const struct dt_hparams *hp, int height, int width,
+			    int channels, int num_classes, int max_batch, struct dt_model **out, struct dt_err *err)
 {
 	*out = NULL;
 	if (hp->keras_model[0])
 		return keras_model_new(hp->keras_model, height, width, channels, num_classes, max_batch, out, err);
-	int which = -1;
-	for (size_t i = 0; i < DT_ARRAY_LEN(model_names); i++)
-		if (strcmp(hp->model, model_names[i]) == 0)
-			which = (int)i;
-	if (which < 0)
-		return unknown_model(hp->model, err);
-	if (!model_builders[which])
-		return dt_err_set(err, DT_CONFIG,
-				  "model '%s' reads text, not images: train it on a text problem (nn/transformer.h builds it)",
+	if (!zoo)
+		return dt_err_set(err, DT_CONFIG, "model '%s': no models by name were handed down to build it from",
 				  hp->model);
-	if (height < 1 || width < 1 || channels < 1)
-		return dt_err_set(err, DT_CONFIG, "model '%s': bad input shape (%d, %d, %d)", hp->model, height, width,
-				  channels);
-	if (num_classes < 2 || num_classes > 256)
-		return dt_err_set(err, DT_CONFIG, "model '%s': num_classes must be in [2, 256] (labels are bytes), got %d",
-				  hp->model, num_classes);
-	if (max_batch < 1)
-		return dt_err_set(err, DT_CONFIG, "model '%s': max_batch must be positive, got %d", hp->model, max_batch);
-	if (!(hp->dropout >= 0 && hp->dropout < 1))
-		return dt_err_set(err, DT_CONFIG, "model '%s': dropout must be in [0, 1), got %g", hp->model, hp->dropout);
-
-	struct build b = { .g = dt_graph_new(), .err = err };
-	const int shape[3] = { height, width, channels };
-	b.st = dt_graph_input(b.g, "x", DT_FLOAT32, 3, shape, err);
-	if (!b.st)
-		model_builders[which](&b, hp, num_classes);
-	if (!b.st)
-		b.st = dt_graph_loss(b.g, NULL, DT_LOSS_SOFTMAX_XENT, err);
-	if (!b.st)
-		b.st = dt_model_from_graph(b.g, hp->model, max_batch, out, err);
-	dt_graph_free(b.g);
-	if (b.st)
-		dt_err_prefix(err, "cannot build model '%s' for input (%d, %d, %d)", hp->model, height, width, channels);
-	return b.st;
+	return zoo->make(hp, height, width, channels, num_classes, max_batch, out, err);
 }
 
 void dt_model_free(struct dt_model *m)

@@ -1,10 +1,12 @@
 /*
  * model.h — models as named variables over one flat parameter buffer.
  *
- * A model is made three ways: from the registry of built-in models ("mlp",
- * "lenet", "cnn", dt_model_new), from a layer graph (nn/graph.h,
- * dt_model_from_graph; the built-ins are graphs too), or from a custom
- * definition whose callback computes the loss and gradients (nn/custom.h).
+ * A model is made three ways: from a layer graph (nn/graph.h,
+ * dt_model_from_graph), from a custom definition whose callback computes
+ * the loss and gradients (nn/custom.h), or by name (dt_model_new: a Keras
+ * JSON, or a model of the zoo the program hands down — the built-ins "mlp",
+ * "lenet", "cnn" are defined with the public builder in src/models/, above
+ * the engine, so nn/ holds no list of them).
  * Every strategy trains all three alike through the entry points below.
  *
  * Its variables (conv_1/kernel, conv_1/bias, dense_1/kernel, ...) are
@@ -124,14 +126,31 @@ struct dt_step_result {
 	double nll_sum;
 };
 
-/* Names of the registered models. */
-const char *const *dt_model_names(size_t *count);
+/*
+ * Models by name for images of (height, width, channels) and num_classes
+ * classes (hp->model, hp->dropout): a zoo is a program's list of them and
+ * the function that builds one. The engine holds none itself: the program
+ * hands its zoo down (dt_train_config.models; the CLI's is the built-ins of
+ * src/models/builtin.h, written with the public builder), so every role,
+ * replica, ps and evaluator builds the same model by the same code. `make`
+ * returns DT_USAGE for a name it does not know (listing `names`), DT_CONFIG
+ * for shapes or hparams it cannot build; parameters zero until
+ * dt_model_init_params.
+ */
+struct dt_model_zoo {
+	const char *const *names;
+	size_t count;
+	enum dt_status (*make)(const struct dt_hparams *hp, int height, int width, int channels, int num_classes,
+			       int max_batch, struct dt_model **out, struct dt_err *err);
+};
 
-/* Builds model `hp->model` for inputs (H, W, C) and `num_classes` outputs,
- * with activations for up to max_batch examples. Unknown model → DT_USAGE
- * listing the valid ones. Parameters are zero until dt_model_init_params. */
-enum dt_status dt_model_new(const struct dt_hparams *hp, int height, int width, int channels, int num_classes,
-			    int max_batch, struct dt_model **out, struct dt_err *err) DT_MUST_CHECK;
+/* Builds the model the hparams name for inputs (H, W, C) and `num_classes`
+ * outputs, with activations for up to max_batch examples: the Keras JSON
+ * of hp->keras_model when set (it must agree with the data: DT_USAGE), else
+ * `zoo`'s hp->model (zoo NULL: DT_CONFIG, no model by name without one). */
+enum dt_status dt_model_new(const struct dt_model_zoo *zoo, const struct dt_hparams *hp, int height, int width,
+			    int channels, int num_classes, int max_batch, struct dt_model **out,
+			    struct dt_err *err) DT_MUST_CHECK;
 void dt_model_free(struct dt_model *m);
 
 /* Seeds every variable from its initializer (above). The built-ins use

@@ -218,7 +218,7 @@ enum dt_status dt_train_make_model(const struct dt_train_config *tc, const struc
 {
 	if (tc->source)
 		return tc->source->make_model(tc->source->arg, max_batch, out, err);
-	return dt_train_model_new(&tc->hp, shape, max_batch, out, err);
+	return dt_train_model_new(tc->models, &tc->hp, shape, max_batch, out, err);
 }
 
 enum dt_status dt_train_make_input(const struct dt_train_config *tc, const struct dt_dataset *train,

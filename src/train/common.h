@@ -27,9 +27,10 @@ void dt_train_eval_result(const double sums[DT_EVAL_SUMS], int text, struct dt_e
 
 /* ---- text problems (data/text.h; text_model.c) ---- */
 /* The model for dataset d: t2t's transformer (hp's sizes, the data's
- * vocabularies) for a text problem, else dt_model_new on its images. */
-enum dt_status dt_train_model_new(const struct dt_hparams *hp, const struct dt_dataset *d, int max_batch,
-				  struct dt_model **out, struct dt_err *err) DT_MUST_CHECK;
+ * vocabularies) for a text problem, else dt_model_new (zoo's hp->model, or
+ * hp's Keras JSON) on its images. */
+enum dt_status dt_train_model_new(const struct dt_model_zoo *zoo, const struct dt_hparams *hp, const struct dt_dataset *d,
+				  int max_batch, struct dt_model **out, struct dt_err *err) DT_MUST_CHECK;
 /* The model's max_batch for training on d: hp's batch_size (examples, or
  * tokens for text). */
 int dt_train_max_batch(const struct dt_hparams *hp, const struct dt_dataset *d);

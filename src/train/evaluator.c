@@ -95,7 +95,7 @@ static enum dt_status setup(struct evaluator *e, struct dt_err *err)
 	if (cfg->source)
 		st = cfg->source->make_model(cfg->source->arg, cfg->hp.batch_size, &e->model, err);
 	else if (!(st = dt_problem_load(cfg->problem, cfg->data_dir, cfg->data, cfg->split, cfg->seed, &e->data, err)))
-		st = dt_train_model_new(&cfg->hp, &e->data, dt_train_max_batch(&cfg->hp, &e->data), &e->model, err);
+		st = dt_train_model_new(cfg->models, &cfg->hp, &e->data, dt_train_max_batch(&cfg->hp, &e->data), &e->model, err);
 	if (st)
 		return st;
 	dt_ckpt_contents_for_model(&e->contents, e->model);

@@ -70,6 +70,8 @@ struct dt_eval_config {
 	 * borrowed, in place of problem and hp.model: the model is made by its
 	 * make_model, each checkpoint evaluated by its evaluate. NULL: none. */
 	const struct dt_train_source *source;
+	/* Where hp.model is built from (dt_train_config.models), borrowed. */
+	const struct dt_model_zoo *models;
 	/* Called after each evaluation (may be NULL). */
 	void (*report)(void *ctx, enum dt_split split, int64_t step, const struct dt_eval_result *r);
 	void *report_ctx;

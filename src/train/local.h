@@ -30,17 +30,18 @@
 struct dt_auth;
 struct dt_data_options;
 struct dt_model;
+struct dt_model_zoo;
 struct dt_input;
 struct dt_session;
 struct dt_eval_result;
 
 /*
- * A caller's model and data in place of the problem and the model registry
+ * A caller's model and data in place of the problem and the model zoo
  * (the public API's, src/api/): every role builds from it — the trainer
  * trains `model`, the in-process replicas, a ps (the variables it holds)
  * and the evaluation copies are made by `make_model`, the training input
  * by `make_input`, evaluations go through `evaluate`. NULL in
- * dt_train_config: the problem by name and hp.model from the registry.
+ * dt_train_config: the problem by name and hp.model from the config's zoo.
  * Every function may be called from the role's thread; `evaluate` also
  * from an evaluation thread (--eval_every's copy) while training goes on.
  */
@@ -99,6 +100,10 @@ struct dt_train_config {
 
 	/* A caller's model and data (above), borrowed; NULL: `problem` and hp.model. */
 	const struct dt_train_source *source;
+	/* Where hp.model is built from (nn/model.h; the CLI's: models/builtin.h),
+	 * borrowed; NULL: no model by name (only a source, a Keras JSON or a text
+	 * problem's transformer). */
+	const struct dt_model_zoo *models;
 };
 
 struct dt_eval_result {

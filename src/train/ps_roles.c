@@ -126,7 +126,7 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 	if (!st)
 		st = dt_in_graph_replica_new(&(struct dt_in_graph_replica_config){
 			.problem = cfg->train->problem, .data_dir = cfg->train->data_dir, .data = cfg->train->data,
-			.hp = &cfg->train->hp, .prefetch = cfg->train->prefetch, .master_role = dt_job_name(cl->chief.job),
+			.hp = &cfg->train->hp, .models = cfg->train->models, .prefetch = cfg->train->prefetch, .master_role = dt_job_name(cl->chief.job),
 			.master_index = (uint32_t)cl->chief.index, .num_params = dt_model_num_params(r.model),
 		}, &replica, err);
 	if (!st) {

@@ -277,6 +277,7 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 			.num_classes = s->shape[3],
 			.replicas = tc->replicas, .batch_size = tc->hp.batch_size, .seed = tc->seed, .stream_base = stream,
 			.make = tc->source ? tc->source->make_model : NULL, .make_arg = tc->source ? tc->source->arg : NULL,
+			.models = tc->models,
 		};
 		if ((st = dt_mirrored_new(s->model, &mc, &s->mirror, err)))
 			return st;

@@ -42,12 +42,12 @@ static enum dt_status text_model_new(const struct dt_hparams *hp, const struct d
 	return st ? dt_err_prefix(err, "cannot build the transformer") : DT_OK;
 }
 
-enum dt_status dt_train_model_new(const struct dt_hparams *hp, const struct dt_dataset *d, int max_batch,
-				  struct dt_model **out, struct dt_err *err)
+enum dt_status dt_train_model_new(const struct dt_model_zoo *zoo, const struct dt_hparams *hp, const struct dt_dataset *d,
+				  int max_batch, struct dt_model **out, struct dt_err *err)
 {
 	if (d->text)
 		return text_model_new(hp, d->text, max_batch, out, err);
-	return dt_model_new(hp, d->height, d->width, d->channels, d->num_classes, max_batch, out, err);
+	return dt_model_new(zoo, hp, d->height, d->width, d->channels, d->num_classes, max_batch, out, err);
 }
 
 int dt_train_max_batch(const struct dt_hparams *hp, const struct dt_dataset *d)

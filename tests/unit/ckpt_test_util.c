@@ -9,13 +9,14 @@
 #include "base/atomic_file.h"
 #include "base/rng.h"
 #include "dt_test.h"
+#include "models/builtin.h"
 
 void small_init(struct small *s, int side, const char *optimizer, uint64_t seed)
 {
 	struct dt_err err = DT_ERR_INIT;
 	DT_CHECK_OK(dt_hparams_from_set("mlp_base", &s->hp, &err), &err);
 	snprintf(s->hp.optimizer, sizeof(s->hp.optimizer), "%s", optimizer);
-	DT_CHECK_OK(dt_model_new(&s->hp, side, side, 1, 3, 4, &s->m, &err), &err);
+	DT_CHECK_OK(dt_model_new(&dt_models_builtin, &s->hp, side, side, 1, 3, 4, &s->m, &err), &err);
 	dt_model_init_params(s->m, seed);
 	DT_CHECK_OK(dt_optimizer_init(&s->opt, &s->hp, dt_model_num_params(s->m), &err), &err);
 	struct dt_rng rng;

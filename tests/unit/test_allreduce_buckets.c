@@ -6,6 +6,7 @@
 
 #include "dt_test.h"
 #include "nn/hparams.h"
+#include "models/builtin.h"
 #include "nn/model.h"
 #include "train/allreduce_buckets.h"
 
@@ -15,7 +16,7 @@ static struct dt_model *model(const char *name)
 	struct dt_hparams hp;
 	DT_CHECK_OK(dt_hparams_from_set(dt_hparams_default_set(name), &hp, &err), &err);
 	struct dt_model *m = NULL;
-	DT_CHECK_OK(dt_model_new(&hp, 28, 28, 1, 10, 4, &m, &err), &err);
+	DT_CHECK_OK(dt_model_new(&dt_models_builtin, &hp, 28, 28, 1, 10, 4, &m, &err), &err);
 	return m;
 }
 

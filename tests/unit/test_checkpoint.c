@@ -24,6 +24,7 @@
 #include "base/rng.h"
 #include "dt_test.h"
 #include "nn/hparams.h"
+#include "models/builtin.h"
 #include "nn/model.h"
 #include "nn/optimizer.h"
 #include "train/checkpoint.h"
@@ -350,7 +351,7 @@ DT_TEST(ckpt, different_model_is_refused_naming_variable_and_shapes)
 	struct dt_hparams hp;
 	DT_CHECK_OK(dt_hparams_from_set("lenet_base", &hp, &err), &err);
 	struct dt_model *m;
-	DT_CHECK_OK(dt_model_new(&hp, 28, 28, 1, 10, 2, &m, &err), &err);
+	DT_CHECK_OK(dt_model_new(&dt_models_builtin, &hp, 28, 28, 1, 10, 2, &m, &err), &err);
 	struct dt_ckpt_contents c;
 	dt_ckpt_contents_for_model(&c, m);
 	DT_CHECK_INT_EQ(dt_ckpt_load(path, &c, &err), DT_CKPT);
@@ -723,6 +724,7 @@ static void local_config(struct dt_train_config *cfg, const char *dir, int64_t s
 {
 	struct dt_err err = DT_ERR_INIT;
 	dt_train_config_defaults(cfg);
+	cfg->models = &dt_models_builtin;
 	cfg->problem = "synthetic";
 	DT_CHECK_OK(dt_hparams_from_set("mlp_base", &cfg->hp, &err), &err);
 	DT_CHECK_OK(dt_hparams_parse(&cfg->hp, "dropout=0.3,lr_schedule=constant,batch_size=32", &err), &err);
@@ -799,7 +801,7 @@ DT_TEST_TIMEOUT(ckpt, resume_without_rng_and_position_would_differ, 120)
 	struct small s;
 	memset(&s, 0, sizeof(s));
 	DT_CHECK_OK(dt_hparams_from_set("mlp_base", &s.hp, &err), &err);
-	DT_CHECK_OK(dt_model_new(&s.hp, 28, 28, 1, 10, 4, &s.m, &err), &err);
+	DT_CHECK_OK(dt_model_new(&dt_models_builtin, &s.hp, 28, 28, 1, 10, 4, &s.m, &err), &err);
 	DT_CHECK_OK(dt_optimizer_init(&s.opt, &s.hp, dt_model_num_params(s.m), &err), &err);
 	dt_ckpt_contents_for_model(&s.c, s.m);
 	dt_ckpt_contents_set_optimizer(&s.c, &s.opt);

@@ -16,6 +16,7 @@
 #include "distribute/mirrored.h"
 #include "nn/graph.h"
 #include "nn/hparams.h"
+#include "models/builtin.h"
 #include "nn/model.h"
 #include "tensor/blas.h"
 
@@ -50,7 +51,7 @@ static struct dt_model *model_make(const struct dt_hparams *hp, int max_batch)
 {
 	struct dt_err err = DT_ERR_INIT;
 	struct dt_model *m;
-	DT_CHECK_OK(dt_model_new(hp, H, W, 1, CLASSES, max_batch, &m, &err), &err);
+	DT_CHECK_OK(dt_model_new(&dt_models_builtin, hp, H, W, 1, CLASSES, max_batch, &m, &err), &err);
 	dt_model_init_params(m, 7);
 	return m;
 }
@@ -88,7 +89,7 @@ static void check_gradient(const char *model, int replicas, int batch)
 	int c1 = -1, cm = -1;
 	float l1 = dt_model_train_batch(one, b.x, b.y, batch, NULL, &c1);
 
-	struct dt_mirrored_config mc = { .hp = &hp, .height = H, .width = W, .channels = 1, .num_classes = CLASSES,
+	struct dt_mirrored_config mc = { .hp = &hp, .models = &dt_models_builtin, .height = H, .width = W, .channels = 1, .num_classes = CLASSES,
 					 .replicas = replicas, .batch_size = batch, .seed = 1 };
 	struct dt_mirrored *g;
 	DT_CHECK_OK(dt_mirrored_new(primary, &mc, &g, &err), &err);
@@ -144,7 +145,7 @@ DT_TEST(dist_mirrored, replicas_follow_the_primary_parameters)
 	struct batch b;
 	batch_make(&b, 16, 5);
 	struct dt_model *one = model_make(&hp, 16), *primary = model_make(&hp, 16);
-	struct dt_mirrored_config mc = { .hp = &hp, .height = H, .width = W, .channels = 1, .num_classes = CLASSES,
+	struct dt_mirrored_config mc = { .hp = &hp, .models = &dt_models_builtin, .height = H, .width = W, .channels = 1, .num_classes = CLASSES,
 					 .replicas = 2, .batch_size = 16, .seed = 1 };
 	struct dt_mirrored *g;
 	DT_CHECK_OK(dt_mirrored_new(primary, &mc, &g, &err), &err);
@@ -172,7 +173,7 @@ DT_TEST(dist_mirrored, bad_replica_counts_are_refused)
 	DT_CHECK_OK(dt_hparams_from_set("mlp_base", &hp, &err), &err);
 	struct dt_model *m = model_make(&hp, 8);
 	struct dt_mirrored *g = NULL;
-	struct dt_mirrored_config mc = { .hp = &hp, .height = H, .width = W, .channels = 1, .num_classes = CLASSES,
+	struct dt_mirrored_config mc = { .hp = &hp, .models = &dt_models_builtin, .height = H, .width = W, .channels = 1, .num_classes = CLASSES,
 					 .replicas = 1, .batch_size = 8 };
 	DT_CHECK_INT_EQ(dt_mirrored_new(m, &mc, &g, &err), DT_USAGE);
 	DT_CHECK_CONTAINS(err.msg, "between 2 and");

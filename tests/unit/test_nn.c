@@ -12,6 +12,7 @@
 #include "base/rng.h"
 #include "nn/hparams.h"
 #include "nn/layers.h"
+#include "models/builtin.h"
 #include "nn/model.h"
 #include "nn/optimizer.h"
 
@@ -36,13 +37,19 @@ DT_TEST(nn_hparams, every_set_is_valid_and_each_model_has_a_base_set)
 		DT_CHECK_OK(dt_hparams_validate(&hp, &err), &err);
 	}
 	size_t nm = 0;
-	const char *const *models = dt_model_names(&nm);
+	const char *const *models = dt_models_builtin_names(&nm);
 	for (size_t i = 0; i < nm; i++) {
 		const char *def = dt_hparams_default_set(models[i]);
 		DT_CHECK(def != NULL);
 		struct dt_hparams hp = set(def);
 		DT_CHECK_STR_EQ(hp.model, models[i]);
 	}
+	/* hparams' `model` names exactly the models the CLI's zoo builds */
+	size_t nh = 0;
+	const char *const *hmodels = dt_hparams_model_names(&nh);
+	DT_CHECK_INT_EQ(nh, nm);
+	for (size_t i = 0; i < nh && i < nm; i++)
+		DT_CHECK_STR_EQ(hmodels[i], models[i]);
 	DT_CHECK(dt_hparams_default_set("resnet") == NULL);
 	struct dt_hparams hp = set("cnn_base");
 	DT_CHECK_STR_EQ(hp.optimizer, "adam");
@@ -361,14 +368,14 @@ static struct dt_model *new_model(const char *name, int H, int W, int C, int cla
 	struct dt_err err = DT_ERR_INIT;
 	struct dt_hparams hp = set(dt_hparams_default_set(name));
 	struct dt_model *m = NULL;
-	DT_CHECK_OK(dt_model_new(&hp, H, W, C, classes, max_batch, &m, &err), &err);
+	DT_CHECK_OK(dt_model_new(&dt_models_builtin, &hp, H, W, C, classes, max_batch, &m, &err), &err);
 	return m;
 }
 
 DT_TEST(nn_model, registry_names_and_unknown_model)
 {
 	size_t n = 0;
-	const char *const *names = dt_model_names(&n);
+	const char *const *names = dt_models_builtin_names(&n);
 	DT_CHECK_INT_EQ(n, 4);
 	DT_CHECK_STR_EQ(names[3], "transformer");
 	DT_CHECK_STR_EQ(names[0], "mlp");
@@ -378,7 +385,7 @@ DT_TEST(nn_model, registry_names_and_unknown_model)
 	struct dt_hparams hp = set("mlp_base");
 	snprintf(hp.model, sizeof(hp.model), "lenett");
 	struct dt_model *m = (struct dt_model *)&err; /* must be reset to NULL */
-	DT_CHECK_INT_EQ(dt_model_new(&hp, 28, 28, 1, 10, 8, &m, &err), DT_USAGE);
+	DT_CHECK_INT_EQ(dt_model_new(&dt_models_builtin, &hp, 28, 28, 1, 10, 8, &m, &err), DT_USAGE);
 	DT_CHECK(m == NULL);
 	DT_CHECK_STR_EQ(err.msg, "unknown model 'lenett' (did you mean 'lenet'?); valid: mlp, lenet, cnn, transformer");
 }
@@ -420,7 +427,7 @@ DT_TEST(nn_hparams, transformer_sets_have_t2ts_values_names_and_schedule)
 	DT_CHECK_NEAR(dt_lr_at(&hp, 100, 1000), 2.0 / 10.0 / 8.0, 1e-7);
 	DT_CHECK_NEAR(dt_lr_at(&hp, 400, 1000), 2.0 / 20.0 / 8.0, 1e-7);
 	struct dt_model *m = NULL;
-	DT_CHECK(dt_model_new(&hp, 28, 28, 1, 10, 8, &m, &err) == DT_CONFIG);
+	DT_CHECK(dt_model_new(&dt_models_builtin, &hp, 28, 28, 1, 10, 8, &m, &err) == DT_CONFIG);
 	DT_CHECK_CONTAINS(err.msg, "reads text, not images");
 }
 
@@ -523,11 +530,11 @@ DT_TEST(nn_model, input_shape_and_classes_come_from_the_arguments)
 	dt_model_free(m);
 	struct dt_err err = DT_ERR_INIT;
 	struct dt_hparams hp = set("lenet_base");
-	DT_CHECK_INT_EQ(dt_model_new(&hp, 8, 8, 1, 10, 4, &m, &err), DT_CONFIG);
+	DT_CHECK_INT_EQ(dt_model_new(&dt_models_builtin, &hp, 8, 8, 1, 10, 4, &m, &err), DT_CONFIG);
 	DT_CHECK_CONTAINS(err.msg, "cannot build model 'lenet' for input (8, 8, 1)");
 	DT_CHECK_CONTAINS(err.msg, "conv_2");
-	DT_CHECK_INT_EQ(dt_model_new(&hp, 28, 28, 1, 1, 4, &m, &err), DT_CONFIG);
-	DT_CHECK_INT_EQ(dt_model_new(&hp, 28, 28, 1, 10, 0, &m, &err), DT_CONFIG);
+	DT_CHECK_INT_EQ(dt_model_new(&dt_models_builtin, &hp, 28, 28, 1, 1, 4, &m, &err), DT_CONFIG);
+	DT_CHECK_INT_EQ(dt_model_new(&dt_models_builtin, &hp, 28, 28, 1, 10, 0, &m, &err), DT_CONFIG);
 }
 
 DT_TEST(nn_model, layer_constructors_reject_shapes_that_do_not_fit)
@@ -602,9 +609,9 @@ DT_TEST(nn_model, init_is_seeded_per_variable)
 	struct dt_err err = DT_ERR_INIT;
 	struct dt_hparams hp = set("mlp_base");
 	struct dt_model *plain, *dropped;
-	DT_CHECK_OK(dt_model_new(&hp, 28, 28, 1, 10, 2, &plain, &err), &err);
+	DT_CHECK_OK(dt_model_new(&dt_models_builtin, &hp, 28, 28, 1, 10, 2, &plain, &err), &err);
 	hp.dropout = 0.3;
-	DT_CHECK_OK(dt_model_new(&hp, 28, 28, 1, 10, 2, &dropped, &err), &err);
+	DT_CHECK_OK(dt_model_new(&dt_models_builtin, &hp, 28, 28, 1, 10, 2, &dropped, &err), &err);
 	DT_CHECK(dt_model_num_layers(dropped) == dt_model_num_layers(plain) + 2);
 	dt_model_init_params(plain, 3);
 	dt_model_init_params(dropped, 3);
@@ -646,7 +653,7 @@ static void check_learns(const char *name, int steps)
 	struct dt_hparams hp = set(dt_hparams_default_set(name));
 	const int B = 32, H = 8;
 	struct dt_model *m;
-	DT_CHECK_OK(dt_model_new(&hp, H, H, 1, 10, B, &m, &err), &err);
+	DT_CHECK_OK(dt_model_new(&dt_models_builtin, &hp, H, H, 1, 10, B, &m, &err), &err);
 	dt_model_init_params(m, 1);
 	struct dt_optimizer opt;
 	DT_CHECK_OK(dt_optimizer_init(&opt, &hp, dt_model_num_params(m), &err), &err);
@@ -700,7 +707,7 @@ DT_TEST_TIMEOUT(nn_model, lenet_learns_a_separable_problem, 60)
 	struct dt_hparams hp = set("lenet_base");
 	const int B = 32;
 	struct dt_model *m;
-	DT_CHECK_OK(dt_model_new(&hp, 16, 16, 1, 10, B, &m, &err), &err);
+	DT_CHECK_OK(dt_model_new(&dt_models_builtin, &hp, 16, 16, 1, 10, B, &m, &err), &err);
 	dt_model_init_params(m, 1);
 	struct dt_optimizer opt;
 	DT_CHECK_OK(dt_optimizer_init(&opt, &hp, dt_model_num_params(m), &err), &err);

@@ -25,6 +25,7 @@
 #include "base/rng.h"
 #include "nn/hparams.h"
 #include "nn/layers.h"
+#include "models/builtin.h"
 #include "nn/model.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels_direct.h"
@@ -301,7 +302,7 @@ static void check_model(const char *name, int H, int W, int C, int B, uint64_t s
 	hp.dropout = 0;
 	const int N = 4;
 	struct dt_model *m;
-	DT_CHECK_OK(dt_model_new(&hp, H, W, C, N, B, &m, &err), &err);
+	DT_CHECK_OK(dt_model_new(&dt_models_builtin, &hp, H, W, C, N, B, &m, &err), &err);
 	dt_model_init_params(m, seed);
 	/* Non-zero biases, so ReLUs and pools see varied values. */
 	float *p = dt_model_params(m);

@@ -18,6 +18,7 @@
 #include "nn/graph.h"
 #include "nn/hparams.h"
 #include "nn/layers.h"
+#include "models/builtin.h"
 #include "nn/model.h"
 
 #define CHECK_FAILS(expr, errp, needle)                      \
@@ -396,7 +397,7 @@ DT_TEST(nn_graph, builtin_models_give_the_same_bits_as_before)
 		DT_CHECK_OK(dt_hparams_from_set(dt_hparams_default_set(before[k].name), &hp, &err), &err);
 		struct dt_model *m;
 		enum { NB = 8 };
-		DT_CHECK_OK(dt_model_new(&hp, 28, 28, 1, 10, NB, &m, &err), &err);
+		DT_CHECK_OK(dt_model_new(&dt_models_builtin, &hp, 28, 28, 1, 10, NB, &m, &err), &err);
 		dt_model_init_params(m, 7);
 		const size_t np = dt_model_num_params(m);
 		float *x = dt_xmalloc((size_t)NB * 784 * sizeof(float));
@@ -422,4 +423,42 @@ DT_TEST(nn_graph, builtin_models_give_the_same_bits_as_before)
 		free(x);
 		dt_model_free(m);
 	}
+}
+
+/* The built-ins come from the CLI's zoo (models/builtin.h, written with the
+ * public builder): every variable's name, shape, kernel flag and place in
+ * the flat buffer as when nn/ built them, the model's name in its
+ * description, and no model by name without a zoo. */
+DT_TEST(nn_graph, builtin_models_keep_their_variables_through_the_public_builder)
+{
+	static const char *const want =
+		"conv_1/kernel(3,3,1,32)K@0 conv_1/bias(32)@288 conv_2/kernel(3,3,32,64)K@320 "
+		"conv_2/bias(64)@18752 dense_1/kernel(3136,128)K@18816 dense_1/bias(128)@420224 "
+		"dense_2/kernel(128,10)K@420352 dense_2/bias(10)@421632 ";
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_hparams hp;
+	DT_CHECK_OK(dt_hparams_from_set("cnn_base", &hp, &err), &err);
+	struct dt_model *m;
+	DT_CHECK_OK(dt_model_new(&dt_models_builtin, &hp, 28, 28, 1, 10, 4, &m, &err), &err);
+	char got[1024] = "";
+	size_t len = 0;
+	for (int i = 0; i < dt_model_num_variables(m); i++) {
+		const struct dt_variable *v = dt_model_variable(m, i);
+		len += (size_t)snprintf(got + len, sizeof(got) - len, "%s(", v->name);
+		for (int d = 0; d < v->ndim; d++)
+			len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%lld", d ? "," : "", (long long)v->shape[d]);
+		len += (size_t)snprintf(got + len, sizeof(got) - len, ")%s@%zu ", dt_model_variable_is_kernel(m, i) ? "K" : "",
+					v->offset);
+	}
+	DT_CHECK_STR_EQ(got, want);
+	char desc[128];
+	dt_model_describe(m, desc, sizeof(desc));
+	DT_CHECK_STR_EQ(desc, "cnn: 6 layers, 421642 parameters (1.6 MiB)");
+	DT_CHECK_INT_EQ(dt_model_num_inputs(m), 1);
+	DT_CHECK_STR_EQ(dt_model_input(m, 0)->name, "x");
+	dt_model_free(m);
+	m = (struct dt_model *)&err; /* must be reset to NULL */
+	DT_CHECK_INT_EQ(dt_model_new(NULL, &hp, 28, 28, 1, 10, 4, &m, &err), DT_CONFIG);
+	DT_CHECK(m == NULL);
+	DT_CHECK_CONTAINS(err.msg, "model 'cnn': no models by name were handed down");
 }

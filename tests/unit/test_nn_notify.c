@@ -9,6 +9,7 @@
 #include "dt_test.h"
 #include "base/rng.h"
 #include "nn/hparams.h"
+#include "models/builtin.h"
 #include "nn/model.h"
 
 #define MAX_CALLS 64
@@ -39,7 +40,7 @@ static struct dt_model *new_model(const char *name, int max_batch)
 	struct dt_hparams hp;
 	DT_CHECK_OK(dt_hparams_from_set(dt_hparams_default_set(name), &hp, &err), &err);
 	struct dt_model *m = NULL;
-	DT_CHECK_OK(dt_model_new(&hp, 28, 28, 1, 10, max_batch, &m, &err), &err);
+	DT_CHECK_OK(dt_model_new(&dt_models_builtin, &hp, 28, 28, 1, 10, max_batch, &m, &err), &err);
 	dt_model_init_params(m, 7);
 	return m;
 }

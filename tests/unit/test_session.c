@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dt_test.h"
+#include "models/builtin.h"
 #include "nn/model.h"
 #include "train/common.h"
 #include "train/session.h"
@@ -13,6 +14,7 @@ static void session_config(struct dt_train_config *cfg, int64_t steps)
 {
 	struct dt_err err = DT_ERR_INIT;
 	dt_train_config_defaults(cfg);
+	cfg->models = &dt_models_builtin;
 	cfg->problem = "synthetic";
 	DT_CHECK_OK(dt_hparams_from_set("mlp_base", &cfg->hp, &err), &err);
 	DT_CHECK_OK(dt_hparams_parse(&cfg->hp, "dropout=0.3,weight_decay=0.0001,batch_size=16", &err), &err);
