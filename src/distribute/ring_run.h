@@ -1,7 +1,9 @@
 /*
  * ring_run.h — one collective in flight: the state the progress engine
- * (ring.c) keeps while it runs a plan, shared with ring_ref.c, the engine's
- * same-host part (segments sent and read by reference). Not for use outside
+ * (ring.c) keeps while it runs a plan, shared by the engine's files: ring.c
+ * (the loop and the steps), ring_send.c (the out link), ring_recv.c (the in
+ * link), ring_fail.c (failures, stalls, timeouts), ring_reduce.c (the sums)
+ * and ring_ref.c (segments sent and read by reference). Not for use outside
  * src/distribute/ring*.c.
  *
  * A run lives on the caller's stack for one call; it borrows the comm and
@@ -79,6 +81,8 @@ enum dt_status dt__ring_begin(struct dt__ring_run *r, struct dt_comm *c, unsigne
 enum dt_status dt__ring_step(struct dt__ring_run *r, const struct dt__plan *p, void *base, int to, int from,
 			     int by_reference, struct dt_err *err) DT_MUST_CHECK;
 
+/* ring_fail.c */
+
 /* Sets the comm's failure (status st, printf-style message), tells both
  * neighbours and returns st; err (may be NULL) gets a copy. */
 __attribute__((format(printf, 4, 5))) enum dt_status dt__ring_fail(struct dt__ring_run *r, struct dt_err *err,
@@ -86,6 +90,36 @@ __attribute__((format(printf, 4, 5))) enum dt_status dt__ring_fail(struct dt__ri
 /* A COLL_ABORT from neighbour `from`: fail with its reason and pass it on. */
 enum dt_status dt__ring_on_abort(struct dt__ring_run *r, const char *from, const uint8_t *p, size_t len,
 				 struct dt_err *err);
+/* The stall inspector's turn (now: the clock): a COLL_STALL naming the rank
+ * this one has heard nothing from, to every out link (the step's own queues
+ * it between its frames). Nothing once this step has received all. */
+void dt__ring_queue_stall(struct dt__ring_run *r, int64_t now);
+/* The deadline passed: fails naming whom this step waits for (the missing
+ * rank the stall chain reported, a neighbour not reading) and how far it got. */
+enum dt_status dt__ring_timed_out(struct dt__ring_run *r, int64_t now, struct dt_err *err) DT_MUST_CHECK;
+
+/* ring_send.c */
+
+/* Sends what can go now on the step's out link. Returns 1 if bytes left, 0
+ * if nothing could move, -1 on error (err set). *blocked: the link is full. */
+int dt__ring_try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err);
+/* Send item k's frame size on the wire (k = -1: COLL_START), tag included. */
+size_t dt__ring_frame_size(const struct dt__ring_run *r, long k);
+/* Reads what the right neighbour sends back on the out link's socket:
+ * COLL_DONE, COLL_ABORT, or a close. */
+enum dt_status dt__ring_read_back(struct dt__ring_run *r, struct dt_err *err) DT_MUST_CHECK;
+
+/* ring_recv.c */
+
+/* This step has its COLL_START and every recv item. */
+static inline int dt__ring_recv_done(const struct dt__ring_run *r)
+{
+	return r->got_start && r->r_idx >= r->nr;
+}
+/* Consumes complete frames and payload bytes already in the in link's stage. */
+enum dt_status dt__ring_parse_stage(struct dt__ring_run *r, struct dt_err *err) DT_MUST_CHECK;
+/* Reads what is there from the left. 1 progress, 0 nothing, -1 error. */
+int dt__ring_try_recv(struct dt__ring_run *r, struct dt_err *err);
 /* Data came from the left: whatever it had reported missing has shown up. */
 void dt__ring_left_moves(struct dt__ring_run *r);
 /* Checks (and in encrypt mode decrypts in place) the next frame from a
@@ -94,6 +128,9 @@ void dt__ring_left_moves(struct dt__ring_run *r);
 enum dt_status dt__ring_open(struct dt__ring_run *r, struct dt_wire_sec *sec, const char *from,
 			     const uint8_t *hdr, uint8_t *payload, size_t len, const uint8_t *tag,
 			     struct dt_err *err) DT_MUST_CHECK;
+
+/* ring_reduce.c */
+
 /* dst[i] += src[i] over bytes / 4 floats; either may be unaligned. */
 void dt__ring_add_f32(uint8_t *restrict dst, const uint8_t *restrict src, size_t bytes);
 /* dst[i] += src[i] over bytes / 8 int64s, wrapping (two's complement, so
