@@ -122,6 +122,10 @@ struct dt_step_result {
 	 * unsmoothed cross-entropy (neg_log_perplexity = -nll_sum / counted) */
 	int seqs_correct, seqs;
 	double nll_sum;
+	/* batches with inputs (translation, nn/bleu.h): t2t's approx_bleu_score
+	 * of this batch in bleu, bleu_batches 1; 0 and 0 otherwise */
+	double bleu;
+	int bleu_batches;
 };
 
 /* Names of the registered models. */

@@ -112,6 +112,8 @@ enum dt_status dt__train_evaluate_text(struct dt_model *model, const struct dt_t
 		sums[3] += r.seqs;
 		sums[4] += r.seqs_correct;
 		sums[5] += r.nll_sum;
+		sums[6] += r.bleu;
+		sums[7] += r.bleu_batches;
 	}
 	free(in);
 	free(tg);
