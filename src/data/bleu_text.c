@@ -94,6 +94,7 @@ static void tokenize(const struct cps *in, int lower, struct cps *out)
 		if (i + 1 < b.n && dt__bleu_is_punct(b.v[i]) && !dt__bleu_is_digit(b.v[i + 1])) {
 			push(&a, ' ');
 			push(&a, b.v[i]);
+			push(&a, ' ');
 			push(&a, b.v[++i]);
 		} else {
 			push(&a, b.v[i]);

@@ -10,7 +10,8 @@
  * dividing by 4; the brevity penalty exp(1 - ref/hyp) when the translation
  * is shorter, 0 when it is empty.
  *
- * approx_bleu_score (t2t's metrics.bleu_score) is compute_bleu of one
+ * approx_bleu_score (t2t's metrics.bleu_score, which t2t's Text2TextProblem
+ * family reports and its algorithmic problems do not) is compute_bleu of one
  * eval batch: each row's argmax over the logits against the row's labels,
  * both the whole padded row (t2t does not cut them at EOS or padding, so
  * padding positions count as tokens of id 0 on both sides); a run of

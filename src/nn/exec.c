@@ -285,7 +285,7 @@ static enum dt_status loss(struct dt_model *m, const struct dt_model_batch *b, i
 		res->seqs_correct = (int)sm.seqs_correct;
 		res->seqs = (int)sm.seqs;
 		res->nll_sum = sm.nll_num;
-		if (b->num_inputs > 1) { /* t2t reports approx_bleu_score for text2text problems */
+		if (b->bleu) {
 			res->bleu = dt_approx_bleu(z, labels, b->size, b->length, m->classes);
 			res->bleu_batches = 1;
 		}
