@@ -54,5 +54,6 @@ int dt_cmd_ckpt(int argc, char **argv);
 int dt_cmd_export(int argc, char **argv);
 int dt_cmd_decode(int argc, char **argv);
 int dt_cmd_datagen(int argc, char **argv);
+int dt_cmd_bleu(int argc, char **argv);
 
 #endif

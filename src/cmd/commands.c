@@ -11,6 +11,7 @@ const struct dt_command dt_commands[] = {
 	{ "train", dt_cmd_train, "train a model (one process, or one task of a cluster)" },
 	{ "datagen", dt_cmd_datagen, "write a text problem as t2t's data files (TFRecord shards), as t2t-datagen" },
 	{ "decode", dt_cmd_decode, "decode text with a trained transformer's newest checkpoint, as t2t-decoder" },
+	{ "bleu", dt_cmd_bleu, "BLEU of a translation file against a reference, as t2t-bleu" },
 	{ "config", dt_cmd_config, "print and check the cluster this process would join (starts nothing)" },
 	{ "make-configs", dt_cmd_make_configs, "print TF_CONFIG and flags for every task, as t2t-make-tf-configs" },
 	{ "launch", dt_cmd_launch, "start a whole cluster on this machine from a spec, or emit it for k8s/Slurm" },

@@ -277,11 +277,14 @@ struct eval_args {
 
 static void print_eval(void *ctx, enum dt_split split, int64_t step, const struct dt_eval_result *r)
 {
+	char bleu[48] = "";
+	if (r->bleu)
+		snprintf(bleu, sizeof(bleu), ", approx_bleu_score = %.4f", r->approx_bleu_score);
 	if (r->text) /* t2t's metrics, as t2t-trainer prints them */
 		printf("eval (%s split, %lld examples) at global step %lld: accuracy = %.4f, accuracy_per_sequence = %.4f, "
-		       "neg_log_perplexity = %.4f, loss = %.4f\n",
+		       "neg_log_perplexity = %.4f%s, loss = %.4f\n",
 		       dt_split_name(split), (long long)r->examples, (long long)step, r->accuracy,
-		       r->accuracy_per_sequence, r->neg_log_perplexity, r->loss);
+		       r->accuracy_per_sequence, r->neg_log_perplexity, bleu, r->loss);
 	else
 		printf("eval (%s split, %lld examples) at global step %lld: accuracy = %.4f, loss = %.4f\n",
 		       dt_split_name(split), (long long)r->examples, (long long)step, r->accuracy, r->loss);

@@ -323,6 +323,7 @@ static enum dt_status set_vocab(const struct text_problem *p, const char *vocab_
 				struct dt_err *err)
 {
 	t->has_inputs = p->algo != LM_KJV;
+	t->text2text = p->algo == TMPDIR || p->algo == BIBLE || p->algo == LM_KJV;
 	const int files_only = p->algo == BIBLE || p->algo == LM_KJV;
 	if (p->algo == TMPDIR || files_only) {
 		t->encoder = DT_TEXT_BYTES;

@@ -62,6 +62,8 @@ struct dt_text_set {
 	struct dt_subword *subword;     /* DT_TEXT_SUBWORD's vocabulary (data/subword.h), owned; NULL otherwise */
 	int max_len;                    /* longest example: max(inputs, targets), EOS included */
 	int train_length, dev_length;   /* algorithmic: t2t's lengths (without EOS); 0 otherwise */
+	int text2text;                  /* t2t's Text2TextProblem family (translation, text2text_tmpdir, language
+					   models; not algorithmic): reports approx_bleu_score, as t2t's eval_metrics */
 	int64_t *in_off, *tg_off;       /* (count + 1): example i is tok[off[i] .. off[i+1]); in_off NULL without inputs */
 	int32_t *in_tok, *tg_tok;       /* the tokens, owned */
 	/* Read from t2t's data files (data/text_files.c): examples of file f

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "nn/bleu.h"
 #include "nn/model_impl.h"
 #include "nn/seq.h"
 #include "tensor/kernels.h"
@@ -284,6 +285,10 @@ static enum dt_status loss(struct dt_model *m, const struct dt_model_batch *b, i
 		res->seqs_correct = (int)sm.seqs_correct;
 		res->seqs = (int)sm.seqs;
 		res->nll_sum = sm.nll_num;
+		if (b->bleu) {
+			res->bleu = dt_approx_bleu(z, labels, b->size, b->length, m->classes);
+			res->bleu_batches = 1;
+		}
 		break;
 	}
 	case DT_LOSS_CUSTOM:

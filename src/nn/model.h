@@ -102,6 +102,9 @@ struct dt_model_batch {
 	int num_inputs;
 	struct dt_data inputs[DT_MODEL_MAX_INPUTS];
 	struct dt_data targets;
+	/* a padded sequence loss: also t2t's approx_bleu_score of the batch
+	 * (nn/bleu.h) into the step result; set for t2t's text2text problems */
+	int bleu;
 };
 /* What one of the model's tensors looks like per example. */
 struct dt_io_info {
@@ -124,6 +127,10 @@ struct dt_step_result {
 	 * unsmoothed cross-entropy (neg_log_perplexity = -nll_sum / counted) */
 	int seqs_correct, seqs;
 	double nll_sum;
+	/* a batch with `bleu` set: t2t's approx_bleu_score of the batch
+	 * (nn/bleu.h) in bleu, bleu_batches 1; 0 and 0 otherwise */
+	double bleu;
+	int bleu_batches;
 };
 
 /*

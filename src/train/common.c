@@ -77,6 +77,7 @@ enum dt_status dt_train_evaluate_shard(struct dt_model *model, const struct dt_d
 	sums[2] = sums[3] = (double)n;
 	sums[4] = (double)correct;
 	sums[5] = loss_sum;
+	sums[6] = sums[7] = 0; /* no approx_bleu_score off text */
 	return DT_OK;
 }
 
@@ -89,13 +90,18 @@ void dt_train_eval_result(const double v[DT_EVAL_SUMS], int text, struct dt_eval
 	out->text = text;
 	out->accuracy_per_sequence = v[3] > 0 ? v[4] / v[3] : 0;
 	out->neg_log_perplexity = v[2] > 0 ? -v[5] / v[2] : 0;
+	out->bleu = text && v[7] > 0;
+	out->approx_bleu_score = out->bleu ? v[6] / v[7] : 0;
 }
 
 void dt_train_log_eval(int64_t step, const struct dt_eval_result *r)
 {
+	char bleu[48] = "";
+	if (r->bleu)
+		snprintf(bleu, sizeof(bleu), " approx_bleu_score %.4f", r->approx_bleu_score);
 	if (r->text)
-		dt_info("eval at step %lld: accuracy %.4f accuracy_per_sequence %.4f neg_log_perplexity %.4f loss %.4f",
-			(long long)step, r->accuracy, r->accuracy_per_sequence, r->neg_log_perplexity, r->loss);
+		dt_info("eval at step %lld: accuracy %.4f accuracy_per_sequence %.4f neg_log_perplexity %.4f%s loss %.4f",
+			(long long)step, r->accuracy, r->accuracy_per_sequence, r->neg_log_perplexity, bleu, r->loss);
 	else
 		dt_info("eval at step %lld: accuracy %.4f loss %.4f", (long long)step, r->accuracy, r->loss);
 }

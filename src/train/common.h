@@ -20,7 +20,7 @@ struct dt_session;
  * cross-entropy }, where `counted` is examples for images and non-pad
  * tokens for text; dt_train_eval_result turns them (summed over shards)
  * into the figures. */
-#define DT_EVAL_SUMS 6
+#define DT_EVAL_SUMS 8
 enum dt_status dt_train_evaluate_shard(struct dt_model *model, const struct dt_dataset *ds, int shard_index,
 				       int shard_count, double sums[DT_EVAL_SUMS], struct dt_err *err) DT_MUST_CHECK;
 void dt_train_eval_result(const double sums[DT_EVAL_SUMS], int text, struct dt_eval_result *out);

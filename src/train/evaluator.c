@@ -32,9 +32,10 @@ void dt_eval_write_summary(struct dt_events *w, int64_t step, const struct dt_ev
 		{ "loss", (float)r->loss },
 		{ "accuracy_per_sequence", (float)r->accuracy_per_sequence },
 		{ "neg_log_perplexity", (float)r->neg_log_perplexity },
+		{ "approx_bleu_score", (float)r->approx_bleu_score },
 	};
 	struct dt_err err = DT_ERR_INIT;
-	if (dt_events_write_scalars(w, step, v, r->text ? DT_ARRAY_LEN(v) : 2, &err))
+	if (dt_events_write_scalars(w, step, v, !r->text ? 2 : r->bleu ? DT_ARRAY_LEN(v) : DT_ARRAY_LEN(v) - 1, &err))
 		dt_warn("eval summaries at step %lld lost: %s", (long long)step, err.msg);
 }
 

@@ -181,6 +181,7 @@ static void assemble(struct text_input *d, int b)
 		       (size_t)dt_text_tg_len(d->t, id) * sizeof(int32_t));
 	}
 	dt_text_batch_set(&d->mb, d->t->has_inputs, B, L, d->inputs, d->targets);
+	d->mb.bleu = d->t->text2text;
 	d->batch = (struct dt_batch){ .size = B, .epoch = d->epoch, .general = &d->mb };
 }
 

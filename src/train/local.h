@@ -115,6 +115,10 @@ struct dt_eval_result {
 	 * cross-entropy per token */
 	int text;
 	double accuracy_per_sequence, neg_log_perplexity;
+	/* translation (inputs and targets): `bleu` set and t2t's
+	 * approx_bleu_score, the mean over the eval batches (nn/bleu.h) */
+	int bleu;
+	double approx_bleu_score;
 };
 
 struct dt_train_result {

@@ -33,6 +33,8 @@ struct window {
 	int64_t correct, examples, steps;
 	int64_t counted, seqs_correct; /* text: tokens counted, sequences all right */
 	double nll_sum;
+	double bleu_sum; /* translation: approx_bleu_score summed over bleu_batches batches */
+	int64_t bleu_batches;
 	int64_t start_ns;
 };
 
@@ -433,9 +435,9 @@ static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *
 {
 	const struct dt_train_config *tc = s->cfg;
 	struct window *w = &s->w;
-	double v[6] = { w->loss_sum, (double)w->correct, (double)w->examples, (double)w->counted,
-			(double)w->seqs_correct, w->nll_sum };
-	enum dt_status st = reduce(s, v, 6, "log/window", err);
+	double v[8] = { w->loss_sum, (double)w->correct, (double)w->examples, (double)w->counted,
+			(double)w->seqs_correct, w->nll_sum, w->bleu_sum, (double)w->bleu_batches };
+	enum dt_status st = reduce(s, v, 8, "log/window", err);
 	if (st)
 		return dt_err_prefix(err, "training stopped at step %lld", (long long)s->step);
 	double loss = v[0] / ((double)w->steps * (s->strategy->reduce ? s->info.shard_count : 1));
@@ -454,10 +456,13 @@ static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *
 				 (long long)s->step, (long long)tc->train_steps);
 		else
 			snprintf(at, sizeof(at), "step %lld/%lld", (long long)s->step, (long long)tc->train_steps);
+		char bleu[48] = ""; /* translation: the mean of the batches' approx_bleu_score, as t2t's */
+		if (v[7] > 0)
+			snprintf(bleu, sizeof(bleu), " approx_bleu_score %.4f", v[6] / v[7]);
 		if (v[3] > 0) /* text: t2t's metrics, tokens counted */
-			dt_info("%s loss %.4f accuracy %.4f accuracy_per_sequence %.4f neg_log_perplexity %.4f lr %.3g "
+			dt_info("%s loss %.4f accuracy %.4f accuracy_per_sequence %.4f neg_log_perplexity %.4f%s lr %.3g "
 				"%.0f examples/s %.0f tokens/s%s%s eta %s",
-				at, loss, v[1] / v[3], v[4] / v[2], -v[5] / v[3], (double)lr, secs > 0 ? v[2] / secs : 0,
+				at, loss, v[1] / v[3], v[4] / v[2], -v[5] / v[3], bleu, (double)lr, secs > 0 ? v[2] / secs : 0,
 				secs > 0 ? v[3] / secs : 0, s->info.examples_note, note, eta);
 		else
 			dt_info("%s loss %.4f acc %.3f lr %.3g %.0f examples/s%s%s eta %s", at, loss, v[1] / v[2],
@@ -662,6 +667,8 @@ enum dt_status dt__session_compute_batch(struct dt_session *s, const struct dt_b
 		out->counted = res.counted;
 		out->seqs_correct = res.seqs_correct;
 		out->nll_sum = res.nll_sum;
+		out->bleu_sum = res.bleu;
+		out->bleu_batches = res.bleu_batches;
 	}
 	return DT_OK;
 }
@@ -681,7 +688,8 @@ static void summarize(struct dt_session *s, int64_t prev, const struct dt_step_f
 {
 	int64_t every = s->cfg->save_summary_steps, step = s->step;
 	int64_t tag = every > 0 && step / every > prev / every && step % every ? step / every * every : step;
-	dt_summary_text(s->summary, fig->counted, fig->examples, fig->seqs_correct, fig->nll_sum);
+	dt_summary_text(s->summary, fig->counted, fig->examples, fig->seqs_correct, fig->nll_sum, fig->bleu_sum,
+			fig->bleu_batches);
 	dt_summary_step(s->summary, tag, fig->loss, fig->correct, lr); /* the chief's own batch, as TF's chief */
 }
 
@@ -725,6 +733,8 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 	s->w.counted += fig.counted;
 	s->w.seqs_correct += fig.seqs_correct;
 	s->w.nll_sum += fig.nll_sum;
+	s->w.bleu_sum += fig.bleu_sum;
+	s->w.bleu_batches += fig.bleu_batches;
 	s->w.steps++;
 	if (s->hook)
 		s->hook(s->hook_arg, s->step, fig.loss, fig.examples);

@@ -19,6 +19,8 @@ struct dt_summary {
 	int64_t correct, steps;
 	int64_t counted, seqs, seqs_correct; /* text (dt_summary_text) */
 	double nll_sum;
+	double bleu_sum; /* translation: approx_bleu_score summed over bleu_batches batches */
+	int64_t bleu_batches;
 	int64_t start_ns;
 	int64_t records;
 	int64_t write_ns;   /* time spent building and writing records */
@@ -98,9 +100,11 @@ static void write_window(struct dt_summary *s, int64_t step, float lr)
 				      : steps_per_sec * s->batch_size) },
 		{ "accuracy_per_sequence", (float)(text ? (double)s->seqs_correct / (double)s->seqs : 0) },
 		{ "neg_log_perplexity", (float)(text ? -s->nll_sum / (double)s->counted : 0) },
+		{ "approx_bleu_score", (float)(s->bleu_batches > 0 ? s->bleu_sum / (double)s->bleu_batches : 0) },
 	};
+	const size_t n = !text ? DT_ARRAY_LEN(v) - 3 : s->bleu_batches > 0 ? DT_ARRAY_LEN(v) : DT_ARRAY_LEN(v) - 1;
 	struct dt_err err = DT_ERR_INIT;
-	if (dt_events_write_scalars(s->events, step, v, text ? DT_ARRAY_LEN(v) : DT_ARRAY_LEN(v) - 2, &err))
+	if (dt_events_write_scalars(s->events, step, v, n, &err))
 		dt_warn("summaries at step %lld lost (training goes on): %s", (long long)step, err.msg);
 	else
 		s->records++;
@@ -109,11 +113,14 @@ static void write_window(struct dt_summary *s, int64_t step, float lr)
 	s->correct = 0;
 	s->counted = s->seqs = s->seqs_correct = 0;
 	s->nll_sum = 0;
+	s->bleu_sum = 0;
+	s->bleu_batches = 0;
 	s->steps = 0;
 	s->start_ns = now;
 }
 
-void dt_summary_text(struct dt_summary *s, int counted, int seqs, int seqs_correct, double nll_sum)
+void dt_summary_text(struct dt_summary *s, int counted, int seqs, int seqs_correct, double nll_sum, double bleu_sum,
+		     int bleu_batches)
 {
 	if (!s || counted <= 0)
 		return;
@@ -121,6 +128,8 @@ void dt_summary_text(struct dt_summary *s, int counted, int seqs, int seqs_corre
 	s->seqs += seqs;
 	s->seqs_correct += seqs_correct;
 	s->nll_sum += nll_sum;
+	s->bleu_sum += bleu_sum;
+	s->bleu_batches += bleu_batches;
 }
 
 void dt_summary_step(struct dt_summary *s, int64_t step, float loss, int correct, float lr)

@@ -65,7 +65,8 @@ void dt_summary_step(struct dt_summary *s, int64_t step, float loss, int correct
  * is out of, its sequences and those right in every token, the summed
  * unsmoothed loss; the record then says t2t's accuracy (per token),
  * accuracy_per_sequence and neg_log_perplexity. counted 0: no-op. */
-void dt_summary_text(struct dt_summary *s, int counted, int seqs, int seqs_correct, double nll_sum);
+void dt_summary_text(struct dt_summary *s, int counted, int seqs, int seqs_correct, double nll_sum, double bleu_sum,
+		     int bleu_batches);
 /* Writes `n` scalars named `tags` at `step` as one record (a user's figures
  * beside the built-in ones); a failed write is a warning. `s` may be NULL. */
 void dt_summary_scalars(struct dt_summary *s, int64_t step, const char *const *tags, const float *values, int n);

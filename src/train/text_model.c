@@ -103,6 +103,7 @@ enum dt_status dt__train_evaluate_text(struct dt_model *model, const struct dt_t
 		}
 		struct dt_model_batch mb;
 		dt_text_batch_set(&mb, t->has_inputs, B, L, in, tg);
+		mb.bleu = t->text2text;
 		struct dt_step_result r;
 		if ((st = dt_model_evaluate(model, &mb, &r, err)))
 			break;
@@ -112,6 +113,8 @@ enum dt_status dt__train_evaluate_text(struct dt_model *model, const struct dt_t
 		sums[3] += r.seqs;
 		sums[4] += r.seqs_correct;
 		sums[5] += r.nll_sum;
+		sums[6] += r.bleu;
+		sums[7] += r.bleu_batches;
 	}
 	free(in);
 	free(tg);

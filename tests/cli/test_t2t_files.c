@@ -167,6 +167,9 @@ DT_TEST_TIMEOUT(t2t_files, text2text_tmpdir_datagen_builds_subwords_trains_and_d
 	/* 100 shards from the first run and 2 from the second: both sets are read */
 	DT_CHECK_CONTAINS(r.err, "train split: 80 examples from 102 t2t data file(s)");
 	DT_CHECK_CONTAINS(r.err, "files of different shard counts (of-00002 and of-00100): all are read");
+	/* a text2text problem: t2t's approx_bleu_score in the log and the eval */
+	DT_CHECK_CONTAINS(r.err, " approx_bleu_score ");
+	DT_CHECK_CONTAINS(r.out, ", approx_bleu_score = ");
 	dt_run_release(&r);
 	snprintf(in, sizeof(in), "%s/inputs.eval.txt", tmp);
 	dt_test_run(&r, (const char *[]){ "dtrain", "decode", "--problem=text2text_tmpdir", "--data_dir", data,
@@ -176,6 +179,21 @@ DT_TEST_TIMEOUT(t2t_files, text2text_tmpdir_datagen_builds_subwords_trains_and_d
 		fprintf(stderr, "%s", r.err);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.err, "decoded 1 line(s)");
+	dt_run_release(&r);
+	/* t2t-bleu on the decode: a reference against itself scores 100 */
+	char ref[600];
+	snprintf(ref, sizeof(ref), "%s/targets.eval.txt", tmp);
+	dt_test_run(&r, (const char *[]){ "dtrain", "bleu", "--translation", ref, "--reference", ref, NULL }, NULL, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "BLEU_uncased = 100.00\nBLEU_cased = 100.00\n");
+	dt_run_release(&r);
+	dt_test_run(&r, (const char *[]){ "dtrain", "bleu", "--translation", in, "--reference", ref, NULL }, NULL, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 0); /* the same words, reversed: unigrams only */
+	DT_CHECK_CONTAINS(r.out, "BLEU_uncased =  ");
+	dt_run_release(&r);
+	dt_test_run(&r, (const char *[]){ "dtrain", "bleu", "--translation", in, NULL }, NULL, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "--translation and --reference are both needed");
 	dt_run_release(&r);
 }
 
