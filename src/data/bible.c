@@ -63,7 +63,21 @@ static size_t verse_ref(const char *s)
 	return s[i] == ':' && (s[i + 1] == ' ' || s[i + 1] == '\0' || s[i + 1] == '\n') ? i : 0;
 }
 
-/* Copies the verse's text: the KJV's paragraph marks (¶) out, white space trimmed. */
+/* Length of a Strong's number tag at s ("<H0559>", "<G2316>"), 0 if none.
+ * diatheke's plain rendering of spaRV1909eb leaves them in 3,609 verses
+ * whatever the Strong's option filter says; they are not words of the text. */
+static size_t strongs_tag(const char *s)
+{
+	size_t i = 1;
+	if (s[0] != '<' || (s[1] != 'H' && s[1] != 'G'))
+		return 0;
+	while (isdigit((unsigned char)s[++i]))
+		;
+	return i > 2 && s[i] == '>' ? i + 1 : 0;
+}
+
+/* Copies the verse's text: the KJV's paragraph marks (¶) and Strong's
+ * number tags (with the space before each) out, white space trimmed. */
 static char *clean_text(const char *s)
 {
 	char *out = dt_xmalloc(strlen(s) + 1);
@@ -71,6 +85,13 @@ static char *clean_text(const char *s)
 	for (; *s; s++) {
 		if ((unsigned char)s[0] == 0xc2 && (unsigned char)s[1] == 0xb6) { /* U+00B6 */
 			s++;
+			continue;
+		}
+		size_t tag = strongs_tag(s);
+		if (tag) {
+			if (n > 0 && out[n - 1] == ' ')
+				n--;
+			s += tag - 1;
 			continue;
 		}
 		out[n++] = *s;
