@@ -49,6 +49,34 @@ struct dt_mirrored {
 	size_t *sync_lo, *sync_hi; /* (nsync): their ranges of the flat buffer */
 };
 
+/* Replica r > 0 takes the primary's parameters before its step: all but
+ * the sync-mean ranges here, on its own thread, while the primary's forward
+ * pass may already be updating those ranges (its moving statistics); they
+ * were copied before the threads started (copy_sync). */
+static void copy_params(struct dt_mirrored *g, struct dt_model *m)
+{
+	const float *src = dt_model_params(g->reps[0].model);
+	float *dst = dt_model_params(m);
+	size_t at = 0;
+	for (int v = 0; v <= g->nsync; v++) {
+		const size_t end = v < g->nsync ? g->sync_lo[v] : g->num_params;
+		if (end > at)
+			memcpy(dst + at, src + at, (end - at) * sizeof(float));
+		if (v < g->nsync)
+			at = g->sync_hi[v];
+	}
+}
+
+/* The sync-mean ranges of every replica from the primary, before a step. */
+static void copy_sync(struct dt_mirrored *g)
+{
+	const float *src = dt_model_params(g->reps[0].model);
+	for (int r = 1; r < g->n; r++)
+		for (int v = 0; v < g->nsync; v++)
+			memcpy(dt_model_params(g->reps[r].model) + g->sync_lo[v], src + g->sync_lo[v],
+			       (g->sync_hi[v] - g->sync_lo[v]) * sizeof(float));
+}
+
 int dt_mirrored_replicas(const struct dt_mirrored *g)
 {
 	return g->n;
@@ -153,15 +181,13 @@ static void run_step(struct replica *rep)
 	struct dt_mirrored *g = rep->group;
 	if (g->micro) {
 		if (rep->mb_count > 0 && rep->index > 0)
-			memcpy(dt_model_params(rep->model), dt_model_params(g->reps[0].model),
-			       g->num_params * sizeof(float));
+			copy_params(g, rep->model);
 		micro_range(rep->model, g->micro, rep->mb_first, rep->mb_count);
 		return;
 	}
 	if (rep->n > 0) {
 		if (rep->index > 0)
-			memcpy(dt_model_params(rep->model), dt_model_params(g->reps[0].model),
-			       g->num_params * sizeof(float));
+			copy_params(g, rep->model);
 		rep->correct = 0;
 		if (rep->whole)
 			general_slice(rep);
@@ -322,6 +348,7 @@ static void split(struct dt_mirrored *g, int batch, const float *x, const uint8_
 static void run_all(struct dt_mirrored *g)
 {
 	const int n = g->n;
+	copy_sync(g);
 	pthread_mutex_lock(&g->mu);
 	g->pending = n - 1;
 	g->generation++;
