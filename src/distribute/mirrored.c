@@ -45,7 +45,37 @@ struct dt_mirrored {
 	int stop;
 	pthread_barrier_t reduced; /* every replica's backward is done */
 	struct dt_micro_step *micro; /* this step is a micro step; NULL otherwise */
+	int nsync;                /* sync-mean variables (batch norm's moving statistics) */
+	size_t *sync_lo, *sync_hi; /* (nsync): their ranges of the flat buffer */
 };
+
+/* Replica r > 0 takes the primary's parameters before its step: all but
+ * the sync-mean ranges here, on its own thread, while the primary's forward
+ * pass may already be updating those ranges (its moving statistics); they
+ * were copied before the threads started (copy_sync). */
+static void copy_params(struct dt_mirrored *g, struct dt_model *m)
+{
+	const float *src = dt_model_params(g->reps[0].model);
+	float *dst = dt_model_params(m);
+	size_t at = 0;
+	for (int v = 0; v <= g->nsync; v++) {
+		const size_t end = v < g->nsync ? g->sync_lo[v] : g->num_params;
+		if (end > at)
+			memcpy(dst + at, src + at, (end - at) * sizeof(float));
+		if (v < g->nsync)
+			at = g->sync_hi[v];
+	}
+}
+
+/* The sync-mean ranges of every replica from the primary, before a step. */
+static void copy_sync(struct dt_mirrored *g)
+{
+	const float *src = dt_model_params(g->reps[0].model);
+	for (int r = 1; r < g->n; r++)
+		for (int v = 0; v < g->nsync; v++)
+			memcpy(dt_model_params(g->reps[r].model) + g->sync_lo[v], src + g->sync_lo[v],
+			       (g->sync_hi[v] - g->sync_lo[v]) * sizeof(float));
+}
 
 int dt_mirrored_replicas(const struct dt_mirrored *g)
 {
@@ -62,13 +92,35 @@ static void piece(const struct dt_mirrored *g, int r, size_t *lo, size_t *hi)
 	*hi = *lo + per < g->num_params ? *lo + per : g->num_params;
 }
 
-/* primary grads[lo, hi) = sum over active replicas of weight_r * grads_r. */
+/* The sync-mean variables' floats in [lo, hi) of the primary = the mean of
+ * the active replicas' own updated copies (nn/model.h's
+ * dt_model_variable_sync_mean), summed in replica order: the next step's
+ * copy (run_step) hands the mean to every replica. */
+static void mean_sync_piece(struct dt_mirrored *g, size_t lo, size_t hi)
+{
+	float *dst = dt_model_params(g->reps[0].model);
+	const float inv = 1.0f / (float)g->active;
+	for (int v = 0; v < g->nsync; v++) {
+		const size_t a = g->sync_lo[v] > lo ? g->sync_lo[v] : lo;
+		const size_t b = g->sync_hi[v] < hi ? g->sync_hi[v] : hi;
+		for (size_t i = a; i < b; i++) {
+			float sum = dst[i];
+			for (int k = 1; k < g->active; k++)
+				sum += dt_model_params(g->reps[k].model)[i];
+			dst[i] = sum * inv;
+		}
+	}
+}
+
+/* primary grads[lo, hi) = sum over active replicas of weight_r * grads_r;
+ * its sync-mean variables in [lo, hi) the mean of the replicas'. */
 static void reduce_piece(struct dt_mirrored *g, int r)
 {
 	size_t lo, hi;
 	piece(g, r, &lo, &hi);
 	if (lo >= hi || g->active < 2)
 		return;
+	mean_sync_piece(g, lo, hi);
 	float *dst = dt_model_grads(g->reps[0].model);
 	const float w0 = g->weights[0];
 	for (size_t i = lo; i < hi; i++)
@@ -129,15 +181,13 @@ static void run_step(struct replica *rep)
 	struct dt_mirrored *g = rep->group;
 	if (g->micro) {
 		if (rep->mb_count > 0 && rep->index > 0)
-			memcpy(dt_model_params(rep->model), dt_model_params(g->reps[0].model),
-			       g->num_params * sizeof(float));
+			copy_params(g, rep->model);
 		micro_range(rep->model, g->micro, rep->mb_first, rep->mb_count);
 		return;
 	}
 	if (rep->n > 0) {
 		if (rep->index > 0)
-			memcpy(dt_model_params(rep->model), dt_model_params(g->reps[0].model),
-			       g->num_params * sizeof(float));
+			copy_params(g, rep->model);
 		rep->correct = 0;
 		if (rep->whole)
 			general_slice(rep);
@@ -194,6 +244,8 @@ void dt_mirrored_free(struct dt_mirrored *g)
 	for (int r = 1; r < g->n; r++)
 		dt_model_free(g->reps[r].model);
 	free(g->reps);
+	free(g->sync_lo);
+	free(g->sync_hi);
 	pthread_barrier_destroy(&g->reduced);
 	pthread_cond_destroy(&g->start_cv);
 	pthread_cond_destroy(&g->done_cv);
@@ -218,6 +270,15 @@ enum dt_status dt_mirrored_new(struct dt_model *primary, const struct dt_mirrore
 	g->example_floats = (size_t)cfg->height * (size_t)cfg->width * (size_t)cfg->channels;
 	g->num_params = dt_model_num_params(primary);
 	g->reps = dt_xcalloc((size_t)n, sizeof(*g->reps));
+	const int nvars = dt_model_num_variables(primary);
+	g->sync_lo = dt_xcalloc((size_t)nvars + 1, sizeof(size_t));
+	g->sync_hi = dt_xcalloc((size_t)nvars + 1, sizeof(size_t));
+	for (int i = 0; i < nvars; i++)
+		if (dt_model_variable_sync_mean(primary, i)) {
+			const struct dt_variable *v = dt_model_variable(primary, i);
+			g->sync_lo[g->nsync] = v->offset;
+			g->sync_hi[g->nsync++] = v->offset + v->count;
+		}
 	pthread_mutex_init(&g->mu, NULL);
 	pthread_cond_init(&g->start_cv, NULL);
 	pthread_cond_init(&g->done_cv, NULL);
@@ -287,6 +348,7 @@ static void split(struct dt_mirrored *g, int batch, const float *x, const uint8_
 static void run_all(struct dt_mirrored *g)
 {
 	const int n = g->n;
+	copy_sync(g);
 	pthread_mutex_lock(&g->mu);
 	g->pending = n - 1;
 	g->generation++;

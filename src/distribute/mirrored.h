@@ -23,6 +23,11 @@
  *      primary's gradient buffer — once, so the primary then holds the
  *      gradient of the mean loss over the whole batch, as one replica of
  *      batch B would compute it (up to float rounding).
+ *   In the same pass the primary's sync-mean variables (batch norm's moving
+ *   statistics, nn/model.h's dt_model_variable_sync_mean) become the mean
+ *   of the active replicas' own copies (TensorFlow's SyncOnRead MEAN); they
+ *   are copied to the replicas by the caller's thread before the step, as
+ *   the primary's forward pass updates them while the others copy the rest.
  *   The caller then applies weight decay and the optimizer to the primary as
  *   in single-replica training; the next step's copy (2) spreads the update.
  *

@@ -696,6 +696,10 @@ static void add_vars(struct dt_model *m, const struct dt__node *n)
 	if (n->frozen)
 		for (int i = first; i < m->num_vars; i++)
 			dt__model_freeze_var(m, i);
+	else if (l->kind == DT_LAYER_BATCHNORM) {
+		dt__model_sync_mean_var(m, m->num_vars - 2);
+		dt__model_sync_mean_var(m, m->num_vars - 1);
+	}
 }
 
 enum dt_status dt_model_from_graph(const struct dt_graph *g, const char *name, int max_batch, struct dt_model **out,

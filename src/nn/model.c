@@ -79,6 +79,7 @@ void dt_model_free(struct dt_model *m)
 	free(m->vars);
 	free(m->var_is_kernel);
 	free(m->var_trainable);
+	free(m->var_sync_mean);
 	free(m->var_init);
 	free(m->params);
 	free(m->grads);
@@ -101,6 +102,7 @@ void dt__model_add_var(struct dt_model *m, const char *node, const char *suffix,
 		m->vars = dt_xrealloc(m->vars, (size_t)m->cap_vars * sizeof(*m->vars));
 		m->var_is_kernel = dt_xrealloc(m->var_is_kernel, (size_t)m->cap_vars * sizeof(int));
 		m->var_trainable = dt_xrealloc(m->var_trainable, (size_t)m->cap_vars * sizeof(int));
+		m->var_sync_mean = dt_xrealloc(m->var_sync_mean, (size_t)m->cap_vars * sizeof(int));
 		m->var_init = dt_xrealloc(m->var_init, (size_t)m->cap_vars * sizeof(*m->var_init));
 	}
 	struct dt_variable *v = &m->vars[m->num_vars];
@@ -119,6 +121,7 @@ void dt__model_add_var(struct dt_model *m, const char *node, const char *suffix,
 	v->count = count;
 	m->var_is_kernel[m->num_vars] = is_kernel;
 	m->var_trainable[m->num_vars] = 1;
+	m->var_sync_mean[m->num_vars] = 0;
 	m->var_init[m->num_vars] = init;
 	m->num_params += count;
 	m->num_vars++;
@@ -129,6 +132,48 @@ void dt__model_freeze_var(struct dt_model *m, int i)
 	DT_ASSERT(i >= 0 && i < m->num_vars);
 	m->var_trainable[i] = 0;
 	m->var_is_kernel[i] = 0;
+	m->var_sync_mean[i] = 0;
+}
+
+void dt__model_sync_mean_var(struct dt_model *m, int i)
+{
+	DT_ASSERT(i >= 0 && i < m->num_vars && !m->var_trainable[i]);
+	m->var_sync_mean[i] = 1;
+}
+
+int dt_model_variable_sync_mean(const struct dt_model *m, int i)
+{
+	DT_ASSERT(i >= 0 && i < m->num_vars);
+	return m->var_sync_mean[i];
+}
+
+size_t dt_model_sync_mean_floats(const struct dt_model *m)
+{
+	size_t n = 0;
+	for (int i = 0; i < m->num_vars; i++)
+		if (m->var_sync_mean[i])
+			n += m->vars[i].count;
+	return n;
+}
+
+void dt_model_sync_mean_gather(const struct dt_model *m, float *buf)
+{
+	for (int i = 0; i < m->num_vars; i++)
+		if (m->var_sync_mean[i]) {
+			memcpy(buf, m->params + m->vars[i].offset, m->vars[i].count * sizeof(float));
+			buf += m->vars[i].count;
+		}
+}
+
+void dt_model_sync_mean_scatter(struct dt_model *m, const float *buf, float scale)
+{
+	for (int i = 0; i < m->num_vars; i++)
+		if (m->var_sync_mean[i]) {
+			float *p = m->params + m->vars[i].offset;
+			for (size_t k = 0; k < m->vars[i].count; k++)
+				p[k] = buf[k] * scale;
+			buf += m->vars[i].count;
+		}
 }
 
 int dt_model_variable_trainable(const struct dt_model *m, int i)

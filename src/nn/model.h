@@ -180,6 +180,26 @@ int dt_model_variable_is_kernel(const struct dt_model *m, int i);
  * zero) and every strategy (all-reduce, parameter servers) leaves them
  * exactly as they are; their slots exist in the flat layout but stay zero. */
 int dt_model_variable_trainable(const struct dt_model *m, int i);
+/*
+ * True for the variables TensorFlow makes SyncOnRead with aggregation MEAN
+ * under MirroredStrategy and MultiWorkerMirroredStrategy: batch norm's
+ * moving statistics of a node that is not frozen (the training forward pass
+ * updates them; a frozen node's never change). Each replica or worker
+ * updates its own copy from its own batches; a read (checkpoint, evaluation,
+ * export, the replica check) sees the mean over them. The strategies replace
+ * every copy by that mean after each step (distribute/mirrored.h,
+ * train/allreduce_role.h): the update m*momentum + batch*(1-momentum) is
+ * linear, so the mean of copies that were each averaged at every step is
+ * the mean of copies that never were, and every read sees TensorFlow's value.
+ * Always false for dt_model_variable_trainable's trainable variables.
+ */
+int dt_model_variable_sync_mean(const struct dt_model *m, int i);
+/* The floats of every sync-mean variable together (0: none, the usual case). */
+size_t dt_model_sync_mean_floats(const struct dt_model *m);
+/* Copies them, in variable order, into buf (dt_model_sync_mean_floats). */
+void dt_model_sync_mean_gather(const struct dt_model *m, float *buf);
+/* Sets them, in the same order, to buf[k] * scale (1/N: buf holds a sum). */
+void dt_model_sync_mean_scatter(struct dt_model *m, const float *buf, float scale);
 int dt_model_max_batch(const struct dt_model *m);
 /* A one-line description: "cnn: 6 layers, 421642 parameters (1.6 MiB)"
  * (pooling is fused into conv layers and not counted). */

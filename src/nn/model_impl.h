@@ -67,6 +67,7 @@ struct dt_model {
 	struct dt_variable *vars;
 	int *var_is_kernel;
 	int *var_trainable;                /* 0: frozen, or batch norm's moving statistics */
+	int *var_sync_mean;                /* 1: synchronized on read by the mean (dt_model_variable_sync_mean) */
 	struct dt_init *var_init;
 	size_t num_params;
 	float *params, *grads;             /* (num_params) each, 64-byte aligned, owned */
@@ -85,8 +86,12 @@ struct dt_model {
  * it is trainable until dt__model_freeze_var says otherwise. */
 void dt__model_add_var(struct dt_model *m, const char *node, const char *suffix, int ndim, const int64_t *shape,
 		       int is_kernel, struct dt_init init);
-/* Marks variable i as not trained (and not a kernel: no weight decay). */
+/* Marks variable i as not trained (and not a kernel: no weight decay),
+ * and not synchronized (a frozen variable never changes). */
 void dt__model_freeze_var(struct dt_model *m, int i);
+/* Marks variable i (not trained) as updated by the training forward pass
+ * and read as the mean over replicas (dt_model_variable_sync_mean). */
+void dt__model_sync_mean_var(struct dt_model *m, int i);
 /* Allocates params/grads (zeroed) for the variables added so far. */
 void dt__model_alloc_params(struct dt_model *m);
 /* Graph execution (exec.c): allocation of the per-node buffers once the

@@ -229,7 +229,27 @@ struct ring {
 	struct rank_table ranks;
 	int rank, size;
 	int64_t diverge_at;      /* fault injection (DTRAIN_TEST_DIVERGE_AT_STEP); 0: none */
+	size_t nsync;            /* floats of the sync-mean variables (batch norm's moving statistics) */
+	float *sync;             /* (nsync): their sum over the ranks */
 };
+
+/* Batch norm's moving statistics (nn/model.h's dt_model_variable_sync_mean:
+ * TensorFlow's SyncOnRead, MEAN): each rank updated its own copy from its
+ * own batch; every rank's copy becomes the mean over the ranks, summed in
+ * one all-reduce that gives every rank the same bits, so checkpoints,
+ * evaluations and exports see the mean and the replica check stays exact. */
+static enum dt_status sync_mean(struct ring *r, struct dt_model *m, int64_t step, struct dt_err *err)
+{
+	if (r->nsync == 0 || r->size < 2)
+		return DT_OK;
+	dt_model_sync_mean_gather(m, r->sync);
+	enum dt_status st = dt_allreduce_sum_f32(r->comm, r->sync, r->nsync, "sync/moving_statistics",
+						 dt_deadline_in(r->step_s), err);
+	if (st)
+		return dt_err_prefix(err, "cannot average the moving statistics at step %lld", (long long)step);
+	dt_model_sync_mean_scatter(m, r->sync, 1.0f / (float)r->size);
+	return DT_OK;
+}
 
 /* FNV-1a over the variables' bytes. */
 static uint64_t params_hash(const float *p, size_t n)
@@ -285,6 +305,7 @@ static void ring_release(struct ring *r)
 	dt_comm_free(r->comm);
 	dt_hello_release(&r->hello);
 	free(r->buckets);
+	free(r->sync);
 	free(r->ranks.peers);
 	free(r->ranks.names);
 }
@@ -310,6 +331,8 @@ static enum dt_status ring_connect(struct dt_session *s, void *self, struct dt_s
 	info->save_rng = 0;
 	info->slices = 1; /* lock-step: one global stream, so a checkpoint resumes at any worker count */
 	r->nbuckets = dt_allreduce_plan_buckets(model, r->cfg->bucket_mb, &r->buckets);
+	r->nsync = dt_model_sync_mean_floats(model);
+	r->sync = r->nsync ? dt_xcalloc(r->nsync, sizeof(float)) : NULL;
 	/* The all-reduce starts during the backward pass unless there is only
 	 * one bucket (nothing to start early), the worker's replicas sum their
 	 * gradients only after all of theirs is done (distribute/mirrored.h), or the
@@ -467,6 +490,8 @@ static enum dt_status ring_apply(struct dt_session *s, void *self, const struct 
 	const int64_t step = io->step;
 	enum dt_status st = r->cfg->train->micro_batch > 0 ? dt__session_apply_fixed(s, lr, step, err)
 							    : reduce_and_apply(s, r, lr, step, err);
+	if (!st)
+		st = sync_mean(r, dt__session_model(s), step, err);
 	if (st)
 		return dt_err_prefix(err, "training stopped at step %lld", (long long)step);
 	float *params = dt_model_params(dt__session_model(s));

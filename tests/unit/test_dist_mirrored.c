@@ -258,3 +258,115 @@ DT_TEST(dist_mirrored, general_step_gives_the_one_process_gradient)
 	dt_model_free(primary);
 	dt_graph_free(g);
 }
+
+/* ---- batch norm's moving statistics: the mean over the replicas ---- */
+
+/* x (6) -> dense (5) -> batch norm "bn" -> batch norm "frozen" (trainable
+ * False) -> dense logits (4). */
+static struct dt_graph *bn_graph(void)
+{
+	struct dt_graph *g = dt_graph_new();
+	struct dt_err err = DT_ERR_INIT;
+	const int xs[] = { 6 };
+	DT_CHECK_OK(dt_graph_input(g, "x", DT_FLOAT32, 1, xs, &err), &err);
+	DT_CHECK_OK(dt_graph_dense(g, "h", "x", 5, DT_ACT_LINEAR, NULL, &err), &err);
+	DT_CHECK_OK(dt_graph_batch_norm(g, "bn", "h", 0.5f, 1e-3f, &err), &err);
+	DT_CHECK_OK(dt_graph_batch_norm(g, "frozen", "bn", 0.5f, 1e-3f, &err), &err);
+	DT_CHECK_OK(dt_graph_set_trainable(g, "frozen", 0, &err), &err);
+	DT_CHECK_OK(dt_graph_dense(g, "logits", "frozen", 4, DT_ACT_LINEAR, NULL, &err), &err);
+	DT_CHECK_OK(dt_graph_loss(g, "logits", DT_LOSS_SOFTMAX_XENT, &err), &err);
+	return g;
+}
+
+static const float *var_of(struct dt_model *m, const char *name)
+{
+	for (int i = 0; i < dt_model_num_variables(m); i++)
+		if (strcmp(dt_model_variable(m, i)->name, name) == 0)
+			return dt_model_params(m) + dt_model_variable(m, i)->offset;
+	DT_CHECK_STR_EQ(name, "(a variable of the model)");
+	return dt_model_params(m);
+}
+
+static int sync_of(struct dt_model *m, const char *name)
+{
+	for (int i = 0; i < dt_model_num_variables(m); i++)
+		if (strcmp(dt_model_variable(m, i)->name, name) == 0)
+			return dt_model_variable_sync_mean(m, i);
+	return -1;
+}
+
+DT_TEST(dist_mirrored, moving_statistics_are_the_mean_of_the_replicas_own)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_graph *g = bn_graph();
+	enum { B = 8, HALF = 4, STEPS = 3 };
+	struct dt_model *alone[2], *primary;
+	DT_CHECK_OK(dt_model_from_graph(g, "g", B, &primary, &err), &err);
+	dt_model_init_params(primary, 5);
+	const size_t np = dt_model_num_params(primary);
+	for (int r = 0; r < 2; r++) {
+		DT_CHECK_OK(dt_model_from_graph(g, "g", HALF, &alone[r], &err), &err);
+		memcpy(dt_model_params(alone[r]), dt_model_params(primary), np * sizeof(float));
+	}
+	/* TensorFlow's SyncOnRead MEAN: the trained batch norm's moving
+	 * statistics, not its gamma and beta, nor a frozen one's */
+	DT_CHECK_INT_EQ(sync_of(primary, "bn/moving_mean"), 1);
+	DT_CHECK_INT_EQ(sync_of(primary, "bn/moving_variance"), 1);
+	DT_CHECK_INT_EQ(sync_of(primary, "bn/gamma"), 0);
+	DT_CHECK_INT_EQ(sync_of(primary, "frozen/moving_mean"), 0);
+	DT_CHECK_INT_EQ(sync_of(primary, "h/kernel"), 0);
+	DT_CHECK(dt_model_sync_mean_floats(primary) == 10);
+
+	struct dt_mirrored_config mc = { .make = make_from_graph, .make_arg = g, .replicas = 2, .batch_size = B,
+					 .seed = 1 };
+	struct dt_mirrored *grp;
+	DT_CHECK_OK(dt_mirrored_new(primary, &mc, &grp, &err), &err);
+	/* The halves differ in mean (+1 and -1) so each replica's own
+	 * statistics differ from the mean. Every step, each replica alone
+	 * starts from the group's statistics (no optimizer: the weights stay). */
+	float x[B * 6];
+	int32_t y[B];
+	struct dt_rng rng;
+	dt_rng_seed(&rng, 3);
+	for (int step = 0; step < STEPS; step++) {
+		for (int i = 0; i < B * 6; i++)
+			x[i] = dt_rng_uniform(&rng) + (i < HALF * 6 ? 1.0f : -1.5f) * (float)(step + 1);
+		for (int i = 0; i < B; i++)
+			y[i] = (int32_t)dt_rng_below(&rng, 4);
+		float expect[2][5];
+		for (int r = 0; r < 2; r++) {
+			memcpy(dt_model_params(alone[r]), dt_model_params(primary), np * sizeof(float));
+			struct dt_model_batch hb = { .size = HALF, .num_inputs = 1,
+						     .inputs = { { DT_FLOAT32, x + r * HALF * 6 } },
+						     .targets = { DT_INT32, y + r * HALF } };
+			struct dt_step_result res;
+			DT_CHECK_OK(dt_model_step(alone[r], &hb, NULL, NULL, NULL, &res, &err), &err);
+			for (int c = 0; c < 5; c++)
+				expect[r][c] = var_of(alone[r], "bn/moving_mean")[c];
+		}
+		struct dt_model_batch b = { .size = B, .num_inputs = 1, .inputs = { { DT_FLOAT32, x } },
+					    .targets = { DT_INT32, y } };
+		struct dt_step_result res;
+		DT_CHECK_OK(dt_mirrored_step_general(grp, &b, &res, &err), &err);
+		const float *mm = var_of(primary, "bn/moving_mean");
+		for (int c = 0; c < 5; c++) {
+			const float mean = 0.5f * (expect[0][c] + expect[1][c]);
+			DT_CHECK_NEAR(mm[c], mean, 1e-6 + 1e-5 * (double)fabsf(mean));
+			/* and not the primary's own half alone */
+			DT_CHECK(fabsf(mm[c] - expect[0][c]) > 0.1f);
+		}
+		/* the variance too: the mean of the two replicas' copies */
+		const float *mv = var_of(primary, "bn/moving_variance");
+		const float *v0 = var_of(alone[0], "bn/moving_variance"), *v1 = var_of(alone[1], "bn/moving_variance");
+		for (int c = 0; c < 5; c++)
+			DT_CHECK_NEAR(mv[c], 0.5f * (v0[c] + v1[c]), 1e-6 + 1e-5 * (double)fabsf(v0[c] + v1[c]));
+		/* the frozen batch norm's never change */
+		DT_CHECK(var_of(primary, "frozen/moving_mean")[0] == 0.0f);
+		DT_CHECK(var_of(primary, "frozen/moving_variance")[0] == 1.0f);
+	}
+	dt_mirrored_free(grp);
+	for (int r = 0; r < 2; r++)
+		dt_model_free(alone[r]);
+	dt_model_free(primary);
+	dt_graph_free(g);
+}

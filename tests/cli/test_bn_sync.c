@@ -1,0 +1,129 @@
+/* Batch norm's moving statistics under the mirrored strategies
+ * (TensorFlow's SyncOnRead variables, aggregation MEAN): each replica or
+ * worker updates its own copy from its own examples and the checkpoint
+ * holds the mean. A Keras model conv -> batch norm -> dense trains with
+ * the same global batch of 8 on one process alone, with --replicas=2 and
+ * with 2 workers by all-reduce (4 examples each, the same halves of each
+ * global batch); batch norm's mean over a batch is the mean of its halves'
+ * means, so the three runs' moving means agree (up to float rounding), where
+ * a replica's own would follow its half only. With --check_replicas_every=1
+ * the two workers' variables, statistics included, stay bit-identical. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "cluster_procs.h"
+#include "dt_test.h"
+#include "train/checkpoint.h"
+
+#define TASK_WAIT_S 120.0
+#define BN_CHANNELS 4
+
+static const char model_json[] =
+	"{\"class_name\": \"Sequential\", \"config\": {\"name\": \"m\", \"layers\": ["
+	"{\"class_name\": \"InputLayer\", \"config\": {\"name\": \"in\", \"batch_input_shape\": [null, 28, 28, 1]}},"
+	"{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"conv\", \"filters\": 4, \"kernel_size\": [3, 3],"
+	" \"strides\": [2, 2], \"padding\": \"valid\"}},"
+	"{\"class_name\": \"BatchNormalization\", \"config\": {\"name\": \"bn\", \"momentum\": 0.5, \"epsilon\": 0.001}},"
+	"{\"class_name\": \"ReLU\", \"config\": {\"name\": \"relu\"}},"
+	"{\"class_name\": \"Flatten\", \"config\": {\"name\": \"flat\"}},"
+	"{\"class_name\": \"Dense\", \"config\": {\"name\": \"out\", \"units\": 10, \"activation\": \"softmax\"}}]}}";
+
+/* The latest checkpoint's (of step `want`) `name` (BN_CHANNELS floats) in dir. */
+static void read_var(const char *dir, int64_t want, const char *name, float *out)
+{
+	char path[1024];
+	int64_t step = 0;
+	struct dt_err err = DT_ERR_INIT;
+	memset(out, 0, BN_CHANNELS * sizeof(float));
+	enum dt_ckpt_poll found = DT_CKPT_POLL_NONE;
+	DT_CHECK_OK(dt_ckpt_latest_path(dir, path, sizeof(path), &step, &found, &err), &err);
+	DT_CHECK_INT_EQ(found, DT_CKPT_POLL_FOUND);
+	DT_CHECK(step == want);
+	if (found != DT_CKPT_POLL_FOUND)
+		return;
+	struct dt_st_file *f = NULL;
+	DT_CHECK_OK(dt_st_open(path, &f, &err), &err);
+	if (!f)
+		return;
+	const struct dt_st_tensor_info *t = dt_st_find(f, name);
+	DT_CHECK(t != NULL && t->end - t->begin == BN_CHANNELS * sizeof(float));
+	FILE *fp = fopen(path, "rb");
+	DT_CHECK(fp != NULL);
+	if (t && fp && t->end - t->begin == BN_CHANNELS * sizeof(float)) {
+		DT_CHECK(fseek(fp, (long)(f->data_start + t->begin), SEEK_SET) == 0);
+		DT_CHECK(fread(out, sizeof(float), BN_CHANNELS, fp) == BN_CHANNELS);
+	}
+	if (fp)
+		fclose(fp);
+	dt_st_free(f);
+}
+
+/* Largest |a - b| over the channels, relative to the largest |b|. */
+static double rel_diff(const float *a, const float *b)
+{
+	double d = 0, m = 1e-6;
+	for (int c = 0; c < BN_CHANNELS; c++) {
+		d = fmax(d, fabs((double)a[c] - (double)b[c]));
+		m = fmax(m, fabs((double)b[c]));
+	}
+	return d / m;
+}
+
+/* One process: batch 8 for `steps` steps with `replicas` replicas into dir. */
+static void run_one(const char *mflag, const char *dir, const char *steps, const char *replicas)
+{
+	char oflag[1100];
+	snprintf(oflag, sizeof(oflag), "--output_dir=%s", dir);
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", mflag, "--problem=synthetic", steps, "--log_every=0",
+					 "--noeval", oflag, "--hparams=batch_size=8,learning_rate=0.05", replicas, NULL },
+		    NULL, TASK_WAIT_S);
+	if (r.exit_code != 0)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	dt_run_release(&r);
+}
+
+DT_TEST_TIMEOUT(bn_sync, moving_statistics_are_the_mean_over_replicas_and_workers, 300)
+{
+	char model[512], mflag[600], dirs[3][512], wflag[1100];
+	dt_test_path(model, sizeof(model), "bn.json");
+	dt_test_write_file(model, model_json, strlen(model_json));
+	snprintf(mflag, sizeof(mflag), "--keras_model=%s", model);
+	static const char *const names[3] = { "alone", "replicas", "workers" };
+	for (int i = 0; i < 3; i++)
+		dt_test_path(dirs[i], sizeof(dirs[i]), names[i]);
+	/* One step: the statistics come from the initial variables alone, so
+	 * one process's (the whole batch's mean) is the replicas' mean of their
+	 * halves' up to rounding; the variance is not (a half's is smaller). */
+	run_one(mflag, dirs[0], "--train_steps=1", "--replicas=1");
+	run_one(mflag, dirs[1], "--train_steps=1", "--replicas=2");
+	/* Two workers, 4 examples each, the replica check after every step. */
+	snprintf(wflag, sizeof(wflag), "--output_dir=%s", dirs[2]);
+	const char *args[] = { mflag, "--problem=synthetic", "--train_steps=1", "--log_every=0", "--noeval", wflag,
+			       "--hparams=batch_size=4,learning_rate=0.05", "--check_replicas_every=1",
+			       "--connect_timeout=60", NULL };
+	struct cluster c;
+	cluster_init(&c, NULL, 2, 0);
+	struct task *w0 = cluster_start_train(&c, "worker", 0, args);
+	struct task *w1 = cluster_start_train(&c, "worker", 1, args);
+	EXPECT_EXIT(&c, w0, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, w1, 0, 60);
+
+	float mean[3][BN_CHANNELS], var[3][BN_CHANNELS];
+	for (int i = 0; i < 3; i++) {
+		read_var(dirs[i], 1, "bn/moving_mean", mean[i]);
+		read_var(dirs[i], 1, "bn/moving_variance", var[i]);
+	}
+	fprintf(stderr, "bn/moving_mean[0]: alone %.7g, 2 replicas %.7g, 2 workers %.7g; relative differences %.2g, "
+			"%.2g; moving_variance: %.2g, %.2g\n",
+		(double)mean[0][0], (double)mean[1][0], (double)mean[2][0], rel_diff(mean[1], mean[0]),
+		rel_diff(mean[2], mean[0]), rel_diff(var[1], var[0]), rel_diff(var[2], var[1]));
+	DT_CHECK(rel_diff(mean[1], mean[0]) < 1e-5);
+	DT_CHECK(rel_diff(mean[2], mean[0]) < 1e-5);
+	DT_CHECK(rel_diff(var[1], var[0]) > 1e-5);
+	DT_CHECK(rel_diff(var[2], var[1]) < 1e-5);
+}
