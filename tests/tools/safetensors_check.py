@@ -25,31 +25,14 @@ import json
 import struct
 import sys
 
+from crc32c_ref import crc32c
+
 BITS = {
     "BOOL": 8, "U8": 8, "I8": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32,
     "F32": 32, "F64": 64, "I64": 64, "U64": 64, "C64": 64, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
     "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
 }
 MAX_HEADER = 100_000_000
-
-
-def crc32c(data):
-    table = crc32c.table
-    if table is None:
-        table = []
-        for i in range(256):
-            c = i
-            for _ in range(8):
-                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-            table.append(c)
-        crc32c.table = table
-    c = 0xFFFFFFFF
-    for b in data:
-        c = table[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
-
-crc32c.table = None
 
 
 class Bad(Exception):
