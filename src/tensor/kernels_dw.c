@@ -190,43 +190,14 @@ void dt_depthwise_forward(const struct dt_dw_geom *g, const float *restrict x, c
 }
 
 
-/* Multiplier 1 (MobileNet's): dk and dbias summed over the output pixels
- * tap by tap (each tap's row of C stays in L1), and dx gathered: each
- * input pixel's row written once from the taps that read it, rather than
- * cleared and then added to by every tap (a pass over dx and eight
- * read-modify-writes of it less per pixel). */
-static void depthwise_backward_m1(const struct dt_dw_geom *g, const float *restrict x, const float *restrict k,
-				  const float *restrict dy, float *restrict dx, float *restrict dk,
-				  float *restrict dbias, int B)
+/* Multiplier 1 (MobileNet's) dx, gathered: each input pixel's row written
+ * once from the taps that read it, rather than cleared and then added to by
+ * every tap (a pass over dx and eight read-modify-writes of it less per
+ * pixel). */
+static void depthwise_dx_gather_m1(const struct dt_dw_geom *g, const float *restrict k, const float *restrict dy,
+				   float *restrict dx, int B)
 {
 	const int C = g->C;
-	memset(dk, 0, (size_t)g->KH * g->KW * (size_t)C * sizeof(float));
-	if (dbias)
-		memset(dbias, 0, (size_t)C * sizeof(float));
-	for (int b = 0; b < B; b++)
-		for (int oh = 0; oh < g->OH; oh++)
-			for (int ow = 0; ow < g->OW; ow++) {
-				const float *restrict dyr = dy + (((size_t)b * g->OH + oh) * g->OW + ow) * (size_t)C;
-				if (dbias)
-					for (int c = 0; c < C; c++)
-						dbias[c] += dyr[c];
-				for (int kh = 0; kh < g->KH; kh++) {
-					const int ih = in_pos(oh, kh, g->SH, g->DH, g->PT, g->H);
-					if (ih < 0)
-						continue;
-					for (int kw = 0; kw < g->KW; kw++) {
-						const int iw = in_pos(ow, kw, g->SW, g->DW, g->PL, g->W);
-						if (iw < 0)
-							continue;
-						const float *restrict xr = x + (((size_t)b * g->H + ih) * g->W + iw) * (size_t)C;
-						float *restrict dkr = dk + ((size_t)kh * g->KW + kw) * (size_t)C;
-						for (int c = 0; c < C; c++)
-							dkr[c] += xr[c] * dyr[c];
-					}
-				}
-			}
-	if (!dx)
-		return;
 	for (int b = 0; b < B; b++)
 		for (int ih = 0; ih < g->H; ih++)
 			for (int iw = 0; iw < g->W; iw++) {
@@ -249,6 +220,9 @@ static void depthwise_backward_m1(const struct dt_dw_geom *g, const float *restr
 			}
 }
 
+/* dk and dbias summed over the output pixels tap by tap (each tap's row
+ * stays in L1); dx scattered from each tap with a multiplier, gathered
+ * afterwards without one. */
 void dt_depthwise_backward(const struct dt_dw_geom *g, const float *restrict x, const float *restrict k,
 			   const float *restrict dy, float *restrict dx, float *restrict dk, float *restrict dbias,
 			   int B)
@@ -258,14 +232,10 @@ void dt_depthwise_backward(const struct dt_dw_geom *g, const float *restrict x, 
 		depthwise_backward_v16(g, x, k, dy, dx, dk, dbias, B);
 		return;
 	}
-	if (M == 1) {
-		depthwise_backward_m1(g, x, k, dy, dx, dk, dbias, B);
-		return;
-	}
 	memset(dk, 0, (size_t)g->KH * g->KW * (size_t)CM * sizeof(float));
 	if (dbias)
 		memset(dbias, 0, (size_t)CM * sizeof(float));
-	if (dx)
+	if (dx && M > 1)
 		memset(dx, 0, (size_t)B * g->H * g->W * (size_t)C * sizeof(float));
 	for (int b = 0; b < B; b++)
 		for (int oh = 0; oh < g->OH; oh++)
@@ -290,11 +260,6 @@ void dt_depthwise_backward(const struct dt_dw_geom *g, const float *restrict x, 
 						if (M == 1) {
 							for (int c = 0; c < C; c++)
 								dkr[c] += xr[c] * dyr[c];
-							if (dx) {
-								float *restrict dxr = dx + px;
-								for (int c = 0; c < C; c++)
-									dxr[c] += kr[c] * dyr[c];
-							}
 						} else {
 							for (int c = 0; c < C; c++)
 								for (int m = 0; m < M; m++) {
@@ -306,6 +271,8 @@ void dt_depthwise_backward(const struct dt_dw_geom *g, const float *restrict x, 
 					}
 				}
 			}
+	if (dx && M == 1)
+		depthwise_dx_gather_m1(g, k, dy, dx, B);
 }
 
 /* The naive twins: one output (or parameter) element at a time, sums in double. */
