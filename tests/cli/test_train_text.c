@@ -113,6 +113,38 @@ DT_TEST_TIMEOUT(train_text, async_ps_trains_the_transformer, 90)
 	free(out), free(cerr), free(werr);
 }
 
+/* Sparse rows (DISTRIBUTED.md): with the softmax's own weights both
+ * embedding tables move by rows, through async and through sync ps. */
+#define SPARSE_ARGS                                                                                       \
+	"--model=transformer", "--hparams_set=transformer_test", "--problem=algorithmic_reverse_binary40", \
+		"--hparams=batch_size=1024,learning_rate_warmup_steps=100,learning_rate_constant=0.5,"   \
+		"shared_embedding_and_softmax_weights=false",                                              \
+		"--log_every=25"
+
+static void sparse_ps_run(const char *sync)
+{
+	const char *args[] = { SPARSE_ARGS, "--train_steps=300", sync, NULL };
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 1);
+	struct task *ps0 = cluster_start_train(&c, "ps", 0, (const char *[]){ "--schedule=run_std_server", SPARSE_ARGS,
+									      NULL });
+	struct task *worker = cluster_start_train(&c, "worker", 0, args);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, worker, 0, 30);
+	EXPECT_EXIT(&c, ps0, 0, 30);
+	char *out = task_read(chief, 0), *cerr = task_read(chief, 1), *werr = task_read(worker, 1);
+	DT_CHECK_CONTAINS(cerr, "enc.emb/weights (embedding) moves by rows");
+	DT_CHECK_CONTAINS(cerr, "dec.emb/weights (embedding) moves by rows");
+	DT_CHECK_CONTAINS(werr, "dec.emb/weights (embedding) moves by rows");
+	DT_CHECK(!strstr(cerr, "softmax/weights (embedding) moves by rows")); /* every row is a logit's */
+	DT_CHECK_CONTAINS(out, "eval (test split, 10000 examples) at global step ");
+	check_loss_falls(sync ? "sync ps chief, sparse rows" : "async ps chief, sparse rows", cerr);
+	free(out), free(cerr), free(werr);
+}
+
+DT_TEST_TIMEOUT(train_text, async_ps_moves_embedding_rows, 90) { sparse_ps_run(NULL); }
+
 /* Every output line is a sequence of the problem's symbols (binary here). */
 static int lines_of_symbols(const char *text, int want_lines)
 {
