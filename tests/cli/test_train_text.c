@@ -138,12 +138,15 @@ static void sparse_ps_run(const char *sync)
 	DT_CHECK_CONTAINS(cerr, "dec.emb/weights (embedding) moves by rows");
 	DT_CHECK_CONTAINS(werr, "dec.emb/weights (embedding) moves by rows");
 	DT_CHECK(!strstr(cerr, "softmax/weights (embedding) moves by rows")); /* every row is a logit's */
+	if (sync)
+		DT_CHECK_CONTAINS(cerr, "synchronous: 2 of 2 trainers per step");
 	DT_CHECK_CONTAINS(out, "eval (test split, 10000 examples) at global step ");
 	check_loss_falls(sync ? "sync ps chief, sparse rows" : "async ps chief, sparse rows", cerr);
 	free(out), free(cerr), free(werr);
 }
 
 DT_TEST_TIMEOUT(train_text, async_ps_moves_embedding_rows, 90) { sparse_ps_run(NULL); }
+DT_TEST_TIMEOUT(train_text, sync_ps_moves_embedding_rows, 90) { sparse_ps_run("--sync"); }
 
 /* Every output line is a sequence of the problem's symbols (binary here). */
 static int lines_of_symbols(const char *text, int want_lines)

@@ -28,13 +28,18 @@
 #define STEPS 6
 
 struct side {
-	struct dt_hello ps_hello[2], chief_hello;
+	struct dt_hello ps_hello[2], chief_hello, worker_hello;
 	struct dt_ps_server *ps[2];
 	char addr[2][64];
 	const char *addrs[2];
 	float *params, *grads;
 	struct dt_ps_client *c;
+	/* synchronous: a second trainer, worker:0 */
+	float *wparams, *wgrads;
+	struct dt_ps_client *w;
 };
+
+static const char *const sync_trainers[2] = { "chief:0", "worker:0" };
 
 static struct dt_variable vars[2];
 static size_t total;
@@ -48,15 +53,18 @@ static void hello(struct dt_hello *h, const char *role, uint32_t index)
 	DT_CHECK_OK(dt_ps_signature_add_vars(&h->signature, vars, 2, &err), &err);
 }
 
+/* Two ps, the chief's client, and with `sync` a worker's: both trainers of a
+ * synchronous step of two (the chief configured it and initialized the ps). */
 static void side_start(struct side *s, struct dt_loop *loop, const struct dt_placement *pl, const struct dt_hparams *hp,
-		       const float *init)
+		       const float *init, int sync)
 {
 	struct dt_err err = DT_ERR_INIT;
 	memset(s, 0, sizeof(*s));
 	for (int i = 0; i < 2; i++) {
 		hello(&s->ps_hello[i], "ps", (uint32_t)i);
 		struct dt_ps_server_config sc = { .host = "127.0.0.1", .index = i, .local = &s->ps_hello[i],
-						  .placement = pl, .num_params = total, .hp = hp, .chief_role = "chief" };
+						  .placement = pl, .num_params = total, .hp = hp, .chief_role = "chief",
+						  .trainers = sync ? sync_trainers : NULL, .num_trainers = sync ? 2 : 0 };
 		DT_CHECK_OK(dt_ps_server_new(loop, &sc, &s->ps[i], &err), &err);
 		snprintf(s->addr[i], sizeof(s->addr[i]), "127.0.0.1:%d", dt_ps_server_port(s->ps[i]));
 		s->addrs[i] = s->addr[i];
@@ -68,6 +76,16 @@ static void side_start(struct side *s, struct dt_loop *loop, const struct dt_pla
 	struct dt_ps_client_config cc = { .ps_addrs = s->addrs, .local = &s->chief_hello, .placement = pl,
 					  .params = s->params, .grads = s->grads };
 	DT_CHECK_OK(dt_ps_client_new(loop, &cc, dt_deadline_in(10), &s->c, &err), &err);
+	if (sync) {
+		struct dt_ps_sync_config scfg = { 2, 2, 30, 30 };
+		DT_CHECK_OK(dt_ps_client_sync_config(s->c, &scfg, dt_deadline_in(10), &err), &err);
+		hello(&s->worker_hello, "worker", 0);
+		s->wparams = calloc(total, sizeof(float));
+		s->wgrads = calloc(total, sizeof(float));
+		struct dt_ps_client_config wc = { .ps_addrs = s->addrs, .local = &s->worker_hello, .placement = pl,
+						  .params = s->wparams, .grads = s->wgrads };
+		DT_CHECK_OK(dt_ps_client_new(loop, &wc, dt_deadline_in(10), &s->w, &err), &err);
+	}
 	for (int ps = 0; ps < 2; ps++)
 		DT_CHECK_OK(dt_ps_client_init(s->c, ps, dt_deadline_in(5), &err), &err);
 }
@@ -75,12 +93,16 @@ static void side_start(struct side *s, struct dt_loop *loop, const struct dt_pla
 static void side_stop(struct side *s)
 {
 	dt_ps_client_free(s->c);
+	if (s->w) {
+		dt_ps_client_free(s->w);
+		dt_hello_release(&s->worker_hello);
+	}
 	for (int i = 0; i < 2; i++) {
 		dt_ps_server_free(s->ps[i]);
 		dt_hello_release(&s->ps_hello[i]);
 	}
 	dt_hello_release(&s->chief_hello);
-	free(s->params), free(s->grads);
+	free(s->params), free(s->grads), free(s->wparams), free(s->wgrads);
 }
 
 static void setup(struct dt_placement *pl, float **init)
@@ -138,8 +160,8 @@ static void dense_against_rows(const char *optimizer)
 	struct dt_loop *loop;
 	DT_CHECK_OK(dt_loop_new(&loop, &err), &err);
 	struct side dense, sparse;
-	side_start(&dense, loop, &pl, &hp, init);
-	side_start(&sparse, loop, &pl, &hp, init);
+	side_start(&dense, loop, &pl, &hp, init, 0);
+	side_start(&sparse, loop, &pl, &hp, init, 0);
 	DT_CHECK_OK(dt_ps_client_set_sparse(sparse.c, 0, &err), &err);
 	struct dt_rng rng;
 	dt_rng_seed(&rng, 11);
@@ -184,6 +206,74 @@ DT_TEST(dist_ps_rows, adam_by_rows_equals_dense_bit_for_bit) { dense_against_row
 DT_TEST(dist_ps_rows, momentum_by_rows_equals_dense_bit_for_bit) { dense_against_rows("momentum"); }
 DT_TEST(dist_ps_rows, adagrad_by_rows_equals_dense_bit_for_bit) { dense_against_rows("adagrad"); }
 
+/* Synchronous: two trainers push each step's rows (different ones, some
+ * shared) and the ps sums them by row into the step's accumulator, then
+ * applies the average: the variables equal two dense pushes' bit for bit.
+ * Each trainer pulls its rows once the step before is applied, as
+ * train/sync_roles.c does; its round's pull asks for no later step (the
+ * other trainer has not pushed yet), and the last pull waits for the last step. */
+static void sync_dense_against_rows(const char *optimizer)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_placement pl;
+	float *init;
+	setup(&pl, &init);
+	struct dt_hparams hp;
+	DT_CHECK_OK(dt_hparams_from_set("mlp_base", &hp, &err), &err);
+	snprintf(hp.optimizer, sizeof(hp.optimizer), "%s", optimizer);
+	struct dt_loop *loop;
+	DT_CHECK_OK(dt_loop_new(&loop, &err), &err);
+	struct side dense, sparse;
+	side_start(&dense, loop, &pl, &hp, init, 1);
+	side_start(&sparse, loop, &pl, &hp, init, 1);
+	DT_CHECK_OK(dt_ps_client_set_sparse(sparse.c, 0, &err), &err);
+	DT_CHECK_OK(dt_ps_client_set_sparse(sparse.w, 0, &err), &err);
+	struct dt_ps_sync_result r;
+	DT_CHECK_OK(dt_ps_client_sync_round(sparse.w, 0, 0, 0, -1, &r, dt_deadline_in(5), &err), &err);
+	DT_CHECK(memcmp(sparse.wparams, init, total * sizeof(float)) == 0);
+	struct dt_rng rng;
+	dt_rng_seed(&rng, 13);
+	int64_t rows[2][VOCAB];
+	for (int64_t step = 0; step < STEPS; step++) {
+		const size_t n0 = make_step(&rng, rows[0], dense.grads), n1 = make_step(&rng, rows[1], dense.wgrads);
+		memcpy(sparse.grads, dense.grads, total * sizeof(float));
+		memcpy(sparse.wgrads, dense.wgrads, total * sizeof(float));
+		DT_CHECK_OK(dt_ps_client_sync_round(dense.c, 1, step, 0.05f, step - 1, &r, dt_deadline_in(5), &err), &err);
+		DT_CHECK_OK(dt_ps_client_sync_round(dense.w, 1, step, 0.05f, step - 1, &r, dt_deadline_in(5), &err), &err);
+		DT_CHECK_INT_EQ(r.dropped, 0);
+		struct dt_ps_client *t[2] = { sparse.c, sparse.w };
+		const size_t n[2] = { n0, n1 };
+		for (int k = 0; k < 2; k++) {
+			dt_ps_client_set_rows(t[k], 0, rows[k], n[k]);
+			DT_CHECK_OK(dt_ps_client_pull_rows(t[k], step - 1, dt_deadline_in(5), &err), &err);
+			DT_CHECK_OK(dt_ps_client_sync_round(t[k], 1, step, 0.05f, step - 1, &r, dt_deadline_in(5), &err),
+				    &err);
+			DT_CHECK_INT_EQ(r.dropped, 0);
+		}
+		/* The rows the worker pulled are the chief's (the same step's values). */
+		for (size_t i = 0; i < n1; i++)
+			DT_CHECK(memcmp(sparse.wparams + rows[1][i] * WIDTH, dense.params + rows[1][i] * WIDTH,
+					WIDTH * sizeof(float)) == 0);
+	}
+	/* Every variable bit for bit, once the last step is applied. */
+	DT_CHECK_OK(dt_ps_client_sync_round(dense.c, 0, 0, 0, STEPS - 1, &r, dt_deadline_in(5), &err), &err);
+	DT_CHECK_INT_EQ(r.min_step, STEPS);
+	DT_CHECK_OK(dt_ps_client_sync_round(sparse.c, 0, 0, 0, STEPS - 1, &r, dt_deadline_in(5), &err), &err);
+	DT_CHECK_INT_EQ(r.min_step, STEPS);
+	DT_CHECK(memcmp(dense.params, sparse.params, total * sizeof(float)) == 0);
+	DT_CHECK(memcmp(dense.params, init, total * sizeof(float)) != 0);
+	for (int i = 0; i < 2; i++)
+		DT_CHECK(dt_ps_server_failure(sparse.ps[i]) == NULL);
+	side_stop(&dense);
+	side_stop(&sparse);
+	dt_loop_free(loop);
+	dt_placement_release(&pl);
+	free(init);
+}
+
+DT_TEST(dist_ps_rows, sync_rows_of_two_trainers_sum_as_dense_pushes_under_sgd) { sync_dense_against_rows("sgd"); }
+DT_TEST(dist_ps_rows, sync_rows_of_two_trainers_sum_as_dense_pushes_under_adam) { sync_dense_against_rows("adam"); }
+
 static int req_done(void *arg) { return ((struct dt_request *)arg)->done; }
 
 /* One raw request on the client's connection to ps 0; its status. */
@@ -213,7 +303,7 @@ DT_TEST(dist_ps_rows, a_row_out_of_range_is_refused_and_the_ps_keeps_serving)
 	struct dt_loop *loop;
 	DT_CHECK_OK(dt_loop_new(&loop, &err), &err);
 	struct side s;
-	side_start(&s, loop, &pl, &hp, init);
+	side_start(&s, loop, &pl, &hp, init, 0);
 	const struct dt_shard *sh = NULL;
 	for (int i = 0; i < pl.num_shards; i++)
 		if (pl.shards[i].variable == 0 && pl.shards[i].ps == 0)
