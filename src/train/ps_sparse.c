@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "train/ps_recovery.h"
 #include "train/roles.h"
 #include "train/session.h"
 
@@ -17,6 +18,7 @@ enum dt_status dt__sparse_rows_start(struct dt__sparse_rows *sp, const struct dt
 	const struct dt_train_config *tc = cfg->train;
 	memset(sp, 0, sizeof(*sp));
 	sp->model = m;
+	sp->num_ps = cfg->cluster->num_ps_replicas;
 	const int n = dt_model_sparse_vars(m, NULL, 0);
 	if (n == 0)
 		return DT_OK;
@@ -72,7 +74,14 @@ enum dt_status dt__sparse_rows_compute(struct dt__sparse_rows *sp, struct dt_ses
 		const size_t n = dt_model_batch_rows(sp->model, b->general, sp->vars[i], sp->rows);
 		dt_ps_client_set_rows(c, sp->vars[i], sp->rows, n);
 	}
-	if ((st = dt_ps_client_pull_rows(c, after, deadline, err)))
-		return st;
+	if ((st = dt_ps_client_pull_rows(c, after, deadline, err))) {
+		if (!dt_ps_any_lost(c, sp->num_ps))
+			return st;
+		/* As a dense pull's failure: the round after this pass fails on the
+		 * lost ps too (its connection stays closed until the recovery
+		 * reconnects it), and its recovery (train/ps_recovery.h) discards
+		 * this gradient; the pass runs on the rows as they were. */
+		dt_warn("pulling the batch's embedding rows: %s; the step's round recovers", err ? err->msg : "a ps was lost");
+	}
 	return dt__session_compute_batch(s, b, NULL, NULL, out, err);
 }
