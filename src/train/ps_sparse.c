@@ -75,13 +75,20 @@ enum dt_status dt__sparse_rows_compute(struct dt__sparse_rows *sp, struct dt_ses
 		dt_ps_client_set_rows(c, sp->vars[i], sp->rows, n);
 	}
 	if ((st = dt_ps_client_pull_rows(c, after, deadline, err))) {
-		if (!dt_ps_any_lost(c, sp->num_ps))
+		const int ended = dt_ps_client_ended_by_ps(c);
+		if (!ended && !dt_ps_any_lost(c, sp->num_ps))
 			return st;
 		/* As a dense pull's failure: the round after this pass fails on the
-		 * lost ps too (its connection stays closed until the recovery
-		 * reconnects it), and its recovery (train/ps_recovery.h) discards
-		 * this gradient; the pass runs on the rows as they were. */
-		dt_warn("pulling the batch's embedding rows: %s; the step's round recovers", err ? err->msg : "a ps was lost");
+		 * same ps (its connection stays closed until a recovery reconnects
+		 * it), and the strategy's apply does what it does for a failed round:
+		 * the recovery (train/ps_recovery.h), which discards this gradient, or
+		 * the end of the run the ps announced. The pass runs on the rows as
+		 * they were. */
+		if (ended)
+			dt_debug("pulling the batch's embedding rows: the parameter servers closed");
+		else
+			dt_warn("pulling the batch's embedding rows: %s; the step's round recovers",
+				err ? err->msg : "a ps was lost");
 	}
 	return dt__session_compute_batch(s, b, NULL, NULL, out, err);
 }

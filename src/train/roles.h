@@ -46,9 +46,10 @@ void dt__role_release(struct dt__role *r);
  * tables move densely, as the log says); compute takes the next batch, pulls
  * the rows it reads (after: -1 at once, else past that synchronous step) and
  * runs its forward and backward pass, whose round then pushes those rows. A
- * row pull that finds a ps lost does not fail the step: the pass runs on the
- * rows as they were and the round after it, failing on the same ps, goes
- * through the recovery that discards its gradient (as after a dense pull). */
+ * row pull that finds a ps lost (or the run ended by the ps) does not fail
+ * the step: the pass runs on the rows as they were and the round after it,
+ * failing on the same ps, goes through the recovery that discards its
+ * gradient, or ends the run (as after a dense pull). */
 struct dt_session;
 struct dt_step_figures;
 struct dt__sparse_rows {
