@@ -30,6 +30,12 @@ struct dt_ps_client {
 	uint8_t (*sync_pull_req)[DT_PS_SYNC_PULL_BYTES];    /* (num_shards) */
 	uint8_t **sync_pull_reply;        /* (num_shards) staging: header + the shard's values */
 	uint8_t step_payload[16], step_reply[8], status_reply[DT_PS_STATUS_BYTES];
+	/* row-sparse variables: per shard */
+	unsigned char *sparse;            /* (num_shards) moved by rows */
+	uint32_t **rows;                  /* (num_shards) this step's shard-local rows; (shard rows) each */
+	size_t *nrows;                    /* (num_shards) */
+	uint8_t **rows_buf;               /* (num_shards) a row push, then a row pull's reply */
+	uint8_t (*rows_hdr)[DT_PS_ROWS_HEADER]; /* (num_shards) */
 	struct dt_request **inflight;     /* requests of the current call */
 	int ninflight, inflight_cap;
 };
@@ -173,6 +179,11 @@ enum dt_status dt_ps_client_new(struct dt_loop *loop, const struct dt_ps_client_
 	c->sync_push_reply = dt_xcalloc(ns, sizeof(*c->sync_push_reply));
 	c->sync_pull_req = dt_xcalloc(ns, sizeof(*c->sync_pull_req));
 	c->sync_pull_reply = dt_xcalloc(ns, sizeof(*c->sync_pull_reply));
+	c->sparse = dt_xcalloc(ns, 1);
+	c->rows = dt_xcalloc(ns, sizeof(*c->rows));
+	c->nrows = dt_xcalloc(ns, sizeof(*c->nrows));
+	c->rows_buf = dt_xcalloc(ns, sizeof(*c->rows_buf));
+	c->rows_hdr = dt_xcalloc(ns, sizeof(*c->rows_hdr));
 	c->inflight_cap = (int)(2 * ns + (size_t)c->num_ps + 2);
 	c->inflight = dt_xcalloc((size_t)c->inflight_cap, sizeof(*c->inflight));
 	for (size_t i = 0; i < ns; i++) {
@@ -229,6 +240,15 @@ void dt_ps_client_free(struct dt_ps_client *c)
 	for (int i = 0; c->sync_pull_reply && i < c->pl->num_shards; i++)
 		free(c->sync_pull_reply[i]);
 	free(c->sync_pull_reply);
+	for (int i = 0; c->rows && i < c->pl->num_shards; i++) {
+		free(c->rows[i]);
+		free(c->rows_buf[i]);
+	}
+	free(c->sparse);
+	free(c->rows);
+	free(c->nrows);
+	free(c->rows_buf);
+	free(c->rows_hdr);
 	free(c);
 }
 
@@ -271,6 +291,115 @@ enum dt_status dt_ps_client_init(struct dt_ps_client *c, int ps, int64_t deadlin
 	return wait_all(c, st, deadline, err);
 }
 
+static size_t shard_rows(const struct dt_shard *sh) { return (size_t)(sh->row_end - sh->row_begin); }
+
+/* PS_PUSH_ROWS of shard i's rows set, gathered from the grads buffer. */
+static enum dt_status push_rows(struct dt_ps_client *c, int i, int64_t step, float lr, int64_t deadline,
+				struct dt_err *err)
+{
+	const struct dt_shard *sh = &c->pl->shards[i];
+	const size_t n = c->nrows[i], width = sh->count / shard_rows(sh);
+	uint8_t *b = c->rows_buf[i];
+	struct dt_ps_rows_msg m = { .range = { sh->offset, sh->count }, .step = step, .lr = lr, .n = (uint32_t)n };
+	dt_ps_rows_header_encode(&m, 1, c->rows_hdr[i]);
+	for (size_t k = 0; k < n; k++) {
+		dt_put_u32le(b + 4 * k, c->rows[i][k]);
+		memcpy(b + 4 * n + k * width * sizeof(float), c->cfg.grads + sh->offset + c->rows[i][k] * width,
+		       width * sizeof(float));
+	}
+	const int sync = step >= 0;
+	struct iovec parts[2] = { { c->rows_hdr[i], DT_PS_ROWS_HEADER }, { b, 4 * n + n * width * sizeof(float) } };
+	return issue(c, sh->ps, &c->push_reqs[i], DT_MSG_PS_PUSH_ROWS, parts, 2, sync ? c->sync_push_reply[i] : NULL,
+		     sync ? DT_PS_SYNC_PUSH_REPLY_BYTES : 0, deadline, err);
+}
+
+enum dt_status dt_ps_client_set_sparse(struct dt_ps_client *c, int var, struct dt_err *err)
+{
+	for (int i = 0; i < c->pl->num_shards; i++) {
+		const struct dt_shard *sh = &c->pl->shards[i];
+		if (sh->variable != var)
+			continue;
+		const struct dt_hello *r = dt_conn_remote(c->conns[sh->ps]);
+		if (!r || !(r->features & DT_PS_FEATURE_SPARSE_ROWS))
+			return dt_err_set(err, DT_CONFIG, "%s does not serve row pushes and pulls (an older ps)",
+					  dt_conn_peer(c->conns[sh->ps]));
+		if (shard_rows(sh) == 0 || shard_rows(sh) > UINT32_MAX)
+			return dt_err_set(err, DT_CONFIG, "shard of %lld rows cannot move by rows",
+					  (long long)shard_rows(sh));
+	}
+	for (int i = 0; i < c->pl->num_shards; i++) {
+		const struct dt_shard *sh = &c->pl->shards[i];
+		if (sh->variable != var || c->sparse[i])
+			continue;
+		c->sparse[i] = 1;
+		c->rows[i] = dt_xmallocarray(shard_rows(sh), sizeof(uint32_t));
+		c->rows_buf[i] = dt_xmalloc(DT_PS_PULL_ROWS_REPLY_HEADER + shard_rows(sh) * 4 + sh->count * sizeof(float));
+	}
+	return DT_OK;
+}
+
+void dt_ps_client_set_rows(struct dt_ps_client *c, int var, const int64_t *rows, size_t n)
+{
+	for (int i = 0; i < c->pl->num_shards; i++) {
+		const struct dt_shard *sh = &c->pl->shards[i];
+		if (sh->variable != var || !c->sparse[i])
+			continue;
+		size_t k = 0;
+		for (size_t j = 0; j < n; j++)
+			if (rows[j] >= sh->row_begin && rows[j] < sh->row_end)
+				c->rows[i][k++] = (uint32_t)(rows[j] - sh->row_begin);
+		c->nrows[i] = k;
+	}
+}
+
+enum dt_status dt_ps_client_pull_rows(struct dt_ps_client *c, int64_t after, int64_t deadline, struct dt_err *err)
+{
+	enum dt_status st = DT_OK;
+	const int ns = c->pl->num_shards;
+	for (int i = 0; i < ns && !st; i++) {
+		const struct dt_shard *sh = &c->pl->shards[i];
+		if (!c->sparse[i])
+			continue;
+		const size_t n = c->nrows[i], width = sh->count / shard_rows(sh);
+		/* The request's rows go from rows_buf's tail; the reply lands at its start. */
+		uint8_t *req = c->rows_buf[i] + DT_PS_PULL_ROWS_REPLY_HEADER + sh->count * sizeof(float);
+		for (size_t k = 0; k < n; k++)
+			dt_put_u32le(req + 4 * k, c->rows[i][k]);
+		struct dt_ps_rows_msg m = { .range = { sh->offset, sh->count }, .step = after, .n = (uint32_t)n };
+		dt_ps_rows_header_encode(&m, 0, c->rows_hdr[i]);
+		struct iovec parts[2] = { { c->rows_hdr[i], DT_PS_ROWS_HEADER }, { req, 4 * n } };
+		st = issue(c, sh->ps, &c->pull_reqs[i], DT_MSG_PS_PULL_ROWS, parts, 2, c->rows_buf[i],
+			   DT_PS_PULL_ROWS_REPLY_HEADER + n * width * sizeof(float), deadline, err);
+	}
+	if ((st = wait_until(c, after >= 0 ? all_done_or_lost : all_done, st, deadline, err)))
+		return st;
+	for (int i = 0; i < ns; i++) {
+		const struct dt_shard *sh = &c->pl->shards[i];
+		if (!c->sparse[i])
+			continue;
+		const size_t n = c->nrows[i], width = sh->count / shard_rows(sh);
+		struct dt_ps_sync_pull_reply r;
+		if ((st = dt_ps_pull_rows_reply_decode(c->rows_buf[i], (size_t)c->pull_reqs[i].reply.length, n, width, &r,
+						       err)))
+			return dt_err_prefix(err, "%s", dt_conn_peer(c->conns[sh->ps]));
+		for (size_t k = 0; k < n; k++)
+			memcpy(c->cfg.params + sh->offset + c->rows[i][k] * width, r.values + k * width,
+			       width * sizeof(float));
+	}
+	return DT_OK;
+}
+
+void dt_ps_client_bytes(const struct dt_ps_client *c, uint64_t *sent, uint64_t *received)
+{
+	*sent = *received = 0;
+	for (int i = 0; i < c->num_ps; i++) {
+		struct dt_conn_stats cs;
+		dt_conn_get_stats(c->conns[i], &cs);
+		*sent += cs.bytes_out;
+		*received += cs.bytes_in;
+	}
+}
+
 enum dt_status dt_ps_client_round(struct dt_ps_client *c, int push, float lr, int64_t step_inc, int pull,
 				  int64_t *global_step, int64_t deadline, struct dt_err *err)
 {
@@ -279,6 +408,10 @@ enum dt_status dt_ps_client_round(struct dt_ps_client *c, int push, float lr, in
 	memcpy(&lr_bits, &lr, sizeof(lr_bits));
 	for (int i = 0; push && i < c->pl->num_shards && !st; i++) {
 		const struct dt_shard *sh = &c->pl->shards[i];
+		if (c->sparse[i]) {
+			st = push_rows(c, i, -1, lr, deadline, err);
+			continue;
+		}
 		uint8_t *h = c->push_hdr[i];
 		dt_put_u64le(h, sh->offset);
 		dt_put_u64le(h + 8, sh->count);
@@ -296,6 +429,8 @@ enum dt_status dt_ps_client_round(struct dt_ps_client *c, int push, float lr, in
 	}
 	for (int i = 0; pull && i < c->pl->num_shards && !st; i++) {
 		const struct dt_shard *sh = &c->pl->shards[i];
+		if (push && c->sparse[i])
+			continue; /* its rows are pulled before the next forward pass */
 		struct iovec part = { c->range_hdr[i], DT_PS_RANGE_BYTES };
 		st = issue(c, sh->ps, &c->pull_reqs[i], DT_MSG_PS_PULL, &part, 1, c->cfg.params + sh->offset,
 			   sh->count * sizeof(float), deadline, err);
@@ -304,6 +439,8 @@ enum dt_status dt_ps_client_round(struct dt_ps_client *c, int push, float lr, in
 		return st;
 	for (int i = 0; pull && i < c->pl->num_shards; i++) {
 		const struct dt_shard *sh = &c->pl->shards[i];
+		if (push && c->sparse[i])
+			continue;
 		if (c->pull_reqs[i].reply.length != sh->count * sizeof(float))
 			return dt_err_set(err, DT_PROTOCOL, "%s answered a pull of %zu elements with %llu bytes",
 					  dt_conn_peer(c->conns[sh->ps]), sh->count,
@@ -377,6 +514,10 @@ enum dt_status dt_ps_client_sync_round(struct dt_ps_client *c, int push, int64_t
 	const int ns = c->pl->num_shards;
 	for (int i = 0; push && i < ns && !st; i++) {
 		const struct dt_shard *sh = &c->pl->shards[i];
+		if (c->sparse[i]) {
+			st = push_rows(c, i, step, lr, deadline, err);
+			continue;
+		}
 		struct dt_ps_push m = { .range = { sh->offset, sh->count }, .lr = lr, .step = step };
 		dt_ps_sync_push_header_encode(&m, c->sync_push_hdr[i]);
 		struct iovec parts[2] = { { c->sync_push_hdr[i], DT_PS_SYNC_PUSH_HEADER },
@@ -386,6 +527,8 @@ enum dt_status dt_ps_client_sync_round(struct dt_ps_client *c, int push, int64_t
 	}
 	for (int i = 0; i < ns && !st; i++) {
 		const struct dt_shard *sh = &c->pl->shards[i];
+		if (push && c->sparse[i])
+			continue; /* its rows are pulled before the next forward pass */
 		size_t cap = DT_PS_SYNC_PULL_REPLY_HEADER + sh->count * sizeof(float);
 		if (!c->sync_pull_reply[i])
 			c->sync_pull_reply[i] = dt_xmalloc(cap);
@@ -407,6 +550,8 @@ enum dt_status dt_ps_client_sync_round(struct dt_ps_client *c, int push, int64_t
 	}
 	for (int i = 0; i < ns; i++) {
 		const struct dt_shard *sh = &c->pl->shards[i];
+		if (push && c->sparse[i])
+			continue;
 		struct dt_ps_sync_pull_reply r;
 		if ((st = dt_ps_sync_pull_reply_decode(c->sync_pull_reply[i], (size_t)c->pull_reqs[i].reply.length,
 						       sh->count, &r, err)))

@@ -106,6 +106,26 @@ enum dt_status dt_ps_client_sync_round(struct dt_ps_client *c, int push, int64_t
 				       struct dt_ps_sync_result *out, int64_t deadline,
 				       struct dt_err *err) DT_MUST_CHECK;
 
+/* ---- row-sparse variables (TensorFlow's IndexedSlices; docs/DISTRIBUTED.md "Sparse rows") ----
+ * A variable marked sparse is moved by rows: rounds push only the rows set
+ * for it (PS_PUSH_ROWS, the rest of its gradient must be zero) and pull none
+ * of it; dt_ps_client_pull_rows pulls the rows set (PS_PULL_ROWS). The rows
+ * are the batch's, set before its forward pass and kept for its push. */
+
+/* Marks variable `var` (of the placement's) sparse; DT_CONFIG when some ps
+ * holding it did not announce DT_PS_FEATURE_SPARSE_ROWS in its hello (the
+ * caller then keeps it dense). */
+enum dt_status dt_ps_client_set_sparse(struct dt_ps_client *c, int var, struct dt_err *err) DT_MUST_CHECK;
+/* This step's rows of sparse variable `var`: ascending, unique, each below
+ * its first dimension; copied. */
+void dt_ps_client_set_rows(struct dt_ps_client *c, int var, const int64_t *rows, size_t n);
+/* Pulls the rows set of every sparse variable into the params buffer; after
+ * >= 0 (synchronous): once each ps has passed that step. */
+enum dt_status dt_ps_client_pull_rows(struct dt_ps_client *c, int64_t after, int64_t deadline,
+				      struct dt_err *err) DT_MUST_CHECK;
+/* Bytes sent and received on every ps connection, frames and heartbeats included. */
+void dt_ps_client_bytes(const struct dt_ps_client *c, uint64_t *sent, uint64_t *received);
+
 /* PS_END to every ps (the chief, at the end of the run). */
 enum dt_status dt_ps_client_end(struct dt_ps_client *c, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
 

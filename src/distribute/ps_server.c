@@ -16,6 +16,7 @@
 
 struct held_shard {
 	size_t offset, count;
+	size_t rows;      /* of its variable's first axis: count / rows elements each */
 	int initialized;
 	int64_t updates;  /* pushes applied: Adam's bias-correction step */
 };
@@ -34,6 +35,7 @@ struct dt_ps_server {
 	struct dt_ps_sync *sync;     /* the synchronous side (distribute/ps_sync.h) */
 	struct dt_timer sync_timer;  /* fires at the open step's deadline */
 	struct dt_ps_server_stats stats;
+	float *dense;                /* (largest shard) a row push densified: momentum, Adam, synchronous */
 	char name[16];               /* "ps:1" */
 };
 
@@ -180,6 +182,167 @@ static void restore(struct dt_ps_server *s, struct dt_conn *c, const struct dt_f
 	reply_empty(c, h);
 }
 
+/* ---- row-sparse pushes and pulls (ps_wire.h, docs/DISTRIBUTED.md "Sparse rows") ----
+ * SGD and Adagrad apply to the rows pushed and nothing else (TensorFlow's
+ * sparse apply): a row whose gradient is zero would not change under them
+ * anyway, so the variables equal a dense push's bit for bit. Momentum and
+ * Adam decay every row's slots each update (TensorFlow's Adam does the same
+ * with a sparse gradient), so their rows are scattered into a zeroed copy of
+ * the shard and applied densely: the same variables and slots as a dense
+ * push, with only the rows on the wire. A synchronous push is densified
+ * likewise into the step's accumulator. */
+
+static void densify(struct dt_ps_server *s, const struct held_shard *sh, const struct dt_ps_rows_msg *m)
+{
+	memset(s->dense, 0, sh->count * sizeof(float));
+	for (uint32_t i = 0; i < m->n; i++)
+		memcpy(s->dense + (size_t)dt_ps_rows_at(m, i) * m->width, m->values + (size_t)i * m->width,
+		       m->width * sizeof(float));
+}
+
+static void apply_rows(struct dt_ps_server *s, struct held_shard *sh, const struct dt_ps_rows_msg *m)
+{
+	const int64_t t = ++sh->updates;
+	if (s->opt.kind == DT_OPTIM_SGD || s->opt.kind == DT_OPTIM_ADAGRAD) {
+		for (uint32_t i = 0; i < m->n; i++)
+			dt_optimizer_apply(&s->opt, s->params, m->values + (size_t)i * m->width,
+					   sh->offset + (size_t)dt_ps_rows_at(m, i) * m->width, m->width, m->lr, t);
+		return;
+	}
+	densify(s, sh, m);
+	dt_optimizer_apply(&s->opt, s->params, s->dense, sh->offset, sh->count, m->lr, t);
+}
+
+/* A synchronous pull of rows held at the barrier (ps_sync.h's waiter). */
+struct rows_waiter {
+	struct dt_ps_sync_waiter w; /* first: ps_sync hands this back */
+	struct dt_ps_server *s;
+	struct dt_conn *c;
+	uint64_t request_id;
+	const struct held_shard *sh;
+	uint32_t n;
+	uint64_t width;
+	uint32_t rows[];            /* (n) */
+};
+
+static void free_arg(void *arg, enum dt_status st)
+{
+	(void)st;
+	free(arg);
+}
+
+/* Sends the rows' current values after a 16-byte (step, ns held) header. */
+static void send_rows(struct dt_conn *c, uint64_t request_id, const float *params, const struct held_shard *sh,
+		      const uint32_t *rows, uint32_t n, uint64_t width, int64_t step, uint64_t held_ns)
+{
+	const size_t bytes = DT_PS_PULL_ROWS_REPLY_HEADER + (size_t)n * width * sizeof(float);
+	uint8_t *out = dt_xmalloc(bytes);
+	dt_ps_sync_pull_reply_encode_header(step, held_ns, out);
+	for (uint32_t i = 0; i < n; i++)
+		memcpy(out + DT_PS_PULL_ROWS_REPLY_HEADER + (size_t)i * width * sizeof(float),
+		       params + sh->offset + (size_t)rows[i] * width, width * sizeof(float));
+	struct iovec part = { out, bytes };
+	if (dt_conn_sendv_ref(c, DT_MSG_PS_PULL_ROWS, DT_FRAME_F_REPLY, request_id, &part, 1, free_arg, out, NULL))
+		free(out);
+}
+
+static void rows_waiter_drop(struct dt_ps_sync_waiter *w) { free(w); }
+
+static void rows_waiter_release(struct dt_ps_sync_waiter *w, int64_t step, uint64_t held_ns, const struct dt_err *failed)
+{
+	struct rows_waiter *rw = (struct rows_waiter *)w;
+	if (failed)
+		(void)dt_conn_reply_error(rw->c, rw->request_id, failed->status, "%s", failed->msg);
+	else
+		send_rows(rw->c, rw->request_id, rw->s->params, rw->sh, rw->rows, rw->n, rw->width, step, held_ns);
+	free(rw);
+}
+
+static void rows_frame(struct dt_ps_server *s, struct dt_conn *c, const struct dt_frame_header *h, const uint8_t *p)
+{
+	const int push = h->type == DT_MSG_PS_PUSH_ROWS;
+	struct held_shard *sh = NULL;
+	if (h->length >= DT_PS_RANGE_BYTES)
+		sh = find_shard(s, dt_get_u64le(p), dt_get_u64le(p + 8));
+	if (!sh) {
+		refuse(s, c, h, h->length >= DT_PS_RANGE_BYTES ? DT_CONFIG : DT_PROTOCOL,
+		       "holds no such shard (or the payload is shorter than a range)");
+		return;
+	}
+	struct dt_err e = DT_ERR_INIT;
+	struct dt_ps_rows_msg m;
+	if (dt_ps_rows_decode(p, (size_t)h->length, push, sh->rows, &m, &e)) {
+		refuse(s, c, h, DT_PROTOCOL, e.msg);
+		return;
+	}
+	if (!sh->initialized) {
+		refuse(s, c, h, DT_PEER, "not initialized");
+		return;
+	}
+	const int sync = dt_ps_sync_configured(s->sync);
+	const int64_t step = m.step; /* push: its step; pull: `after` */
+	if (push && (step >= 0) != sync) {
+		refuse(s, c, h, DT_CONFIG,
+		       sync ? "trains synchronously: a row push needs the trainer's step"
+			    : "trains asynchronously (or is not configured for synchronous training): a row push with a step");
+		return;
+	}
+	if (push && !sync) {
+		if (refuse_async(s, c, h))
+			return;
+		apply_rows(s, sh, &m);
+		s->stats.pushes++;
+		reply_empty(c, h);
+		return;
+	}
+	if (push) {
+		const struct dt_hello *r = dt_conn_remote(c);
+		const int trainer = r ? dt_ps_sync_trainer_of(s->sync, r->role, r->index) : -1;
+		const int shard = dt_ps_sync_shard_of(s->sync, sh->offset, sh->count);
+		int dropped = 0;
+		const int64_t now = dt_now_ns();
+		if (trainer < 0) {
+			refuse(s, c, h, DT_CONFIG, "synchronous requests come from the cluster's trainers only");
+			return;
+		}
+		dt_ps_sync_heard(s->sync, trainer, now);
+		densify(s, sh, &m);
+		if (dt_ps_sync_push(s->sync, shard, trainer, step, m.lr, s->dense, now, &dropped, &e)) {
+			refuse(s, c, h, e.status, e.msg);
+			return;
+		}
+		arm_sync_timer(s, dt_conn_loop(c));
+		struct dt_ps_sync_stats ss;
+		dt_ps_sync_get_stats(s->sync, &ss);
+		struct dt_ps_sync_push_reply rep = { dropped ? DT_PS_SYNC_PUSH_DROPPED : 0, ss.step };
+		uint8_t out[DT_PS_SYNC_PUSH_REPLY_BYTES];
+		dt_ps_sync_push_reply_encode(&rep, out);
+		replied(c, dt_conn_send(c, h->type, DT_FRAME_F_REPLY, h->request_id, out, sizeof(out), NULL));
+		return;
+	}
+	s->stats.pulls++;
+	/* The rows are 4-byte aligned in the payload (after its 32-byte header) and little-endian as the host. */
+	const uint32_t *rows = (const uint32_t *)(const void *)m.rows;
+	if (!sync || step < 0) {
+		send_rows(c, h->request_id, s->params, sh, rows, m.n, m.width, sync ? dt_ps_sync_step(s->sync) : s->global_step,
+			  0);
+		return;
+	}
+	struct rows_waiter *rw = dt_xcalloc(1, sizeof(*rw) + (size_t)m.n * sizeof(uint32_t));
+	rw->w = (struct dt_ps_sync_waiter){ .shard = dt_ps_sync_shard_of(s->sync, sh->offset, sh->count), .after = step,
+					    .owner = c, .release = rows_waiter_release, .drop = rows_waiter_drop };
+	rw->s = s;
+	rw->c = c;
+	rw->request_id = h->request_id;
+	rw->sh = sh;
+	rw->n = m.n;
+	rw->width = m.width;
+	if (m.n)
+		memcpy(rw->rows, rows, (size_t)m.n * sizeof(uint32_t));
+	dt_ps_sync_wait(s->sync, &rw->w, dt_now_ns());
+	arm_sync_timer(s, dt_conn_loop(c));
+}
+
 static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t *p, void *arg)
 {
 	struct dt_ps_server *s = arg;
@@ -300,6 +463,10 @@ static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t
 		dt_ps_sync_on_frame(s->sync, c, h, p);
 		arm_sync_timer(s, dt_conn_loop(c));
 		return;
+	case DT_MSG_PS_PUSH_ROWS:
+	case DT_MSG_PS_PULL_ROWS:
+		rows_frame(s, c, h, p);
+		return;
 	case DT_MSG_PS_SNAPSHOT: /* checkpoints and recovery: distribute/ps_snapshot.h */
 		if (!(sh = shard_of(s, c, h, p, DT_PS_RANGE_BYTES, 0)))
 			return;
@@ -352,7 +519,14 @@ enum dt_status dt_ps_server_new(struct dt_loop *loop, const struct dt_ps_server_
 	s->shards = dt_xcalloc((size_t)(s->nshards ? s->nshards : 1), sizeof(*s->shards));
 	for (int i = 0, k = 0; i < pl->num_shards; i++)
 		if (pl->shards[i].ps == cfg->index)
-			s->shards[k++] = (struct held_shard){ .offset = pl->shards[i].offset, .count = pl->shards[i].count };
+			s->shards[k++] = (struct held_shard){
+				.offset = pl->shards[i].offset, .count = pl->shards[i].count,
+				.rows = (size_t)(pl->shards[i].row_end - pl->shards[i].row_begin),
+			};
+	size_t largest = 1;
+	for (int i = 0; i < s->nshards; i++)
+		largest = s->shards[i].count > largest ? s->shards[i].count : largest;
+	s->dense = dt_xmalloc(largest * sizeof(float));
 	s->params = dt_xcalloc(cfg->num_params ? cfg->num_params : 1, sizeof(float));
 	s->loop = loop;
 	dt_timer_init(&s->sync_timer, on_sync_deadline, s);
@@ -393,6 +567,7 @@ void dt_ps_server_free(struct dt_ps_server *s)
 	dt_ps_sync_free(s->sync);
 	dt_optimizer_release(&s->opt);
 	free(s->params);
+	free(s->dense);
 	free(s->shards);
 	free(s);
 }

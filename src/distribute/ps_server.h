@@ -15,6 +15,11 @@
  *              optimizer at the learning rate the worker sends (asynchronous:
  *              no locks, pulls may see another worker's update half-way,
  *              as TensorFlow's ps with use_locking=False)
+ *   PS_PUSH_ROWS, PS_PULL_ROWS  a row-sparse table's rows (TensorFlow's
+ *              IndexedSlices): SGD and Adagrad applied to the rows, momentum
+ *              and Adam densely (the rows scattered into a zeroed shard), so
+ *              the variables equal a dense push's; announced by the
+ *              DT_PS_FEATURE_SPARSE_ROWS bit of the hello the caller gives
  *   PS_STEP    adds to the global step (ps 0 only)
  *   PS_END     from the chief only: the run is over; dt_ps_server_ended()
  *              turns true and the caller shuts the server down

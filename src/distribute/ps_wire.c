@@ -386,3 +386,82 @@ enum dt_status dt_ps_replica_reply_decode(const uint8_t *p, size_t len, uint64_t
 		out->values = (const float *)(const void *)(p + DT_PS_REPLICA_REPLY_HEADER);
 	return st;
 }
+
+/* ---- row-sparse pushes and pulls ---- */
+
+void dt_ps_rows_header_encode(const struct dt_ps_rows_msg *m, int push, uint8_t out[DT_PS_ROWS_HEADER])
+{
+	dt_put_u64le(out, m->range.offset);
+	dt_put_u64le(out + 8, m->range.count);
+	dt_put_u64le(out + 16, (uint64_t)m->step);
+	if (push) {
+		dt_put_u32le(out + 24, bits_of_f32(m->lr));
+		dt_put_u32le(out + 28, m->n);
+	} else {
+		dt_put_u32le(out + 24, m->n);
+		dt_put_u32le(out + 28, 0);
+	}
+}
+
+uint32_t dt_ps_rows_at(const struct dt_ps_rows_msg *m, uint32_t i)
+{
+	return dt_get_u32le(m->rows + 4 * (size_t)i);
+}
+
+enum dt_status dt_ps_rows_decode(const uint8_t *p, size_t len, int push, uint64_t shard_rows,
+				 struct dt_ps_rows_msg *out, struct dt_err *err)
+{
+	const char *what = push ? "row push" : "row pull";
+	memset(out, 0, sizeof(*out));
+	if (len < DT_PS_ROWS_HEADER)
+		return dt_err_set(err, DT_PROTOCOL, "%s of %zu bytes is shorter than its 32-byte header", what, len);
+	out->range.offset = dt_get_u64le(p);
+	out->range.count = dt_get_u64le(p + 8);
+	out->step = (int64_t)dt_get_u64le(p + 16);
+	if (push) {
+		out->lr = f32_of(dt_get_u32le(p + 24));
+		out->n = dt_get_u32le(p + 28);
+		if (!lr_ok(out->lr))
+			return dt_err_set(err, DT_PROTOCOL, "%s: learning rate out of range", what);
+	} else {
+		out->n = dt_get_u32le(p + 24);
+		if (dt_get_u32le(p + 28) != 0)
+			return dt_err_set(err, DT_PROTOCOL, "%s: reserved word is not zero", what);
+	}
+	if (out->step < -1)
+		return dt_err_set(err, DT_PROTOCOL, "%s: step %lld is below -1", what, (long long)out->step);
+	if (shard_rows == 0 || out->range.count % shard_rows != 0)
+		return dt_err_set(err, DT_PROTOCOL, "%s: a range of %llu elements is not %llu whole rows", what,
+				  (unsigned long long)out->range.count, (unsigned long long)shard_rows);
+	out->width = out->range.count / shard_rows;
+	if (out->n > shard_rows)
+		return dt_err_set(err, DT_PROTOCOL, "%s of %u rows for a shard of %llu rows", what, out->n,
+				  (unsigned long long)shard_rows);
+	/* n <= shard_rows and n * width <= count: no product below overflows. */
+	const uint64_t want = DT_PS_ROWS_HEADER + 4ull * out->n + (push ? 4ull * out->n * out->width : 0);
+	if (len != want)
+		return dt_err_set(err, DT_PROTOCOL, "%s of %zu bytes for %u rows of %llu (expected %llu)", what, len, out->n,
+				  (unsigned long long)out->width, (unsigned long long)want);
+	out->rows = p + DT_PS_ROWS_HEADER;
+	for (uint32_t i = 0; i < out->n; i++) {
+		const uint32_t r = dt_ps_rows_at(out, i);
+		if (r >= shard_rows)
+			return dt_err_set(err, DT_PROTOCOL, "%s: row index %u out of range [0, %llu) of the shard", what, r,
+					  (unsigned long long)shard_rows);
+		if (i > 0 && r <= dt_ps_rows_at(out, i - 1))
+			return dt_err_set(err, DT_PROTOCOL, "%s: row index %u after %u (rows must be strictly ascending)",
+					  what, r, dt_ps_rows_at(out, i - 1));
+	}
+	if (push) /* 4-byte aligned: the payload is 8-byte aligned, the header 32 and the rows 4 n bytes */
+		out->values = (const float *)(const void *)(p + DT_PS_ROWS_HEADER + 4 * (size_t)out->n);
+	return DT_OK;
+}
+
+enum dt_status dt_ps_pull_rows_reply_decode(const uint8_t *p, size_t len, uint64_t n, uint64_t width,
+					    struct dt_ps_sync_pull_reply *out, struct dt_err *err)
+{
+	if (width != 0 && n > UINT64_MAX / 4 / width)
+		return dt_err_set(err, DT_PROTOCOL, "row pull reply of %llu rows of %llu is too large",
+				  (unsigned long long)n, (unsigned long long)width);
+	return dt_ps_sync_pull_reply_decode(p, len, n * width, out, err);
+}

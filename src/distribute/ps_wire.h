@@ -38,6 +38,21 @@
  *                    reply   f64 sum of the replicas' mean losses, u32 correct, u32 examples,
  *                            u64 count, then count f32: the sum of the replicas' mean gradients
  *
+ * Row-sparse variables (TensorFlow's IndexedSlices; docs/DISTRIBUTED.md,
+ * "Sparse rows"): a shard of R rows of W elements (count = R * W) moved by rows,
+ * row indices r shard-local (the shard's first row is 0), u32, strictly ascending, < R:
+ *
+ *   PS_PUSH_ROWS request  u64 offset, u64 count, i64 step (-1: asynchronous, else the
+ *                         trainer's synchronous step), f32 lr, u32 n, then n u32 rows,
+ *                         then n * W f32: the gradient's rows
+ *                reply    asynchronous: empty; synchronous: as PS_SYNC_PUSH's
+ *   PS_PULL_ROWS request  u64 offset, u64 count, i64 after (-1: now; synchronous: held
+ *                         until the ps's step > after), u32 n, u32 zero, then n u32 rows
+ *                reply    u64 step, u64 ns held, then n * W f32: the rows' values
+ *
+ * A ps that serves them says so in its HELLO_OK (features bit
+ * DT_PS_FEATURE_SPARSE_ROWS); a trainer sends them only to a ps that said so.
+ *
  * A range (offset, count) must be exactly one shard of distribute/placement.h's map
  * held by the receiving ps; anything else is refused with an ERROR reply.
  * A push is applied only after its whole payload has arrived (the connection
@@ -189,6 +204,35 @@ void dt_ps_replica_reply_encode_header(double loss_sum, uint32_t correct, uint32
 				       uint8_t out[DT_PS_REPLICA_REPLY_HEADER]);
 enum dt_status dt_ps_replica_reply_decode(const uint8_t *p, size_t len, uint64_t want_count,
 					  struct dt_ps_replica_step *out, struct dt_err *err) DT_MUST_CHECK;
+
+/* ---- row-sparse pushes and pulls ---- */
+
+#define DT_PS_FEATURE_SPARSE_ROWS 0x1u  /* dt_hello.features: PS_PUSH_ROWS and PS_PULL_ROWS served */
+#define DT_PS_ROWS_HEADER 32u           /* either request: offset, count, step/after, lr/n, n/zero */
+#define DT_PS_PULL_ROWS_REPLY_HEADER 16u /* step, ns held */
+
+struct dt_ps_rows_msg {
+	struct dt_ps_range range;
+	int64_t step;            /* push: -1 asynchronous, else >= 0; pull: `after`, >= -1 */
+	float lr;                /* push only */
+	uint32_t n;              /* rows */
+	uint64_t width;          /* elements per row: count / the shard's rows */
+	const uint8_t *rows;     /* (n) u32 LE into the payload, strictly ascending */
+	const float *values;     /* push: (n * width) into the payload; pull: NULL */
+};
+/* Encodes the 32-byte header of a PS_PUSH_ROWS (`push`) or PS_PULL_ROWS. */
+void dt_ps_rows_header_encode(const struct dt_ps_rows_msg *m, int push, uint8_t out[DT_PS_ROWS_HEADER]);
+/* Decodes either request for a shard of `shard_rows` rows (the receiver's
+ * placement; 0 refuses everything): count a multiple of it, n <= shard_rows,
+ * every row < shard_rows and above the one before, and the length exactly
+ * header + 4 n (+ 4 n width for a push). */
+enum dt_status dt_ps_rows_decode(const uint8_t *p, size_t len, int push, uint64_t shard_rows,
+				 struct dt_ps_rows_msg *out, struct dt_err *err) DT_MUST_CHECK;
+/* Row i of a decoded message. */
+uint32_t dt_ps_rows_at(const struct dt_ps_rows_msg *m, uint32_t i);
+/* The reply to a pull of n rows of `width`: header, then exactly n * width f32. */
+enum dt_status dt_ps_pull_rows_reply_decode(const uint8_t *p, size_t len, uint64_t n, uint64_t width,
+					    struct dt_ps_sync_pull_reply *out, struct dt_err *err) DT_MUST_CHECK;
 
 /* A 64-bit fingerprint of the training cluster: every job but the evaluator,
  * with its addresses in order (FNV-1a). Tasks started from different cluster

@@ -63,6 +63,8 @@ struct dt_auth;
 	X(PS_SYNC_PULL,   24, "ps_sync_pull",   DT_MSG_CAP_CONN)        \
 	X(PS_REPLICA_SETUP, 25, "ps_replica_setup", DT_MSG_CAP_SMALL)   \
 	X(PS_REPLICA_STEP,  26, "ps_replica_step",  DT_MSG_CAP_CONN)    \
+	X(PS_PUSH_ROWS,     27, "ps_push_rows",     DT_MSG_CAP_CONN)    \
+	X(PS_PULL_ROWS,     28, "ps_pull_rows",     DT_MSG_CAP_CONN)    \
 	X(PS_SET_STEP,    45, "ps_set_step",    DT_MSG_CAP_SMALL)       \
 	X(PS_RESTORE,     46, "ps_restore",     DT_MSG_CAP_CONN)        \
 	X(PS_SNAPSHOT,    47, "ps_snapshot",    DT_MSG_CAP_CONN)        \
@@ -106,6 +108,8 @@ _Static_assert(DT_MSG_PS_SYNC_PUSH == 23, "PS_SYNC_PUSH is wire type 23");
 _Static_assert(DT_MSG_PS_SYNC_PULL == 24, "PS_SYNC_PULL is wire type 24");
 _Static_assert(DT_MSG_PS_REPLICA_SETUP == 25, "PS_REPLICA_SETUP is wire type 25");
 _Static_assert(DT_MSG_PS_REPLICA_STEP == 26, "PS_REPLICA_STEP is wire type 26");
+_Static_assert(DT_MSG_PS_PUSH_ROWS == 27, "PS_PUSH_ROWS is wire type 27");
+_Static_assert(DT_MSG_PS_PULL_ROWS == 28, "PS_PULL_ROWS is wire type 28");
 /* Checkpoints and recovery (src/distribute/ps_snapshot.h), numbered down from the top of the range. */
 _Static_assert(DT_MSG_PS_SET_STEP == 45, "PS_SET_STEP is wire type 45");
 _Static_assert(DT_MSG_PS_RESTORE == 46, "PS_RESTORE is wire type 46");
@@ -201,7 +205,8 @@ void dt_sig_shape_str(const struct dt_sig_var *v, char *buf, size_t cap);
  * answered by the accepting side with its own in HELLO_OK. */
 struct dt_hello {
 	uint16_t protocol_version;    /* DT_PROTOCOL_VERSION unless a test says otherwise */
-	uint32_t features;            /* reserved, 0 */
+	uint32_t features;            /* what the sender serves beyond version 1's messages:
+					 * distribute/ps_wire.h's DT_PS_FEATURE_*; 0 elsewhere */
 	uint64_t cluster_fingerprint; /* computed by the caller from the cluster spec */
 	uint64_t incarnation;         /* dt_net_incarnation(): random per process start */
 	char role[DT_ROLE_MAX + 1];   /* "ps", "worker", "chief", "evaluator", ... */

@@ -181,6 +181,19 @@ int dt_model_variable_is_kernel(const struct dt_model *m, int i);
  * exactly as they are; their slots exist in the flat layout but stay zero. */
 int dt_model_variable_trainable(const struct dt_model *m, int i);
 /*
+ * Row-sparse variables (TensorFlow's IndexedSlices): the tables that only
+ * gathers read — an embedding's, and a symbol node's (nn/graph.h) unless a
+ * logits node shares it (t2t's shared_embedding_and_softmax_weights: the
+ * softmax reads every row, so its gradient is dense). A step reads, and its
+ * gradient is non-zero in, only the rows of the ids its batch gives them.
+ * dt_model_sparse_vars writes up to cap such variables' indices and returns
+ * how many there are. dt_model_batch_rows writes the rows of sparse
+ * variable `var` that batch b reads, ascending, into rows (room for its
+ * first dimension) and returns how many.
+ */
+int dt_model_sparse_vars(const struct dt_model *m, int *vars, int cap);
+size_t dt_model_batch_rows(const struct dt_model *m, const struct dt_model_batch *b, int var, int64_t *rows);
+/*
  * True for the variables TensorFlow makes SyncOnRead with aggregation MEAN
  * under MirroredStrategy and MultiWorkerMirroredStrategy: batch norm's
  * moving statistics of a node that is not frozen (the training forward pass

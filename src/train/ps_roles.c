@@ -246,6 +246,7 @@ struct ps_async {
 	struct dt_step_figures next;
 	enum dt_status next_st;
 	struct dt_err next_err;
+	struct dt__sparse_rows sp;         /* embeddings moved by rows (train/roles.h) */
 };
 
 static void ps_async_release(struct ps_async *a)
@@ -255,6 +256,7 @@ static void ps_async_release(struct ps_async *a)
 	dt_ps_client_free(a->c);
 	free(a->round_params);
 	free(a->round_grads);
+	dt__sparse_rows_release(&a->sp);
 }
 
 static void compute_next(void *arg)
@@ -297,7 +299,11 @@ static enum dt_status async_start(struct dt_session *s, void *self, struct dt_st
 		return st;
 	if (ended)
 		dt__session_end_run(s);
-	if (a->cfg->overlap) {
+	if ((st = dt__sparse_rows_start(&a->sp, a->cfg, a->r->model, a->c, err)))
+		return st;
+	if (a->cfg->overlap && a->sp.n) /* the next batch's rows are pulled before its forward pass */
+		dt_info("--ps_overlap off: the embedding tables move by rows");
+	else if (a->cfg->overlap) {
 		const size_t bytes = dt_model_num_params(a->r->model) * sizeof(float);
 		a->round_params = dt_xmalloc(bytes ? bytes : 1);
 		a->round_grads = dt_xmalloc(bytes ? bytes : 1);
@@ -311,6 +317,8 @@ static enum dt_status async_start(struct dt_session *s, void *self, struct dt_st
 static enum dt_status async_compute(struct dt_session *s, void *self, struct dt_step_figures *out, struct dt_err *err)
 {
 	struct ps_async *a = self;
+	if (a->sp.n)
+		return dt__sparse_rows_compute(&a->sp, s, a->c, -1, dt_deadline_in(a->round_s), out, err);
 	if (!a->have)
 		return dt__session_compute_decayed(s, out, err);
 	a->have = 0;

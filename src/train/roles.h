@@ -39,6 +39,33 @@ enum dt_status dt__role_setup(const struct dt_ps_run_config *cfg, int load_train
 			      struct dt__role *r, struct dt_err *err) DT_MUST_CHECK;
 void dt__role_release(struct dt__role *r);
 
+/* Row-sparse embedding tables through the ps (ps_sparse.c; nn/model.h's
+ * dt_model_sparse_vars): start marks them on the client unless something
+ * reads every row anyway (weight decay, replicas,
+ * --deterministic) or a ps is too old to serve rows (then n stays 0 and the
+ * tables move densely, as the log says); compute takes the next batch, pulls
+ * the rows it reads (after: -1 at once, else past that synchronous step) and
+ * runs its forward and backward pass, whose round then pushes those rows. A
+ * row pull that finds a ps lost (or the run ended by the ps) does not fail
+ * the step: the pass runs on the rows as they were and the round after it,
+ * failing on the same ps, goes through the recovery that discards its
+ * gradient, or ends the run (as after a dense pull). */
+struct dt_session;
+struct dt_step_figures;
+struct dt__sparse_rows {
+	int n;                          /* tables moved by rows; 0: none */
+	int num_ps;
+	int *vars;                      /* (n) variable indices */
+	int64_t *rows;                  /* (largest first dimension) */
+	struct dt_model *model;         /* borrowed */
+};
+enum dt_status dt__sparse_rows_start(struct dt__sparse_rows *sp, const struct dt_ps_run_config *cfg,
+				     struct dt_model *m, struct dt_ps_client *c, struct dt_err *err) DT_MUST_CHECK;
+void dt__sparse_rows_release(struct dt__sparse_rows *sp);
+enum dt_status dt__sparse_rows_compute(struct dt__sparse_rows *sp, struct dt_session *s, struct dt_ps_client *c,
+				       int64_t after, int64_t deadline, struct dt_step_figures *out,
+				       struct dt_err *err) DT_MUST_CHECK;
+
 /* v if positive, else d. */
 double dt__or_default(double v, double d);
 

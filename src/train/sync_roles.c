@@ -70,6 +70,8 @@ struct sync_trainer {
 	double round_s, first_s;
 	int64_t first_step;       /* the synchronous step this trainer started at */
 	int64_t gstep;            /* ps 0's global step after the last release */
+	int64_t next_step;        /* the step its next push is tagged with */
+	struct dt__sparse_rows sp; /* embeddings moved by rows (train/roles.h) */
 };
 
 static enum dt_status trainer_connect(struct dt_session *s, void *self, struct dt_strategy_info *info,
@@ -181,19 +183,27 @@ static enum dt_status trainer_start(struct dt_session *s, void *self, struct dt_
 		return st;
 	if (ended)
 		dt__session_end_run(s);
-	out->step = t->first_step = sr.min_step;
+	out->step = t->first_step = t->next_step = sr.min_step;
 	t->gstep = sr.global_step;
 	if (!ended && sr.min_step > 0) {
 		position_of_step(t, sr.min_step, out);
 		dt_info("resuming at synchronous step %lld", (long long)sr.min_step);
 	}
-	return DT_OK;
+	return ended ? DT_OK : dt__sparse_rows_start(&t->sp, t->k.cfg, t->k.r->model, t->c, err);
 }
 
+/* With tables moved by rows, the batch's rows are pulled first, once the ps
+ * has applied the step before this one: the values the release of the last
+ * round brought for the other variables (the barrier holds the pull until
+ * then when this trainer's earlier pushes have not been applied yet). */
 static enum dt_status trainer_compute(struct dt_session *s, void *self, struct dt_step_figures *out,
 				      struct dt_err *err)
 {
-	(void)self;
+	struct sync_trainer *t = self;
+	if (t->sp.n) {
+		const double wait_s = (t->next_step == t->first_step ? t->first_s : sync_timeout(t->k.cfg)) + t->round_s;
+		return dt__sparse_rows_compute(&t->sp, s, t->c, t->next_step - 1, dt_deadline_in(wait_s), out, err);
+	}
 	return dt__session_compute_decayed(s, out, err);
 }
 
@@ -229,7 +239,7 @@ static enum dt_status trainer_recover(struct dt_session *s, struct sync_trainer 
 		return DT_OK;
 	}
 	t->gstep = step;
-	t->first_step = step;
+	t->first_step = t->next_step = step;
 	io->step = step;
 	return DT_OK;
 }
@@ -270,7 +280,7 @@ static enum dt_status trainer_apply(struct dt_session *s, void *self, const stru
 	t->k.barrier_ns += sr.held_ns;
 	t->k.stats->stale_steps += sr.dropped > 0;
 	t->gstep = sr.global_step;
-	io->step = sr.min_step;
+	io->step = t->next_step = sr.min_step;
 	return DT_OK;
 }
 
@@ -333,6 +343,7 @@ enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct 
 					   &strategy_ps_sync, &t, res, err);
 	dt_ps_chief_release(&t.ch);
 	dt_ps_client_free(t.c);
+	dt__sparse_rows_release(&t.sp);
 	dt__role_release(&r);
 	return st;
 }

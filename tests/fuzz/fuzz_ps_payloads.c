@@ -1,5 +1,5 @@
 /* libFuzzer target: every parameter-server payload decoder (distribute/ps_wire.h):
- * ranges, pushes, status, step, and the synchronous and in-graph replica
+ * ranges, pushes, row pushes and pulls, status, step, and the synchronous and in-graph replica
  * payloads.
  *
  * Input: byte 0 is the element count the value decoders expect (0..255);
@@ -46,6 +46,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		dt_ps_sync_push_header_encode(&push, again);
 		DT_ASSERT(memcmp(again, p, 28) == 0); /* all but the reserved word */
 	}
+
+	/* Row pushes and pulls for a shard of `count` rows (0 refuses all). */
+	for (int push = 0; push < 2; push++) {
+		struct dt_ps_rows_msg rm;
+		if (dt_ps_rows_decode(p, len, push, count, &rm, NULL) == DT_OK) {
+			DT_ASSERT(rm.n <= count && rm.range.count == rm.width * count && rm.step >= -1);
+			DT_ASSERT(len == DT_PS_ROWS_HEADER + 4ull * rm.n + (push ? 4ull * rm.n * rm.width : 0));
+			for (uint32_t i = 0; i < rm.n; i++)
+				DT_ASSERT(dt_ps_rows_at(&rm, i) < count && (i == 0 || dt_ps_rows_at(&rm, i) > dt_ps_rows_at(&rm, i - 1)));
+			uint8_t again[DT_PS_ROWS_HEADER];
+			dt_ps_rows_header_encode(&rm, push, again);
+			DT_ASSERT(memcmp(again, p, sizeof(again)) == 0);
+		}
+	}
+	struct dt_ps_sync_pull_reply rr;
+	if (dt_ps_pull_rows_reply_decode(p, len, count, count ? 3 : 0, &rr, NULL) == DT_OK)
+		DT_ASSERT(len == DT_PS_PULL_ROWS_REPLY_HEADER + count * 3 * 4);
 
 	struct dt_ps_status_msg sm;
 	if (dt_ps_status_decode(p, len, &sm, NULL) == DT_OK)
