@@ -1,0 +1,249 @@
+#include "train/allreduce_elastic.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "net/socket.h"
+#include "nn/model.h"
+#include "nn/optimizer.h"
+#include "train/session.h"
+#include "train/strategy.h"
+
+/* Attempts at agreeing and re-forming before the job gives up. */
+#define REFORM_ATTEMPTS 3
+
+void dt_elastic_init(struct dt_elastic *e, int min_workers, int table_n, int self, const struct dt_comm_peer *peers,
+		     const char (*names)[48], uint64_t fingerprint, double step_s)
+{
+	memset(e, 0, sizeof(*e));
+	e->min_workers = min_workers;
+	e->table_n = table_n;
+	e->self = self;
+	e->peers = peers;
+	e->names = names;
+	e->fingerprint = fingerprint;
+	e->step_s = step_s;
+	e->n = table_n < DT_MEMBER_MAX ? table_n : DT_MEMBER_MAX;
+	for (int i = 0; i < e->n; i++)
+		e->members[i] = (uint32_t)i;
+	e->skip_reduce_step = -1;
+}
+
+void dt_elastic_release(struct dt_elastic *e)
+{
+	free(e->snap);
+	e->snap = NULL;
+}
+
+void dt_elastic_snapshot(struct dt_elastic *e, struct dt_session *s)
+{
+	const struct dt_model *m = dt__session_model(s);
+	const struct dt_optimizer *opt = dt__session_optimizer(s);
+	const size_t np = dt_model_num_params(m), total = np * (size_t)(1 + opt->num_slots);
+	if (!e->snap) {
+		e->snap = dt_xmallocarray(total, sizeof(float));
+		e->snap_floats = total;
+	}
+	memcpy(e->snap, dt_model_params(dt__session_model(s)), np * sizeof(float));
+	if (opt->num_slots)
+		memcpy(e->snap + np, opt->slots, (size_t)opt->num_slots * np * sizeof(float));
+	e->in_apply = 1;
+}
+
+static void rollback(struct dt_elastic *e, struct dt_session *s)
+{
+	if (!e->in_apply)
+		return;
+	struct dt_optimizer *opt = dt__session_optimizer(s);
+	const size_t np = dt_model_num_params(dt__session_model(s));
+	memcpy(dt_model_params(dt__session_model(s)), e->snap, np * sizeof(float));
+	if (opt->num_slots)
+		memcpy(opt->slots, e->snap + np, (size_t)opt->num_slots * np * sizeof(float));
+	e->in_apply = 0;
+}
+
+void dt_elastic_done(struct dt_elastic *e, struct dt_session *s, int64_t step)
+{
+	e->in_apply = 0;
+	e->done_step = step;
+	dt__session_input_position(s, &e->done_epoch, &e->done_offset);
+}
+
+int dt_elastic_survivable(const struct dt_elastic *e, enum dt_status st)
+{
+	return e->min_workers > 0 && (st == DT_PEER || st == DT_TIMEOUT);
+}
+
+/* "workers 0,2" when every member has one role, else "chief 0, worker 2". */
+static void describe(const struct dt_elastic *e, const uint32_t *ranks, int n, char *buf, size_t cap)
+{
+	int same = 1;
+	for (int i = 1; i < n; i++)
+		same &= strcmp(e->peers[ranks[i]].role, e->peers[ranks[0]].role) == 0;
+	size_t len = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < n && len + 48 < cap; i++) {
+		const struct dt_comm_peer *p = &e->peers[ranks[i]];
+		if (i == 0)
+			len += (size_t)snprintf(buf, cap, "%s%s %u", p->role, same && n > 1 ? "s" : "", p->index);
+		else if (same)
+			len += (size_t)snprintf(buf + len, cap - len, ",%u", p->index);
+		else
+			len += (size_t)snprintf(buf + len, cap - len, ", %s %u", p->role, p->index);
+	}
+}
+
+void dt_elastic_describe(const struct dt_elastic *e, char *buf, size_t cap)
+{
+	describe(e, e->members, e->n, buf, cap);
+}
+
+/* "worker 1 at 127.0.0.1:2223 lost: connection reset; ..." */
+static void describe_lost(const struct dt_elastic *e, const struct dt_member_view *v, char *buf, size_t cap)
+{
+	size_t len = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < v->nlost && len + 64 < cap; i++) {
+		const struct dt_comm_peer *p = &e->peers[v->lost[i] < (uint32_t)e->table_n ? v->lost[i] : 0];
+		len += (size_t)snprintf(buf + len, cap - len, "%s%s %u at %s lost: %s", i ? "; " : "", p->role, p->index,
+					p->addr, v->why[i]);
+	}
+}
+
+/* One agreement: the view, from the chief or as the chief. */
+static enum dt_status agree(struct dt_elastic *e, int *lfd, int lost, const char *why, struct dt_member_view *v,
+			    struct dt_err *err)
+{
+	struct dt_member_report me = { .fingerprint = e->fingerprint, .rank = (uint32_t)e->self, .epoch = e->epoch,
+				       .done_step = e->done_step, .lost = lost };
+	snprintf(me.why, sizeof(me.why), "%s", why ? why : "");
+	if (e->self == 0)
+		return dt_member_coordinate(lfd, e->peers[0].addr, e->members, e->n, e->table_n, &me,
+					    dt_deadline_in(e->step_s), v, err);
+	char name[DT_COMM_ADDR_MAX + 64];
+	snprintf(name, sizeof(name), "%s at %s", e->names[0], e->peers[0].addr);
+	/* The chief may still be waiting out its own collective's deadline. */
+	return dt_member_report(e->peers[0].addr, name, &me, dt_deadline_in(2 * e->step_s + 5), v, err);
+}
+
+/* The ring of view v: rendezvous under its epoch, then everyone takes the
+ * root's variables, slots, step and position. */
+static enum dt_status rejoin(struct dt_elastic *e, struct dt_session *s, struct dt_hello *hello, int *lfd,
+			     const struct dt_member_view *v, int rank, struct dt_comm **comm, struct dt_err *err)
+{
+	struct dt_comm_peer *peers = dt_xcalloc((size_t)v->n, sizeof(*peers));
+	for (int i = 0; i < v->n; i++)
+		peers[i] = e->peers[v->ranks[i]];
+	/* A task still in an older ring carries another fingerprint: refused. */
+	hello->cluster_fingerprint = e->fingerprint ^ ((uint64_t)v->epoch * 0x9E3779B97F4A7C15ULL);
+	struct dt_comm_config cc = { .nranks = v->n, .rank = rank, .peers = peers, .hello = hello };
+	if (*lfd >= 0) {
+		cc.listen_fd = *lfd;
+		cc.listen_fd_set = 1;
+		*lfd = -1; /* dt_comm_new closes it */
+	}
+	enum dt_status st = dt_comm_new(&cc, dt_deadline_in(e->step_s), comm, err);
+	free(peers);
+	if (st)
+		return dt_err_prefix(err, "cannot re-form the ring of %d workers", v->n);
+	struct dt_model *m = dt__session_model(s);
+	struct dt_optimizer *opt = dt__session_optimizer(s);
+	const size_t np = dt_model_num_params(m);
+	int64_t pos[3] = { e->done_step, e->done_epoch, e->done_offset };
+	const int root = (int)v->root;
+	/* A failure halfway through leaves this task's variables torn: it must
+	 * not offer them in the next agreement. */
+	if (rank != root)
+		e->done_step = -1;
+	if ((st = dt_broadcast(*comm, pos, sizeof(pos), root, "elastic/position", dt_deadline_in(e->step_s), err)) ||
+	    (st = dt_broadcast(*comm, dt_model_params(m), np * sizeof(float), root, "elastic/variables",
+			       dt_deadline_in(e->step_s), err)) ||
+	    (opt->num_slots > 0 &&
+	     (st = dt_broadcast(*comm, opt->slots, (size_t)opt->num_slots * np * sizeof(float), root, "elastic/slots",
+				dt_deadline_in(e->step_s), err)))) {
+		dt_comm_free(*comm);
+		*comm = NULL;
+		return dt_err_prefix(err, "cannot take the variables of the re-formed ring's root");
+	}
+	e->done_step = pos[0];
+	e->done_epoch = pos[1];
+	e->done_offset = pos[2];
+	return DT_OK;
+}
+
+enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, struct dt_strategy_info *info,
+				 struct dt_hello *hello, struct dt_comm **comm, int *rank, struct dt_err *err)
+{
+	const char *why = "";
+	int lost_rank = *comm ? dt_comm_lost_rank(*comm, &why) : -1;
+	char why_copy[DT_MEMBER_WHY_MAX];
+	snprintf(why_copy, sizeof(why_copy), "%s", why);
+	int lost = lost_rank >= 0 && lost_rank < e->n ? (int)e->members[lost_rank] : -1;
+	if (!e->failed_ns)
+		e->failed_ns = dt_now_ns();
+	dt_comm_free(*comm);
+	*comm = NULL;
+	rollback(e, s);
+	int lfd = -1;
+	enum dt_status st = DT_OK;
+	struct dt_member_view *v = dt_xcalloc(1, sizeof(*v));
+	for (int attempt = 0; attempt < REFORM_ATTEMPTS; attempt++) {
+		if ((st = agree(e, &lfd, lost, why_copy, v, err)))
+			break;
+		int me = -1;
+		for (int i = 0; i < v->n; i++)
+			if ((int)v->ranks[i] == e->self)
+				me = i;
+		char members[256], gone[1024];
+		describe(e, v->ranks, v->n, members, sizeof(members));
+		describe_lost(e, v, gone, sizeof(gone));
+		if (me < 0) {
+			st = dt_err_set(err, DT_PEER, "the chief re-formed the ring without this task (%s): it was too late "
+						      "to report", members);
+			break;
+		}
+		if (v->n < e->min_workers) {
+			st = dt_err_set(err, DT_PEER, "below --min_workers=%d: %d of %d workers left (%s)", e->min_workers,
+					v->n, e->table_n, gone[0] ? gone : "none reported lost");
+			break;
+		}
+		if (v->step < 0) {
+			st = dt_err_set(err, DT_PEER, "no surviving worker holds whole variables (%s): cannot go on", gone);
+			break;
+		}
+		e->epoch = v->epoch;
+		e->n = v->n;
+		memcpy(e->members, v->ranks, sizeof(uint32_t) * (size_t)v->n);
+		struct dt_err e2 = DT_ERR_INIT;
+		if ((st = rejoin(e, s, hello, &lfd, v, me, comm, &e2))) {
+			dt_warn("%s; agreeing again (attempt %d of %d)", e2.msg, attempt + 2, REFORM_ATTEMPTS);
+			*err = e2;
+			lost = -1;
+			why_copy[0] = '\0';
+			continue;
+		}
+		*rank = me;
+		info->shard_index = me;
+		info->shard_count = v->n;
+		info->global_batch = dt__session_config(s)->hp.batch_size * v->n;
+		struct dt_strategy_start at = { .step = e->done_step, .epoch = e->done_epoch, .offset = e->done_offset,
+						.global = 1 };
+		if ((st = dt__session_seek(s, &at, err)))
+			break;
+		e->reforms++;
+		e->skip_reduce_step = e->done_step;
+		dt_info("ring re-formed at step %lld: %s (%s)", (long long)e->done_step, members,
+			gone[0] ? gone : "no worker lost");
+		dt_info("ring re-formed %.3f s after the failure was seen; epoch %u, %d workers, global batch %d",
+			(double)(dt_now_ns() - e->failed_ns) / 1e9, e->epoch, e->n, info->global_batch);
+		e->failed_ns = 0;
+		break;
+	}
+	dt_sock_close(lfd);
+	free(v);
+	return st;
+}
