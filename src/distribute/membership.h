@@ -72,7 +72,7 @@ enum dt_status dt_member_coordinate(int *lfd, const char *addr, const uint32_t *
 				    struct dt_err *err) DT_MUST_CHECK;
 
 /* A member's side: connects to the coordinator at `addr` (`name` in errors,
- * "worker:0 at 127.0.0.1:4000"), retrying until `deadline`, reports, and
+ * "worker:0", the connect error adds the address), retrying until `deadline`, reports, and
  * waits for the view. */
 enum dt_status dt_member_report(const char *addr, const char *name, const struct dt_member_report *mine,
 				int64_t deadline, struct dt_member_view *view, struct dt_err *err) DT_MUST_CHECK;

@@ -292,7 +292,7 @@ enum dt_status dt_member_report(const char *addr, const char *name, const struct
 	if (!st)
 		st = dt_sock_connect(host, port, name, deadline, NULL, &fd, err);
 	if (st)
-		return dt_err_prefix(err, "cannot report to the chief, which decides who stays in the ring");
+		return st;
 	uint8_t buf[DT_MEMBER_REPORT_BYTES];
 	dt_member_report_encode(mine, buf);
 	st = dt_frame_send_fd(fd, DT_MSG_MEMBER_REPORT, 0, 0, buf, sizeof(buf), deadline, name, err);
@@ -307,7 +307,5 @@ enum dt_status dt_member_report(const char *addr, const char *name, const struct
 					      "in the ring", name, dt_msg_name(d.header.type));
 	dt_frame_decoder_release(&d);
 	dt_sock_close(fd);
-	if (st == DT_PEER || st == DT_TIMEOUT)
-		dt_err_prefix(err, "the chief decides who stays in the ring, and it did not answer");
 	return st;
 }

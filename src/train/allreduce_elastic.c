@@ -124,10 +124,12 @@ static enum dt_status agree(struct dt_elastic *e, int *lfd, int lost, const char
 	if (e->self == 0)
 		return dt_member_coordinate(lfd, e->peers[0].addr, e->members, e->n, e->table_n, &me,
 					    dt_deadline_in(e->step_s), v, err);
-	char name[DT_COMM_ADDR_MAX + 64];
-	snprintf(name, sizeof(name), "%s at %s", e->names[0], e->peers[0].addr);
 	/* The chief may still be waiting out its own collective's deadline. */
-	return dt_member_report(e->peers[0].addr, name, &me, dt_deadline_in(2 * e->step_s + 5), v, err);
+	enum dt_status st = dt_member_report(e->peers[0].addr, e->names[0], &me, dt_deadline_in(2 * e->step_s + 5), v, err);
+	if (st == DT_PEER || st == DT_TIMEOUT)
+		dt_err_prefix(err, "the chief (%s at %s) decides who stays in the ring, and it did not answer",
+			      e->names[0], e->peers[0].addr);
+	return st;
 }
 
 /* The ring of view v: rendezvous under its epoch, then everyone takes the
@@ -188,6 +190,10 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 	dt_comm_free(*comm);
 	*comm = NULL;
 	rollback(e, s);
+	if (lost == 0)
+		return dt_err_set(err, DT_PEER, "the chief (%s at %s) was lost (%s): the chief is not elastic, its loss "
+						"ends the job (restart it all from the chief's checkpoint)",
+				  e->names[0], e->peers[0].addr, why_copy);
 	int lfd = -1;
 	enum dt_status st = DT_OK;
 	struct dt_member_view *v = dt_xcalloc(1, sizeof(*v));
