@@ -68,6 +68,13 @@ static void rollback(struct dt_elastic *e, struct dt_session *s)
 
 void dt_elastic_done(struct dt_elastic *e, struct dt_session *s, int64_t step)
 {
+	if (e->reformed_ns) {
+		int64_t now = dt_now_ns();
+		dt_info("first step on the re-formed ring (step %lld) done %.3f s after the failure was seen (%.3f s after "
+			"the re-formation)", (long long)step, (double)(now - e->failed_ns) / 1e9,
+			(double)(now - e->reformed_ns) / 1e9);
+		e->reformed_ns = e->failed_ns = 0;
+	}
 	e->in_apply = 0;
 	e->done_step = step;
 	dt__session_input_position(s, &e->done_epoch, &e->done_offset);
@@ -246,7 +253,7 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 			gone[0] ? gone : "no worker lost");
 		dt_info("ring re-formed %.3f s after the failure was seen; epoch %u, %d workers, global batch %d",
 			(double)(dt_now_ns() - e->failed_ns) / 1e9, e->epoch, e->n, info->global_batch);
-		e->failed_ns = 0;
+		e->reformed_ns = dt_now_ns();
 		break;
 	}
 	dt_sock_close(lfd);

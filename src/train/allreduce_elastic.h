@@ -56,7 +56,8 @@ struct dt_elastic {
 	size_t snap_floats;
 	int64_t skip_reduce_step;  /* figures reduced at this step are this task's alone (-1: none) */
 	int reforms;               /* membership changes so far */
-	int64_t failed_ns;         /* when the last failure was seen (for the bench's figure) */
+	int64_t failed_ns;         /* when the last failure was seen (the figures bench/elastic reads) */
+	int64_t reformed_ns;       /* when the ring was re-formed; 0 once its first step is done */
 };
 
 /* Sets up the state of a ring of table_n workers (all members, epoch 0). */
