@@ -1,5 +1,6 @@
 #include "train/allreduce_elastic.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,12 +32,37 @@ void dt_elastic_init(struct dt_elastic *e, int min_workers, int table_n, int sel
 	for (int i = 0; i < e->n; i++)
 		e->members[i] = (uint32_t)i;
 	e->skip_reduce_step = -1;
+	e->lfd = -1;
 }
 
 void dt_elastic_release(struct dt_elastic *e)
 {
 	free(e->snap);
 	e->snap = NULL;
+	dt_sock_close(e->lfd);
+	e->lfd = -1;
+}
+
+void dt_elastic_listen(struct dt_elastic *e)
+{
+	if (!e->min_workers || e->self != 0 || e->lfd >= 0)
+		return;
+	char host[DT_HOST_MAX];
+	int port;
+	struct dt_err err = DT_ERR_INIT;
+	if (dt_sock_split_hostport(e->peers[0].addr, host, sizeof(host), &port, &err) ||
+	    dt_sock_listen(host, port, 64, &e->lfd, NULL, &err)) {
+		e->lfd = -1;
+		dt_warn("%s: a restarted worker cannot rejoin until the ring is re-formed", err.msg);
+	}
+}
+
+int dt_elastic_join_waiting(const struct dt_elastic *e)
+{
+	if (e->lfd < 0)
+		return 0;
+	struct pollfd pf = { e->lfd, POLLIN, 0 };
+	return poll(&pf, 1, 0) > 0 && (pf.revents & POLLIN);
 }
 
 void dt_elastic_snapshot(struct dt_elastic *e, struct dt_session *s)
@@ -121,6 +147,23 @@ static void describe_lost(const struct dt_elastic *e, const struct dt_member_vie
 	}
 }
 
+/* "worker 1 at 127.0.0.1:2223 rejoined" for the members of v not in the
+ * current ring, appended to buf after "; " when buf holds something. */
+static void describe_joined(const struct dt_elastic *e, const struct dt_member_view *v, char *buf, size_t cap)
+{
+	size_t len = strlen(buf);
+	for (int i = 0; i < v->n && len + 64 < cap; i++) {
+		int was = 0;
+		for (int k = 0; k < e->n; k++)
+			was |= e->members[k] == v->ranks[i];
+		if (was)
+			continue;
+		const struct dt_comm_peer *p = &e->peers[v->ranks[i]];
+		len += (size_t)snprintf(buf + len, cap - len, "%s%s %u at %s rejoined", len ? "; " : "", p->role, p->index,
+					p->addr);
+	}
+}
+
 /* One agreement: the view, from the chief or as the chief. */
 static enum dt_status agree(struct dt_elastic *e, int *lfd, int lost, const char *why, struct dt_member_view *v,
 			    struct dt_err *err)
@@ -201,11 +244,10 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 		return dt_err_set(err, DT_PEER, "the chief (%s at %s) was lost (%s): the chief is not elastic, its loss "
 						"ends the job (restart it all from the chief's checkpoint)",
 				  e->names[0], e->peers[0].addr, why_copy);
-	int lfd = -1;
 	enum dt_status st = DT_OK;
 	struct dt_member_view *v = dt_xcalloc(1, sizeof(*v));
 	for (int attempt = 0; attempt < REFORM_ATTEMPTS; attempt++) {
-		if ((st = agree(e, &lfd, lost, why_copy, v, err)))
+		if ((st = agree(e, &e->lfd, lost, why_copy, v, err)))
 			break;
 		int me = -1;
 		for (int i = 0; i < v->n; i++)
@@ -214,6 +256,7 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 		char members[256], gone[1024];
 		describe(e, v->ranks, v->n, members, sizeof(members));
 		describe_lost(e, v, gone, sizeof(gone));
+		describe_joined(e, v, gone, sizeof(gone));
 		if (me < 0) {
 			st = dt_err_set(err, DT_PEER, "the chief re-formed the ring without this task (%s): it was too late "
 						      "to report", members);
@@ -232,7 +275,7 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 		e->n = v->n;
 		memcpy(e->members, v->ranks, sizeof(uint32_t) * (size_t)v->n);
 		struct dt_err e2 = DT_ERR_INIT;
-		if ((st = rejoin(e, s, hello, &lfd, v, me, comm, &e2))) {
+		if ((st = rejoin(e, s, hello, &e->lfd, v, me, comm, &e2))) {
 			dt_warn("%s; agreeing again (attempt %d of %d)", e2.msg, attempt + 2, REFORM_ATTEMPTS);
 			*err = e2;
 			lost = -1;
@@ -250,13 +293,60 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 		e->reforms++;
 		e->skip_reduce_step = e->done_step;
 		dt_info("ring re-formed at step %lld: %s (%s)", (long long)e->done_step, members,
-			gone[0] ? gone : "no worker lost");
+			gone[0] ? gone : "no worker lost or joined");
 		dt_info("ring re-formed %.3f s after the failure was seen; epoch %u, %d workers, global batch %d",
 			(double)(dt_now_ns() - e->failed_ns) / 1e9, e->epoch, e->n, info->global_batch);
 		e->reformed_ns = dt_now_ns();
+		dt_elastic_listen(e);
 		break;
 	}
-	dt_sock_close(lfd);
+	if (st) {
+		dt_sock_close(e->lfd);
+		e->lfd = -1;
+	}
 	free(v);
 	return st;
+}
+
+enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struct dt_strategy_info *info,
+			       struct dt_hello *hello, int *lfd, int64_t deadline, struct dt_comm **comm, int *rank,
+			       int *joined, struct dt_err *err)
+{
+	*joined = 0;
+	struct dt_member_report me = { .fingerprint = e->fingerprint, .rank = (uint32_t)e->self, .epoch = 0,
+				       .done_step = -1, .lost = -1 };
+	snprintf(me.why, sizeof(me.why), "restarted");
+	struct dt_member_view *v = dt_xcalloc(1, sizeof(*v));
+	enum dt_status st = dt_member_report(e->peers[0].addr, e->names[0], &me, deadline, v, err);
+	if (st) {
+		free(v);
+		return DT_OK; /* not a running ring: the first rendezvous */
+	}
+	int me_at = -1;
+	for (int i = 0; i < v->n; i++)
+		if ((int)v->ranks[i] == e->self)
+			me_at = i;
+	if (me_at < 0 || v->n < e->min_workers || v->step < 0) {
+		free(v);
+		return dt_err_set(err, DT_PEER, "the chief (%s at %s) re-formed the ring without this restarted worker",
+				  e->names[0], e->peers[0].addr);
+	}
+	char members[256];
+	describe(e, v->ranks, v->n, members, sizeof(members));
+	e->epoch = v->epoch;
+	e->n = v->n;
+	memcpy(e->members, v->ranks, sizeof(uint32_t) * (size_t)v->n);
+	st = rejoin(e, s, hello, lfd, v, me_at, comm, err);
+	free(v);
+	if (st)
+		return dt_err_prefix(err, "this restarted worker cannot rejoin the ring");
+	*joined = 1;
+	*rank = me_at;
+	info->shard_index = me_at;
+	info->shard_count = e->n;
+	info->global_batch = dt__session_config(s)->hp.batch_size * e->n;
+	e->reforms++;
+	dt_info("ring re-formed at step %lld: %s (this worker, %s %u, rejoined)", (long long)e->done_step, members,
+		e->peers[e->self].role, e->peers[e->self].index);
+	return DT_OK;
 }

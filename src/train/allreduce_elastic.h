@@ -22,6 +22,18 @@
  * view's root by broadcast, and the step is done_step. A failure during all
  * this starts another agreement, at most three in all.
  *
+ * Growing back (a restarted worker): the chief keeps listening on its ring
+ * address while it trains (dt_elastic_listen); a worker started again with
+ * the same flags first reports there (dt_elastic_join, done_step -1). At
+ * each step boundary the chief looks whether a connection waits
+ * (dt_elastic_join_waiting) and every member learns it from one all-reduced
+ * flag, so all of them decide alike to re-form; the agreement then takes the
+ * newcomer's report as a member's, and the newcomer takes the variables,
+ * slots, step and position by the same broadcast. A chief still in its
+ * first rendezvous closes such a report (not a HELLO): the worker then
+ * joins that rendezvous as usual. A stranger's connection costs one
+ * re-formation with the same members.
+ *
  * Ownership: the peers and names are borrowed from the strategy's rank
  * table; snap is owned (dt_elastic_release).
  */
@@ -58,6 +70,8 @@ struct dt_elastic {
 	int reforms;               /* membership changes so far */
 	int64_t failed_ns;         /* when the last failure was seen (the figures bench/elastic reads) */
 	int64_t reformed_ns;       /* when the ring was re-formed; 0 once its first step is done */
+	int lfd;                   /* the chief's: its ring address, listening for restarted workers
+				      between re-formations (-1: none) */
 };
 
 /* Sets up the state of a ring of table_n workers (all members, epoch 0). */
@@ -80,6 +94,30 @@ int dt_elastic_survivable(const struct dt_elastic *e, enum dt_status st);
  * `hello` is the ring's, its fingerprint changed to the new epoch's. */
 enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, struct dt_strategy_info *info,
 				 struct dt_hello *hello, struct dt_comm **comm, int *rank, struct dt_err *err) DT_MUST_CHECK;
+
+/* The chief (a no-op elsewhere, or when not elastic): listens on its ring
+ * address for restarted workers, if it does not already. A failure to bind
+ * is only logged: the ring then cannot grow back until the next
+ * re-formation. */
+void dt_elastic_listen(struct dt_elastic *e);
+/* The chief: 1 if a connection waits on its listener (a worker asking to
+ * join, or a stranger); never blocks. */
+int dt_elastic_join_waiting(const struct dt_elastic *e);
+
+/* A non-chief task at its start: reports to the chief as a restarted
+ * worker (within `deadline`). *lfd: this task's listening ring socket,
+ * bound before (a chief in its first rendezvous connects to it before it
+ * accepts the report, so it must find it listening); the new ring's
+ * rendezvous takes it over when this task joins (then -1), else it stays for
+ * the caller's. *joined 0: no running ring took it (the chief
+ * closed the report: it is still in the first rendezvous, or unreachable;
+ * err says why) and the caller joins the rendezvous as usual. *joined 1: it
+ * is a member of the re-formed ring *comm as *rank, the session's variables
+ * and slots hold the root's and (done_step, done_epoch, done_offset) the
+ * position to start at; info's shard and global batch are set. */
+enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struct dt_strategy_info *info,
+			       struct dt_hello *hello, int *lfd, int64_t deadline, struct dt_comm **comm, int *rank,
+			       int *joined, struct dt_err *err) DT_MUST_CHECK;
 
 /* "workers 0,2" for the current members. */
 void dt_elastic_describe(const struct dt_elastic *e, char *buf, size_t cap);

@@ -16,6 +16,7 @@
 #include "distribute/collective.h"
 #include "distribute/ps_wire.h"
 #include "net/handshake.h"
+#include "net/socket.h"
 #include "nn/model.h"
 #include "nn/optimizer.h"
 #include "train/common.h"
@@ -233,6 +234,7 @@ struct ring {
 	size_t nsync;            /* floats of the sync-mean variables (batch norm's moving statistics) */
 	float *sync;             /* (nsync): their sum over the ranks */
 	struct dt_elastic el;    /* the members (all of the table unless elastic) and the rollback point */
+	int joined;              /* this task was restarted and joined a running ring (dt_elastic_join) */
 };
 
 /* "worker:1" of rank q of the current ring. */
@@ -371,9 +373,29 @@ static enum dt_status ring_connect(struct dt_session *s, void *self, struct dt_s
 	dt_info("all-reduce over %d worker(s): this is rank %d (%s); waiting up to %.0f s for the others", r->size,
 		r->rank, r->ranks.names[r->rank], connect_s);
 	struct dt_comm_config cc = { .nranks = r->size, .rank = r->rank, .peers = r->ranks.peers, .hello = &r->hello };
+	if (r->el.min_workers && r->rank != 0) {
+		/* A worker started again joins the running ring, if there is one;
+		 * listening first, for a chief in its first rendezvous connects here
+		 * before it answers the report (by closing it). */
+		char host[DT_HOST_MAX];
+		int port, lfd = -1;
+		if ((st = dt_sock_split_hostport(r->ranks.peers[r->rank].addr, host, sizeof(host), &port, err)) ||
+		    (st = dt_sock_listen(host, port, 64, &lfd, NULL, err)))
+			return dt_err_prefix(err, "ring rank %d (%s)", r->rank, r->ranks.names[r->rank]);
+		st = dt_elastic_join(&r->el, s, info, &r->hello, &lfd, dt_deadline_in(connect_s), &r->comm, &r->rank,
+				     &r->joined, err);
+		if (st || r->joined) {
+			dt_sock_close(lfd);
+			r->size = r->el.n;
+			return st;
+		}
+		cc.listen_fd = lfd;
+		cc.listen_fd_set = 1;
+	}
 	if ((st = dt_comm_new(&cc, dt_deadline_in(connect_s), &r->comm, err)))
 		return st;
 	dt_info("connected to all %d worker(s)", r->size);
+	dt_elastic_listen(&r->el); /* the chief: for a worker that is restarted */
 	return DT_OK;
 }
 
@@ -405,13 +427,27 @@ static enum dt_status comm_thread_start(struct ring *r, struct dt_model *model, 
  * continues from the agreed step (train/allreduce_elastic.h). */
 static enum dt_status recover(struct dt_session *s, struct ring *r, const struct dt_err *cause, struct dt_err *err)
 {
-	dt_warn("%s; the survivors re-form the ring (--min_workers=%d)", cause->msg, r->el.min_workers);
+	if (cause->status)
+		dt_warn("%s; the survivors re-form the ring (--min_workers=%d)", cause->msg, r->el.min_workers);
+	else
+		dt_info("a worker asks to join: the ring is re-formed after step %lld", (long long)r->el.done_step);
 	comm_thread_stop(&r->ct);
 	enum dt_status st = dt_elastic_reform(&r->el, s, r->info, &r->hello, &r->comm, &r->rank, err);
 	if (st)
 		return st;
 	r->size = r->el.n;
 	return comm_thread_start(r, dt__session_model(s), err);
+}
+
+/* Elastic, after each step: whether the chief has a worker waiting to join,
+ * summed over the ring so that every member decides alike (one float; a
+ * small all-reduce costs tens of microseconds on loopback). */
+static enum dt_status join_flag(struct ring *r, int *grow, struct dt_err *err)
+{
+	float flag = r->rank == 0 && dt_elastic_join_waiting(&r->el) ? 1.0f : 0.0f;
+	enum dt_status st = dt_allreduce_sum_f32(r->comm, &flag, 1, "elastic/join", dt_deadline_in(r->step_s), err);
+	*grow = !st && flag > 0;
+	return st;
 }
 
 /* Every replica starts from rank 0's state: the variables and optimizer
@@ -426,6 +462,18 @@ static enum dt_status ring_start(struct dt_session *s, void *self, struct dt_str
 	float *params = dt_model_params(model);
 	const size_t np = dt_model_num_params(model);
 	enum dt_status st;
+	if (r->joined) {
+		/* The variables, slots and position came with the re-formation
+		 * (ring_connect); --eval_every is this task's own, as the flags are
+		 * the same it was first started with. */
+		*out = (struct dt_strategy_start){ .step = r->el.done_step, .epoch = r->el.done_epoch,
+						   .offset = r->el.done_offset, .global = 1 };
+		struct dt_dataset *test = dt__session_test(s);
+		if (tc->eval_every > 0 && test->count == 0 && !tc->source &&
+		    (st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TEST, tc->seed, test, err)))
+			return st;
+		return comm_thread_start(r, model, err);
+	}
 	/* Rank 0's restore failing must not leave the others waiting: it says so
 	 * by closing (its error ends the run), they fail naming it. */
 	if (r->rank == 0 && (st = dt__session_restore_or_init(s, out, err)))
@@ -532,8 +580,11 @@ static enum dt_status ring_apply(struct dt_session *s, void *self, const struct 
 							    : reduce_and_apply(s, r, lr, step, err);
 	if (!st)
 		st = sync_mean(r, dt__session_model(s), step, err);
-	if (!st && r->el.min_workers)
+	int grow = 0;
+	if (!st && r->el.min_workers) {
 		dt_elastic_done(&r->el, s, step);
+		st = join_flag(r, &grow, err);
+	}
 	if (st && dt_elastic_survivable(&r->el, st)) {
 		struct dt_err cause = *err;
 		if ((st = recover(s, r, &cause, err)))
@@ -547,6 +598,16 @@ static enum dt_status ring_apply(struct dt_session *s, void *self, const struct 
 	}
 	if (st)
 		return dt_err_prefix(err, "training stopped at step %lld", (long long)step);
+	if (grow) {
+		/* A worker asks to join: every member re-forms the ring with it after
+		 * this step, which all of them have done. */
+		struct dt_err cause = DT_ERR_INIT;
+		if ((st = recover(s, r, &cause, err)))
+			return dt_err_prefix(err, "training stopped at step %lld", (long long)step);
+		io->step = r->el.done_step;
+		io->taken = r->el.done_step >= step;
+		return DT_OK;
+	}
 	float *params = dt_model_params(dt__session_model(s));
 	const size_t np = dt_model_num_params(dt__session_model(s));
 	if (step == r->diverge_at) {

@@ -89,6 +89,64 @@ DT_TEST_TIMEOUT(elastic, killed_worker_dropped_others_finish_within_1pct, 600)
 	cluster_kill_all(&c);
 }
 
+/* The killed worker started again (same index, same flags) joins at a step
+ * boundary through the chief, takes the variables by broadcast, and the
+ * ring is 3 again; the job completes as an undisturbed one would. */
+DT_TEST_TIMEOUT(elastic, killed_worker_restarted_rejoins_ring_of_3, 600)
+{
+	/* Longer than the others: the restarted process loads its data (about
+	 * 2 s) while the ring trains on. */
+	static const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=8000",
+					    "--log_every=50", "--hparams=batch_size=32", "--min_workers=2",
+					    "--step_timeout=4", "--connect_timeout=60", NULL };
+	struct cluster c;
+	start_three(&c, args);
+	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[1], 0, 60);
+	EXPECT_EXIT(&c, &c.tasks[2], 0, 60);
+	char *out = task_read(&c.tasks[0], 0);
+	double undisturbed = cli_accuracy_of(out);
+	free(out);
+
+	char line[32];
+	srand((unsigned)time(NULL) ^ (unsigned)getpid());
+	snprintf(line, sizeof(line), "step %d/", 50 * (2 + rand() % 9)); /* 100..500 of 8000: time to come back */
+	start_three(&c, args);
+	EXPECT_LOG(&c, &c.tasks[1], line, TASK_WAIT_S);
+	kill(c.tasks[1].pid, SIGKILL);
+	EXPECT_LOG(&c, &c.tasks[0], "workers 0,2 (worker 1 at 127.0.0.1:", 60);
+	const char *const argv[] = { "dtrain", "train", args[0], args[1], args[2], args[3], args[4], args[5],
+				     args[6], args[7], NULL };
+	struct task *again = cluster_start(&c, "worker", 1, "worker1again", argv, NULL);
+	EXPECT_LOG(&c, &c.tasks[0], "rejoined)", 120);
+	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[2], 0, 60);
+	EXPECT_EXIT(&c, again, 0, 60);
+	char *err0 = task_read(&c.tasks[0], 1), *errn = task_read(again, 1);
+	out = task_read(&c.tasks[0], 0);
+	const char *grown = strstr(err0, "ring re-formed at step ");
+	grown = grown ? strstr(grown + 1, "ring re-formed at step ") : NULL; /* the second: the ring grown back */
+	DT_CHECK(grown != NULL);
+	if (grown) {
+		long at = atol(grown + strlen("ring re-formed at step "));
+		char want[128];
+		snprintf(want, sizeof(want), "ring re-formed at step %ld: workers 0,1,2 (worker 1 at 127.0.0.1:%d rejoined)",
+			 at, cluster_port(&c, "worker", 1));
+		DT_CHECK_CONTAINS(err0, want);
+		snprintf(want, sizeof(want), "ring re-formed at step %ld: workers 0,1,2 (this worker, worker 1, rejoined)",
+			 at);
+		DT_CHECK_CONTAINS(errn, want);
+		fprintf(stderr, "worker 1 killed after %s, rejoined at step %ld\n", line, at);
+	}
+	DT_CHECK_CONTAINS(err0, "the ring was re-formed 2 time(s); it ended with 3 of 3 workers");
+	DT_CHECK_CONTAINS(out, "at global step 8000: accuracy = ");
+	double acc = cli_accuracy_of(out);
+	fprintf(stderr, "mlp, 3 workers: undisturbed %.4f, one killed and restarted %.4f\n", undisturbed, acc);
+	DT_CHECK_NEAR(acc, undisturbed, 0.01);
+	free(err0), free(errn), free(out);
+	cluster_kill_all(&c);
+}
+
 DT_TEST_TIMEOUT(elastic, stopped_worker_dropped_after_step_timeout, 400)
 {
 	struct cluster c;
