@@ -8,11 +8,13 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "net/socket.h"
 #include "nn/model.h"
 #include "nn/optimizer.h"
 #include "train/session.h"
 #include "train/strategy.h"
+#include "train/summary.h"
 
 /* Attempts at agreeing and re-forming before the job gives up. */
 #define REFORM_ATTEMPTS 3
@@ -164,6 +166,22 @@ static void describe_joined(const struct dt_elastic *e, const struct dt_member_v
 	}
 }
 
+/* Every change of membership: the chief's summaries get ring/members and
+ * ring/reformations at the step, and each task's progress file (`dtrain
+ * status`) the members and the change. */
+static void record(struct dt_elastic *e, struct dt_session *s, const char *members, const char *change)
+{
+	if (e->self == 0) {
+		const char *const tags[] = { "ring/members", "ring/reformations" };
+		const float values[] = { (float)e->n, (float)e->reforms };
+		dt_summary_scalars(dt__session_summary(s), e->done_step, tags, values, 2);
+	}
+	char line[208];
+	snprintf(line, sizeof(line), "%s (%d of %d); re-formed %d time(s), last at step %lld: %s", members, e->n,
+		 e->table_n, e->reforms, (long long)e->done_step, change);
+	dt_progress_ring(e->done_step, dt__session_config(s)->train_steps, line);
+}
+
 /* One agreement: the view, from the chief or as the chief. */
 static enum dt_status agree(struct dt_elastic *e, int *lfd, int lost, const char *why, struct dt_member_view *v,
 			    struct dt_err *err)
@@ -294,6 +312,7 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 		e->skip_reduce_step = e->done_step;
 		dt_info("ring re-formed at step %lld: %s (%s)", (long long)e->done_step, members,
 			gone[0] ? gone : "no worker lost or joined");
+		record(e, s, members, gone[0] ? gone : "no worker lost or joined");
 		dt_info("ring re-formed %.3f s after the failure was seen; epoch %u, %d workers, global batch %d",
 			(double)(dt_now_ns() - e->failed_ns) / 1e9, e->epoch, e->n, info->global_batch);
 		e->reformed_ns = dt_now_ns();
@@ -348,5 +367,6 @@ enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struc
 	e->reforms++;
 	dt_info("ring re-formed at step %lld: %s (this worker, %s %u, rejoined)", (long long)e->done_step, members,
 		e->peers[e->self].role, e->peers[e->self].index);
+	record(e, s, members, "this worker rejoined");
 	return DT_OK;
 }

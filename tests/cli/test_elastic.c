@@ -5,6 +5,7 @@
  * accuracy), a worker SIGSTOPped (dropped after --step_timeout, the others
  * finish), and two lost of three with --min_workers=2 (exit 3 naming both).
  * Plus the membership frames' wire forms. */
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/atomic_file.h"
+#include "base/progress.h"
 #include "cluster_procs.h"
 #include "distribute/membership.h"
 #include "dt_test.h"
@@ -39,6 +42,22 @@ static long reformed_at(const char *err)
 {
 	const char *p = strstr(err, "ring re-formed at step ");
 	return p ? atol(p + strlen("ring re-formed at step ")) : -1;
+}
+
+/* The path of the first TensorBoard events file in dir; 0 if none. */
+static int find_events(const char *dir, char *buf, size_t cap)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int found = 0;
+	for (struct dirent *e; !found && (e = readdir(d));)
+		if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0) {
+			snprintf(buf, cap, "%s/%s", dir, e->d_name);
+			found = 1;
+		}
+	closedir(d);
+	return found;
 }
 
 /* A random progress line to wait for before the fault: step 100..1000. */
@@ -111,12 +130,22 @@ DT_TEST_TIMEOUT(elastic, killed_worker_restarted_rejoins_ring_of_3, 600)
 	char line[32];
 	srand((unsigned)time(NULL) ^ (unsigned)getpid());
 	snprintf(line, sizeof(line), "step %d/", 50 * (2 + rand() % 9)); /* 100..500 of 8000: time to come back */
-	start_three(&c, args);
+	/* The chief writes summaries and a progress file (what `dtrain status` reads). */
+	cluster_init(&c, NULL, 3, 0);
+	cluster_output_dir(&c, "chief");
+	char progress[700], env[760];
+	dt_test_path(progress, sizeof(progress), "progress0");
+	snprintf(env, sizeof(env), "DTRAIN_PROGRESS_FILE=%s", progress);
+	const char *const argv[] = { "dtrain", "train", args[0], args[1], args[2], args[3], args[4], args[5],
+				     args[6], args[7], NULL };
+	const char *const argv0[] = { "dtrain", "train", args[0], args[1], args[2], args[3], args[4], args[5],
+				      args[6], args[7], c.out_flag, NULL };
+	cluster_start(&c, "worker", 0, NULL, argv0, (const char *const[]){ env, NULL });
+	for (int i = 1; i < 3; i++)
+		cluster_start_train(&c, "worker", i, args);
 	EXPECT_LOG(&c, &c.tasks[1], line, TASK_WAIT_S);
 	kill(c.tasks[1].pid, SIGKILL);
 	EXPECT_LOG(&c, &c.tasks[0], "workers 0,2 (worker 1 at 127.0.0.1:", 60);
-	const char *const argv[] = { "dtrain", "train", args[0], args[1], args[2], args[3], args[4], args[5],
-				     args[6], args[7], NULL };
 	struct task *again = cluster_start(&c, "worker", 1, "worker1again", argv, NULL);
 	EXPECT_LOG(&c, &c.tasks[0], "rejoined)", 120);
 	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
@@ -139,6 +168,21 @@ DT_TEST_TIMEOUT(elastic, killed_worker_restarted_rejoins_ring_of_3, 600)
 		fprintf(stderr, "worker 1 killed after %s, rejoined at step %ld\n", line, at);
 	}
 	DT_CHECK_CONTAINS(err0, "the ring was re-formed 2 time(s); it ended with 3 of 3 workers");
+	/* Visible: the progress file's ring line, and ring/members and
+	 * ring/reformations in the chief's TensorBoard events. */
+	struct dt_progress pr;
+	struct dt_err e = DT_ERR_INIT;
+	DT_CHECK_INT_EQ(dt_progress_read(progress, &pr, &e), DT_OK);
+	DT_CHECK_CONTAINS(pr.ring, "workers 0,1,2 (3 of 3); re-formed 2 time(s), last at step ");
+	DT_CHECK_CONTAINS(pr.ring, "rejoined");
+	char events[1024];
+	DT_CHECK(find_events(c.out_dir, events, sizeof(events)));
+	char *ev = NULL;
+	size_t evlen = 0;
+	DT_CHECK_INT_EQ(dt_read_file(events, 64 << 20, &ev, &evlen, &e), DT_OK);
+	DT_CHECK(ev && memmem(ev, evlen, "ring/members", 12) != NULL);
+	DT_CHECK(ev && memmem(ev, evlen, "ring/reformations", 17) != NULL);
+	free(ev);
 	DT_CHECK_CONTAINS(out, "at global step 8000: accuracy = ");
 	double acc = cli_accuracy_of(out);
 	fprintf(stderr, "mlp, 3 workers: undisturbed %.4f, one killed and restarted %.4f\n", undisturbed, acc);
