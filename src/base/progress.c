@@ -59,11 +59,13 @@ double dt_progress_writer_rate(const struct dt_progress_writer *w)
 
 static int write_file(struct dt_progress_writer *w, double now)
 {
-	char text[512];
+	char text[768];
 	int n = snprintf(text, sizeof(text), "step %lld\ntotal %lld\ntime %.3f\nrate %.4f\n", (long long)w->last_step,
 			 (long long)w->total, now, dt_progress_writer_rate(w));
 	if (w->note[0])
 		n += snprintf(text + n, sizeof(text) - (size_t)n, "note %s\n", w->note);
+	if (w->ring[0])
+		n += snprintf(text + n, sizeof(text) - (size_t)n, "ring %s\n", w->ring);
 	char tmp[600];
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", w->path, (int)getpid());
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -104,6 +106,14 @@ int dt_progress_writer_note(struct dt_progress_writer *w, const char *note, doub
 	return write_file(w, now);
 }
 
+int dt_progress_writer_ring(struct dt_progress_writer *w, const char *ring, double now)
+{
+	if (!w->path[0])
+		return 0;
+	snprintf(w->ring, sizeof(w->ring), "%.*s", (int)strcspn(ring, "\n"), ring);
+	return write_file(w, now);
+}
+
 static struct dt_progress_writer process_writer;
 static int process_writer_ready;
 
@@ -131,6 +141,16 @@ void dt_progress_note(int64_t step, int64_t total, const char *note)
 	double now = dt_wall_seconds();
 	(void)dt_progress_writer_step(w, step, total, now);
 	(void)dt_progress_writer_note(w, note, now);
+}
+
+void dt_progress_ring(int64_t step, int64_t total, const char *ring)
+{
+	struct dt_progress_writer *w = process();
+	if (!w->path[0])
+		return;
+	double now = dt_wall_seconds();
+	(void)dt_progress_writer_step(w, step, total, now);
+	(void)dt_progress_writer_ring(w, ring, now);
 }
 
 enum dt_status dt_progress_read(const char *path, struct dt_progress *out, struct dt_err *err)
@@ -161,6 +181,8 @@ enum dt_status dt_progress_read(const char *path, struct dt_progress *out, struc
 			out->rate = d;
 		} else if (!strncmp(line, "note ", 5)) {
 			snprintf(out->note, sizeof(out->note), "%s", line + 5);
+		} else if (!strncmp(line, "ring ", 5)) {
+			snprintf(out->ring, sizeof(out->ring), "%s", line + 5);
 		}
 		line = nl ? nl + 1 : NULL;
 	}

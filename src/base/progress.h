@@ -25,6 +25,9 @@
  *                       DT_PROGRESS_WINDOW_S seconds of samples, one sample
  *                       a second); 0 until two samples a second apart exist
  *   5. note <text>      optional, one line, at most 200 bytes
+ *   6. ring <text>      optional: an elastic all-reduce ring's members and
+ *                       its last change ("workers 0,2 (2 of 3); re-formed
+ *                       1 time(s), last at step 812: worker 1 at ... lost: ...")
  *
  * The writer state (struct dt_progress_writer) is transparent so tests
  * drive it with a fake clock; dt_progress_step/note use one per process.
@@ -48,6 +51,7 @@ struct dt_progress {
 	double time;    /* epoch seconds of `step` */
 	double rate;    /* steps/s, 0 while unknown */
 	char note[208];
+	char ring[208]; /* "" when the task wrote none */
 };
 
 struct dt_progress_writer {
@@ -57,6 +61,7 @@ struct dt_progress_writer {
 	int64_t last_step;              /* the step in the file, -1 before the first */
 	int64_t total;
 	char note[208];
+	char ring[208];
 	struct { double t; int64_t step; } samples[DT_PROGRESS_SAMPLES]; /* ring, oldest at head */
 	int nsamples, head;
 };
@@ -72,6 +77,8 @@ int dt_progress_writer_step(struct dt_progress_writer *w, int64_t step, int64_t 
 
 /* Sets the note and rewrites the file at once (same returns). */
 int dt_progress_writer_note(struct dt_progress_writer *w, const char *note, double now);
+/* The same for the ring line (key 6). */
+int dt_progress_writer_ring(struct dt_progress_writer *w, const char *ring, double now);
 
 /* steps/s over the samples of the last DT_PROGRESS_WINDOW_S before the
  * newest one; 0 with fewer than two samples. */
@@ -84,6 +91,8 @@ void dt_progress_step(int64_t step, int64_t total);
 /* The process's writer: a note (e.g. "global step 800: accuracy 0.8800,
  * loss 0.3377") about `step`, written at once. */
 void dt_progress_note(int64_t step, int64_t total, const char *note);
+/* The ring line (an elastic ring's members, after each change), written at once. */
+void dt_progress_ring(int64_t step, int64_t total, const char *ring);
 
 /* Reads a progress file. DT_IO when it cannot be read (not written yet:
  * ENOENT), DT_DATA when a required key is missing or malformed. */

@@ -101,6 +101,8 @@ static void print_progress(const struct dt_exp *e)
 		printf(", %.1f steps/s, ETA %s", p.rate, eta);
 	printf("\nnewest checkpoint: %s\nnewest evaluation: %s\n", ckpt[0] ? ckpt : "(none yet)",
 	       note[0] ? note : "(none yet)");
+	if (p.p.ring[0]) /* an elastic all-reduce ring's members and last change (the chief's) */
+		printf("ring: %s\n", p.p.ring);
 }
 
 int dt_cmd_status(int argc, char **argv)

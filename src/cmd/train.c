@@ -40,6 +40,7 @@ struct train_args {
 	double ps_idle_timeout;
 	double step_timeout;            /* all-reduce: deadline of each collective */
 	int64_t check_replicas_every;   /* all-reduce: compare the replicas' variables every N steps */
+	int64_t min_workers;            /* all-reduce: elastic while this many remain; 0: all (not elastic) */
 	int sync;                       /* --sync (hparam sync=1 is the same) */
 	int replicas_to_aggregate;      /* sync through the ps: gradients per step; 0: every trainer */
 	double sync_timeout;            /* sync: a step gathers its gradients within this */
@@ -372,7 +373,8 @@ static int run_mode(enum train_mode mode, const struct dt_cluster *cl, const str
 		dt_info("trained %.1f s: %.0f examples/s from this task", res.train_seconds, res.examples_per_sec);
 	} else if (mode == MODE_ALLREDUCE) {
 		struct dt_allreduce_run_config ac = { .train = cfg, .cluster = cl, .connect_s = a->connect_timeout,
-						      .step_s = a->step_timeout, .check_every = a->check_replicas_every };
+						      .step_s = a->step_timeout, .check_every = a->check_replicas_every,
+						      .min_workers = (int)a->min_workers };
 		if (dt_train_allreduce(&ac, &res, &err))
 			return dt_cmd_report(&err);
 		evaluated = evaluated && cl->is_chief;
@@ -484,6 +486,9 @@ int dt_cmd_train(int argc, char **argv)
 			      "deadline of each collective (gradients, broadcast, barrier); a missing worker fails the step, exit 3"),
 		DT_OPT_INT64("check_replicas_every", &a.check_replicas_every, "N",
 			     "debug: compare a hash of every worker's variables every N steps, fail on a mismatch (0: never)"),
+		DT_OPT_INT64("min_workers", &a.min_workers, "N",
+			     "elastic: a lost worker (not the chief) is dropped, the ring re-formed and the step redone "
+			     "while at least N workers remain, else exit 3 [default: all workers, not elastic]"),
 		DT_OPT_END,
 	};
 	struct dt_args args;
@@ -516,6 +521,11 @@ int dt_cmd_train(int argc, char **argv)
 	}
 	if (!(a.connect_timeout > 0 && a.connect_timeout <= 86400)) {
 		dt_err_set(&err, DT_USAGE, "--connect_timeout must be between 0 and 86400 seconds, got %g", a.connect_timeout);
+		return dt_cmd_report(&err);
+	}
+	if (a.min_workers < 0 || a.min_workers > 65536) {
+		dt_err_set(&err, DT_USAGE, "--min_workers must be between 1 and the worker count, got %lld",
+			   (long long)a.min_workers);
 		return dt_cmd_report(&err);
 	}
 	if (!(a.step_timeout > 0 && a.step_timeout <= 86400) || a.check_replicas_every < 0) {

@@ -161,6 +161,12 @@ int dt_comm_size(const struct dt_comm *comm);
 int dt_comm_rank(const struct dt_comm *comm);
 /* "worker:2 at 127.0.0.1:4002" for any rank of the comm. */
 const char *dt_comm_peer_label(const struct dt_comm *comm, int rank);
+/* After a failed collective: the rank this one saw fail directly (its
+ * connection closed or reset, or nothing from it within the deadline) and,
+ * in *why (may be NULL), how in a few words; -1 when the comm is not
+ * broken or this rank only heard of the failure (COLL_ABORT). The elastic
+ * ring's membership agreement (distribute/membership.h) uses it. */
+int dt_comm_lost_rank(const struct dt_comm *comm, const char **why);
 /* 1 if this rank reads its left neighbour's large segments straight from
  * that process's memory (same host, allowed by the kernel), 0 if they come
  * over TCP. */

@@ -66,6 +66,13 @@ int dt_comm_shared_memory_links(const struct dt_comm *comm)
 	return k;
 }
 
+int dt_comm_lost_rank(const struct dt_comm *comm, const char **why)
+{
+	if (why)
+		*why = comm->lost >= 0 ? comm->lost_why : "";
+	return comm->broken ? comm->lost : -1;
+}
+
 const char *dt_comm_peer_label(const struct dt_comm *comm, int rank)
 {
 	if (rank < 0 || rank >= comm->n)
@@ -277,6 +284,7 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	struct dt_comm *comm = dt_xcalloc(1, sizeof(*comm));
 	comm->n = cfg->nranks;
 	comm->rank = cfg->rank;
+	comm->lost = -1;
 	comm->in = dt_xcalloc((size_t)comm->n, sizeof(*comm->in));
 	comm->out = dt_xcalloc((size_t)comm->n, sizeof(*comm->out));
 	comm->used = dt_xcalloc(2, (size_t)comm->n);

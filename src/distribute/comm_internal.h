@@ -88,6 +88,8 @@ struct dt_comm {
 
 	int broken;            /* a collective failed: every later call returns `failure` */
 	struct dt_err failure;
+	int lost;              /* the rank the failure saw fail directly; -1: none (it was told) */
+	char lost_why[48];     /* how: "connection reset", "no answer for 5.0 s" */
 
 	/* With a cluster secret every frame on every link, after the
 	 * rendezvous's HELLO and HELLO_OK, carries a 16-byte tag (and in encrypt

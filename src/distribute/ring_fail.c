@@ -97,6 +97,15 @@ static enum dt_status fail_with(struct dt__ring_run *r, struct dt_err *err, cons
 	return c->failure.status;
 }
 
+void dt__ring_blame(struct dt__ring_run *r, int rank, const char *why)
+{
+	struct dt_comm *c = r->c;
+	if (c->broken || c->lost >= 0 || rank < 0 || rank >= c->n)
+		return;
+	c->lost = rank;
+	snprintf(c->lost_why, sizeof(c->lost_why), "%s", why);
+}
+
 enum dt_status dt__ring_fail(struct dt__ring_run *r, struct dt_err *err, enum dt_status st, const char *fmt,
 			     ...) { struct dt_err *e = &r->c->failure;
 	va_list ap;
@@ -193,6 +202,9 @@ enum dt_status dt__ring_timed_out(struct dt__ring_run *r, int64_t now, struct dt
 				 c->labels[left]);
 		}
 		double since = (double)(now - r->blamed_since) / 1e9;
+		char why[48];
+		snprintf(why, sizeof(why), "no answer for %.1f s", since);
+		dt__ring_blame(r, r->blamed, why);
 		if (r->blamed != left)
 			return dt__ring_fail(r, err, DT_TIMEOUT,
 					     "%s timed out after %.1f s: missing rank %s (nothing from it for %.1f s, reported by "
@@ -202,6 +214,9 @@ enum dt_status dt__ring_timed_out(struct dt__ring_run *r, int64_t now, struct dt
 				     "%s timed out after %.1f s: missing rank %s (nothing from it for %.1f s); %s",
 				     r->what, waited, c->labels[left], since, progress);
 	}
+	char why[48];
+	snprintf(why, sizeof(why), "no answer for %.1f s", waited);
+	dt__ring_blame(r, c->rrank, why);
 	if (r->s_idx >= r->ns)
 		return dt__ring_fail(r, err, DT_TIMEOUT,
 				     "%s timed out after %.1f s: %s has not confirmed reading this rank's segments (%.1f s since "

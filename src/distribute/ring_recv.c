@@ -225,6 +225,7 @@ int dt__ring_try_recv(struct dt__ring_run *r, struct dt_err *err)
 		}
 		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 			int e = n == 0 ? 0 : errno;
+			dt__ring_blame(r, c->lrank, e ? "connection reset" : "connection closed");
 			dt__ring_fail(r, err, DT_PEER, "%s %s during %s%s%s", c->labels[c->lrank],
 				      e ? "failed" : "closed the connection", r->what, e ? ": " : "",
 				      e ? strerror(e) : "");
@@ -244,6 +245,7 @@ int dt__ring_try_recv(struct dt__ring_run *r, struct dt_err *err)
 		return 1;
 	}
 	if (n == 0) {
+		dt__ring_blame(r, c->lrank, "connection closed");
 		dt__ring_fail(r, err, DT_PEER, "%s closed the connection during %s", c->labels[c->lrank],
 			      r->what);
 		return -1;
@@ -251,6 +253,7 @@ int dt__ring_try_recv(struct dt__ring_run *r, struct dt_err *err)
 	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
 		return 0;
 	int e = errno;
+	dt__ring_blame(r, c->lrank, "connection reset");
 	dt__ring_fail(r, err, DT_PEER, "cannot receive from %s during %s: %s", c->labels[c->lrank], r->what,
 		      strerror(e));
 	return -1;

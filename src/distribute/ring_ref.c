@@ -104,9 +104,11 @@ enum dt_status dt__ring_pending_abort(struct dt__ring_run *r, struct dt_err *err
 		ssize_t n = dt__link_recv(c->L, c->L->stage + c->L->stage_len, c->L->stage_cap - c->L->stage_len);
 		if (n > 0)
 			c->L->stage_len += (size_t)n;
-		else if (n == 0)
+		else if (n == 0) {
+			dt__ring_blame(r, c->lrank, "connection closed");
 			return dt__ring_fail(r, err, DT_PEER, "%s closed the connection at the end of %s", from,
 					     r->what);
+		}
 	}
 	size_t avail = c->L->stage_len - c->L->stage_pos;
 	if (avail < DT_FRAME_HEADER_SIZE)

@@ -85,6 +85,10 @@ enum dt_status dt__ring_step(struct dt__ring_run *r, const struct dt__plan *p, v
 
 /* Sets the comm's failure (status st, printf-style message), tells both
  * neighbours and returns st; err (may be NULL) gets a copy. */
+/* Notes that the failure about to be raised saw peer `rank` fail directly
+ * (closed, reset, silent past the deadline), `why` in a few words; the
+ * first one sticks (dt_comm_lost_rank). */
+void dt__ring_blame(struct dt__ring_run *r, int rank, const char *why);
 __attribute__((format(printf, 4, 5))) enum dt_status dt__ring_fail(struct dt__ring_run *r, struct dt_err *err,
 								   enum dt_status st, const char *fmt, ...);
 /* A COLL_ABORT from neighbour `from`: fail with its reason and pass it on. */

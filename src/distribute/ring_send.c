@@ -180,6 +180,7 @@ int dt__ring_try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 		 * failed first, which the broken pipe alone would hide. */
 		if ((e == EPIPE || e == ECONNRESET) && dt__ring_read_back(r, err))
 			return -1;
+		dt__ring_blame(r, r->c->rrank, "connection reset");
 		dt__ring_fail(r, err, DT_PEER, "cannot send to %s during %s: %s", r->c->labels[r->c->rrank],
 			      r->what, strerror(e));
 		return -1;
@@ -270,10 +271,12 @@ enum dt_status dt__ring_read_back(struct dt__ring_run *r, struct dt_err *err)
 				c->R->eof = 1;
 				return DT_OK;
 			}
+			dt__ring_blame(r, c->rrank, "connection closed");
 			return dt__ring_fail(r, err, DT_PEER, "%s closed the connection during %s", from, r->what);
 		}
 		if (n < 0) {
 			int e = errno;
+			dt__ring_blame(r, c->rrank, "connection reset");
 			return dt__ring_fail(r, err, DT_PEER, "connection to %s failed during %s: %s", from, r->what,
 					     strerror(e));
 		}

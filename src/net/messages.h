@@ -76,7 +76,9 @@ struct dt_auth;
 	X(COLL_DONE,  69, "coll_done",  DT_MSG_CAP_SMALL)               \
 	X(COLL_PEER,  70, "coll_peer",  DT_MSG_CAP_SMALL)               \
 	X(COLL_PEER_OK, 71, "coll_peer_ok", DT_MSG_CAP_SMALL)          \
-	X(COLL_SHM,   72, "coll_shm",   DT_MSG_CAP_SMALL)
+	X(COLL_SHM,   72, "coll_shm",   DT_MSG_CAP_SMALL)               \
+	X(MEMBER_REPORT, 73, "member_report", DT_MSG_CAP_SMALL)         \
+	X(MEMBER_VIEW,   74, "member_view",   DT_MSG_CAP_SMALL)
 
 enum dt_msg_type {
 #define DT__MSG_ENUM(name, num, str, cap) DT_MSG_##name = num,
@@ -124,6 +126,8 @@ _Static_assert(DT_MSG_COLL_DONE == 69, "COLL_DONE is wire type 69");
 _Static_assert(DT_MSG_COLL_PEER == 70, "COLL_PEER is wire type 70");
 _Static_assert(DT_MSG_COLL_PEER_OK == 71, "COLL_PEER_OK is wire type 71");
 _Static_assert(DT_MSG_COLL_SHM == 72, "COLL_SHM is wire type 72");
+_Static_assert(DT_MSG_MEMBER_REPORT == 73, "MEMBER_REPORT is wire type 73");
+_Static_assert(DT_MSG_MEMBER_VIEW == 74, "MEMBER_VIEW is wire type 74");
 
 /* Ranges reserved for the layers above; numbers are assigned in this header. */
 #define DT_MSG_CONTROL_FIRST 1
@@ -137,7 +141,7 @@ _Static_assert(DT_MSG_COLL_SHM == 72, "COLL_SHM is wire type 72");
 _Static_assert(DT_MSG_ECHO <= DT_MSG_CONTROL_LAST, "control messages stay in 1..15");
 _Static_assert(DT_MSG_PS_STATUS >= DT_MSG_PS_FIRST && DT_MSG_PS_REPLICA_STEP <= DT_MSG_PS_LAST &&
 	       DT_MSG_PS_SNAPSHOT <= DT_MSG_PS_LAST, "ps messages stay in 16..63");
-_Static_assert(DT_MSG_COLL_START >= DT_MSG_COLLECTIVE_FIRST && DT_MSG_COLL_SHM <= DT_MSG_COLLECTIVE_LAST,
+_Static_assert(DT_MSG_COLL_START >= DT_MSG_COLLECTIVE_FIRST && DT_MSG_MEMBER_VIEW <= DT_MSG_COLLECTIVE_LAST,
 	       "collective messages stay in 64..95");
 
 struct dt_msg_info {

@@ -1,5 +1,6 @@
 #include "train/allreduce_role.h"
 #include "train/allreduce_buckets.h"
+#include "train/allreduce_elastic.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -15,6 +16,7 @@
 #include "distribute/collective.h"
 #include "distribute/ps_wire.h"
 #include "net/handshake.h"
+#include "net/socket.h"
 #include "nn/model.h"
 #include "nn/optimizer.h"
 #include "train/common.h"
@@ -231,7 +233,15 @@ struct ring {
 	int64_t diverge_at;      /* fault injection (DTRAIN_TEST_DIVERGE_AT_STEP); 0: none */
 	size_t nsync;            /* floats of the sync-mean variables (batch norm's moving statistics) */
 	float *sync;             /* (nsync): their sum over the ranks */
+	struct dt_elastic el;    /* the members (all of the table unless elastic) and the rollback point */
+	int joined;              /* this task was restarted and joined a running ring (dt_elastic_join) */
 };
+
+/* "worker:1" of rank q of the current ring. */
+static const char *rank_name(const struct ring *r, int q)
+{
+	return r->ranks.names[r->el.min_workers ? (int)r->el.members[q] : q];
+}
 
 /* Batch norm's moving statistics (nn/model.h's dt_model_variable_sync_mean:
  * TensorFlow's SyncOnRead, MEAN): each rank updated its own copy from its
@@ -282,12 +292,12 @@ static enum dt_status check_replicas(struct ring *r, const float *params, size_t
 				continue;
 			size_t len = strlen(bad);
 			if (len + 64 < sizeof(bad))
-				snprintf(bad + len, sizeof(bad) - len, "%s%s", nbad ? ", " : "", r->ranks.names[q]);
+				snprintf(bad + len, sizeof(bad) - len, "%s%s", nbad ? ", " : "", rank_name(r, q));
 			nbad++;
 		}
 		if (nbad)
 			st = dt_err_set(err, DT_RUNTIME, "replicas diverged at step %lld: the variables of %s differ "
-							 "from those of %s (rank 0)", (long long)step, bad, r->ranks.names[0]);
+							 "from those of %s (rank 0)", (long long)step, bad, rank_name(r, 0));
 		else
 			dt_debug("step %lld: the variables of all %d replicas are bit-identical (hash %016llx)",
 				 (long long)step, r->size, (unsigned long long)h);
@@ -303,6 +313,7 @@ static void ring_release(struct ring *r)
 	pthread_cond_destroy(&r->ct.cv);
 	pthread_mutex_destroy(&r->ct.mu);
 	dt_comm_free(r->comm);
+	dt_elastic_release(&r->el);
 	dt_hello_release(&r->hello);
 	free(r->buckets);
 	free(r->sync);
@@ -362,10 +373,81 @@ static enum dt_status ring_connect(struct dt_session *s, void *self, struct dt_s
 	dt_info("all-reduce over %d worker(s): this is rank %d (%s); waiting up to %.0f s for the others", r->size,
 		r->rank, r->ranks.names[r->rank], connect_s);
 	struct dt_comm_config cc = { .nranks = r->size, .rank = r->rank, .peers = r->ranks.peers, .hello = &r->hello };
+	if (r->el.min_workers && r->rank != 0) {
+		/* A worker started again joins the running ring, if there is one;
+		 * listening first, for a chief in its first rendezvous connects here
+		 * before it answers the report (by closing it). */
+		char host[DT_HOST_MAX];
+		int port, lfd = -1;
+		if ((st = dt_sock_split_hostport(r->ranks.peers[r->rank].addr, host, sizeof(host), &port, err)) ||
+		    (st = dt_sock_listen(host, port, 64, &lfd, NULL, err)))
+			return dt_err_prefix(err, "ring rank %d (%s)", r->rank, r->ranks.names[r->rank]);
+		st = dt_elastic_join(&r->el, s, info, &r->hello, &lfd, dt_deadline_in(connect_s), &r->comm, &r->rank,
+				     &r->joined, err);
+		if (st || r->joined) {
+			dt_sock_close(lfd);
+			r->size = r->el.n;
+			return st;
+		}
+		cc.listen_fd = lfd;
+		cc.listen_fd_set = 1;
+	}
 	if ((st = dt_comm_new(&cc, dt_deadline_in(connect_s), &r->comm, err)))
 		return st;
 	dt_info("connected to all %d worker(s)", r->size);
+	dt_elastic_listen(&r->el); /* the chief: for a worker that is restarted */
 	return DT_OK;
+}
+
+/* The communication thread on r->comm, from a clean state (at start, and
+ * again on the re-formed ring's comm). */
+static enum dt_status comm_thread_start(struct ring *r, struct dt_model *model, struct dt_err *err)
+{
+	if (r->nbuckets <= 1 || r->cfg->train->micro_batch) /* --deterministic: one int64 all-reduce, after the step */
+		return DT_OK;
+	struct comm_thread *c = &r->ct;
+	c->comm = r->comm;
+	c->grads = dt_model_grads(model);
+	c->buckets = r->buckets;
+	c->nbuckets = r->nbuckets;
+	c->step_s = r->step_s;
+	c->requested = c->served = 0;
+	c->ready = c->done = c->stop = c->announced = 0;
+	c->st = DT_OK;
+	c->err = (struct dt_err)DT_ERR_INIT;
+	int rc = pthread_create(&c->thread, NULL, comm_main, c);
+	if (rc)
+		return dt_err_set(err, DT_RUNTIME, "cannot start the communication thread: %s", strerror(rc));
+	c->started = 1;
+	return DT_OK;
+}
+
+/* Elastic: the ring failed during `what` at step `step` (the session's step
+ * in flight, or the one just done): the survivors re-form it and this task
+ * continues from the agreed step (train/allreduce_elastic.h). */
+static enum dt_status recover(struct dt_session *s, struct ring *r, const struct dt_err *cause, struct dt_err *err)
+{
+	if (cause->status)
+		dt_warn("%s; the survivors re-form the ring (--min_workers=%d)", cause->msg, r->el.min_workers);
+	else
+		dt_info("a worker asks to join: the ring is re-formed after step %lld", (long long)r->el.done_step);
+	comm_thread_stop(&r->ct);
+	enum dt_status st = dt_elastic_reform(&r->el, s, r->info, &r->hello, &r->comm, &r->rank, err);
+	if (st)
+		return st;
+	r->size = r->el.n;
+	return comm_thread_start(r, dt__session_model(s), err);
+}
+
+/* Elastic, after each step: whether the chief has a worker waiting to join,
+ * summed over the ring so that every member decides alike (one float; a
+ * small all-reduce costs tens of microseconds on loopback). */
+static enum dt_status join_flag(struct ring *r, int *grow, struct dt_err *err)
+{
+	float flag = r->rank == 0 && dt_elastic_join_waiting(&r->el) ? 1.0f : 0.0f;
+	enum dt_status st = dt_allreduce_sum_f32(r->comm, &flag, 1, "elastic/join", dt_deadline_in(r->step_s), err);
+	*grow = !st && flag > 0;
+	return st;
 }
 
 /* Every replica starts from rank 0's state: the variables and optimizer
@@ -380,6 +462,18 @@ static enum dt_status ring_start(struct dt_session *s, void *self, struct dt_str
 	float *params = dt_model_params(model);
 	const size_t np = dt_model_num_params(model);
 	enum dt_status st;
+	if (r->joined) {
+		/* The variables, slots and position came with the re-formation
+		 * (ring_connect); --eval_every is this task's own, as the flags are
+		 * the same it was first started with. */
+		*out = (struct dt_strategy_start){ .step = r->el.done_step, .epoch = r->el.done_epoch,
+						   .offset = r->el.done_offset, .global = 1 };
+		struct dt_dataset *test = dt__session_test(s);
+		if (tc->eval_every > 0 && test->count == 0 && !tc->source &&
+		    (st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TEST, tc->seed, test, err)))
+			return st;
+		return comm_thread_start(r, model, err);
+	}
 	/* Rank 0's restore failing must not leave the others waiting: it says so
 	 * by closing (its error ends the run), they fail naming it. */
 	if (r->rank == 0 && (st = dt__session_restore_or_init(s, out, err)))
@@ -391,12 +485,12 @@ static enum dt_status ring_start(struct dt_session *s, void *self, struct dt_str
 	    (opt->num_slots > 0 &&
 	     (st = dt_broadcast(r->comm, opt->slots, (size_t)opt->num_slots * np * sizeof(float), 0, "init/slots",
 				dt_deadline_in(r->step_s), err))))
-		return dt_err_prefix(err, "cannot receive the initial variables from %s", r->ranks.names[0]);
+		return dt_err_prefix(err, "cannot receive the initial variables from %s", rank_name(r, 0));
 	*out = (struct dt_strategy_start){ .step = pos[0], .epoch = pos[1], .offset = pos[2], .global = (int)pos[4] };
 	r->info->eval_every = pos[3];
 	if (r->rank > 0 && pos[3] != tc->eval_every)
 		dt_warn("evaluating every %lld steps as %s does (this task has --eval_every=%lld)", (long long)pos[3],
-			r->ranks.names[0], (long long)tc->eval_every);
+			rank_name(r, 0), (long long)tc->eval_every);
 	struct dt_dataset *test = dt__session_test(s);
 	if (pos[3] > 0 && test->count == 0 && !tc->source && /* a source evaluates its own data */
 	    (st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TEST, tc->seed, test, err)))
@@ -405,19 +499,11 @@ static enum dt_status ring_start(struct dt_session *s, void *self, struct dt_str
 		dt_info("%s the variables and broadcast them to %d worker(s)", pos[0] ? "restored" : "initialized",
 			r->size - 1);
 	else if (pos[0])
-		dt_info("resuming at step %lld from %s's checkpoint", (long long)pos[0], r->ranks.names[0]);
-	if (r->nbuckets > 1 && !tc->micro_batch) { /* --deterministic: one int64 all-reduce, after the step */
-		r->ct.comm = r->comm;
-		r->ct.grads = dt_model_grads(model);
-		r->ct.buckets = r->buckets;
-		r->ct.nbuckets = r->nbuckets;
-		r->ct.step_s = r->step_s;
-		int rc = pthread_create(&r->ct.thread, NULL, comm_main, &r->ct);
-		if (rc)
-			return dt_err_set(err, DT_RUNTIME, "cannot start the communication thread: %s", strerror(rc));
-		r->ct.started = 1;
-	}
-	return DT_OK;
+		dt_info("resuming at step %lld from %s's checkpoint", (long long)pos[0], rank_name(r, 0));
+	r->el.done_step = pos[0];
+	r->el.done_epoch = pos[1];
+	r->el.done_offset = pos[2];
+	return comm_thread_start(r, model, err);
 }
 
 /* Forward/backward; with overlap, each bucket's all-reduce starts as soon as
@@ -488,12 +574,40 @@ static enum dt_status ring_apply(struct dt_session *s, void *self, const struct 
 	(void)fig;
 	struct ring *r = self;
 	const int64_t step = io->step;
+	if (r->el.min_workers)
+		dt_elastic_snapshot(&r->el, s);
 	enum dt_status st = r->cfg->train->micro_batch > 0 ? dt__session_apply_fixed(s, lr, step, err)
 							    : reduce_and_apply(s, r, lr, step, err);
 	if (!st)
 		st = sync_mean(r, dt__session_model(s), step, err);
+	int grow = 0;
+	if (!st && r->el.min_workers) {
+		dt_elastic_done(&r->el, s, step);
+		st = join_flag(r, &grow, err);
+	}
+	if (st && dt_elastic_survivable(&r->el, st)) {
+		struct dt_err cause = *err;
+		if ((st = recover(s, r, &cause, err)))
+			return st;
+		/* The agreed step: this one done (by this task or taken from the
+		 * root), or the one before it, and then this one is redone with the
+		 * new sharding. */
+		io->step = r->el.done_step;
+		io->taken = r->el.done_step >= step;
+		return DT_OK;
+	}
 	if (st)
 		return dt_err_prefix(err, "training stopped at step %lld", (long long)step);
+	if (grow) {
+		/* A worker asks to join: every member re-forms the ring with it after
+		 * this step, which all of them have done. */
+		struct dt_err cause = DT_ERR_INIT;
+		if ((st = recover(s, r, &cause, err)))
+			return dt_err_prefix(err, "training stopped at step %lld", (long long)step);
+		io->step = r->el.done_step;
+		io->taken = r->el.done_step >= step;
+		return DT_OK;
+	}
 	float *params = dt_model_params(dt__session_model(s));
 	const size_t np = dt_model_num_params(dt__session_model(s));
 	if (step == r->diverge_at) {
@@ -503,9 +617,16 @@ static enum dt_status ring_apply(struct dt_session *s, void *self, const struct 
 		memcpy(params, &bits, sizeof(bits));
 	}
 	const int64_t every = r->cfg->check_every;
-	if (every > 0 && (step % every == 0 || step == r->cfg->train->train_steps))
-		return check_replicas(r, params, np, step, err);
-	return DT_OK;
+	if (every > 0 && (step % every == 0 || step == r->cfg->train->train_steps)) {
+		st = check_replicas(r, params, np, step, err);
+		if (st && dt_elastic_survivable(&r->el, st)) {
+			struct dt_err cause = *err;
+			if ((st = recover(s, r, &cause, err)))
+				return st;
+			io->step = r->el.done_step; /* >= step: this step's update was done */
+		}
+	}
+	return st;
 }
 
 /* The log window's and the sharded evaluation's figures over every rank (as
@@ -515,9 +636,33 @@ static enum dt_status ring_apply(struct dt_session *s, void *self, const struct 
 static enum dt_status ring_reduce(struct dt_session *s, void *self, float *v, size_t n, const char *what,
 				  struct dt_err *err)
 {
-	(void)s;
 	struct ring *r = self;
-	return dt_allreduce_sum_f32(r->comm, v, n, what, dt_deadline_in(r->step_s), err);
+	if (!r->el.min_workers)
+		return dt_allreduce_sum_f32(r->comm, v, n, what, dt_deadline_in(r->step_s), err);
+	/* Elastic: figures are not worth a re-formation here, where the other
+	 * survivors may be a step further on. A failed reduction leaves this
+	 * task's own figures, scaled as if every worker had the same, and the
+	 * broken comm makes the next step's update re-form the ring; after a
+	 * re-formation the figures of the agreed step are each task's own too
+	 * (the tasks that had done it summed them already). */
+	float *mine = dt_xmallocarray(n ? n : 1, sizeof(float));
+	memcpy(mine, v, n * sizeof(float));
+	enum dt_status st = DT_OK;
+	if (dt_session_global_step(s) != r->el.skip_reduce_step)
+		st = dt_allreduce_sum_f32(r->comm, v, n, what, dt_deadline_in(r->step_s), err);
+	if (st && !dt_elastic_survivable(&r->el, st)) {
+		free(mine);
+		return st;
+	}
+	if (st || dt_session_global_step(s) == r->el.skip_reduce_step) {
+		if (st)
+			dt_warn("%s: these figures are %s's alone", err->msg, r->ranks.names[r->el.self]);
+		for (size_t i = 0; i < n; i++)
+			v[i] = mine[i] * (float)r->size;
+		st = DT_OK;
+	}
+	free(mine);
+	return st;
 }
 
 /* Nobody leaves (closing its connections) while a peer still reduces, and
@@ -545,6 +690,17 @@ static enum dt_status ring_finish(struct dt_session *s, void *self, int64_t *ste
 			r->overlap ? " after the backward pass (overlapped)" : "",
 			((double)total_ns - (double)(compute_ns + reduce_ns)) / 1e6 / (double)steps);
 	enum dt_status st = dt_barrier(r->comm, "end", dt_deadline_in(r->step_s), err);
+	/* A worker lost at the end: the others may still be in the last step's
+	 * update and re-form the ring to finish it. */
+	for (int k = 0; k < 3 && st && dt_elastic_survivable(&r->el, st); k++) {
+		struct dt_err cause = *err;
+		r->el.in_apply = 0;
+		if (!(st = recover(s, r, &cause, err)))
+			st = dt_barrier(r->comm, "end", dt_deadline_in(r->step_s), err);
+	}
+	if (r->el.reforms)
+		dt_info("the ring was re-formed %d time(s); it ended with %d of %d workers", r->el.reforms, r->el.n,
+			r->el.table_n);
 	if (!st) {
 		comm_thread_stop(&r->ct);
 		dt_comm_free(r->comm);
@@ -585,6 +741,25 @@ enum dt_status dt_train_allreduce(const struct dt_allreduce_run_config *cfg, str
 		r.ranks.names = dt_xcalloc((size_t)r.size, sizeof(*r.ranks.names));
 		struct { const struct dt_cluster *cl; struct rank_table *t; } arg = { cl, &r.ranks };
 		walk_ranks(cl, note_rank, &arg);
+		int elastic = cfg->min_workers > 0 && cfg->min_workers < r.size;
+		if (cfg->min_workers > r.size)
+			st = dt_err_set(err, DT_USAGE, "--min_workers=%d is more than the %d workers of the cluster",
+					cfg->min_workers, r.size);
+		else if (elastic && tc->auth)
+			st = dt_err_set(err, DT_USAGE, "--min_workers with a cluster secret is not built yet: the membership "
+						       "reports are not authenticated (leave --min_workers out, or the secret)");
+		else if (elastic && r.size > DT_MEMBER_MAX)
+			st = dt_err_set(err, DT_USAGE, "--min_workers: an elastic ring holds at most %d workers, not %d",
+					DT_MEMBER_MAX, r.size);
+		else if (elastic && tc->micro_batch)
+			st = dt_err_set(err, DT_USAGE, "--min_workers with --deterministic is not built yet");
+		dt_elastic_init(&r.el, elastic ? cfg->min_workers : 0, r.size, r.rank, r.ranks.peers,
+				(const char(*)[48])r.ranks.names, dt_ps_cluster_fingerprint(cl), r.step_s);
+		if (elastic)
+			dt_info("elastic: the ring goes on without a lost worker while at least %d of %d remain "
+				"(the chief, %s, is not elastic)", cfg->min_workers, r.size, r.ranks.names[0]);
+	}
+	if (!st) {
 		st = dt_train_run(tc, (r.rank == 0 && tc->eval_at_end) || tc->eval_every > 0, &strategy_ring, &r, res,
 				  err);
 	}

@@ -56,6 +56,9 @@ struct dt_allreduce_run_config {
 	int64_t check_every;       /* compare a hash of the variables across ranks every N steps; 0: never */
 	double bucket_mb;          /* gradient bucket size in MiB; default 25 (the first bucket is 1 MiB;
 				      buckets hold whole layers: train/allreduce_buckets.h) */
+	int min_workers;           /* elastic (train/allreduce_elastic.h): a lost worker other than the chief
+				      is dropped and the ring re-formed while at least this many remain;
+				      0 or the worker count: a lost worker ends the job */
 };
 
 /* This task's rank among the trainers (see above) and their count; -1 for

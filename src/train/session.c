@@ -90,6 +90,7 @@ struct dt_model *dt__session_model(struct dt_session *s) { return s->model; }
 struct dt_optimizer *dt__session_optimizer(struct dt_session *s) { return &s->opt; }
 const struct dt_train_config *dt__session_config(const struct dt_session *s) { return s->cfg; }
 struct dt_dataset *dt__session_test(struct dt_session *s) { return s->test; }
+struct dt_summary *dt__session_summary(struct dt_session *s) { return s->summary; }
 int64_t dt_session_global_step(const struct dt_session *s) { return s->step; }
 int dt_session_should_stop(const struct dt_session *s) { return s->ended || s->step >= s->cfg->train_steps; }
 void dt__session_end_run(struct dt_session *s) { s->ended = 1; }

@@ -95,6 +95,9 @@ struct dt_model *dt__session_model(struct dt_session *s);
 struct dt_optimizer *dt__session_optimizer(struct dt_session *s);
 const struct dt_train_config *dt__session_config(const struct dt_session *s);
 struct dt_dataset *dt__session_test(struct dt_session *s);
+/* The session's summary writer (the chief's TensorBoard events), NULL before
+ * the strategy has started or without --output_dir. */
+struct dt_summary *dt__session_summary(struct dt_session *s);
 /* The chief's one restore: with an output dir, sets up the saver and restores
  * the newest checkpoint that verifies into the model and optimizer (step,
  * input position, dropout stream into *out); without one, or with none found,

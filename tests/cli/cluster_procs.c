@@ -20,13 +20,19 @@ void task_start(struct task *t, const char *name, const char *const *argv, const
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	snprintf(t->out, sizeof(t->out), "%s/%s.out", dt_test_tmpdir(), name);
 	snprintf(t->err, sizeof(t->err), "%s/%s.err", dt_test_tmpdir(), name);
+	/* Truncated here, before the fork, not in the child: a task started again
+	 * under the same name (a second cluster in one test) must not show its
+	 * predecessor's output to a task_wait_log that runs before the child is
+	 * scheduled (on a loaded machine, a stale "step 100/" matched at once and
+	 * the test killed a task that had not started yet). */
+	int out = open(t->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int err = open(t->err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	DT_CHECK(out >= 0 && err >= 0);
 	pid_t pid = fork();
 	DT_CHECK(pid >= 0);
 	if (pid == 0) {
 		int in = open("/dev/null", O_RDONLY);
-		int out = open(t->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		int err = open(t->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (in < 0 || out < 0 || err < 0)
+		if (in < 0)
 			_exit(126);
 		dup2(in, 0);
 		dup2(out, 1);
@@ -42,6 +48,8 @@ void task_start(struct task *t, const char *name, const char *const *argv, const
 		execv(prog, args);
 		_exit(127);
 	}
+	close(out);
+	close(err);
 	t->pid = pid;
 }
 

@@ -109,3 +109,23 @@ DT_TEST(progress, status_derives_done_eta_and_a_stale_rate)
 	dt_progress_fmt_duration(d, sizeof(d), -1);
 	DT_CHECK_STR_EQ(d, "-");
 }
+
+/* The ring line (an elastic ring's members, `dtrain status` shows it): kept
+ * across the step rewrites, one line, read back; absent, it reads as "". */
+DT_TEST(progress, ring_line_round_trips_and_survives_step_rewrites)
+{
+	char path[600];
+	dt_test_path(path, sizeof(path), "ring");
+	struct dt_progress_writer w;
+	dt_progress_writer_init(&w, path);
+	struct dt_progress p;
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_INT_EQ(dt_progress_writer_step(&w, 10, 100, 1000.0), 1);
+	DT_CHECK_INT_EQ(dt_progress_read(path, &p, &err), DT_OK);
+	DT_CHECK_STR_EQ(p.ring, "");
+	DT_CHECK_INT_EQ(dt_progress_writer_ring(&w, "workers 0,2 (2 of 3); re-formed 1 time(s)\nsecond line", 1000.2), 1);
+	DT_CHECK_INT_EQ(dt_progress_writer_step(&w, 20, 100, 1001.5), 1);
+	DT_CHECK_INT_EQ(dt_progress_read(path, &p, &err), DT_OK);
+	DT_CHECK_INT_EQ(p.step, 20);
+	DT_CHECK_STR_EQ(p.ring, "workers 0,2 (2 of 3); re-formed 1 time(s)");
+}

@@ -1,0 +1,372 @@
+#include "train/allreduce_elastic.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/progress.h"
+#include "net/socket.h"
+#include "nn/model.h"
+#include "nn/optimizer.h"
+#include "train/session.h"
+#include "train/strategy.h"
+#include "train/summary.h"
+
+/* Attempts at agreeing and re-forming before the job gives up. */
+#define REFORM_ATTEMPTS 3
+
+void dt_elastic_init(struct dt_elastic *e, int min_workers, int table_n, int self, const struct dt_comm_peer *peers,
+		     const char (*names)[48], uint64_t fingerprint, double step_s)
+{
+	memset(e, 0, sizeof(*e));
+	e->min_workers = min_workers;
+	e->table_n = table_n;
+	e->self = self;
+	e->peers = peers;
+	e->names = names;
+	e->fingerprint = fingerprint;
+	e->step_s = step_s;
+	e->n = table_n < DT_MEMBER_MAX ? table_n : DT_MEMBER_MAX;
+	for (int i = 0; i < e->n; i++)
+		e->members[i] = (uint32_t)i;
+	e->skip_reduce_step = -1;
+	e->lfd = -1;
+}
+
+void dt_elastic_release(struct dt_elastic *e)
+{
+	free(e->snap);
+	e->snap = NULL;
+	dt_sock_close(e->lfd);
+	e->lfd = -1;
+}
+
+void dt_elastic_listen(struct dt_elastic *e)
+{
+	if (!e->min_workers || e->self != 0 || e->lfd >= 0)
+		return;
+	char host[DT_HOST_MAX];
+	int port;
+	struct dt_err err = DT_ERR_INIT;
+	if (dt_sock_split_hostport(e->peers[0].addr, host, sizeof(host), &port, &err) ||
+	    dt_sock_listen(host, port, 64, &e->lfd, NULL, &err)) {
+		e->lfd = -1;
+		dt_warn("%s: a restarted worker cannot rejoin until the ring is re-formed", err.msg);
+	}
+}
+
+int dt_elastic_join_waiting(const struct dt_elastic *e)
+{
+	if (e->lfd < 0)
+		return 0;
+	struct pollfd pf = { e->lfd, POLLIN, 0 };
+	return poll(&pf, 1, 0) > 0 && (pf.revents & POLLIN);
+}
+
+void dt_elastic_snapshot(struct dt_elastic *e, struct dt_session *s)
+{
+	const struct dt_model *m = dt__session_model(s);
+	const struct dt_optimizer *opt = dt__session_optimizer(s);
+	const size_t np = dt_model_num_params(m), total = np * (size_t)(1 + opt->num_slots);
+	if (!e->snap) {
+		e->snap = dt_xmallocarray(total, sizeof(float));
+		e->snap_floats = total;
+	}
+	memcpy(e->snap, dt_model_params(dt__session_model(s)), np * sizeof(float));
+	if (opt->num_slots)
+		memcpy(e->snap + np, opt->slots, (size_t)opt->num_slots * np * sizeof(float));
+	e->in_apply = 1;
+}
+
+static void rollback(struct dt_elastic *e, struct dt_session *s)
+{
+	if (!e->in_apply)
+		return;
+	struct dt_optimizer *opt = dt__session_optimizer(s);
+	const size_t np = dt_model_num_params(dt__session_model(s));
+	memcpy(dt_model_params(dt__session_model(s)), e->snap, np * sizeof(float));
+	if (opt->num_slots)
+		memcpy(opt->slots, e->snap + np, (size_t)opt->num_slots * np * sizeof(float));
+	e->in_apply = 0;
+}
+
+void dt_elastic_done(struct dt_elastic *e, struct dt_session *s, int64_t step)
+{
+	if (e->reformed_ns) {
+		int64_t now = dt_now_ns();
+		dt_info("first step on the re-formed ring (step %lld) done %.3f s after the failure was seen (%.3f s after "
+			"the re-formation)", (long long)step, (double)(now - e->failed_ns) / 1e9,
+			(double)(now - e->reformed_ns) / 1e9);
+		e->reformed_ns = e->failed_ns = 0;
+	}
+	e->in_apply = 0;
+	e->done_step = step;
+	dt__session_input_position(s, &e->done_epoch, &e->done_offset);
+}
+
+int dt_elastic_survivable(const struct dt_elastic *e, enum dt_status st)
+{
+	return e->min_workers > 0 && (st == DT_PEER || st == DT_TIMEOUT);
+}
+
+/* "workers 0,2" when every member has one role, else "chief 0, worker 2". */
+static void describe(const struct dt_elastic *e, const uint32_t *ranks, int n, char *buf, size_t cap)
+{
+	int same = 1;
+	for (int i = 1; i < n; i++)
+		same &= strcmp(e->peers[ranks[i]].role, e->peers[ranks[0]].role) == 0;
+	size_t len = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < n && len + 48 < cap; i++) {
+		const struct dt_comm_peer *p = &e->peers[ranks[i]];
+		if (i == 0)
+			len += (size_t)snprintf(buf, cap, "%s%s %u", p->role, same && n > 1 ? "s" : "", p->index);
+		else if (same)
+			len += (size_t)snprintf(buf + len, cap - len, ",%u", p->index);
+		else
+			len += (size_t)snprintf(buf + len, cap - len, ", %s %u", p->role, p->index);
+	}
+}
+
+void dt_elastic_describe(const struct dt_elastic *e, char *buf, size_t cap)
+{
+	describe(e, e->members, e->n, buf, cap);
+}
+
+/* "worker 1 at 127.0.0.1:2223 lost: connection reset; ..." */
+static void describe_lost(const struct dt_elastic *e, const struct dt_member_view *v, char *buf, size_t cap)
+{
+	size_t len = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < v->nlost && len + 64 < cap; i++) {
+		const struct dt_comm_peer *p = &e->peers[v->lost[i] < (uint32_t)e->table_n ? v->lost[i] : 0];
+		len += (size_t)snprintf(buf + len, cap - len, "%s%s %u at %s lost: %s", i ? "; " : "", p->role, p->index,
+					p->addr, v->why[i]);
+	}
+}
+
+/* "worker 1 at 127.0.0.1:2223 rejoined" for the members of v not in the
+ * current ring, appended to buf after "; " when buf holds something. */
+static void describe_joined(const struct dt_elastic *e, const struct dt_member_view *v, char *buf, size_t cap)
+{
+	size_t len = strlen(buf);
+	for (int i = 0; i < v->n && len + 64 < cap; i++) {
+		int was = 0;
+		for (int k = 0; k < e->n; k++)
+			was |= e->members[k] == v->ranks[i];
+		if (was)
+			continue;
+		const struct dt_comm_peer *p = &e->peers[v->ranks[i]];
+		len += (size_t)snprintf(buf + len, cap - len, "%s%s %u at %s rejoined", len ? "; " : "", p->role, p->index,
+					p->addr);
+	}
+}
+
+/* Every change of membership: the chief's summaries get ring/members and
+ * ring/reformations at the step, and each task's progress file (`dtrain
+ * status`) the members and the change. */
+static void record(struct dt_elastic *e, struct dt_session *s, const char *members, const char *change)
+{
+	if (e->self == 0) {
+		const char *const tags[] = { "ring/members", "ring/reformations" };
+		const float values[] = { (float)e->n, (float)e->reforms };
+		dt_summary_scalars(dt__session_summary(s), e->done_step, tags, values, 2);
+	}
+	char line[208];
+	snprintf(line, sizeof(line), "%s (%d of %d); re-formed %d time(s), last at step %lld: %s", members, e->n,
+		 e->table_n, e->reforms, (long long)e->done_step, change);
+	dt_progress_ring(e->done_step, dt__session_config(s)->train_steps, line);
+}
+
+/* One agreement: the view, from the chief or as the chief. */
+static enum dt_status agree(struct dt_elastic *e, int *lfd, int lost, const char *why, struct dt_member_view *v,
+			    struct dt_err *err)
+{
+	struct dt_member_report me = { .fingerprint = e->fingerprint, .rank = (uint32_t)e->self, .epoch = e->epoch,
+				       .done_step = e->done_step, .lost = lost };
+	snprintf(me.why, sizeof(me.why), "%s", why ? why : "");
+	if (e->self == 0)
+		return dt_member_coordinate(lfd, e->peers[0].addr, e->members, e->n, e->table_n, &me,
+					    dt_deadline_in(e->step_s), v, err);
+	/* The chief may still be waiting out its own collective's deadline. */
+	enum dt_status st = dt_member_report(e->peers[0].addr, e->names[0], &me, dt_deadline_in(2 * e->step_s + 5), v, err);
+	if (st == DT_PEER || st == DT_TIMEOUT)
+		dt_err_prefix(err, "the chief (%s at %s) decides who stays in the ring, and it did not answer",
+			      e->names[0], e->peers[0].addr);
+	return st;
+}
+
+/* The ring of view v: rendezvous under its epoch, then everyone takes the
+ * root's variables, slots, step and position. */
+static enum dt_status rejoin(struct dt_elastic *e, struct dt_session *s, struct dt_hello *hello, int *lfd,
+			     const struct dt_member_view *v, int rank, struct dt_comm **comm, struct dt_err *err)
+{
+	struct dt_comm_peer *peers = dt_xcalloc((size_t)v->n, sizeof(*peers));
+	for (int i = 0; i < v->n; i++)
+		peers[i] = e->peers[v->ranks[i]];
+	/* A task still in an older ring carries another fingerprint: refused. */
+	hello->cluster_fingerprint = e->fingerprint ^ ((uint64_t)v->epoch * 0x9E3779B97F4A7C15ULL);
+	struct dt_comm_config cc = { .nranks = v->n, .rank = rank, .peers = peers, .hello = hello };
+	if (*lfd >= 0) {
+		cc.listen_fd = *lfd;
+		cc.listen_fd_set = 1;
+		*lfd = -1; /* dt_comm_new closes it */
+	}
+	enum dt_status st = dt_comm_new(&cc, dt_deadline_in(e->step_s), comm, err);
+	free(peers);
+	if (st)
+		return dt_err_prefix(err, "cannot re-form the ring of %d workers", v->n);
+	struct dt_model *m = dt__session_model(s);
+	struct dt_optimizer *opt = dt__session_optimizer(s);
+	const size_t np = dt_model_num_params(m);
+	int64_t pos[3] = { e->done_step, e->done_epoch, e->done_offset };
+	const int root = (int)v->root;
+	/* A failure halfway through leaves this task's variables torn: it must
+	 * not offer them in the next agreement. */
+	if (rank != root)
+		e->done_step = -1;
+	if ((st = dt_broadcast(*comm, pos, sizeof(pos), root, "elastic/position", dt_deadline_in(e->step_s), err)) ||
+	    (st = dt_broadcast(*comm, dt_model_params(m), np * sizeof(float), root, "elastic/variables",
+			       dt_deadline_in(e->step_s), err)) ||
+	    (opt->num_slots > 0 &&
+	     (st = dt_broadcast(*comm, opt->slots, (size_t)opt->num_slots * np * sizeof(float), root, "elastic/slots",
+				dt_deadline_in(e->step_s), err)))) {
+		dt_comm_free(*comm);
+		*comm = NULL;
+		return dt_err_prefix(err, "cannot take the variables of the re-formed ring's root");
+	}
+	e->done_step = pos[0];
+	e->done_epoch = pos[1];
+	e->done_offset = pos[2];
+	return DT_OK;
+}
+
+enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, struct dt_strategy_info *info,
+				 struct dt_hello *hello, struct dt_comm **comm, int *rank, struct dt_err *err)
+{
+	const char *why = "";
+	int lost_rank = *comm ? dt_comm_lost_rank(*comm, &why) : -1;
+	char why_copy[DT_MEMBER_WHY_MAX];
+	snprintf(why_copy, sizeof(why_copy), "%s", why);
+	int lost = lost_rank >= 0 && lost_rank < e->n ? (int)e->members[lost_rank] : -1;
+	if (!e->failed_ns)
+		e->failed_ns = dt_now_ns();
+	dt_comm_free(*comm);
+	*comm = NULL;
+	rollback(e, s);
+	if (lost == 0)
+		return dt_err_set(err, DT_PEER, "the chief (%s at %s) was lost (%s): the chief is not elastic, its loss "
+						"ends the job (restart it all from the chief's checkpoint)",
+				  e->names[0], e->peers[0].addr, why_copy);
+	enum dt_status st = DT_OK;
+	struct dt_member_view *v = dt_xcalloc(1, sizeof(*v));
+	for (int attempt = 0; attempt < REFORM_ATTEMPTS; attempt++) {
+		if ((st = agree(e, &e->lfd, lost, why_copy, v, err)))
+			break;
+		int me = -1;
+		for (int i = 0; i < v->n; i++)
+			if ((int)v->ranks[i] == e->self)
+				me = i;
+		char members[256], gone[1024];
+		describe(e, v->ranks, v->n, members, sizeof(members));
+		describe_lost(e, v, gone, sizeof(gone));
+		describe_joined(e, v, gone, sizeof(gone));
+		if (me < 0) {
+			st = dt_err_set(err, DT_PEER, "the chief re-formed the ring without this task (%s): it was too late "
+						      "to report", members);
+			break;
+		}
+		if (v->n < e->min_workers) {
+			st = dt_err_set(err, DT_PEER, "below --min_workers=%d: %d of %d workers left (%s)", e->min_workers,
+					v->n, e->table_n, gone[0] ? gone : "none reported lost");
+			break;
+		}
+		if (v->step < 0) {
+			st = dt_err_set(err, DT_PEER, "no surviving worker holds whole variables (%s): cannot go on", gone);
+			break;
+		}
+		e->epoch = v->epoch;
+		e->n = v->n;
+		memcpy(e->members, v->ranks, sizeof(uint32_t) * (size_t)v->n);
+		struct dt_err e2 = DT_ERR_INIT;
+		if ((st = rejoin(e, s, hello, &e->lfd, v, me, comm, &e2))) {
+			dt_warn("%s; agreeing again (attempt %d of %d)", e2.msg, attempt + 2, REFORM_ATTEMPTS);
+			*err = e2;
+			lost = -1;
+			why_copy[0] = '\0';
+			continue;
+		}
+		*rank = me;
+		info->shard_index = me;
+		info->shard_count = v->n;
+		info->global_batch = dt__session_config(s)->hp.batch_size * v->n;
+		struct dt_strategy_start at = { .step = e->done_step, .epoch = e->done_epoch, .offset = e->done_offset,
+						.global = 1 };
+		if ((st = dt__session_seek(s, &at, err)))
+			break;
+		e->reforms++;
+		e->skip_reduce_step = e->done_step;
+		dt_info("ring re-formed at step %lld: %s (%s)", (long long)e->done_step, members,
+			gone[0] ? gone : "no worker lost or joined");
+		record(e, s, members, gone[0] ? gone : "no worker lost or joined");
+		dt_info("ring re-formed %.3f s after the failure was seen; epoch %u, %d workers, global batch %d",
+			(double)(dt_now_ns() - e->failed_ns) / 1e9, e->epoch, e->n, info->global_batch);
+		e->reformed_ns = dt_now_ns();
+		dt_elastic_listen(e);
+		break;
+	}
+	if (st) {
+		dt_sock_close(e->lfd);
+		e->lfd = -1;
+	}
+	free(v);
+	return st;
+}
+
+enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struct dt_strategy_info *info,
+			       struct dt_hello *hello, int *lfd, int64_t deadline, struct dt_comm **comm, int *rank,
+			       int *joined, struct dt_err *err)
+{
+	*joined = 0;
+	struct dt_member_report me = { .fingerprint = e->fingerprint, .rank = (uint32_t)e->self, .epoch = 0,
+				       .done_step = -1, .lost = -1 };
+	snprintf(me.why, sizeof(me.why), "restarted");
+	struct dt_member_view *v = dt_xcalloc(1, sizeof(*v));
+	enum dt_status st = dt_member_report(e->peers[0].addr, e->names[0], &me, deadline, v, err);
+	if (st) {
+		free(v);
+		return DT_OK; /* not a running ring: the first rendezvous */
+	}
+	int me_at = -1;
+	for (int i = 0; i < v->n; i++)
+		if ((int)v->ranks[i] == e->self)
+			me_at = i;
+	if (me_at < 0 || v->n < e->min_workers || v->step < 0) {
+		free(v);
+		return dt_err_set(err, DT_PEER, "the chief (%s at %s) re-formed the ring without this restarted worker",
+				  e->names[0], e->peers[0].addr);
+	}
+	char members[256];
+	describe(e, v->ranks, v->n, members, sizeof(members));
+	e->epoch = v->epoch;
+	e->n = v->n;
+	memcpy(e->members, v->ranks, sizeof(uint32_t) * (size_t)v->n);
+	st = rejoin(e, s, hello, lfd, v, me_at, comm, err);
+	free(v);
+	if (st)
+		return dt_err_prefix(err, "this restarted worker cannot rejoin the ring");
+	*joined = 1;
+	*rank = me_at;
+	info->shard_index = me_at;
+	info->shard_count = e->n;
+	info->global_batch = dt__session_config(s)->hp.batch_size * e->n;
+	e->reforms++;
+	dt_info("ring re-formed at step %lld: %s (this worker, %s %u, rejoined)", (long long)e->done_step, members,
+		e->peers[e->self].role, e->peers[e->self].index);
+	record(e, s, members, "this worker rejoined");
+	return DT_OK;
+}

@@ -1,0 +1,125 @@
+/*
+ * allreduce_elastic.h — the elastic part of the multi-worker mirrored
+ * strategy (--min_workers, docs/DISTRIBUTED.md "Elastic all-reduce"): the
+ * members of the ring, the rollback point of the step in flight, and the
+ * re-formation of the ring after a failure (train/allreduce_role.c calls
+ * it; the session's loop does not change).
+ *
+ * Invariants: `members` are the table ranks of the current ring in rank
+ * order, members[0] the chief (table rank 0, which is not elastic: its loss
+ * ends the job with exit 3); `done_step` is the last step whose update this
+ * task's variables hold and (done_epoch, done_offset) the global input
+ * position after it; while `in_apply`, `snap` holds the variables and
+ * optimizer slots as they were at done_step, so a step that failed halfway
+ * through its update is undone before the agreement.
+ *
+ * Re-forming (dt_elastic_reform): the failed comm is freed; the task
+ * reports to the chief, which decides the members (distribute/membership.h);
+ * below min_workers it fails (DT_PEER, naming the lost workers: exit 3);
+ * otherwise the members rendezvous again as a new comm whose handshakes
+ * carry the new epoch (a task of an older ring is refused), every member
+ * takes the variables, optimizer slots, step and input position of the
+ * view's root by broadcast, and the step is done_step. A failure during all
+ * this starts another agreement, at most three in all.
+ *
+ * Growing back (a restarted worker): the chief keeps listening on its ring
+ * address while it trains (dt_elastic_listen); a worker started again with
+ * the same flags first reports there (dt_elastic_join, done_step -1). At
+ * each step boundary the chief looks whether a connection waits
+ * (dt_elastic_join_waiting) and every member learns it from one all-reduced
+ * flag, so all of them decide alike to re-form; the agreement then takes the
+ * newcomer's report as a member's, and the newcomer takes the variables,
+ * slots, step and position by the same broadcast. A chief still in its
+ * first rendezvous closes such a report (not a HELLO): the worker then
+ * joins that rendezvous as usual. A stranger's connection costs one
+ * re-formation with the same members.
+ *
+ * Ownership: the peers and names are borrowed from the strategy's rank
+ * table; snap is owned (dt_elastic_release).
+ */
+#ifndef DT_TRAIN_ALLREDUCE_ELASTIC_H
+#define DT_TRAIN_ALLREDUCE_ELASTIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "distribute/collective.h"
+#include "distribute/membership.h"
+#include "net/handshake.h"
+
+struct dt_session;
+struct dt_strategy_info;
+
+struct dt_elastic {
+	int min_workers;           /* 0: not elastic (a lost worker ends the job) */
+	int table_n;               /* workers in the cluster spec */
+	int self;                  /* this task's table rank */
+	const struct dt_comm_peer *peers; /* (table_n) borrowed */
+	const char (*names)[48];   /* (table_n) "worker:1", borrowed */
+	uint64_t fingerprint;      /* the cluster's, before the epoch is mixed in */
+	double step_s;             /* --step_timeout: the deadlines of the agreement */
+	uint32_t members[DT_MEMBER_MAX];
+	int n;
+	uint32_t epoch;
+	int64_t done_step, done_epoch, done_offset;
+	int in_apply;              /* snap holds done_step's variables and slots */
+	float *snap;
+	size_t snap_floats;
+	int64_t skip_reduce_step;  /* figures reduced at this step are this task's alone (-1: none) */
+	int reforms;               /* membership changes so far */
+	int64_t failed_ns;         /* when the last failure was seen (the figures bench/elastic reads) */
+	int64_t reformed_ns;       /* when the ring was re-formed; 0 once its first step is done */
+	int lfd;                   /* the chief's: its ring address, listening for restarted workers
+				      between re-formations (-1: none) */
+};
+
+/* Sets up the state of a ring of table_n workers (all members, epoch 0). */
+void dt_elastic_init(struct dt_elastic *e, int min_workers, int table_n, int self, const struct dt_comm_peer *peers,
+		     const char (*names)[48], uint64_t fingerprint, double step_s);
+void dt_elastic_release(struct dt_elastic *e);
+
+/* Before a step's update: the variables and slots are copied (the rollback point). */
+void dt_elastic_snapshot(struct dt_elastic *e, struct dt_session *s);
+/* After it: step `step` is done, the input is at the position after it. */
+void dt_elastic_done(struct dt_elastic *e, struct dt_session *s, int64_t step);
+
+/* 1 if a collective that failed with `st` is survivable here. */
+int dt_elastic_survivable(const struct dt_elastic *e, enum dt_status st);
+
+/* Re-forms the ring after *comm failed (see above): on success *comm is the
+ * new comm, *rank this task's rank in it, and the session's variables,
+ * slots and input (resharded: info's shard *rank of e->n, its global
+ * batch too) are at e->done_step.
+ * `hello` is the ring's, its fingerprint changed to the new epoch's. */
+enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, struct dt_strategy_info *info,
+				 struct dt_hello *hello, struct dt_comm **comm, int *rank, struct dt_err *err) DT_MUST_CHECK;
+
+/* The chief (a no-op elsewhere, or when not elastic): listens on its ring
+ * address for restarted workers, if it does not already. A failure to bind
+ * is only logged: the ring then cannot grow back until the next
+ * re-formation. */
+void dt_elastic_listen(struct dt_elastic *e);
+/* The chief: 1 if a connection waits on its listener (a worker asking to
+ * join, or a stranger); never blocks. */
+int dt_elastic_join_waiting(const struct dt_elastic *e);
+
+/* A non-chief task at its start: reports to the chief as a restarted
+ * worker (within `deadline`). *lfd: this task's listening ring socket,
+ * bound before (a chief in its first rendezvous connects to it before it
+ * accepts the report, so it must find it listening); the new ring's
+ * rendezvous takes it over when this task joins (then -1), else it stays for
+ * the caller's. *joined 0: no running ring took it (the chief
+ * closed the report: it is still in the first rendezvous, or unreachable;
+ * err says why) and the caller joins the rendezvous as usual. *joined 1: it
+ * is a member of the re-formed ring *comm as *rank, the session's variables
+ * and slots hold the root's and (done_step, done_epoch, done_offset) the
+ * position to start at; info's shard and global batch are set. */
+enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struct dt_strategy_info *info,
+			       struct dt_hello *hello, int *lfd, int64_t deadline, struct dt_comm **comm, int *rank,
+			       int *joined, struct dt_err *err) DT_MUST_CHECK;
+
+/* "workers 0,2" for the current members. */
+void dt_elastic_describe(const struct dt_elastic *e, char *buf, size_t cap);
+
+#endif

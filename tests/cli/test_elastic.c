@@ -1,0 +1,288 @@
+/* Elastic multi-worker mirrored training (--min_workers, train/allreduce_elastic.h),
+ * the issue's failure matrix on 3 workers as processes on loopback: a
+ * worker SIGKILLed at a random step (the others finish with exit 0, having
+ * lost at most the step in flight, within 1% of an undisturbed run's
+ * accuracy), a worker SIGSTOPped (dropped after --step_timeout, the others
+ * finish), and two lost of three with --min_workers=2 (exit 3 naming both).
+ * Plus the membership frames' wire forms. */
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/atomic_file.h"
+#include "base/progress.h"
+#include "cluster_procs.h"
+#include "distribute/membership.h"
+#include "dt_test.h"
+
+#define TASK_WAIT_S 240.0
+#define STEPS "--train_steps=2000"
+
+static const char *const elastic_args[] = { "--model=mlp", "--problem=fashion_mnist", STEPS, "--log_every=50",
+					    "--hparams=batch_size=32", "--min_workers=2", "--step_timeout=4",
+					    "--connect_timeout=60", NULL };
+
+/* Starts 3 workers with `args`; returns when all three are training (their
+ * first progress line). */
+static void start_three(struct cluster *c, const char *const *args)
+{
+	cluster_init(c, NULL, 3, 0);
+	for (int i = 0; i < 3; i++)
+		cluster_start_train(c, "worker", i, args);
+	for (int i = 0; i < 3; i++)
+		EXPECT_LOG(c, &c->tasks[i], "step 50/", TASK_WAIT_S);
+}
+
+/* The step of the chief's "ring re-formed at step N" line, or -1. */
+static long reformed_at(const char *err)
+{
+	const char *p = strstr(err, "ring re-formed at step ");
+	return p ? atol(p + strlen("ring re-formed at step ")) : -1;
+}
+
+/* The path of the first TensorBoard events file in dir; 0 if none. */
+static int find_events(const char *dir, char *buf, size_t cap)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int found = 0;
+	for (struct dirent *e; !found && (e = readdir(d));)
+		if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0) {
+			snprintf(buf, cap, "%s/%s", dir, e->d_name);
+			found = 1;
+		}
+	closedir(d);
+	return found;
+}
+
+/* A random progress line to wait for before the fault: step 100..1000. */
+static void random_step_line(char *buf, size_t cap)
+{
+	srand((unsigned)time(NULL) ^ (unsigned)getpid());
+	snprintf(buf, cap, "step %d/", 50 * (2 + rand() % 19));
+}
+
+DT_TEST_TIMEOUT(elastic, killed_worker_dropped_others_finish_within_1pct, 600)
+{
+	/* The undisturbed run first: the same 3 workers, nobody lost. */
+	struct cluster c;
+	start_three(&c, elastic_args);
+	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[1], 0, 60);
+	EXPECT_EXIT(&c, &c.tasks[2], 0, 60);
+	char *out = task_read(&c.tasks[0], 0);
+	double undisturbed = cli_accuracy_of(out);
+	free(out);
+	DT_CHECK(undisturbed > 0.8);
+
+	char line[32];
+	random_step_line(line, sizeof(line));
+	start_three(&c, elastic_args);
+	EXPECT_LOG(&c, &c.tasks[2], line, TASK_WAIT_S);
+	long killed_after = atol(line + 5);
+	kill(c.tasks[2].pid, SIGKILL);
+	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[1], 0, 60);
+	char *err0 = task_read(&c.tasks[0], 1), *err1 = task_read(&c.tasks[1], 1);
+	out = task_read(&c.tasks[0], 0);
+	long at = reformed_at(err0);
+	fprintf(stderr, "killed worker 2 after %s: re-formed at step %ld\n", line, at);
+	/* At most the step in flight is lost: the ring goes on from a step the
+	 * workers had done when worker 2 died (no checkpoint interval). */
+	DT_CHECK(at >= killed_after);
+	DT_CHECK_INT_EQ(reformed_at(err1), at);
+	DT_CHECK_CONTAINS(err0, "workers 0,1 (worker 2 at 127.0.0.1:");
+	DT_CHECK_CONTAINS(err0, "lost: connection");
+	DT_CHECK_CONTAINS(err0, "the ring was re-formed 1 time(s); it ended with 2 of 3 workers");
+	DT_CHECK_CONTAINS(err0, "global batch 64");
+	DT_CHECK_CONTAINS(out, "at global step 2000: accuracy = ");
+	double acc = cli_accuracy_of(out);
+	fprintf(stderr, "mlp, 3 workers: undisturbed %.4f, one killed %.4f\n", undisturbed, acc);
+	DT_CHECK_NEAR(acc, undisturbed, 0.01);
+	free(err0), free(err1), free(out);
+	cluster_kill_all(&c);
+}
+
+/* The killed worker started again (same index, same flags) joins at a step
+ * boundary through the chief, takes the variables by broadcast, and the
+ * ring is 3 again; the job completes as an undisturbed one would. */
+DT_TEST_TIMEOUT(elastic, killed_worker_restarted_rejoins_ring_of_3, 600)
+{
+	/* Longer than the others: the restarted process loads its data (about
+	 * 2 s) while the ring trains on. */
+	static const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=8000",
+					    "--log_every=50", "--hparams=batch_size=32", "--min_workers=2",
+					    "--step_timeout=4", "--connect_timeout=60", NULL };
+	struct cluster c;
+	start_three(&c, args);
+	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[1], 0, 60);
+	EXPECT_EXIT(&c, &c.tasks[2], 0, 60);
+	char *out = task_read(&c.tasks[0], 0);
+	double undisturbed = cli_accuracy_of(out);
+	free(out);
+
+	char line[32];
+	srand((unsigned)time(NULL) ^ (unsigned)getpid());
+	snprintf(line, sizeof(line), "step %d/", 50 * (2 + rand() % 9)); /* 100..500 of 8000: time to come back */
+	/* The chief writes summaries and a progress file (what `dtrain status` reads). */
+	cluster_init(&c, NULL, 3, 0);
+	cluster_output_dir(&c, "chief");
+	char progress[700], env[760];
+	dt_test_path(progress, sizeof(progress), "progress0");
+	snprintf(env, sizeof(env), "DTRAIN_PROGRESS_FILE=%s", progress);
+	const char *const argv[] = { "dtrain", "train", args[0], args[1], args[2], args[3], args[4], args[5],
+				     args[6], args[7], NULL };
+	const char *const argv0[] = { "dtrain", "train", args[0], args[1], args[2], args[3], args[4], args[5],
+				      args[6], args[7], c.out_flag, NULL };
+	cluster_start(&c, "worker", 0, NULL, argv0, (const char *const[]){ env, NULL });
+	for (int i = 1; i < 3; i++)
+		cluster_start_train(&c, "worker", i, args);
+	EXPECT_LOG(&c, &c.tasks[1], line, TASK_WAIT_S);
+	kill(c.tasks[1].pid, SIGKILL);
+	EXPECT_LOG(&c, &c.tasks[0], "workers 0,2 (worker 1 at 127.0.0.1:", 60);
+	struct task *again = cluster_start(&c, "worker", 1, "worker1again", argv, NULL);
+	EXPECT_LOG(&c, &c.tasks[0], "rejoined)", 120);
+	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[2], 0, 60);
+	EXPECT_EXIT(&c, again, 0, 60);
+	char *err0 = task_read(&c.tasks[0], 1), *errn = task_read(again, 1);
+	out = task_read(&c.tasks[0], 0);
+	const char *grown = strstr(err0, "ring re-formed at step ");
+	grown = grown ? strstr(grown + 1, "ring re-formed at step ") : NULL; /* the second: the ring grown back */
+	DT_CHECK(grown != NULL);
+	if (grown) {
+		long at = atol(grown + strlen("ring re-formed at step "));
+		char want[128];
+		snprintf(want, sizeof(want), "ring re-formed at step %ld: workers 0,1,2 (worker 1 at 127.0.0.1:%d rejoined)",
+			 at, cluster_port(&c, "worker", 1));
+		DT_CHECK_CONTAINS(err0, want);
+		snprintf(want, sizeof(want), "ring re-formed at step %ld: workers 0,1,2 (this worker, worker 1, rejoined)",
+			 at);
+		DT_CHECK_CONTAINS(errn, want);
+		fprintf(stderr, "worker 1 killed after %s, rejoined at step %ld\n", line, at);
+	}
+	DT_CHECK_CONTAINS(err0, "the ring was re-formed 2 time(s); it ended with 3 of 3 workers");
+	/* Visible: the progress file's ring line, and ring/members and
+	 * ring/reformations in the chief's TensorBoard events. */
+	struct dt_progress pr;
+	struct dt_err e = DT_ERR_INIT;
+	DT_CHECK_INT_EQ(dt_progress_read(progress, &pr, &e), DT_OK);
+	DT_CHECK_CONTAINS(pr.ring, "workers 0,1,2 (3 of 3); re-formed 2 time(s), last at step ");
+	DT_CHECK_CONTAINS(pr.ring, "rejoined");
+	char events[1024];
+	DT_CHECK(find_events(c.out_dir, events, sizeof(events)));
+	char *ev = NULL;
+	size_t evlen = 0;
+	DT_CHECK_INT_EQ(dt_read_file(events, 64 << 20, &ev, &evlen, &e), DT_OK);
+	DT_CHECK(ev && memmem(ev, evlen, "ring/members", 12) != NULL);
+	DT_CHECK(ev && memmem(ev, evlen, "ring/reformations", 17) != NULL);
+	free(ev);
+	DT_CHECK_CONTAINS(out, "at global step 8000: accuracy = ");
+	double acc = cli_accuracy_of(out);
+	fprintf(stderr, "mlp, 3 workers: undisturbed %.4f, one killed and restarted %.4f\n", undisturbed, acc);
+	DT_CHECK_NEAR(acc, undisturbed, 0.01);
+	free(err0), free(errn), free(out);
+	cluster_kill_all(&c);
+}
+
+DT_TEST_TIMEOUT(elastic, stopped_worker_dropped_after_step_timeout, 400)
+{
+	struct cluster c;
+	char line[32];
+	random_step_line(line, sizeof(line));
+	start_three(&c, elastic_args);
+	EXPECT_LOG(&c, &c.tasks[1], line, TASK_WAIT_S);
+	kill(c.tasks[1].pid, SIGSTOP);
+	double t0 = cli_now_s();
+	EXPECT_LOG(&c, &c.tasks[0], "ring re-formed at step", 60);
+	double took = cli_now_s() - t0;
+	fprintf(stderr, "worker 1 stopped after %s: re-formed %.2f s later (--step_timeout=4)\n", line, took);
+	DT_CHECK(took < 2 * 4.0 + 2.0); /* the bound, 2 x --step_timeout, with slack for a loaded host */
+	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[2], 0, 60);
+	char *err0 = task_read(&c.tasks[0], 1), *out = task_read(&c.tasks[0], 0);
+	DT_CHECK_CONTAINS(err0, "workers 0,2 (worker 1 at 127.0.0.1:");
+	DT_CHECK_CONTAINS(err0, "lost: no answer for 4.0 s");
+	DT_CHECK_CONTAINS(out, "at global step 2000: accuracy = ");
+	free(err0), free(out);
+	cluster_kill_all(&c); /* SIGCONT, then SIGKILL: the stopped one */
+}
+
+DT_TEST_TIMEOUT(elastic, below_min_workers_exit_3_naming_the_lost, 300)
+{
+	struct cluster c;
+	start_three(&c, elastic_args);
+	kill(c.tasks[1].pid, SIGKILL);
+	kill(c.tasks[2].pid, SIGKILL);
+	EXPECT_EXIT(&c, &c.tasks[0], 3, 60);
+	char *err0 = task_read(&c.tasks[0], 1);
+	DT_CHECK_CONTAINS(err0, "below --min_workers=2: 1 of 3 workers left (");
+	DT_CHECK_CONTAINS(err0, "worker 1 at 127.0.0.1:");
+	DT_CHECK_CONTAINS(err0, "worker 2 at 127.0.0.1:");
+	free(err0);
+	cluster_kill_all(&c);
+}
+
+/* The chief is not elastic: its loss ends the job, the workers name it. */
+DT_TEST_TIMEOUT(elastic, lost_chief_ends_the_job_exit_3, 300)
+{
+	const char *args[] = { "--model=mlp", "--problem=fashion_mnist", STEPS, "--log_every=50",
+			       "--hparams=batch_size=32", "--min_workers=2", "--step_timeout=2", "--connect_timeout=60",
+			       NULL };
+	struct cluster c;
+	start_three(&c, args);
+	kill(c.tasks[0].pid, SIGKILL);
+	EXPECT_EXIT(&c, &c.tasks[1], 3, 60);
+	EXPECT_EXIT(&c, &c.tasks[2], 3, 60);
+	char *err1 = task_read(&c.tasks[1], 1);
+	DT_CHECK_CONTAINS(err1, "the chief (worker:0 at 127.0.0.1:");
+	DT_CHECK_CONTAINS(err1, "the chief is not elastic, its loss ends the job");
+	free(err1);
+	cluster_kill_all(&c);
+}
+
+DT_TEST_TIMEOUT(elastic, usage_errors, 60)
+{
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=mlp", "--problem=synthetic", "--train_steps=5",
+					 "--min_workers=-1", NULL }, NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "--min_workers must be between 1 and the worker count");
+	dt_run_release(&r);
+}
+
+/* ---- the frames (docs/PROTOCOL.md §3.7) ---- */
+
+DT_TEST(elastic, member_frames_round_trip_and_refuse_bad_sizes)
+{
+	struct dt_member_report a = { .fingerprint = 0x1122334455667788ULL, .rank = 2, .epoch = 7, .done_step = 812,
+				      .lost = 1 }, b;
+	snprintf(a.why, sizeof(a.why), "connection reset");
+	uint8_t buf[DT_MEMBER_REPORT_BYTES];
+	dt_member_report_encode(&a, buf);
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_INT_EQ(dt_member_report_decode(&b, buf, sizeof(buf), &err), DT_OK);
+	DT_CHECK(b.fingerprint == a.fingerprint && b.rank == 2 && b.epoch == 7 && b.done_step == 812 && b.lost == 1);
+	DT_CHECK_STR_EQ(b.why, "connection reset");
+	DT_CHECK_INT_EQ(dt_member_report_decode(&b, buf, sizeof(buf) - 1, &err), DT_PROTOCOL);
+
+	static struct dt_member_view v, w;
+	v.epoch = 3, v.step = 812, v.root = 1, v.n = 2, v.ranks[0] = 0, v.ranks[1] = 2, v.nlost = 1, v.lost[0] = 1;
+	snprintf(v.why[0], sizeof(v.why[0]), "no answer for 4.0 s");
+	uint8_t vb[512];
+	size_t len = dt_member_view_encode(&v, vb);
+	DT_CHECK_INT_EQ((long long)len, (long long)dt_member_view_bytes(&v));
+	DT_CHECK_INT_EQ(dt_member_view_decode(&w, vb, len, &err), DT_OK);
+	DT_CHECK(w.epoch == 3 && w.step == 812 && w.root == 1 && w.n == 2 && w.ranks[1] == 2 && w.nlost == 1 &&
+		 w.lost[0] == 1);
+	DT_CHECK_STR_EQ(w.why[0], "no answer for 4.0 s");
+	DT_CHECK_INT_EQ(dt_member_view_decode(&w, vb, len - 1, &err), DT_PROTOCOL);
+	vb[12] = 5; /* the root outside the members */
+	DT_CHECK_INT_EQ(dt_member_view_decode(&w, vb, len, &err), DT_PROTOCOL);
+}
