@@ -195,7 +195,11 @@ static enum dt_status agree(struct dt_elastic *e, int *lfd, int lost, const char
 	/* The chief may still be waiting out its own collective's deadline. */
 	enum dt_status st = dt_member_report(e->peers[0].addr, e->names[0], &me, dt_deadline_in(2 * e->step_s + 5), v, err);
 	if (st == DT_PEER || st == DT_TIMEOUT)
-		dt_err_prefix(err, "the chief (%s at %s) decides who stays in the ring, and it did not answer",
+		/* Seen from here, a chief that does not answer is a lost chief,
+		 * whichever failure this worker happened to notice first. */
+		dt_err_prefix(err, "the chief (%s at %s) decides who stays in the ring, and it did not answer: the "
+				   "chief is not elastic, its loss ends the job (restart it all from the chief's "
+				   "checkpoint)",
 			      e->names[0], e->peers[0].addr);
 	return st;
 }
