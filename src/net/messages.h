@@ -63,6 +63,7 @@ struct dt_auth;
 	X(PS_SYNC_PULL,   24, "ps_sync_pull",   DT_MSG_CAP_CONN)        \
 	X(PS_REPLICA_SETUP, 25, "ps_replica_setup", DT_MSG_CAP_SMALL)   \
 	X(PS_REPLICA_STEP,  26, "ps_replica_step",  DT_MSG_CAP_CONN)    \
+	X(PS_POSITIONS,   44, "ps_positions",   DT_MSG_CAP_CONN)        \
 	X(PS_SET_STEP,    45, "ps_set_step",    DT_MSG_CAP_SMALL)       \
 	X(PS_RESTORE,     46, "ps_restore",     DT_MSG_CAP_CONN)        \
 	X(PS_SNAPSHOT,    47, "ps_snapshot",    DT_MSG_CAP_CONN)        \
@@ -107,6 +108,7 @@ _Static_assert(DT_MSG_PS_SYNC_PULL == 24, "PS_SYNC_PULL is wire type 24");
 _Static_assert(DT_MSG_PS_REPLICA_SETUP == 25, "PS_REPLICA_SETUP is wire type 25");
 _Static_assert(DT_MSG_PS_REPLICA_STEP == 26, "PS_REPLICA_STEP is wire type 26");
 /* Checkpoints and recovery (src/distribute/ps_snapshot.h), numbered down from the top of the range. */
+_Static_assert(DT_MSG_PS_POSITIONS == 44, "PS_POSITIONS is wire type 44");
 _Static_assert(DT_MSG_PS_SET_STEP == 45, "PS_SET_STEP is wire type 45");
 _Static_assert(DT_MSG_PS_RESTORE == 46, "PS_RESTORE is wire type 46");
 _Static_assert(DT_MSG_PS_SNAPSHOT == 47, "PS_SNAPSHOT is wire type 47");

@@ -123,6 +123,11 @@ int dt__session_input_position(const struct dt_session *s, int64_t *epoch, int64
 }
 struct dt_rng *dt__session_rng(struct dt_session *s) { return &s->dropout_rng; }
 
+int64_t dt__session_units_per_epoch(const struct dt_session *s)
+{
+	return s->input && s->input->ops->start_units ? s->input->ops->units_per_epoch(s->input) : 0;
+}
+
 void dt_session_set_hook(struct dt_session *s, dt_session_hook_fn fn, void *arg)
 {
 	s->hook = fn;
@@ -296,6 +301,11 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 		return DT_OK;
 	if (tc->micro_batch > 0)
 		return start_fixed(s, at, err);
+	if (at->units) {
+		st = s->input->ops->start_units(s->input, at->units, s->info.shard_index, at->epoch, at->offset, err);
+		return st ? dt_err_prefix(err, "cannot start the input of trainer %d of %d", s->info.shard_index,
+					  at->units->trainers) : DT_OK;
+	}
 	if (s->info.slices && s->info.shard_count > 1 && s->input->ops->start_slice)
 		return start_slices(s, at, 1, err);
 	if (at->batches > 0)
