@@ -101,6 +101,9 @@ enum dt_status dt_ps_units_meta(struct dt_ps_units *u, struct dt_conn *c0, int64
 		pos[j] = t.trainers == m && t.at[j].epoch >= 0 ? (struct dt_units_pos){ t.at[j].epoch, t.at[j].taken }
 							       : u->from[j];
 	dt_ps_positions_release(&t);
+	/* The latest known, for the next checkpoint if ps:0 forgets (a ps:0
+	 * restarted and restored has an empty table until each trainer's next round). */
+	memcpy(u->from, pos, (size_t)m * sizeof(*pos));
 	for (int i = 0; i < 3; i++)
 		free(u->text[i]);
 	dt_units_format(&u->layout, pos, &u->text[0], &u->text[1], &u->text[2]);

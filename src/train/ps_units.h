@@ -30,7 +30,8 @@
 
 struct dt_ps_units {
 	struct dt_units_layout layout;
-	struct dt_units_pos *from;         /* (layout.trainers): where each started, for those that never report */
+	struct dt_units_pos *from;         /* (layout.trainers): each one's latest known position (where it
+					      started, until a checkpoint reads it from ps:0) */
 	int index;                         /* this trainer */
 	char *text[3];                     /* the metadata values of the last dt_ps_units_meta (owned) */
 	struct dt_ckpt_kv kv[3];
