@@ -106,7 +106,10 @@ typedef uint32_t v8u32 __attribute__((vector_size(32)));
 typedef double v8f64 __attribute__((vector_size(64)));
 typedef float v8f32 __attribute__((vector_size(32)));
 
-static inline v8i64 to_fixed8_bits(const float *x, int64_t sh0)
+/* Vectors go through pointers, not by value: a 64-byte vector argument or
+ * result changes the ABI where AVX-512 is not enabled (-Wpsabi), as in the
+ * sanitizer build, which has no -march=native. */
+static inline void to_fixed8_bits(v8i64 *out, const float *x, int64_t sh0)
 {
 	v8u32 u;
 	memcpy(&u, x, sizeof(u));
@@ -125,7 +128,7 @@ static inline v8i64 to_fixed8_bits(const float *x, int64_t sh0)
 	const v8i64 bias = ((one >> 1) - 1 + ((mant >> right) & 1)) & (one - 1);
 	const v8i64 q = ((mant + bias) >> right) << left;
 	const v8i64 neg = -(b >> 31);
-	return (q ^ neg) - neg;
+	*out = (q ^ neg) - neg;
 }
 
 /* With AVX-512DQ the hardware has llrint in vectors: vcvtpd2qq rounds as
@@ -134,34 +137,35 @@ static inline v8i64 to_fixed8_bits(const float *x, int64_t sh0)
  * instructions of the portable rounding above, which double-pumped 512-bit
  * units (AMD's Zen 4) ran no faster than the scalar llrint. `bits` picks
  * the portable one (for the unit test, on any machine). */
-static inline v8i64 to_fixed8(const float *x, int64_t sh0, double f, int bits)
+static inline void to_fixed8(v8i64 *out, const float *x, int64_t sh0, double f, int bits)
 {
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 	if (!bits) {
 		const __m512d d = _mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x)), _mm512_set1_pd(f));
 		const __m512i q = _mm512_cvtpd_epi64(d);
-		v8i64 r;
-		memcpy(&r, &q, sizeof(r));
-		return r;
+		memcpy(out, &q, sizeof(*out));
+		return;
 	}
 #else
 	(void)f;
 	(void)bits;
 #endif
-	return to_fixed8_bits(x, sh0);
+	to_fixed8_bits(out, x, sh0);
 }
 
-static inline v8i64 sum_k8(const float *const *x, int k, size_t i, int64_t sh0, double f, int bits)
+static inline void sum_k8(v8i64 *a, const float *const *x, int k, size_t i, int64_t sh0, double f, int bits)
 {
-	v8i64 a = to_fixed8(x[0] + i, sh0, f, bits);
-	for (int j = 1; j < k; j++)
-		a += to_fixed8(x[j] + i, sh0, f, bits);
-	return a;
+	to_fixed8(a, x[0] + i, sh0, f, bits);
+	for (int j = 1; j < k; j++) {
+		v8i64 t;
+		to_fixed8(&t, x[j] + i, sh0, f, bits);
+		*a += t;
+	}
 }
 
-static inline void mean8(float *out, v8i64 acc, double m)
+static inline void mean8(float *out, const v8i64 *acc, double m)
 {
-	v8f64 d = __builtin_convertvector(acc, v8f64);
+	v8f64 d = __builtin_convertvector(*acc, v8f64);
 	d *= m;
 	const v8f32 f = __builtin_convertvector(d, v8f32);
 	memcpy(out, &f, sizeof(f));
@@ -173,7 +177,8 @@ static inline void fixed_sum_k(int64_t *acc, const float *const *x, int k, size_
 	const int64_t sh0 = (int64_t)scale - 150;
 	size_t i = 0;
 	for (; k > 0 && i + 8 <= n; i += 8) {
-		const v8i64 a = sum_k8(x, k, i, sh0, f, bits);
+		v8i64 a;
+		sum_k8(&a, x, k, i, sh0, f, bits);
 		memcpy(acc + i, &a, sizeof(a));
 	}
 	for (; i < n; i++)
@@ -195,8 +200,11 @@ void dt_fixed_sum_mean_k(float *out, const float *const *x, int k, size_t n, int
 	const double f = ldexp(1.0, scale), m = ldexp(1.0, -scale) / (double)terms;
 	const int64_t sh0 = (int64_t)scale - 150;
 	size_t i = 0;
-	for (; k > 0 && i + 8 <= n; i += 8)
-		mean8(out + i, sum_k8(x, k, i, sh0, f, 0), m);
+	for (; k > 0 && i + 8 <= n; i += 8) {
+		v8i64 a;
+		sum_k8(&a, x, k, i, sh0, f, 0);
+		mean8(out + i, &a, m);
+	}
 	for (; i < n; i++)
 		out[i] = (float)((double)sum_k(x, k, i, f) * m);
 }
@@ -210,7 +218,7 @@ void dt_fixed_mean(float *out, const int64_t *acc, size_t n, int scale, int64_t 
 	for (; i + 8 <= n; i += 8) {
 		v8i64 a;
 		memcpy(&a, acc + i, sizeof(a));
-		mean8(out + i, a, f);
+		mean8(out + i, &a, f);
 	}
 	for (; i < n; i++)
 		out[i] = (float)((double)acc[i] * f);
