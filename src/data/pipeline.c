@@ -76,6 +76,10 @@ struct dt_pipeline {
 	const struct dt_dataset *data;
 	int batch_size;
 	int slice_index, slice_count; /* >= 1: a global batch is batch_size * slice_count */
+	int has_units, unit_index;    /* units (data/units.h): offset counts this trainer's units */
+	struct dt_units_layout units;
+	int64_t *unread;              /* (units.nu) the unread units of order_epoch; unread_has: a base there */
+	int unread_has;
 	uint64_t seed;
 	int single_pass;
 	int64_t shard_size;
@@ -118,6 +122,13 @@ struct dt_pipeline {
  * with less than a batch left moves to the start of the next epoch. */
 static void normalize_position(const struct dt_pipeline *p, int64_t *epoch, int64_t *offset)
 {
+	if (p->has_units) {
+		struct dt_units_pos q = { *epoch, *offset };
+		dt_units_normalize(&p->units, p->unit_index, &q);
+		*epoch = q.epoch;
+		*offset = q.taken;
+		return;
+	}
 	if (!p->single_pass && *offset + (int64_t)p->batch_size * p->slice_count > p->shard_size) {
 		*epoch += 1;
 		*offset = 0;
@@ -131,6 +142,8 @@ static void shuffle_for_epoch(struct dt_pipeline *p, int64_t epoch)
 	dt_rng_derive(&rng, p->seed, "shuffle", (uint64_t)epoch);
 	dt_rng_shuffle_u32(&rng, p->order, (uint64_t)p->shard_size);
 	p->order_epoch = epoch;
+	if (p->has_units)
+		p->unread_has = dt_units_unread_list(&p->units, epoch, p->unread);
 }
 
 /* The hot loop: one example's bytes to normalized floats. restrict tells
@@ -276,7 +289,9 @@ static int produce(struct dt_pipeline *p, struct slot *s)
 
 	const size_t elems = p->example_elems;
 	const uint8_t *images = p->data->images;
-	const uint32_t *idx = p->order + p->offset + (int64_t)p->slice_index * p->batch_size;
+	const uint32_t *idx = p->has_units ? p->order + dt_units_at(&p->units, p->unit_index, p->offset,
+								    p->unread_has ? p->unread : NULL) * p->batch_size
+					   : p->order + p->offset + (int64_t)p->slice_index * p->batch_size;
 	const float *lut = p->lut;
 	if (p->data->files) {
 		decode_batch(p, s, idx, size);
@@ -297,7 +312,7 @@ static int produce(struct dt_pipeline *p, struct slot *s)
 	s->batch.y = s->y;
 	s->batch.epoch = p->epoch;
 
-	p->offset += (int64_t)size * p->slice_count;
+	p->offset += p->has_units ? 1 : (int64_t)size * p->slice_count;
 	normalize_position(p, &p->epoch, &p->offset);
 	s->next_epoch = p->epoch;
 	s->next_offset = p->offset;
@@ -373,7 +388,18 @@ enum dt_status dt_pipeline_new(const struct dt_pipeline_config *cfg, struct dt_p
 				  "so training would never get a full batch",
 				  cfg->shard_index, cfg->shard_count, ds->source, n, cfg->batch_size * slices,
 				  slices > 1 ? " (the global batch of its slices)" : "");
-	if (cfg->start_epoch < 0 || cfg->start_offset < 0 || cfg->start_offset > n) {
+	if (cfg->units && (cfg->shard_count != 1 || slices > 1 || cfg->single_pass || cfg->unit_index < 0 ||
+			   cfg->unit_index >= cfg->units->trainers || cfg->units->nu != n / cfg->batch_size ||
+			   cfg->units->nu < cfg->units->trainers)) {
+		st = dt_err_set(err, DT_CONFIG,
+				"units of %lld batches for trainer %d of %d do not fit '%s' (%" PRId64 " examples, %" PRId64
+				" batches of %d)", (long long)cfg->units->nu, cfg->unit_index, cfg->units->trainers,
+				ds->source, n, n / cfg->batch_size, cfg->batch_size);
+		dt_err_hint(err, "was the checkpoint written with another dataset or batch size, or are there more "
+			    "trainers than batches in an epoch?");
+		return st;
+	}
+	if (cfg->start_epoch < 0 || cfg->start_offset < 0 || (!cfg->units && cfg->start_offset > n)) {
 		st = dt_err_set(err, DT_CONFIG,
 				"resume position (epoch %" PRId64 ", offset %" PRId64 ") is outside shard %d of %d, "
 				"which has %" PRId64 " examples",
@@ -390,6 +416,12 @@ enum dt_status dt_pipeline_new(const struct dt_pipeline_config *cfg, struct dt_p
 	p->seed = cfg->seed;
 	p->single_pass = cfg->single_pass ? 1 : 0;
 	p->shard_size = n;
+	if (cfg->units) {
+		p->has_units = 1;
+		p->unit_index = cfg->unit_index;
+		dt_units_copy(&p->units, cfg->units);
+		p->unread = dt_xmallocarray((size_t)p->units.nu, sizeof(int64_t));
+	}
 	p->example_elems = (size_t)ds->height * (size_t)ds->width * (size_t)ds->channels;
 	for (int v = 0; v < 256; v++)
 		p->lut[v] = ((float)v / 255.0f - ds->mean) / ds->std;
@@ -530,6 +562,9 @@ void dt_pipeline_free(struct dt_pipeline *p)
 		fclose(p->trace);
 	if (p->order != p->base)
 		free(p->order);
+	if (p->has_units)
+		dt_units_release(&p->units);
+	free(p->unread);
 	free(p->base);
 	free(p);
 }

@@ -18,6 +18,12 @@
  * of a step do not depend on how many workers share it). An epoch ends when
  * less than a global batch is left.
  *
+ * Units (training mode, `units` set: asynchronous ps trainers): the whole
+ * dataset's order (shard 0 of 1) cut into units of batch_size examples and
+ * dealt as data/units.h's layout says; this pipeline is trainer `unit_index`
+ * and its position is (epoch, units of its share taken), start_epoch and
+ * start_offset likewise.
+ *
  * Evaluation mode (single_pass = 1): the shard is read once, in order, no
  * shuffle, the last batch may be short, then dt_pipeline_next returns NULL.
  *
@@ -31,6 +37,7 @@
 #include <stdint.h>
 #include "base/err.h"
 #include "data/problem.h"
+#include "data/units.h"
 
 struct dt_pipeline_config {
 	const struct dt_dataset *data; /* borrowed; must outlive the pipeline */
@@ -38,6 +45,8 @@ struct dt_pipeline_config {
 	uint64_t seed;
 	int shard_index, shard_count;  /* 0, 1 for a single worker */
 	int slice_index, slice_count;  /* training: this slice of each global batch; 0, 0 (or 0, 1): none */
+	const struct dt_units_layout *units; /* training: units (copied); NULL: none */
+	int unit_index;                /* this trainer of units->trainers */
 	int single_pass;               /* evaluation mode */
 	int prefetch;                  /* use a background thread */
 	int64_t start_epoch;           /* resume position (0, 0 at the start) */

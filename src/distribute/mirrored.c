@@ -158,10 +158,9 @@ static void general_slice(struct replica *rep)
 }
 
 /* Micro-batches [first, first + count) of a micro step on `m`, each
- * gradient stored apart: no sum here (the caller sums in fixed point). */
+ * gradient handed to ms->keep: no sum here (the caller sums in fixed point). */
 static void micro_range(struct dt_model *m, const struct dt_micro_step *ms, int first, int count)
 {
-	const size_t np = dt_model_num_params(m);
 	for (int k = first; k < first + count; k++) {
 		struct dt_rng rng;
 		dt_rng_derive(&rng, ms->seed, "dropout/micro", ms->stream0 + (uint64_t)k);
@@ -170,7 +169,7 @@ static void micro_range(struct dt_model *m, const struct dt_micro_step *ms, int 
 		ms->losses[k] = dt_model_train_batch(m, ms->x + at * ms->example_floats, ms->y + at, ms->micro, &rng,
 						     &right);
 		ms->correct[k] = right;
-		memcpy(ms->grads + (size_t)k * np, dt_model_grads(m), np * sizeof(float));
+		ms->keep(ms->keep_arg, m, k, k == first + count - 1);
 	}
 }
 

@@ -105,12 +105,19 @@ float dt_mirrored_step(struct dt_mirrored *g, struct dt_model *model, const floa
  * batch / micro micro-batches of `micro` examples (micro divides batch, and
  * is at most the replicas' max batch, ceil(batch_size / N)); micro-batch k
  * runs forward/backward alone, with the dropout stream
- * dt_rng_derive(seed, "dropout/micro", stream0 + k), and its gradient goes
- * to grads + k * num_params, its loss and correct count to losses[k] and
- * correct[k]. Nothing is summed: the caller sums in fixed point. With g NULL
- * `model` computes them one after another; with a group the replicas take
- * contiguous runs of micro-batches. The results are the same bits either way
- * (each micro-batch is the same computation on the same parameters).
+ * dt_rng_derive(seed, "dropout/micro", stream0 + k), its loss and correct
+ * count go to losses[k] and correct[k], and `keep` is called on the thread
+ * that computed it, with the model whose gradient buffer holds it. `last`
+ * is 1 for the last micro-batch that model computes in this step: its
+ * gradient buffer is then left alone until the next step, so the caller may
+ * read it there instead of copying it (the copy of each micro-batch's
+ * gradient, and a pass over the copies for their scale, were a fifth of an
+ * mlp step; `keep` does both in one pass while the gradient is in cache).
+ * Calls for different k may run at once on different threads. Nothing is
+ * summed: the caller sums in fixed point. With g NULL `model` computes them
+ * one after another; with a group the replicas take contiguous runs of
+ * micro-batches. The results are the same bits either way (each
+ * micro-batch is the same computation on the same parameters).
  */
 struct dt_micro_step {
 	const float *x;            /* (batch, H, W, C) */
@@ -118,7 +125,8 @@ struct dt_micro_step {
 	int batch, micro;
 	size_t example_floats;     /* H * W * C */
 	uint64_t seed, stream0;
-	float *grads;              /* (batch / micro, num_params), written */
+	void (*keep)(void *arg, struct dt_model *m, int k, int last);
+	void *keep_arg;
 	float *losses;             /* (batch / micro), written */
 	int *correct;              /* (batch / micro), written */
 };

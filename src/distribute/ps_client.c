@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "distribute/ps_positions.h"
 #include "distribute/ps_wire.h"
 #include "net/bytes.h"
 #include "net/conn.h"
@@ -29,13 +30,14 @@ struct dt_ps_client {
 	uint8_t (*sync_push_reply)[DT_PS_SYNC_PUSH_REPLY_BYTES]; /* (num_shards) */
 	uint8_t (*sync_pull_req)[DT_PS_SYNC_PULL_BYTES];    /* (num_shards) */
 	uint8_t **sync_pull_reply;        /* (num_shards) staging: header + the shard's values */
-	uint8_t step_payload[16], step_reply[8], status_reply[DT_PS_STATUS_BYTES];
+	uint8_t step_payload[DT_PS_STEP_WITH_POSITION], step_reply[8], status_reply[DT_PS_STATUS_BYTES];
 	/* row-sparse variables: per shard */
 	unsigned char *sparse;            /* (num_shards) moved by rows */
 	uint32_t **rows;                  /* (num_shards) this step's shard-local rows; (shard rows) each */
 	size_t *nrows;                    /* (num_shards) */
 	uint8_t **rows_buf;               /* (num_shards) a row push, then a row pull's reply */
 	uint8_t (*rows_hdr)[DT_PS_ROWS_HEADER]; /* (num_shards) */
+	int has_position;             /* step_payload + 16 holds this trainer's position block */
 	struct dt_request **inflight;     /* requests of the current call */
 	int ninflight, inflight_cap;
 };
@@ -252,6 +254,12 @@ void dt_ps_client_free(struct dt_ps_client *c)
 	free(c);
 }
 
+void dt_ps_client_set_position(struct dt_ps_client *c, int trainer, int trainers, int64_t epoch, int64_t taken)
+{
+	dt_ps_position_block_encode(trainer, trainers, epoch, taken, c->step_payload + 16);
+	c->has_position = 1;
+}
+
 void dt_ps_client_set_buffers(struct dt_ps_client *c, float *params, float *grads)
 {
 	DT_ASSERT(c->ninflight == 0); /* no call is running */
@@ -423,7 +431,8 @@ enum dt_status dt_ps_client_round(struct dt_ps_client *c, int push, float lr, in
 	if (step_inc >= 0 && !st) {
 		dt_put_u64le(c->step_payload, (uint64_t)step_inc);
 		dt_put_u64le(c->step_payload + 8, (uint64_t)(c->cfg.last_step > 0 ? c->cfg.last_step : 0));
-		struct iovec part = { c->step_payload, c->cfg.last_step > 0 ? 16 : 8 };
+		struct iovec part = { c->step_payload, c->has_position ? DT_PS_STEP_WITH_POSITION
+							     : c->cfg.last_step > 0 ? 16 : 8 };
 		st = issue(c, 0, &c->step_req, DT_MSG_PS_STEP, &part, 1, c->step_reply, sizeof(c->step_reply), deadline,
 			   err);
 	}

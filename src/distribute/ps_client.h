@@ -77,6 +77,11 @@ enum dt_status dt_ps_client_init(struct dt_ps_client *c, int ps, int64_t deadlin
  * gives the round buffers of its own (train/ps_roles.c, --ps_overlap). */
 void dt_ps_client_set_buffers(struct dt_ps_client *c, float *params, float *grads);
 
+/* From now on every PS_STEP carries this position of trainer `trainer` of
+ * `trainers` (distribute/ps_positions.h): its data position after the batch
+ * whose gradient the same round pushes. Only between calls. */
+void dt_ps_client_set_position(struct dt_ps_client *c, int trainer, int trainers, int64_t epoch, int64_t taken);
+
 /* One round: if `push`, every shard of the grads buffer at learning rate lr;
  * if step_inc >= 0, PS_STEP(step_inc) to ps 0 with the new global step in
  * *global_step; if `pull`, every shard into the params buffer. */

@@ -7,6 +7,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "distribute/ps_positions.h"
 #include "distribute/ps_snapshot.h"
 #include "distribute/ps_wire.h"
 #include "net/bytes.h"
@@ -37,6 +38,7 @@ struct dt_ps_server {
 	struct dt_ps_server_stats stats;
 	float *dense;                /* (largest shard) a row push densified: momentum, Adam, synchronous */
 	char name[16];               /* "ps:1" */
+	struct dt_ps_positions positions; /* ps:0: each asynchronous trainer's data position (ps_positions.h) */
 };
 
 static struct held_shard *find_shard(struct dt_ps_server *s, uint64_t offset, uint64_t count)
@@ -418,11 +420,11 @@ static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t
 			refuse(s, c, h, DT_CONFIG, "the global step lives on ps:0");
 			return;
 		}
-		if (h->length != 8 && h->length != 16) {
-			refuse(s, c, h, DT_PROTOCOL, "step payload is neither 8 nor 16 bytes");
+		if (h->length != 8 && h->length != 16 && h->length != DT_PS_STEP_WITH_POSITION) {
+			refuse(s, c, h, DT_PROTOCOL, "step payload is not 8, 16 or 48 bytes");
 			return;
 		}
-		uint64_t inc = dt_get_u64le(p), last = h->length == 16 ? dt_get_u64le(p + 8) : 0;
+		uint64_t inc = dt_get_u64le(p), last = h->length >= 16 ? dt_get_u64le(p + 8) : 0;
 		if (inc > 1000000 || last > (uint64_t)INT64_MAX) {
 			refuse(s, c, h, DT_PROTOCOL, "step increment or last step out of range");
 			return;
@@ -432,6 +434,12 @@ static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t
 		int64_t next = s->global_step + (int64_t)inc;
 		if (last > 0 && next > (int64_t)last)
 			next = s->global_step > (int64_t)last ? s->global_step : (int64_t)last;
+		struct dt_err perr = DT_ERR_INIT;
+		if (h->length == DT_PS_STEP_WITH_POSITION &&
+		    dt_ps_positions_note(&s->positions, p + 16, DT_PS_POSITION_BLOCK, next, &perr)) {
+			refuse(s, c, h, DT_PROTOCOL, perr.msg);
+			return;
+		}
 		s->global_step = next;
 		uint8_t out[8];
 		dt_put_u64le(out, (uint64_t)s->global_step);
@@ -483,6 +491,17 @@ static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t
 		replied(c, dt_ps_snapshot_reply(c, h->request_id, s->params, &s->opt, sh->offset, sh->count, sh->updates,
 						NULL));
 		return;
+	case DT_MSG_PS_POSITIONS: {
+		if (s->cfg.index != 0 || h->length != 0) {
+			refuse(s, c, h, DT_PROTOCOL, "the positions live on ps:0 and are asked for with an empty request");
+			return;
+		}
+		size_t len;
+		uint8_t *out = dt_ps_positions_encode(&s->positions, &len);
+		replied(c, dt_conn_send(c, h->type, DT_FRAME_F_REPLY, h->request_id, out, len, NULL));
+		free(out);
+		return;
+	}
 	case DT_MSG_PS_RESTORE:
 	case DT_MSG_PS_SET_STEP:
 		restore(s, c, h, p);
@@ -565,6 +584,7 @@ void dt_ps_server_free(struct dt_ps_server *s)
 	if (s->loop)
 		dt_timer_stop(s->loop, &s->sync_timer);
 	dt_ps_sync_free(s->sync);
+	dt_ps_positions_release(&s->positions);
 	dt_optimizer_release(&s->opt);
 	free(s->params);
 	free(s->dense);

@@ -65,6 +65,7 @@ struct dt_auth;
 	X(PS_REPLICA_STEP,  26, "ps_replica_step",  DT_MSG_CAP_CONN)    \
 	X(PS_PUSH_ROWS,     27, "ps_push_rows",     DT_MSG_CAP_CONN)    \
 	X(PS_PULL_ROWS,     28, "ps_pull_rows",     DT_MSG_CAP_CONN)    \
+	X(PS_POSITIONS,   44, "ps_positions",   DT_MSG_CAP_CONN)        \
 	X(PS_SET_STEP,    45, "ps_set_step",    DT_MSG_CAP_SMALL)       \
 	X(PS_RESTORE,     46, "ps_restore",     DT_MSG_CAP_CONN)        \
 	X(PS_SNAPSHOT,    47, "ps_snapshot",    DT_MSG_CAP_CONN)        \
@@ -113,6 +114,7 @@ _Static_assert(DT_MSG_PS_REPLICA_STEP == 26, "PS_REPLICA_STEP is wire type 26");
 _Static_assert(DT_MSG_PS_PUSH_ROWS == 27, "PS_PUSH_ROWS is wire type 27");
 _Static_assert(DT_MSG_PS_PULL_ROWS == 28, "PS_PULL_ROWS is wire type 28");
 /* Checkpoints and recovery (src/distribute/ps_snapshot.h), numbered down from the top of the range. */
+_Static_assert(DT_MSG_PS_POSITIONS == 44, "PS_POSITIONS is wire type 44");
 _Static_assert(DT_MSG_PS_SET_STEP == 45, "PS_SET_STEP is wire type 45");
 _Static_assert(DT_MSG_PS_RESTORE == 46, "PS_RESTORE is wire type 46");
 _Static_assert(DT_MSG_PS_SNAPSHOT == 47, "PS_SNAPSHOT is wire type 47");

@@ -59,14 +59,24 @@ void dt_fixed_accumulate(int64_t *acc, const float *x, size_t n, int scale);
 void dt_fixed_mean(float *out, const int64_t *acc, size_t n, int scale, int64_t terms);
 
 /* The fast paths of --deterministic's step (train/session.c); their naive
- * twins are the two above, which the unit test checks them against bit for
- * bit. x holds k buffers of n elements, `stride` elements apart (the
- * micro-batches' gradients of one variable). */
-/* acc[i] = sum over j of round_half_even(x[j * stride + i] * 2^scale): the k
+ * twins are the ones above, which the unit test checks them against bit for
+ * bit. x[j] (j < k) is the j-th micro-batch's gradient of one variable, n
+ * elements. Both round in vectors (fixed_point.c): with AVX-512DQ by the
+ * hardware's conversion, otherwise on the floats' bits. */
+/* acc[i] = sum over j of round_half_even(x[j][i] * 2^scale): the k
  * accumulations in one pass, acc written once (not read: no memset). */
-void dt_fixed_sum_k(int64_t *acc, const float *x, size_t stride, int k, size_t n, int scale);
+void dt_fixed_sum_k(int64_t *acc, const float *const *x, int k, size_t n, int scale);
+/* dt_fixed_sum_k by the portable rounding on the floats' bits, whichever
+ * the build's instruction set picks for dt_fixed_sum_k (the unit test checks
+ * both on any machine). */
+void dt__fixed_sum_k_bits(int64_t *acc, const float *const *x, int k, size_t n, int scale);
 /* out[i] = dt_fixed_mean of that sum, with no int64 buffer: one task
- * (nothing to all-reduce), the same bits as the two steps. */
-void dt_fixed_sum_mean_k(float *out, const float *x, size_t stride, int k, size_t n, int scale, int64_t terms);
+ * (nothing to all-reduce), the same bits as the two steps. out may be one
+ * of the x[j] (each element is read before it is written). */
+void dt_fixed_sum_mean_k(float *out, const float *const *x, int k, size_t n, int scale, int64_t terms);
+/* dt_fixed_exponent(src, n), copying src to dst in the same pass when dst is
+ * not NULL (one read of a gradient still in cache instead of two, one of them
+ * from memory). */
+int dt_fixed_copy_exponent(float *dst, const float *src, size_t n);
 
 #endif

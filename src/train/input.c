@@ -41,6 +41,31 @@ static enum dt_status ds_start_slice(struct dt_input *in, int index, int count, 
 	return dt_pipeline_new(&d->pc, &d->pipe, err);
 }
 
+static enum dt_status ds_start_units(struct dt_input *in, const struct dt_units_layout *l, int index, int64_t epoch,
+				     int64_t taken, struct dt_err *err)
+{
+	struct dataset_input *d = (struct dataset_input *)in;
+	dt_pipeline_free(d->pipe);
+	d->pipe = NULL;
+	d->pc.shard_index = 0;
+	d->pc.shard_count = 1;
+	d->pc.slice_index = 0;
+	d->pc.slice_count = 0;
+	d->pc.units = l;
+	d->pc.unit_index = index;
+	d->pc.start_epoch = epoch;
+	d->pc.start_offset = taken;
+	enum dt_status st = dt_pipeline_new(&d->pc, &d->pipe, err);
+	d->pc.units = NULL; /* the pipeline copied it; a later start is not units unless it says so */
+	return st;
+}
+
+static int64_t ds_units_per_epoch(const struct dt_input *in)
+{
+	const struct dataset_input *d = (const struct dataset_input *)in;
+	return d->pc.batch_size > 0 ? (int64_t)d->pc.data->count / d->pc.batch_size : 0;
+}
+
 static enum dt_status ds_next(struct dt_input *in, const struct dt_batch **out, struct dt_err *err)
 {
 	struct dataset_input *d = (struct dataset_input *)in;
@@ -70,7 +95,8 @@ static void ds_free(struct dt_input *in)
 }
 
 static const struct dt_input_ops dataset_ops = {
-	.start = ds_start, .start_slice = ds_start_slice, .next = ds_next, .position = ds_position, .shard_size = ds_shard_size, .free = ds_free,
+	.start = ds_start, .start_slice = ds_start_slice, .start_units = ds_start_units,
+	.units_per_epoch = ds_units_per_epoch, .next = ds_next, .position = ds_position, .shard_size = ds_shard_size, .free = ds_free,
 };
 
 struct dt_input *dt_input_dataset_new(const struct dt_dataset *data, int batch_size, uint64_t seed, int prefetch)

@@ -41,6 +41,13 @@ struct dt_input_ops {
 	 * every task. NULL: the input cannot do that. */
 	enum dt_status (*start_slice)(struct dt_input *in, int index, int count, int64_t epoch, int64_t offset,
 				      struct dt_err *err);
+	/* (optional) Positions the input at (epoch, taken) of trainer `index`
+	 * of layout `l` (data/units.h: asynchronous ps trainers; copied);
+	 * position then reports (epoch, taken). NULL: the input cannot. */
+	enum dt_status (*start_units)(struct dt_input *in, const struct dt_units_layout *l, int index, int64_t epoch,
+				      int64_t taken, struct dt_err *err);
+	/* (with start_units) Units per epoch: whole batches in the whole data. */
+	int64_t (*units_per_epoch)(const struct dt_input *in);
 	/* The next batch of the shard (*out valid until the next call). */
 	enum dt_status (*next)(struct dt_input *in, const struct dt_batch **out, struct dt_err *err);
 	/* The position of the batch `next` would return. */

@@ -75,6 +75,10 @@ static void contents_of(struct dt_ps_chief *ch, struct dt_ckpt_contents *c)
 	c->hparams = ch->hparams_json;
 	c->extra = ch->meta;
 	c->num_extra = 2;
+	if (ch->units && ch->units->text[0]) {
+		memcpy(&ch->meta[2], ch->units->kv, sizeof(ch->units->kv));
+		c->num_extra = 5;
+	}
 	c->pipeline_epoch = ch->pos_epoch;
 	c->pipeline_offset = ch->pos_offset;
 	c->pipeline_global = ch->pos_global;
@@ -90,6 +94,8 @@ static enum dt_status snapshot(struct dt_ps_chief *ch, struct dt_ps_client *c, i
 		int64_t updates;
 		st = dt_ps_snapshot_pull(dt_ps_client_conn(c, sh->ps), sh, &ch->bufs, &updates, round_deadline(ch), err);
 	}
+	if (!st && ch->units) /* after the shards: positions at least as new as the values */
+		st = dt_ps_units_meta(ch->units, dt_ps_client_conn(c, 0), round_deadline(ch), err);
 	if (st)
 		return dt_err_prefix(err, "cannot take a snapshot of the parameter servers");
 	*step = s.global_step;

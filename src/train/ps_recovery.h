@@ -44,6 +44,7 @@
 #include "nn/optimizer.h"
 #include "train/checkpoint.h"
 #include "train/ps_roles.h"
+#include "train/ps_units.h"
 #include "train/summary.h"
 
 struct dt_ps_chief {
@@ -59,7 +60,8 @@ struct dt_ps_chief {
 	struct dt_summary *summary;          /* NULL without output dir or save_summary_steps */
 	int64_t restored_step;               /* global step of the last restore; -1: none */
 	int64_t last_gstep;                  /* the global step after the chief's previous step */
-	struct dt_ckpt_kv meta[2];           /* extra checkpoint metadata: distribution, num_ps */
+	struct dt_ckpt_kv meta[5];           /* extra checkpoint metadata: distribution, num_ps (and units' 3) */
+	struct dt_ps_units *units;           /* asynchronous: the trainers' data positions (train/ps_units.h); borrowed */
 	/* The input position the next checkpoint saves (synchronous training:
 	 * the chief's, global, train/sync_roles.h); 0, 0, 0: none (async). */
 	int64_t pos_epoch, pos_offset;

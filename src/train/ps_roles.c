@@ -247,12 +247,15 @@ struct ps_async {
 	enum dt_status next_st;
 	struct dt_err next_err;
 	struct dt__sparse_rows sp;         /* embeddings moved by rows (train/roles.h) */
+	int has_units;                     /* the input reads units (train/ps_units.h) */
+	struct dt_ps_units units;
 };
 
 static void ps_async_release(struct ps_async *a)
 {
 	helper_join(&a->h);
 	dt_ps_chief_release(&a->ch);
+	dt_ps_units_release(&a->units);
 	dt_ps_client_free(a->c);
 	free(a->round_params);
 	free(a->round_grads);
@@ -301,6 +304,19 @@ static enum dt_status async_start(struct dt_session *s, void *self, struct dt_st
 		dt__session_end_run(s);
 	if ((st = dt__sparse_rows_start(&a->sp, a->cfg, a->r->model, a->c, err)))
 		return st;
+	/* The data as units of one layout (train/ps_units.h): a checkpoint of
+	 * another trainer count resumes with every example once per epoch. */
+	const int64_t nu = dt__session_units_per_epoch(s);
+	if (nu > 0) {
+		const struct dt_cluster *cl = a->cfg->cluster;
+		if ((st = dt_ps_units_start(&a->units, a->cfg->train->output_dir, nu, cl->num_worker_replicas,
+					    cl->trainer_index, &out->epoch, &out->offset, err)))
+			return st;
+		a->has_units = 1;
+		out->units = &a->units.layout;
+		if (a->chief)
+			a->ch.units = &a->units;
+	}
 	if (a->cfg->overlap && a->sp.n) /* the next batch's rows are pulled before its forward pass */
 		dt_info("--ps_overlap off: the embedding tables move by rows");
 	else if (a->cfg->overlap) {
@@ -353,6 +369,11 @@ static enum dt_status async_apply(struct dt_session *s, void *self, const struct
 	float *params = dt_model_params(a->r->model), *grads = dt_model_grads(a->r->model);
 	const size_t bytes = dt_model_num_params(a->r->model) * sizeof(float);
 	int64_t gstep = io->step - 1;
+	if (a->has_units) { /* after this step's batch, before the helper reads the next */
+		int64_t epoch, taken;
+		(void)dt__session_input_position(s, &epoch, &taken);
+		dt_ps_client_set_position(a->c, a->units.index, a->units.layout.trainers, epoch, taken);
+	}
 	if (a->round_grads) {
 		memcpy(a->round_grads, grads, bytes);
 		helper_start(&a->h, compute_next, a);
@@ -409,6 +430,13 @@ static enum dt_status async_finish(struct dt_session *s, void *self, int64_t *gs
 	if (!a->chief)
 		return DT_OK;
 	enum dt_status st;
+	if (a->has_units && a->ch.saving) {
+		const int missing = dt_ps_units_wait_final(&a->units, dt_ps_client_conn(a->c, 0), *gstep,
+							   dt_deadline_in(10.0));
+		if (missing)
+			dt_warn("%d trainer(s) did not report their last data position within 10 s; the final checkpoint "
+				"holds their last one (a resume reads again what they read since)", missing);
+	}
 	if ((st = dt_ps_client_round(a->c, 0, 0, 0, 1, gstep, dt_deadline_in(a->round_s), err)) ||
 	    (st = dt_ps_chief_final(&a->ch, a->c, gstep, err)) ||
 	    (st = dt_ps_client_end(a->c, dt_deadline_in(a->round_s), err)))

@@ -78,7 +78,10 @@ struct dt_session {
 
 	/* --deterministic (micro_batch > 0): this step's micro-batch gradients. */
 	int micro_local;              /* micro-batches per step on this task */
-	float *micro_grads;           /* (micro_local, num_params) */
+	float *micro_grads;           /* (micro_local, num_params): the copies */
+	const float **micro_src;      /* (micro_local): where each one's gradient lies (a copy or a model's own) */
+	const float **micro_var;      /* (micro_local): scratch, micro_src + a variable's offset */
+	int *micro_exp;               /* (micro_local, num_variables): dt_fixed_exponent of each */
 	float *micro_losses;          /* (micro_local) */
 	int *micro_correct;           /* (micro_local) */
 	int64_t *fixed_sum;           /* (num_params) */
@@ -120,6 +123,11 @@ int dt__session_input_position(const struct dt_session *s, int64_t *epoch, int64
 	return s->global_position;
 }
 struct dt_rng *dt__session_rng(struct dt_session *s) { return &s->dropout_rng; }
+
+int64_t dt__session_units_per_epoch(const struct dt_session *s)
+{
+	return s->input && s->input->ops->start_units ? s->input->ops->units_per_epoch(s->input) : 0;
+}
 
 void dt_session_set_hook(struct dt_session *s, dt_session_hook_fn fn, void *arg)
 {
@@ -246,6 +254,9 @@ static enum dt_status start_fixed(struct dt_session *s, const struct dt_strategy
 	const int nv = dt_model_num_variables(s->model);
 	s->micro_local = b / m;
 	s->micro_grads = dt_xmallocarray((size_t)s->micro_local * np, sizeof(float));
+	s->micro_src = dt_xmallocarray((size_t)s->micro_local, sizeof(*s->micro_src));
+	s->micro_var = dt_xmallocarray((size_t)s->micro_local, sizeof(*s->micro_var));
+	s->micro_exp = dt_xmallocarray((size_t)s->micro_local * (size_t)(nv ? nv : 1), sizeof(int));
 	s->micro_losses = dt_xmallocarray((size_t)s->micro_local, sizeof(float));
 	s->micro_correct = dt_xmallocarray((size_t)s->micro_local, sizeof(int));
 	s->fixed_sum = dt_xmallocarray(np ? np : 1, sizeof(int64_t));
@@ -291,6 +302,11 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 		return DT_OK;
 	if (tc->micro_batch > 0)
 		return start_fixed(s, at, err);
+	if (at->units) {
+		st = s->input->ops->start_units(s->input, at->units, s->info.shard_index, at->epoch, at->offset, err);
+		return st ? dt_err_prefix(err, "cannot start the input of trainer %d of %d", s->info.shard_index,
+					  at->units->trainers) : DT_OK;
+	}
 	if (s->info.slices && s->info.shard_count > 1 && s->input->ops->start_slice)
 		return start_slices(s, at, 1, err);
 	if (at->batches > 0)
@@ -366,6 +382,9 @@ void dt_session_free(struct dt_session *s)
 	dt_mirrored_free(s->mirror);
 	dt_input_free(s->input);
 	free(s->micro_grads);
+	free(s->micro_src);
+	free(s->micro_var);
+	free(s->micro_exp);
 	free(s->micro_losses);
 	free(s->micro_correct);
 	free(s->fixed_sum);
@@ -549,6 +568,24 @@ enum dt_status dt__session_next_batch(struct dt_session *s, const struct dt_batc
 	return st ? dt_err_prefix(err, "cannot read the batch after step %lld", (long long)s->step) : DT_OK;
 }
 
+/* dt_micro_step's keep: micro-batch k's exponents per variable, and its
+ * gradient copied in the same pass — unless it is the last its model
+ * computes this step, which is read where it lies (mirrored.h). */
+static void keep_micro(void *arg, struct dt_model *m, int k, int last)
+{
+	struct dt_session *s = arg;
+	const size_t np = dt_model_num_params(m);
+	const int nv = dt_model_num_variables(m);
+	const float *src = dt_model_grads(m);
+	float *slot = last ? NULL : s->micro_grads + (size_t)k * np;
+	for (int v = 0; v < nv; v++) {
+		const struct dt_variable *var = dt_model_variable(m, v);
+		s->micro_exp[(size_t)k * (size_t)nv + (size_t)v] =
+			dt_fixed_copy_exponent(slot ? slot + var->offset : NULL, src + var->offset, var->count);
+	}
+	s->micro_src[k] = slot ? slot : src;
+}
+
 /* --deterministic: every micro-batch's gradient apart (their sum is apply's). */
 static enum dt_status compute_micro(struct dt_session *s, struct dt_step_figures *out, struct dt_err *err)
 {
@@ -563,7 +600,7 @@ static enum dt_status compute_micro(struct dt_session *s, struct dt_step_figures
 		.seed = s->cfg->seed,
 		/* micro-batch j of the global step: the same stream whoever computes it */
 		.stream0 = (uint64_t)s->step * 1048576u + (uint64_t)s->info.shard_index * (uint64_t)k,
-		.grads = s->micro_grads, .losses = s->micro_losses, .correct = s->micro_correct,
+		.keep = keep_micro, .keep_arg = s, .losses = s->micro_losses, .correct = s->micro_correct,
 	};
 	dt_mirrored_micro_step(s->mirror, s->model, &ms);
 	double loss = 0;
@@ -587,10 +624,9 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 	/* 1. the exponents: this task's row, the others' zero, summed = gathered */
 	memset(s->fixed_exp, 0, (size_t)tasks * (size_t)nv * sizeof(int64_t));
 	for (int v = 0; v < nv; v++) {
-		const struct dt_variable *var = dt_model_variable(m, v);
 		int e = DT_FIXED_EXP_ZERO;
 		for (int j = 0; j < k; j++) {
-			int ej = dt_fixed_exponent(s->micro_grads + (size_t)j * np + var->offset, var->count);
+			const int ej = s->micro_exp[(size_t)j * (size_t)nv + (size_t)v];
 			e = ej > e ? ej : e;
 		}
 		s->fixed_exp[(size_t)s->info.shard_index * (size_t)nv + (size_t)v] = e;
@@ -615,12 +651,12 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 	const int alone = tasks == 1 || !s->strategy->reduce_i64;
 	for (int v = 0; v < nv; v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
-		if (alone)
-			dt_fixed_sum_mean_k(g + var->offset, s->micro_grads + var->offset, np, k, var->count,
-					    s->fixed_scale[v], terms);
+		for (int j = 0; j < k; j++)
+			s->micro_var[j] = s->micro_src[j] + var->offset;
+		if (alone) /* in place where the last micro-batch's gradient is the model's own */
+			dt_fixed_sum_mean_k(g + var->offset, s->micro_var, k, var->count, s->fixed_scale[v], terms);
 		else
-			dt_fixed_sum_k(s->fixed_sum + var->offset, s->micro_grads + var->offset, np, k, var->count,
-				       s->fixed_scale[v]);
+			dt_fixed_sum_k(s->fixed_sum + var->offset, s->micro_var, k, var->count, s->fixed_scale[v]);
 	}
 	if (!alone && (st = s->strategy->reduce_i64(s, s->self, s->fixed_sum, np, "grads/fixed", err)))
 		return st;

@@ -141,6 +141,8 @@ enum dt_status dt__session_seek(struct dt_session *s, const struct dt_strategy_s
 /* The position of the input's next batch; returns whether it is global
  * (strategy.h's `slices`, or one shard of 1). */
 int dt__session_input_position(const struct dt_session *s, int64_t *epoch, int64_t *offset);
+/* Units per epoch of the session's input (data/units.h); 0 when it cannot read units. */
+int64_t dt__session_units_per_epoch(const struct dt_session *s);
 /* The strategy found the run over (the ps closed it): should_stop from now on. */
 void dt__session_end_run(struct dt_session *s);
 /* Steps trained by this session, and the time spent computing, applying

@@ -102,6 +102,8 @@ struct dt_strategy_start {
 				      with no checkpoint of that step is derived from the step */
 	int global;                /* (epoch, offset) is a global position (the checkpoint says so); 0: one
 				      shard's, from a checkpoint written before global positions */
+	const struct dt_units_layout *units; /* set: the input reads units of this layout (data/units.h) as
+				      trainer shard_index, from (epoch, offset = units taken) */
 	int has_rng;               /* `rng` is the restored dropout stream */
 	struct dt_rng rng;
 };

@@ -450,3 +450,92 @@ DT_TEST(data_pipeline, bad_configurations_are_refused)
 	DT_CHECK_CONTAINS(err.msg, "std must be positive");
 	dt_dataset_release(&ds);
 }
+
+/* Units (data/units.h): 2 trainers read some batches each (uneven, with
+ * prefetch on one), their positions make the layout for 3, which read on to
+ * the end of the epoch: every example of the epoch's 10 whole batches (103
+ * examples, batch 10: 3 not read) exactly once, and without a base trainer j
+ * of M reads what slice j of the global batches would. */
+DT_TEST(data_pipeline, units_read_every_batch_of_the_epoch_once_across_a_change_of_trainers)
+{
+	struct dt_dataset ds;
+	make_indexed(&ds, 103);
+	struct dt_units_layout two;
+	dt_units_init(&two, 2, 10);
+	int seen[103] = { 0 };
+	struct dt_units_pos pos[2];
+	const int first_reads[2] = { 3, 1 };
+	for (int j = 0; j < 2; j++) {
+		struct dt_pipeline_config c = config(&ds, 10, 7);
+		c.units = &two;
+		c.unit_index = j;
+		c.prefetch = j;
+		struct dt_pipeline *p = open_pipeline(&c);
+		for (int b = 0; b < first_reads[j]; b++) {
+			const struct dt_batch *bt = dt_pipeline_next(p);
+			DT_CHECK(bt && bt->size == 10 && bt->epoch == 0);
+			for (int i = 0; i < 10; i++)
+				seen[example_index(bt, i)]++;
+		}
+		dt_pipeline_position(p, &pos[j].epoch, &pos[j].taken);
+		DT_CHECK(pos[j].epoch == 0 && pos[j].taken == first_reads[j]);
+		dt_pipeline_free(p);
+	}
+	/* slice j of the global batches of 20 */
+	struct dt_pipeline_config sc = config(&ds, 10, 7);
+	sc.slice_index = 1;
+	sc.slice_count = 2;
+	struct dt_pipeline *sp = open_pipeline(&sc);
+	uint32_t want[10], got[10];
+	read_indices(sp, want, 10);
+	dt_pipeline_free(sp);
+	struct dt_pipeline_config c1 = config(&ds, 10, 7);
+	c1.units = &two;
+	c1.unit_index = 1;
+	struct dt_pipeline *p1 = open_pipeline(&c1);
+	read_indices(p1, got, 10);
+	dt_pipeline_free(p1);
+	DT_CHECK(memcmp(want, got, sizeof(want)) == 0);
+
+	struct dt_units_layout three;
+	dt_units_merge(&two, pos, 3, &three);
+	for (int j = 0; j < 3; j++) {
+		struct dt_pipeline_config c = config(&ds, 10, 7);
+		c.units = &three;
+		c.unit_index = j;
+		struct dt_pipeline *p = open_pipeline(&c);
+		for (int guard = 0; guard < 20; guard++) {
+			int64_t e, t;
+			dt_pipeline_position(p, &e, &t);
+			if (e > 0)
+				break;
+			const struct dt_batch *bt = dt_pipeline_next(p);
+			DT_CHECK(bt && bt->epoch == 0);
+			for (int i = 0; i < 10; i++)
+				seen[example_index(bt, i)]++;
+		}
+		dt_pipeline_free(p);
+	}
+	int once = 0;
+	for (int i = 0; i < 103; i++) {
+		DT_CHECK(seen[i] <= 1);
+		once += seen[i];
+	}
+	DT_CHECK_INT_EQ(once, 100);
+	/* more trainers than batches in an epoch, or another dataset's layout */
+	struct dt_units_layout big;
+	dt_units_init(&big, 11, 10);
+	struct dt_pipeline_config bad = config(&ds, 10, 7);
+	bad.units = &big;
+	struct dt_pipeline *p = NULL;
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK(dt_pipeline_new(&bad, &p, &err) == DT_CONFIG && p == NULL);
+	bad.batch_size = 9;
+	bad.units = &two;
+	DT_CHECK(dt_pipeline_new(&bad, &p, &err) == DT_CONFIG && p == NULL);
+	dt_units_release(&three);
+	dt_units_release(&two);
+	dt_units_release(&big);
+	free(ds.images);
+	free(ds.labels);
+}

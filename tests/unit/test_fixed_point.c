@@ -154,10 +154,13 @@ DT_TEST(fixed_point, fused_sums_equal_the_naive_accumulation_bit_for_bit)
 			memset(fused, 0x5a, sizeof(fused)); /* written, not added to */
 			for (int j = 0; j < k; j++)
 				dt_fixed_accumulate(naive, x + (size_t)j * STRIDE, n, s);
-			dt_fixed_sum_k(fused, x, STRIDE, k, n, s);
+			const float *xs[K];
+			for (int j = 0; j < K; j++)
+				xs[j] = x + (size_t)j * STRIDE;
+			dt_fixed_sum_k(fused, xs, k, n, s);
 			DT_CHECK(memcmp(naive, fused, n * sizeof(int64_t)) == 0);
 			dt_fixed_mean(mean_naive, naive, n, s, k);
-			dt_fixed_sum_mean_k(mean_fused, x, STRIDE, k, n, s, k);
+			dt_fixed_sum_mean_k(mean_fused, xs, k, n, s, k);
 			DT_CHECK(memcmp(mean_naive, mean_fused, n * sizeof(float)) == 0);
 		}
 	}
@@ -182,4 +185,77 @@ DT_TEST(fixed_point, exponent_equals_its_scalar_twin_at_every_size_and_position)
 				(void)frexpf(big, &want);
 			DT_CHECK_INT_EQ(dt_fixed_exponent(x, n), want);
 		}
+}
+
+/* The vectorized rounding (on the float's bits, fixed_point.c) against
+ * llrint's, bit for bit, over every kind of finite float below 2^e: random
+ * bit patterns with every biased exponent from 0 (zeros and subnormals) to
+ * the largest below 2^e, so that every right shift (ties to even included:
+ * the lowest dropped bit is the half) and every left shift is taken, at
+ * variable exponents from the subnormals' to 2^40 and 1 to 9 terms. */
+DT_TEST(fixed_point, vector_rounding_equals_llrint_on_every_kind_of_float)
+{
+	enum { K = 9, N = 515 };
+	static float x[K * N];
+	static int64_t naive[N], fused[N];
+	static float mean_naive[N], mean_fused[N];
+	struct dt_rng rng;
+	dt_rng_derive(&rng, 13, "fixed_point", 2);
+	for (int round = 0; round < 200; round++) {
+		const int e = -147 + (int)(dt_rng_next(&rng) % 188); /* -147 .. 40 */
+		const int k = 1 + (int)(dt_rng_next(&rng) % K);
+		/* biased exponents whose floats are < 2^e; below 2^-126 only
+		 * subnormals, with mantissas below 2^(e + 149) */
+		const uint32_t top = e > -126 ? (uint32_t)(e + 126) : 0;
+		const uint32_t mmask = e > -126 ? 0x7fffffu : (1u << (uint32_t)(e + 149)) - 1;
+		for (int i = 0; i < k * N; i++) {
+			const uint64_t r = dt_rng_next(&rng);
+			uint32_t bits = ((uint32_t)r & mmask) | (uint32_t)(r >> 63) << 31;
+			bits |= (uint32_t)((r >> 23) % (top + 1)) << 23;
+			if (i % 7 == 3) /* a mantissa ending in a lone 1: a tie at its shift */
+				bits = (bits & ~0x7fffffu) | ((1u << (uint32_t)((r >> 40) % 23)) & mmask);
+			memcpy(&x[i], &bits, sizeof(bits));
+		}
+		const int s = dt_fixed_scale(e, k);
+		memset(naive, 0, sizeof(naive));
+		for (int j = 0; j < k; j++)
+			dt_fixed_accumulate(naive, x + (size_t)j * N, N, s);
+		const float *xs[K];
+		for (int j = 0; j < K; j++)
+			xs[j] = x + (size_t)j * N;
+		dt_fixed_sum_k(fused, xs, k, N, s);
+		DT_CHECK(memcmp(naive, fused, sizeof(naive)) == 0);
+		memset(fused, 0x5a, sizeof(fused));
+		dt__fixed_sum_k_bits(fused, xs, k, N, s);
+		DT_CHECK(memcmp(naive, fused, sizeof(naive)) == 0);
+		/* the mean as fixed_point.h defines it, in scalars here */
+		const double f = ldexp(1.0, -s) / (double)k;
+		for (int i = 0; i < N; i++)
+			mean_naive[i] = (float)((double)naive[i] * f);
+		dt_fixed_mean(mean_fused, naive, N, s, k);
+		DT_CHECK(memcmp(mean_naive, mean_fused, sizeof(mean_naive)) == 0);
+		dt_fixed_sum_mean_k(mean_fused, xs, k, N, s, k);
+		DT_CHECK(memcmp(mean_naive, mean_fused, sizeof(mean_naive)) == 0);
+		/* in place over the last term, as the session sums */
+		dt_fixed_sum_mean_k(x + (size_t)(k - 1) * N, xs, k, N, s, k);
+		DT_CHECK(memcmp(mean_naive, x + (size_t)(k - 1) * N, sizeof(mean_naive)) == 0);
+	}
+}
+
+/* The exponent with the copy in the same pass: the same exponent as
+ * dt_fixed_exponent, and the copy exact, at every size around the blocks. */
+DT_TEST(fixed_point, copy_exponent_copies_and_equals_the_exponent)
+{
+	static float x[67], y[67];
+	for (size_t n = 0; n <= 67; n++) {
+		for (size_t i = 0; i < n; i++)
+			x[i] = (float)((int)(i * 7 % 11) - 5) * 0.125f;
+		if (n > 5)
+			x[n - 1] = n % 2 ? -99.0f : 99.0f; /* the largest in the tail */
+		memset(y, 0xff, sizeof(y));
+		DT_CHECK_INT_EQ(dt_fixed_copy_exponent(y, x, n), dt_fixed_exponent(x, n));
+		DT_CHECK(memcmp(x, y, n * sizeof(float)) == 0);
+		DT_CHECK(n == 67 || y[n] != y[n]); /* nothing past n written (0xff.. is a NaN) */
+		DT_CHECK_INT_EQ(dt_fixed_copy_exponent(NULL, x, n), dt_fixed_exponent(x, n));
+	}
 }
