@@ -81,6 +81,14 @@
  * the 4-64 KB all-reduces against none; a wait longer than this (a peer
  * computing) still sleeps. */
 #define YIELD_NS 50000
+/* A single yield that kept the core away this long (longer than a peer's
+ * turn at these sizes: its spin, a copy and an add) means other jobs share
+ * the cores too (a loaded host): each yield then queues behind all of them
+ * for their whole slices, while a sleeper woken by the futex is scheduled
+ * promptly. So the next YIELD_BACKOFF waits go from the spin straight to the
+ * futex, and then yielding is tried again. */
+#define YIELD_SLOW_NS 250000
+#define YIELD_BACKOFF 64
 
 struct dt__shm_head {
 	uint8_t token[DT_COLL_TOKEN_BYTES];
@@ -311,8 +319,12 @@ void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns,
 	/* Then hand the core over: whoever else is runnable on it (on a host
 	 * with more ranks than cores, often the very peer we wait for) runs at
 	 * once, without the futex's wake-up on the way back. */
-	while (dt_now_ns() - t0 < YIELD_NS) {
+	if (c->shm_yield_skip)
+		c->shm_yield_skip--;
+	for (int64_t y0 = dt_now_ns(); !c->shm_yield_skip && y0 - t0 < YIELD_NS; y0 = dt_now_ns()) {
 		sched_yield();
+		if (dt_now_ns() - y0 > YIELD_SLOW_NS)
+			c->shm_yield_skip = YIELD_BACKOFF; /* other jobs had the core: sleep rather than queue behind them */
 		if (ready(c, want_in, blocked)) {
 			note_wait(c, dt_now_ns() - t0);
 			return;
