@@ -14,7 +14,8 @@
  * All-reduce, n ranks, m bytes, p = the largest power of two <= n, f = 1
  * when n != p (the n - p extra ranks fold in first and get the result last):
  *   recursive doubling   (log2 p + 2f) steps, each moving m, adding m
- *                        (and two copies of m, into and out of scratch);
+ *                        (and two copies of m, into and out of scratch,
+ *                        except in place on shared memory up to 64 KiB);
  *   halving-doubling     (2 log2 p + 2f) steps, moving 2m(p-1)/p (+2fm),
  *                        adding m(p-1)/p (+fm)  — Rabenseifner;
  *   ring                 2(n-1) steps, moving 2m(n-1)/n, adding m(n-1)/n,
