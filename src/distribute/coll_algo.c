@@ -14,7 +14,8 @@
  * All-reduce, n ranks, m bytes, p = the largest power of two <= n, f = 1
  * when n != p (the n - p extra ranks fold in first and get the result last):
  *   recursive doubling   (log2 p + 2f) steps, each moving m, adding m
- *                        (and two copies of m, into and out of scratch);
+ *                        (and two copies of m, into and out of scratch,
+ *                        except in place on shared memory up to 64 KiB);
  *   halving-doubling     (2 log2 p + 2f) steps, moving 2m(p-1)/p (+2fm),
  *                        adding m(p-1)/p (+fm)  — Rabenseifner;
  *   ring                 2(n-1) steps, moving 2m(n-1)/n, adding m(n-1)/n,
@@ -239,17 +240,53 @@ static enum dt_status fold_out(struct dt__ring_run *r, uint8_t *buf, size_t byte
 	return DT_OK;
 }
 
+/* Largest recursive doubling whose steps send first, then receive, straight
+ * from and into place (doubling_in_place). A send then never waits for the
+ * partner: every link is a ring (comm_shm.c, 1 MiB) that holds this step's
+ * frames and what is left of the collective before; a socket's buffer may
+ * not, and a send that waited for a partner that also sends would deadlock. */
+#define IN_PLACE_MAX_BYTES ((size_t)64 << 10)
+
+/* Recursive doubling on shared memory, small: each step sends the partial
+ * sum in the caller's buffer to rank ^ mask (a step of its own: once it
+ * returns the bytes are in the ring, and the buffer may change), then
+ * receives the partner's into scratch and adds it into the buffer. The same
+ * additions as doubling's below, without its two copies of the buffer into
+ * and out of scratch (2 of the 5 passes over a small all-reduce's bytes,
+ * COLLECTIVES.md "Where the microseconds go"). */
+static enum dt_status doubling_in_place(struct dt__ring_run *r, uint8_t *buf, size_t bytes, int p, struct dt_err *err)
+{
+	struct dt_comm *c = r->c;
+	enum dt_status st = DT_OK;
+	scratch_reserve(c, bytes);
+	for (int mask = 1; mask < p && !st; mask <<= 1) {
+		struct dt__plan pl;
+		dt__plan_span(c, 0, bytes, 0, 0, 0, r->esize, &pl);
+		st = dt__ring_step(r, &pl, buf, c->rank ^ mask, -1, 0, err);
+		if (!st) {
+			dt__plan_span(c, 0, 0, 0, bytes, 0, r->esize, &pl);
+			st = dt__ring_step(r, &pl, c->scratch, -1, c->rank ^ mask, 0, err);
+		}
+		if (!st)
+			r->add(buf, c->scratch, bytes);
+	}
+	return st;
+}
+
 /* Recursive doubling among ranks 0..p-1: each step sends the whole partial
  * sum to rank ^ mask and adds the partner's. The partner's arrives in a
  * second scratch half (the first is what is being sent, which must not
- * change under the send), then is added: A = A + B. */
+ * change under the send), then is added: A = A + B. Small ones on shared
+ * memory: doubling_in_place. */
 static enum dt_status doubling(struct dt__ring_run *r, void *buf, size_t count, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
 	int p = pow2_floor(c->n);
 	size_t bytes = count * r->esize;
 	enum dt_status st = fold_in(r, (uint8_t *)buf, bytes, p, err);
-	if (!st && c->rank < p) {
+	if (!st && c->rank < p && c->shm_all && bytes <= IN_PLACE_MAX_BYTES) {
+		st = doubling_in_place(r, (uint8_t *)buf, bytes, p, err);
+	} else if (!st && c->rank < p) {
 		scratch_reserve(c, 2 * bytes);
 		uint8_t *a = c->scratch, *b = c->scratch + bytes;
 		if (bytes)

@@ -146,6 +146,7 @@ struct dt_comm {
 	int64_t shm_checked; /* when a sleeping step last looked at its sockets */
 	int64_t shm_spin_ns; /* spin this long on shared-memory links before sleeping on the futex; 0: adaptive */
 	int64_t shm_wait_avg; /* adaptive: a moving average of how long waits took (comm_shm.c) */
+	int shm_yield_skip; /* waits left that skip the yield (a yield lost the core for long: comm_shm.c) */
 };
 
 /* 1 if ranks a and b are linked (both directions): their distance (mod n)

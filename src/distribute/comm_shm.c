@@ -56,6 +56,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,6 +75,20 @@
 #define TCP_CHECK_NS (DT_NSEC_PER_SEC / 500)
 /* The shortest spin before sleeping (the adaptive budget's floor). */
 #define SPIN_MIN_NS 1000
+/* After the spin, how long to yield the core (sched_yield, looking at the
+ * rings between yields) before sleeping on the futex. Measured with
+ * 4 ranks on 2 vCPUs (docs/COLLECTIVES.md "Waiting"): 20-100 us all halve
+ * the 4-64 KB all-reduces against none; a wait longer than this (a peer
+ * computing) still sleeps. */
+#define YIELD_NS 50000
+/* A single yield that kept the core away this long (longer than a peer's
+ * turn at these sizes: its spin, a copy and an add) means other jobs share
+ * the cores too (a loaded host): each yield then queues behind all of them
+ * for their whole slices, while a sleeper woken by the futex is scheduled
+ * promptly. So the next YIELD_BACKOFF waits go from the spin straight to the
+ * futex, and then yielding is tried again. */
+#define YIELD_SLOW_NS 250000
+#define YIELD_BACKOFF 64
 
 struct dt__shm_head {
 	uint8_t token[DT_COLL_TOKEN_BYTES];
@@ -300,6 +315,24 @@ void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns,
 		if ((i & 15) == 15 && dt_now_ns() - t0 >= spin_ns)
 			break;
 		cpu_relax();
+	}
+	/* Then hand the core over: whoever else is runnable on it (on a host
+	 * with more ranks than cores, often the very peer we wait for) runs at
+	 * once, without the futex's wake-up on the way back. */
+	if (c->shm_yield_skip)
+		c->shm_yield_skip--;
+	for (int64_t y0 = dt_now_ns(); !c->shm_yield_skip && y0 - t0 < YIELD_NS; y0 = dt_now_ns()) {
+		sched_yield();
+		if (dt_now_ns() - y0 > YIELD_SLOW_NS)
+			c->shm_yield_skip = YIELD_BACKOFF; /* other jobs had the core: sleep rather than queue behind them */
+		if (ready(c, want_in, blocked)) {
+			note_wait(c, dt_now_ns() - t0);
+			return;
+		}
+		if (atomic_exchange_explicit(&me->poke, 0, memory_order_acquire)) {
+			*tcp_check = 1;
+			return;
+		}
 	}
 	uint32_t seq = __atomic_load_n(&me->bell, __ATOMIC_SEQ_CST);
 	atomic_store(&me->sleeping, 1);

@@ -203,15 +203,17 @@ enum dt_status dt__ring_begin(struct dt__ring_run *r, struct dt_comm *c, unsigne
 	r->me.root = (uint32_t)root;
 	r->me.rank = (uint32_t)c->rank;
 	r->me.nranks = (uint32_t)c->n;
-	snprintf(r->me.name, sizeof(r->me.name), "%s", name ? name : "");
+	/* a copy, not snprintf: this is on every small collective's path (r->what too is made only on failure) */
+	size_t nlen = name ? strnlen(name, sizeof(r->me.name) - 1) : 0;
+	memcpy(r->me.name, name ? name : "", nlen);
+	r->me.name[nlen] = 0;
 	for (char *p = r->me.name; *p; p++)
 		if (*p < 0x20 || *p > 0x7e)
 			*p = '?';
-	dt_coll_describe(&r->me, r->what, sizeof(r->what));
 	if (c->broken) {
 		if (err) {
 			*err = c->failure;
-			dt_err_prefix(err, "cannot run %s: the ring failed earlier", r->what);
+			dt_err_prefix(err, "cannot run %s: the ring failed earlier", dt__ring_what(r));
 		}
 		return c->failure.status;
 	}

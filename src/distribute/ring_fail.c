@@ -106,8 +106,18 @@ void dt__ring_blame(struct dt__ring_run *r, int rank, const char *why)
 	snprintf(c->lost_why, sizeof(c->lost_why), "%s", why);
 }
 
+const char *dt__ring_what(struct dt__ring_run *r)
+{
+	if (!r->what[0])
+		dt_coll_describe(&r->me, r->what, sizeof(r->what));
+	return r->what;
+}
+
 enum dt_status dt__ring_fail(struct dt__ring_run *r, struct dt_err *err, enum dt_status st, const char *fmt,
-			     ...) { struct dt_err *e = &r->c->failure;
+			     ...)
+{
+	struct dt_err *e = &r->c->failure;
+	dt__ring_what(r); /* before the arguments are formatted: they may point at it */
 	va_list ap;
 	va_start(ap, fmt);
 	char msg[DT_ERR_MSG_MAX];
@@ -123,6 +133,7 @@ enum dt_status dt__ring_fail(struct dt__ring_run *r, struct dt_err *err, enum dt
 enum dt_status dt__ring_on_abort(struct dt__ring_run *r, const char *from, const uint8_t *p, size_t len,
 				 struct dt_err *err) { struct dt_reason_msg m;
 	struct dt_err e = DT_ERR_INIT;
+	dt__ring_what(r);
 	if (dt_reason_decode(&m, p, len, &e))
 		return dt__ring_fail(r, err, DT_PROTOCOL, "bad coll_abort from %s during %s: %s", from, r->what, e.msg);
 	enum dt_status st = dt_wire_error_to_status(m.code);
