@@ -10,11 +10,6 @@ static uint64_t splitmix64(uint64_t *x)
 	return z ^ (z >> 31);
 }
 
-static uint64_t rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
 void dt_rng_seed(struct dt_rng *rng, uint64_t seed)
 {
 	uint64_t x = seed;
@@ -33,20 +28,6 @@ void dt_rng_derive(struct dt_rng *rng, uint64_t seed, const char *purpose, uint6
 	dt_rng_seed(rng, mixed);
 }
 
-uint64_t dt_rng_next(struct dt_rng *rng)
-{
-	uint64_t *s = rng->s;
-	uint64_t result = rotl(s[1] * 5, 7) * 9;
-	uint64_t t = s[1] << 17;
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return result;
-}
-
 uint64_t dt_rng_below(struct dt_rng *rng, uint64_t n)
 {
 	/* Rejection sampling: discard the top partial range. */
@@ -56,11 +37,6 @@ uint64_t dt_rng_below(struct dt_rng *rng, uint64_t n)
 		r = dt_rng_next(rng);
 	} while (r >= limit);
 	return r % n;
-}
-
-float dt_rng_uniform(struct dt_rng *rng)
-{
-	return (float)(dt_rng_next(rng) >> 40) * (1.0f / 16777216.0f);
 }
 
 float dt_rng_normal(struct dt_rng *rng)

@@ -25,11 +25,28 @@ void dt_rng_seed(struct dt_rng *rng, uint64_t seed);
 /* A generator for one purpose: mixes seed, a label and a counter. */
 void dt_rng_derive(struct dt_rng *rng, uint64_t seed, const char *purpose, uint64_t counter);
 
-uint64_t dt_rng_next(struct dt_rng *rng);
+/* The next 64 bits. Inline with dt_rng_uniform: dropout draws one per
+ * element (tens of millions a transformer step), and a call each cost a
+ * quarter of the step (bench/transformer). */
+static inline uint64_t dt_rng_next(struct dt_rng *rng)
+{
+	uint64_t *s = rng->s;
+	const uint64_t x = s[1] * 5, result = ((x << 7) | (x >> 57)) * 9, t = s[1] << 17;
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = (s[3] << 45) | (s[3] >> 19);
+	return result;
+}
 /* Uniform in [0, n) without modulo bias; n > 0. */
 uint64_t dt_rng_below(struct dt_rng *rng, uint64_t n);
 /* Uniform float in [0, 1) with 24 random bits. */
-float dt_rng_uniform(struct dt_rng *rng);
+static inline float dt_rng_uniform(struct dt_rng *rng)
+{
+	return (float)(dt_rng_next(rng) >> 40) * (1.0f / 16777216.0f);
+}
 /* Standard normal (Box–Muller; one value per call, no cached spare). */
 float dt_rng_normal(struct dt_rng *rng);
 /* Fisher–Yates shuffle of `n` uint32 indices. */
