@@ -1,6 +1,7 @@
 #include "base/rng.h"
 
 #include <math.h>
+#include <string.h>
 
 static uint64_t splitmix64(uint64_t *x)
 {
@@ -37,6 +38,44 @@ uint64_t dt_rng_below(struct dt_rng *rng, uint64_t n)
 		r = dt_rng_next(rng);
 	} while (r >= limit);
 	return r % n;
+}
+
+void dt_rng_bulk_seed(struct dt_rng_bulk *b, struct dt_rng *rng)
+{
+	uint64_t x = dt_rng_next(rng);
+	for (int l = 0; l < DT_RNG_LANES; l++)
+		for (int i = 0; i < 4; i++)
+			b->s[i][l] = splitmix64(&x);
+}
+
+/* One step of every lane: out (2 * DT_RNG_LANES) words. */
+static void bulk_step(struct dt_rng_bulk *b, uint32_t *out)
+{
+	uint64_t *s0 = b->s[0], *s1 = b->s[1], *s2 = b->s[2], *s3 = b->s[3];
+	for (int l = 0; l < DT_RNG_LANES; l++) {
+		const uint64_t x = s1[l] * 5, r = ((x << 7) | (x >> 57)) * 9, t = s1[l] << 17;
+		s2[l] ^= s0[l];
+		s3[l] ^= s1[l];
+		s1[l] ^= s2[l];
+		s0[l] ^= s3[l];
+		s2[l] ^= t;
+		s3[l] = (s3[l] << 45) | (s3[l] >> 19);
+		out[2 * l] = (uint32_t)r;
+		out[2 * l + 1] = (uint32_t)(r >> 32);
+	}
+}
+
+void dt_rng_bulk_u32(struct dt_rng_bulk *b, uint32_t *out, size_t n)
+{
+	enum { W = 2 * DT_RNG_LANES };
+	size_t i = 0;
+	for (; i + W <= n; i += W)
+		bulk_step(b, out + i);
+	if (i < n) {
+		uint32_t last[W];
+		bulk_step(b, last);
+		memcpy(out + i, last, (n - i) * sizeof(uint32_t));
+	}
 }
 
 float dt_rng_normal(struct dt_rng *rng)

@@ -66,6 +66,10 @@ void dt_attention_forward(const struct dt_attn_dims *d, const float *xq, const f
 	dt_matmul(0, 0, R, D, D, 1.0f, xkv, D, w + DD, D, 0.0f, buf->k, D);
 	dt_matmul(0, 0, R, D, D, 1.0f, xkv, D, w + 2 * DD, D, 0.0f, buf->v, D);
 	float *pd = scratch;
+	struct dt_rng_bulk bulk;
+	const uint32_t drop = dt_rng_u32_threshold(rate > 0.0f ? rate : 0.0f);
+	if (rate > 0.0f)
+		dt_rng_bulk_seed(&bulk, rng);
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < H; h++) {
 			const size_t at = (size_t)b * (size_t)L * (size_t)D + (size_t)h * (size_t)dk;
@@ -75,8 +79,13 @@ void dt_attention_forward(const struct dt_attn_dims *d, const float *xq, const f
 			const float *use = s;
 			if (rate > 0.0f) {
 				uint8_t *keep = buf->keep + ((size_t)b * (size_t)H + (size_t)h) * LL;
-				for (size_t i = 0; i < LL; i++)
-					keep[i] = dt_rng_uniform(rng) >= rate;
+				for (size_t c = 0; c < LL; c += 512) {
+					uint32_t u[512];
+					const size_t k = LL - c < 512 ? LL - c : 512;
+					dt_rng_bulk_u32(&bulk, u, k);
+					for (size_t i = 0; i < k; i++)
+						keep[c + i] = u[i] >= drop;
+				}
 				apply_keep(s, keep, rate, pd, LL);
 				use = pd;
 			}
