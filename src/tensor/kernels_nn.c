@@ -132,19 +132,15 @@ void dt_act_backward(enum dt_act act, const float *x, const float *y, const floa
 
 /* Eight lanes through GCC's vector extension (one AVX register, two SSE
  * ones): the sums over a row are reductions, which -O2 leaves scalar
- * because it may not reorder float additions; eight partial sums may be. */
+ * because it may not reorder float additions; eight partial sums may be.
+ * Loads and stores through an under-aligned, aliasing vector type, and
+ * macros rather than functions: a 32-byte vector argument has another ABI
+ * where AVX is off (the sanitizers' builds), which GCC warns about. */
 typedef float dt__v8 __attribute__((vector_size(32)));
-
-static inline dt__v8 ld8(const float *p)
-{
-	dt__v8 v;
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
-
-static inline void st8(float *p, dt__v8 v) { memcpy(p, &v, sizeof(v)); }
-
-static inline float hsum8(dt__v8 v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
+typedef float dt__v8u __attribute__((vector_size(32), aligned(4), may_alias));
+#define LD8(p) (*(const dt__v8u *)(const void *)(p))
+#define ST8(p, v) (*(dt__v8u *)(void *)(p) = (v))
+#define HSUM8(v) ((((v)[0] + (v)[4]) + ((v)[1] + (v)[5])) + (((v)[2] + (v)[6]) + ((v)[3] + (v)[7])))
 
 void dt_layernorm_forward(const float *x, const float *gamma, const float *beta, float *y, float *mean,
 			  float *rstd, int R, int D, float eps)
@@ -155,23 +151,23 @@ void dt_layernorm_forward(const float *x, const float *gamma, const float *beta,
 		float *yr = y + (size_t)r * (size_t)D;
 		dt__v8 acc = { 0 };
 		for (int j = 0; j < D8; j += 8)
-			acc += ld8(xr + j);
-		float m = hsum8(acc);
+			acc += LD8(xr + j);
+		float m = HSUM8(acc);
 		for (int j = D8; j < D; j++)
 			m += xr[j];
 		m /= (float)D;
 		dt__v8 vacc = { 0 };
 		for (int j = 0; j < D8; j += 8) {
-			const dt__v8 c = ld8(xr + j) - m;
+			const dt__v8 c = LD8(xr + j) - m;
 			vacc += c * c;
 		}
-		float v = hsum8(vacc);
+		float v = HSUM8(vacc);
 		for (int j = D8; j < D; j++)
 			v += (xr[j] - m) * (xr[j] - m);
 		v /= (float)D;
 		const float s = 1.0f / sqrtf(v + eps);
 		for (int j = 0; j < D8; j += 8)
-			st8(yr + j, (ld8(xr + j) - m) * s * ld8(gamma + j) + ld8(beta + j));
+			ST8(yr + j, (LD8(xr + j) - m) * s * LD8(gamma + j) + LD8(beta + j));
 		for (int j = D8; j < D; j++)
 			yr[j] = (xr[j] - m) * s * gamma[j] + beta[j];
 		mean[r] = m;
@@ -189,13 +185,13 @@ void dt_layernorm_backward(const float *dy, const float *x, const float *mean, c
 		/* dxhat = dy * gamma; dx = s (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) */
 		dt__v8 va = { 0 }, vb = { 0 };
 		for (int j = 0; j < D8; j += 8) {
-			const dt__v8 d = ld8(dyr + j), xhat = (ld8(xr + j) - m) * s, g = d * ld8(gamma + j);
+			const dt__v8 d = LD8(dyr + j), xhat = (LD8(xr + j) - m) * s, g = d * LD8(gamma + j);
 			va += g;
 			vb += g * xhat;
-			st8(dgamma + j, ld8(dgamma + j) + d * xhat);
-			st8(dbeta + j, ld8(dbeta + j) + d);
+			ST8(dgamma + j, LD8(dgamma + j) + d * xhat);
+			ST8(dbeta + j, LD8(dbeta + j) + d);
 		}
-		float a = hsum8(va), b = hsum8(vb);
+		float a = HSUM8(va), b = HSUM8(vb);
 		for (int j = D8; j < D; j++) {
 			const float xhat = (xr[j] - m) * s, g = dyr[j] * gamma[j];
 			a += g;
@@ -209,8 +205,8 @@ void dt_layernorm_backward(const float *dy, const float *x, const float *mean, c
 		b /= (float)D;
 		float *dxr = dx + (size_t)r * (size_t)D;
 		for (int j = 0; j < D8; j += 8) {
-			const dt__v8 xhat = (ld8(xr + j) - m) * s;
-			st8(dxr + j, s * (ld8(dyr + j) * ld8(gamma + j) - a - xhat * b));
+			const dt__v8 xhat = (LD8(xr + j) - m) * s;
+			ST8(dxr + j, s * (LD8(dyr + j) * LD8(gamma + j) - a - xhat * b));
 		}
 		for (int j = D8; j < D; j++) {
 			const float xhat = (xr[j] - m) * s;
