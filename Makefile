@@ -22,7 +22,7 @@ ifneq ($(WERROR),)
 WARNINGS += -Werror
 endif
 
-OPT      := $(if $(SANITIZE),-O1 -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-recover=all,-O2 -march=native) -fno-math-errno
+OPT      := $(if $(SANITIZE),-O1 -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-recover=all,-O2 -march=native -fvect-cost-model=dynamic) -fno-math-errno
 # Debian keeps HDF5's headers in a directory of its own (the serial flavour) and links the
 # library as libhdf5_serial from the standard directory, so no -L (which dtrain.pc would carry).
 HDF5_CFLAGS := -I/usr/include/hdf5/serial

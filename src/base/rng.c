@@ -1,6 +1,7 @@
 #include "base/rng.h"
 
 #include <math.h>
+#include <string.h>
 
 static uint64_t splitmix64(uint64_t *x)
 {
@@ -8,11 +9,6 @@ static uint64_t splitmix64(uint64_t *x)
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
 	return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
 }
 
 void dt_rng_seed(struct dt_rng *rng, uint64_t seed)
@@ -33,20 +29,6 @@ void dt_rng_derive(struct dt_rng *rng, uint64_t seed, const char *purpose, uint6
 	dt_rng_seed(rng, mixed);
 }
 
-uint64_t dt_rng_next(struct dt_rng *rng)
-{
-	uint64_t *s = rng->s;
-	uint64_t result = rotl(s[1] * 5, 7) * 9;
-	uint64_t t = s[1] << 17;
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return result;
-}
-
 uint64_t dt_rng_below(struct dt_rng *rng, uint64_t n)
 {
 	/* Rejection sampling: discard the top partial range. */
@@ -58,9 +40,42 @@ uint64_t dt_rng_below(struct dt_rng *rng, uint64_t n)
 	return r % n;
 }
 
-float dt_rng_uniform(struct dt_rng *rng)
+void dt_rng_bulk_seed(struct dt_rng_bulk *b, struct dt_rng *rng)
 {
-	return (float)(dt_rng_next(rng) >> 40) * (1.0f / 16777216.0f);
+	uint64_t x = dt_rng_next(rng);
+	for (int l = 0; l < DT_RNG_LANES; l++)
+		for (int i = 0; i < 4; i++)
+			b->s[i][l] = splitmix64(&x);
+}
+
+/* One step of every lane: out (2 * DT_RNG_LANES) words. */
+static void bulk_step(struct dt_rng_bulk *b, uint32_t *out)
+{
+	uint64_t *s0 = b->s[0], *s1 = b->s[1], *s2 = b->s[2], *s3 = b->s[3];
+	for (int l = 0; l < DT_RNG_LANES; l++) {
+		const uint64_t x = s1[l] * 5, r = ((x << 7) | (x >> 57)) * 9, t = s1[l] << 17;
+		s2[l] ^= s0[l];
+		s3[l] ^= s1[l];
+		s1[l] ^= s2[l];
+		s0[l] ^= s3[l];
+		s2[l] ^= t;
+		s3[l] = (s3[l] << 45) | (s3[l] >> 19);
+		out[2 * l] = (uint32_t)r;
+		out[2 * l + 1] = (uint32_t)(r >> 32);
+	}
+}
+
+void dt_rng_bulk_u32(struct dt_rng_bulk *b, uint32_t *out, size_t n)
+{
+	enum { W = 2 * DT_RNG_LANES };
+	size_t i = 0;
+	for (; i + W <= n; i += W)
+		bulk_step(b, out + i);
+	if (i < n) {
+		uint32_t last[W];
+		bulk_step(b, last);
+		memcpy(out + i, last, (n - i) * sizeof(uint32_t));
+	}
 }
 
 float dt_rng_normal(struct dt_rng *rng)

@@ -98,6 +98,11 @@ static enum dt_status write_metrics(const char *path, const struct dt_train_conf
 			      "load_seconds", res->load_seconds, "final_train_loss", res->final_loss,
 			      "blas_core", blas.core);
 	json_object_set_new(o, "steady_cpu_seconds", json_real(res->steady_cpu_seconds));
+	if (res->steady_positions > 0) {
+		json_object_set_new(o, "steady_tokens", json_integer(res->steady_tokens));
+		json_object_set_new(o, "steady_positions", json_integer(res->steady_positions));
+		json_object_set_new(o, "steady_attention_pairs", json_integer(res->steady_attention_pairs));
+	}
 	if (cfg->eval_at_end) {
 		json_object_set_new(o, "accuracy", json_real(res->eval.accuracy));
 		json_object_set_new(o, "loss", json_real(res->eval.loss));

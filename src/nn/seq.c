@@ -18,28 +18,51 @@ size_t dt_attention_scratch_floats(const struct dt_attn_dims *d)
 	return 4 * R * (size_t)d->D + 2 * LL; /* dctx, dq, dk, dv; pd and dpd */
 }
 
-static int masked(const struct dt_attn_dims *d, const int32_t *kv_ids, int b, int i, int j)
-{
-	return (kv_ids && kv_ids[(size_t)b * (size_t)d->L + (size_t)j] == 0) || (d->causal && j > i);
-}
+/* Adds the mask's bias to s (L, L) and turns each row into its softmax.
+ * pad (L): the bias of each key for padding (0 or DT_ATTN_NEG); a causal
+ * row's later keys get DT_ATTN_NEG once whether or not they are padding.
+ * The loops are elementwise or in eight lanes (-O2 leaves reductions
+ * scalar); only expf is a call per element. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
 
-/* Adds the mask's bias to s (L, L) and turns each row into its softmax. */
-static void masked_softmax(const struct dt_attn_dims *d, const int32_t *kv_ids, int b, float *s)
+static void masked_softmax(const struct dt_attn_dims *d, const float *pad, float *s)
 {
-	const int L = d->L;
+	const int L = d->L, L8 = L & ~7;
 	for (int i = 0; i < L; i++) {
 		float *row = s + (size_t)i * (size_t)L;
-		float mx = -FLT_MAX;
-		for (int j = 0; j < L; j++) {
-			if (masked(d, kv_ids, b, i, j))
-				row[j] += DT_ATTN_NEG;
+		const int open = d->causal ? i + 1 : L;
+		if (pad)
+			for (int j = 0; j < open; j++)
+				row[j] += pad[j];
+		for (int j = open; j < L; j++)
+			row[j] += DT_ATTN_NEG;
+		v8f m8;
+		float mx = row[0];
+		if (L8) {
+			memcpy(&m8, row, sizeof(m8));
+			for (int j = 8; j < L8; j += 8) {
+				v8f v;
+				memcpy(&v, row + j, sizeof(v));
+				const v8i gt = v > m8; /* C has no ?: on vectors */
+				m8 = (v8f)(((v8i)v & gt) | ((v8i)m8 & ~gt));
+			}
+			for (int k = 0; k < 8; k++)
+				mx = m8[k] > mx ? m8[k] : mx;
+		}
+		for (int j = L8; j < L; j++)
 			mx = row[j] > mx ? row[j] : mx;
-		}
-		float sum = 0.0f;
-		for (int j = 0; j < L; j++) {
+		for (int j = 0; j < L; j++)
 			row[j] = expf(row[j] - mx);
-			sum += row[j];
+		v8f acc = { 0 };
+		for (int j = 0; j < L8; j += 8) {
+			v8f v;
+			memcpy(&v, row + j, sizeof(v));
+			acc += v;
 		}
+		float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+		for (int j = L8; j < L; j++)
+			sum += row[j];
 		const float inv = 1.0f / sum;
 		for (int j = 0; j < L; j++)
 			row[j] *= inv;
@@ -66,22 +89,35 @@ void dt_attention_forward(const struct dt_attn_dims *d, const float *xq, const f
 	dt_matmul(0, 0, R, D, D, 1.0f, xkv, D, w + DD, D, 0.0f, buf->k, D);
 	dt_matmul(0, 0, R, D, D, 1.0f, xkv, D, w + 2 * DD, D, 0.0f, buf->v, D);
 	float *pd = scratch;
-	for (int b = 0; b < B; b++)
+	struct dt_rng_bulk bulk;
+	const uint32_t drop = dt_rng_u32_threshold(rate > 0.0f ? rate : 0.0f);
+	if (rate > 0.0f)
+		dt_rng_bulk_seed(&bulk, rng);
+	float *pad = kv_ids ? scratch + LL : NULL; /* (L) the keys' padding bias of sequence b */
+	for (int b = 0; b < B; b++) {
+		for (int j = 0; pad && j < L; j++)
+			pad[j] = kv_ids[(size_t)b * (size_t)L + (size_t)j] == 0 ? DT_ATTN_NEG : 0.0f;
 		for (int h = 0; h < H; h++) {
 			const size_t at = (size_t)b * (size_t)L * (size_t)D + (size_t)h * (size_t)dk;
 			float *s = buf->p + ((size_t)b * (size_t)H + (size_t)h) * LL;
 			dt_matmul(0, 1, L, L, dk, 1.0f, buf->q + at, D, buf->k + at, D, 0.0f, s, L);
-			masked_softmax(d, kv_ids, b, s);
+			masked_softmax(d, pad, s);
 			const float *use = s;
 			if (rate > 0.0f) {
 				uint8_t *keep = buf->keep + ((size_t)b * (size_t)H + (size_t)h) * LL;
-				for (size_t i = 0; i < LL; i++)
-					keep[i] = dt_rng_uniform(rng) >= rate;
+				for (size_t c = 0; c < LL; c += 512) {
+					uint32_t u[512];
+					const size_t k = LL - c < 512 ? LL - c : 512;
+					dt_rng_bulk_u32(&bulk, u, k);
+					for (size_t i = 0; i < k; i++)
+						keep[c + i] = u[i] >= drop;
+				}
 				apply_keep(s, keep, rate, pd, LL);
 				use = pd;
 			}
 			dt_matmul(0, 0, L, dk, L, 1.0f, use, L, buf->v + at, D, 0.0f, buf->ctx + at, D);
 		}
+	}
 	dt_matmul(0, 0, R, D, D, 1.0f, buf->ctx, D, w + 3 * DD, D, 0.0f, y, D);
 }
 
@@ -113,9 +149,17 @@ void dt_attention_backward(const struct dt_attn_dims *d, const float *xq, const 
 			for (int i = 0; i < L; i++) {
 				float *g = ds + (size_t)i * (size_t)L;
 				const float *pr = p + (size_t)i * (size_t)L;
-				float dot = 0.0f;
-				for (int j = 0; j < L; j++)
-					dot += g[j] * pr[j];
+				v8f acc = { 0 };
+				int c = 0;
+				for (; c + 8 <= L; c += 8) {
+					v8f u, w8;
+					memcpy(&u, g + c, sizeof(u));
+					memcpy(&w8, pr + c, sizeof(w8));
+					acc += u * w8;
+				}
+				float dot = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+				for (; c < L; c++)
+					dot += g[c] * pr[c];
 				for (int j = 0; j < L; j++)
 					g[j] = pr[j] * (g[j] - dot);
 			}

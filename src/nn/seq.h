@@ -53,7 +53,8 @@ struct dt_attn_buf {
 size_t dt_attention_scratch_floats(const struct dt_attn_dims *d);
 
 /* y (R, D). w: Wq, Wk, Wv, Wo one after the other (4, D, D). kv_ids (B, L)
- * or NULL. rate > 0: dropout on p drawn from rng (training). */
+ * or NULL. rate > 0: dropout on p drawn from rng (training; a dt_rng_bulk
+ * seeded by one draw, base/rng.h). */
 void dt_attention_forward(const struct dt_attn_dims *d, const float *xq, const float *xkv, const int32_t *kv_ids,
 			  const float *w, float *y, struct dt_attn_buf *buf, float rate, struct dt_rng *rng,
 			  float *scratch);

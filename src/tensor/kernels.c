@@ -223,8 +223,16 @@ void dt_dropout_forward(const float *restrict x, float *restrict y, float *restr
 {
 	DT_ASSERT(rate >= 0.0f && rate < 1.0f);
 	const float scale = 1.0f / (1.0f - rate);
-	for (size_t i = 0; i < n; i++)
-		mask[i] = dt_rng_uniform(rng) < rate ? 0.0f : scale;
+	const uint32_t drop = dt_rng_u32_threshold(rate);
+	struct dt_rng_bulk bulk;
+	dt_rng_bulk_seed(&bulk, rng);
+	uint32_t u[512];
+	for (size_t at = 0; at < n; at += 512) {
+		const size_t k = n - at < 512 ? n - at : 512;
+		dt_rng_bulk_u32(&bulk, u, k);
+		for (size_t i = 0; i < k; i++)
+			mask[at + i] = u[i] < drop ? 0.0f : scale;
+	}
 	for (size_t i = 0; i < n; i++)
 		y[i] = x[i] * mask[i];
 }

@@ -108,8 +108,9 @@ float dt_softmax_xent_naive(const float *logits, const uint8_t *labels, int B, i
 
 /* ---- dropout (inverted) ------------------------------------------------- */
 
-/* mask (n) = 1/(1-rate) with probability 1-rate, else 0, drawn from rng in
- * order (one dt_rng_uniform per element); y (n) = x * mask. 0 <= rate < 1. */
+/* mask (n) = 1/(1-rate) with probability 1-rate, else 0, drawn in order
+ * from a dt_rng_bulk seeded by one draw of rng (base/rng.h: a 32-bit word
+ * per element, in parallel lanes); y (n) = x * mask. 0 <= rate < 1. */
 void dt_dropout_forward(const float *x, float *y, float *mask, size_t n, float rate, struct dt_rng *rng);
 /* dx (n) = dy * mask; dx may alias dy. */
 void dt_dropout_backward(const float *mask, const float *dy, float *dx, size_t n);

@@ -2,7 +2,8 @@
  * Kernels for the graph builder's layers (nn/graph.h): activations, layer
  * normalization, embedding lookups, general pooling and the float-target
  * losses. Written plainly: none of them is on the built-in models' hot
- * path, which keeps its tuned kernels (kernels.c, kernels_conv.c).
+ * path, which keeps its tuned kernels (kernels.c, kernels_conv.c); layer
+ * normalization, on the transformer's, sums in eight lanes.
  * Layer normalization's naive twin (in double) is in kernels_naive.c; the
  * general pooling is checked against the tuned 2x2 pooling in the tests.
  */
@@ -129,22 +130,45 @@ void dt_act_backward(enum dt_act act, const float *x, const float *y, const floa
 	}
 }
 
+/* Eight lanes through GCC's vector extension (one AVX register, two SSE
+ * ones): the sums over a row are reductions, which -O2 leaves scalar
+ * because it may not reorder float additions; eight partial sums may be.
+ * Loads and stores through an under-aligned, aliasing vector type, and
+ * macros rather than functions: a 32-byte vector argument has another ABI
+ * where AVX is off (the sanitizers' builds), which GCC warns about. */
+typedef float dt__v8 __attribute__((vector_size(32)));
+typedef float dt__v8u __attribute__((vector_size(32), aligned(4), may_alias));
+#define LD8(p) (*(const dt__v8u *)(const void *)(p))
+#define ST8(p, v) (*(dt__v8u *)(void *)(p) = (v))
+#define HSUM8(v) ((((v)[0] + (v)[4]) + ((v)[1] + (v)[5])) + (((v)[2] + (v)[6]) + ((v)[3] + (v)[7])))
+
 void dt_layernorm_forward(const float *x, const float *gamma, const float *beta, float *y, float *mean,
 			  float *rstd, int R, int D, float eps)
 {
+	const int D8 = D & ~7;
 	for (int r = 0; r < R; r++) {
 		const float *xr = x + (size_t)r * (size_t)D;
 		float *yr = y + (size_t)r * (size_t)D;
-		float m = 0.0f;
-		for (int j = 0; j < D; j++)
+		dt__v8 acc = { 0 };
+		for (int j = 0; j < D8; j += 8)
+			acc += LD8(xr + j);
+		float m = HSUM8(acc);
+		for (int j = D8; j < D; j++)
 			m += xr[j];
 		m /= (float)D;
-		float v = 0.0f;
-		for (int j = 0; j < D; j++)
+		dt__v8 vacc = { 0 };
+		for (int j = 0; j < D8; j += 8) {
+			const dt__v8 c = LD8(xr + j) - m;
+			vacc += c * c;
+		}
+		float v = HSUM8(vacc);
+		for (int j = D8; j < D; j++)
 			v += (xr[j] - m) * (xr[j] - m);
 		v /= (float)D;
 		const float s = 1.0f / sqrtf(v + eps);
-		for (int j = 0; j < D; j++)
+		for (int j = 0; j < D8; j += 8)
+			ST8(yr + j, (LD8(xr + j) - m) * s * LD8(gamma + j) + LD8(beta + j));
+		for (int j = D8; j < D; j++)
 			yr[j] = (xr[j] - m) * s * gamma[j] + beta[j];
 		mean[r] = m;
 		rstd[r] = s;
@@ -154,12 +178,21 @@ void dt_layernorm_forward(const float *x, const float *gamma, const float *beta,
 void dt_layernorm_backward(const float *dy, const float *x, const float *mean, const float *rstd,
 			   const float *gamma, float *dx, float *dgamma, float *dbeta, int R, int D)
 {
+	const int D8 = D & ~7;
 	for (int r = 0; r < R; r++) {
 		const float *dyr = dy + (size_t)r * (size_t)D, *xr = x + (size_t)r * (size_t)D;
 		const float m = mean[r], s = rstd[r];
 		/* dxhat = dy * gamma; dx = s (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) */
-		float a = 0.0f, b = 0.0f;
-		for (int j = 0; j < D; j++) {
+		dt__v8 va = { 0 }, vb = { 0 };
+		for (int j = 0; j < D8; j += 8) {
+			const dt__v8 d = LD8(dyr + j), xhat = (LD8(xr + j) - m) * s, g = d * LD8(gamma + j);
+			va += g;
+			vb += g * xhat;
+			ST8(dgamma + j, LD8(dgamma + j) + d * xhat);
+			ST8(dbeta + j, LD8(dbeta + j) + d);
+		}
+		float a = HSUM8(va), b = HSUM8(vb);
+		for (int j = D8; j < D; j++) {
 			const float xhat = (xr[j] - m) * s, g = dyr[j] * gamma[j];
 			a += g;
 			b += g * xhat;
@@ -171,7 +204,11 @@ void dt_layernorm_backward(const float *dy, const float *x, const float *mean, c
 		a /= (float)D;
 		b /= (float)D;
 		float *dxr = dx + (size_t)r * (size_t)D;
-		for (int j = 0; j < D; j++) {
+		for (int j = 0; j < D8; j += 8) {
+			const dt__v8 xhat = (LD8(xr + j) - m) * s;
+			ST8(dxr + j, s * (LD8(dyr + j) * LD8(gamma + j) - a - xhat * b));
+		}
+		for (int j = D8; j < D; j++) {
 			const float xhat = (xr[j] - m) * s;
 			dxr[j] = s * (dyr[j] * gamma[j] - a - xhat * b);
 		}

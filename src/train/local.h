@@ -127,6 +127,11 @@ struct dt_train_result {
 	double train_seconds;     /* training steps only, evaluation excluded */
 	double examples_per_sec;  /* after the first (warm-up) step */
 	double steady_cpu_seconds;/* the process's CPU time over those steps (evaluations included) */
+	/* text problems, over the same steps (this process's batches): non-pad
+	 * target tokens, positions B * L summed (padding included) and B * L * L
+	 * summed (the attention's query-key pairs); bench/transformer counts
+	 * the work from them */
+	int64_t steady_tokens, steady_positions, steady_attention_pairs;
 	double first_step_seconds;/* process start to the end of the first step */
 	double load_seconds;      /* loading the data */
 	struct dt_eval_result eval; /* the final evaluation (if eval_at_end) */

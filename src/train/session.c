@@ -700,6 +700,7 @@ enum dt_status dt__session_compute_batch(struct dt_session *s, const struct dt_b
 		return dt_err_prefix(err, "step %lld", (long long)s->step + 1);
 	out->loss = res.loss;
 	out->correct = res.correct;
+	out->length = b->general->length;
 	if (res.seqs > 0) {
 		out->counted = res.counted;
 		out->seqs_correct = res.seqs_correct;
@@ -763,6 +764,10 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 		s->after_first_cpu_ns = cpu_ns();
 		s->res.first_step_seconds = dt_process_age_seconds();
 		dt_debug("first step done %.3f s after process start", s->res.first_step_seconds);
+	} else {
+		s->res.steady_tokens += fig.counted;
+		s->res.steady_positions += (int64_t)fig.examples * fig.length;
+		s->res.steady_attention_pairs += (int64_t)fig.examples * fig.length * fig.length;
 	}
 	s->w.loss_sum += (double)fig.loss;
 	s->w.correct += fig.correct;

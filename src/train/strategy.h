@@ -117,6 +117,9 @@ struct dt_step_figures {
 	 * sequences are right in every token, nll_sum the unsmoothed loss summed */
 	int counted, seqs_correct;
 	double nll_sum;
+	/* a sequence batch: its length L (the batch is examples x L positions,
+	 * padding included); 0 otherwise. The benchmarks' work measure. */
+	int length;
 	/* translation (inputs and targets): t2t's approx_bleu_score of the
 	 * batch in bleu_sum, bleu_batches 1 (nn/bleu.h); 0 otherwise */
 	double bleu_sum;

@@ -189,6 +189,42 @@ DT_TEST(rng, uniform_and_normal_have_the_right_moments)
 	DT_CHECK_NEAR(nsumsq / n, 1.0, 0.02);
 }
 
+DT_TEST(rng, bulk_words_are_seeded_uniform_and_chunk_alike)
+{
+	struct dt_rng r, copy;
+	dt_rng_seed(&r, 9);
+	copy = r;
+	struct dt_rng_bulk a, b;
+	dt_rng_bulk_seed(&a, &r);
+	dt_rng_next(&copy); /* seeding takes exactly one draw */
+	DT_CHECK(memcmp(&r, &copy, sizeof(r)) == 0);
+	dt_rng_seed(&copy, 9);
+	dt_rng_bulk_seed(&b, &copy);
+	enum { N = 200000 };
+	uint32_t *x = dt_xmalloc(N * sizeof(uint32_t)), *y = dt_xmalloc(N * sizeof(uint32_t));
+	dt_rng_bulk_u32(&a, x, N);
+	dt_rng_bulk_u32(&b, y, 512); /* the dropout kernels' chunks: a multiple of 2 * DT_RNG_LANES */
+	dt_rng_bulk_u32(&b, y + 512, N - 512);
+	DT_CHECK(memcmp(x, y, N * sizeof(uint32_t)) == 0);
+	for (int i = 0; i < 2 * DT_RNG_LANES; i++) /* the lanes are different generators */
+		for (int j = 0; j < i; j++)
+			DT_CHECK(x[i] != x[j]);
+	const uint32_t drop = dt_rng_u32_threshold(0.1f);
+	double sum = 0;
+	int below = 0;
+	for (int i = 0; i < N; i++) {
+		sum += (double)x[i] / 4294967296.0;
+		below += x[i] < drop;
+	}
+	DT_CHECK_NEAR(sum / N, 0.5, 0.005);
+	DT_CHECK_NEAR((double)below / N, 0.1, 0.0035); /* 5 standard deviations */
+	DT_CHECK_UINT_EQ(dt_rng_u32_threshold(0.0f), 0);
+	DT_CHECK_UINT_EQ(dt_rng_u32_threshold(0.25f), 1073741824u);
+	DT_CHECK_UINT_EQ(dt_rng_u32_threshold(0.5f), 2147483648u);
+	free(x);
+	free(y);
+}
+
 DT_TEST(rng, below_is_in_range_and_shuffle_is_a_permutation)
 {
 	struct dt_rng r;

@@ -377,7 +377,11 @@ static uint64_t fnv(const void *p, size_t n)
  * kernels of tensor/kernels_direct.h (the direct first layer and the input
  * gradient through pooling: float sums in another order; the kernels are
  * checked against the im2col path and naive twins in test_tensor_direct.c);
- * their losses kept every bit. */
+ * their losses kept every bit. cnn's gradient hash was taken again when
+ * dropout masks moved to base/rng.h's bulk lanes (another stream of the
+ * same distribution: other elements dropped), with its training loss
+ * (2.8305 -> 2.8365) and correct count (1 -> 0 of 8, at initialization);
+ * its parameters and evaluation loss kept every bit. */
 static const struct {
 	const char *name;
 	uint64_t params, grads;
@@ -386,7 +390,7 @@ static const struct {
 } before[] = {
 	{ "mlp", 0xedef942c78925caeull, 0x3225a3605a06b668ull, 0x401dde1cu, 0x401dde1cu, 1 },
 	{ "lenet", 0x83d4482bfa7a0d3full, 0x302d70df80b28737ull, 0x401887c4u, 0x401887c4u, 1 },
-	{ "cnn", 0x9c4f7afaedaff52eull, 0x39ab68b61e2d32b6ull, 0x40352774u, 0x402cef1eu, 1 },
+	{ "cnn", 0x9c4f7afaedaff52eull, 0xce88fc5120b97dc2ull, 0x403588b6u, 0x402cef1eu, 0 },
 };
 
 DT_TEST(nn_graph, builtin_models_give_the_same_bits_as_before)

@@ -107,10 +107,10 @@ static double attn_loss(void *ctx)
 	return s;
 }
 
-static void check_attention(int causal, int pad, int self, float rate)
+static void check_attention_at(int L, int causal, int pad, int self, float rate)
 {
 	struct attn_rig g;
-	rig_setup(&g, 3, 5, 8, 2, causal, pad, self, rate);
+	rig_setup(&g, 3, L, 8, 2, causal, pad, self, rate);
 	const struct dt_attn_dims *d = &g.d;
 	const size_t RD = (size_t)d->B * (size_t)d->L * (size_t)d->D, DD4 = 4 * (size_t)d->D * (size_t)d->D;
 	/* fast against naive, forward: the fast one draws its own mask only when
@@ -171,6 +171,11 @@ static void check_attention(int causal, int pad, int self, float rate)
 	rig_free(&g);
 }
 
+static void check_attention(int causal, int pad, int self, float rate)
+{
+	check_attention_at(5, causal, pad, self, rate);
+}
+
 DT_TEST(nn_seq, attention_self_with_padding_matches_naive_and_differences)
 {
 	check_attention(0, 1, 1, 0.0f);
@@ -184,6 +189,15 @@ DT_TEST(nn_seq, attention_causal_matches_naive_and_differences)
 DT_TEST(nn_seq, attention_encoder_decoder_with_padding_and_dropout)
 {
 	check_attention(0, 1, 0, 0.25f);
+}
+
+/* Rows of 13 keys: the softmax's eight-lane loops and their tails, a
+ * causal row ending inside and past a lane, padding and the causal mask on
+ * the same keys, dropout. */
+DT_TEST(nn_seq, attention_longer_rows_causal_padded_with_dropout_match_naive)
+{
+	check_attention_at(13, 1, 1, 1, 0.0f);
+	check_attention_at(13, 1, 1, 1, 0.25f);
 }
 
 DT_TEST(nn_seq, timing_signal_is_t2ts)
