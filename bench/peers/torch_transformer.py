@@ -445,9 +445,11 @@ def main():
     t_eval = time.time()
     ev = evaluate(model, dev, a.batch_size)
     eval_s = time.time() - t_eval
+    cpu_to_eval_end = time.process_time()  # the whole process so far: import, load, training, evaluation
     res = {"side": "pytorch", "torch_version": torch.__version__, "problem": a.problem, "steps": a.steps,
            "num_params": nparams, "train_seconds": train_s, "train_cpu_seconds": train_cpu,
-           "load_seconds": load_s, "eval_seconds": eval_s, "target_tokens_trained": tokens_seen,
+           "load_seconds": load_s, "eval_seconds": eval_s,
+           "cpu_seconds_to_eval_end": cpu_to_eval_end, "target_tokens_trained": tokens_seen,
            "final_train_loss": sum(losses[-10:]) / len(losses[-10:]), "eval": ev,
            "train_examples": len(train), "dev_examples": len(dev)}
     if a.decode_to_file and has_inputs:
