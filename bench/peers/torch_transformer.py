@@ -55,6 +55,7 @@ import sys
 import time
 
 START = time.time()
+sys.dont_write_bytecode = True  # no __pycache__ beside the imported peer and test tools
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
 
