@@ -66,6 +66,7 @@ struct dt_session {
 	int ended;                    /* the strategy found the run over */
 	int64_t step0, step;          /* the step the run continued after; the global step now */
 	int64_t local_steps;          /* steps this session took */
+	int64_t seq_examples;         /* text problems: sequences in this task's batches after its first step */
 	int64_t evaluated_at;         /* the step of the last --eval_every evaluation (or step0) */
 	int64_t last_eval_step;       /* train_and_evaluate's last evaluation; -1: none */
 	struct dt_eval_result last_eval;
@@ -768,6 +769,8 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 		s->res.steady_tokens += fig.counted;
 		s->res.steady_positions += (int64_t)fig.examples * fig.length;
 		s->res.steady_attention_pairs += (int64_t)fig.examples * fig.length * fig.length;
+		if (fig.counted > 0) /* a text problem: sequences, for examples/s */
+			s->seq_examples += fig.examples;
 	}
 	s->w.loss_sum += (double)fig.loss;
 	s->w.correct += fig.correct;
@@ -809,8 +812,15 @@ static void timing(struct dt_session *s)
 	res->steps = s->step;
 	res->train_seconds = trained > 0 ? (double)(end - s->train_start_ns) / 1e9 : 0;
 	double steady = (double)(end - s->after_first_ns) / 1e9;
+	/* A text problem's batch_size counts tokens, and its batches hold as
+	 * many sequences as fit: the examples are the sequences this task took,
+	 * times the batches a global step takes (global_batch / batch_size). */
+	const double text_per_step = trained > 1 && s->seq_examples > 0
+		? (double)s->seq_examples / (double)(trained - 1) * s->info.global_batch / s->cfg->hp.batch_size
+		: 0.0;
 	if (trained > 1 && steady > 0)
-		res->examples_per_sec = (double)(trained - 1) * s->info.global_batch / steady;
+		res->examples_per_sec =
+			(double)(trained - 1) * (text_per_step > 0 ? text_per_step : s->info.global_batch) / steady;
 	else if (res->train_seconds > 0)
 		res->examples_per_sec = (double)s->info.global_batch / res->train_seconds;
 	if (trained > 1)

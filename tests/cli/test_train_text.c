@@ -39,6 +39,20 @@ static void check_loss_falls(const char *who, const char *err)
 	DT_CHECK(last < first - 0.05);
 }
 
+/* The smallest and largest examples/s of the progress lines in `log`. */
+static void window_rates(const char *log, double *lo, double *hi)
+{
+	*lo = -1, *hi = -1;
+	for (const char *p = log; (p = strstr(p, " examples/s ")) != NULL; p++) {
+		const char *at = p;
+		while (at > log && ((at[-1] >= '0' && at[-1] <= '9') || at[-1] == '.'))
+			at--;
+		const double v = atof(at);
+		*lo = *lo < 0 || v < *lo ? v : *lo;
+		*hi = v > *hi ? v : *hi;
+	}
+}
+
 DT_TEST_TIMEOUT(train_text, transformer_on_reverse_binary40_loss_falls, 90)
 {
 	struct dt_run r;
@@ -54,6 +68,18 @@ DT_TEST_TIMEOUT(train_text, transformer_on_reverse_binary40_loss_falls, 90)
 	DT_CHECK_CONTAINS(r.out, "eval (test split, 10000 examples) at global step 300: accuracy = ");
 	DT_CHECK_CONTAINS(r.out, "accuracy_per_sequence = ");
 	check_loss_falls("local", r.err);
+	/* The summary's examples/s counts sequences, not batch_size's tokens
+	 * (it was 1024 x steps/s): a run's mean lies within its windows'. */
+	const char *summary = strstr(r.err, " steps in ");
+	DT_CHECK(summary != NULL);
+	const char *colon = summary ? strstr(summary, ": ") : NULL;
+	const double summary_eps = colon ? atof(colon + 2) : -1;
+	double lo, hi;
+	window_rates(r.err, &lo, &hi);
+	fprintf(stderr, "summary %.0f examples/s, progress windows %.0f to %.0f\n", summary_eps, lo, hi);
+	DT_CHECK(lo > 0);
+	DT_CHECK(summary_eps >= lo / 1.5);
+	DT_CHECK(summary_eps <= hi * 1.5);
 	/* Per-token accuracy above chance on held-out sequences. */
 	const char *a = strstr(r.out, "accuracy = ");
 	DT_CHECK(a != NULL);
