@@ -606,8 +606,10 @@ typedef struct dtrain_result {
 	int64_t ps_recoveries;        /* lost parameter servers recovered in place */
 } dtrain_result;
 
-/* The figures of the run dtrain_session_run finished (zeros before, and on
- * ps and evaluator tasks but `steps`). DTRAIN_USAGE for a NULL s or out. */
+/* The figures of the run dtrain_session_run or dtrain_session_close
+ * finished: zeros before, on ps and evaluator tasks, and (but `steps`) for a
+ * session of your own model in a distributed mode, whose trainer runs on a
+ * library thread. DTRAIN_USAGE for a NULL s or out. */
 DTRAIN_API dtrain_status dtrain_session_result(const dtrain_session *s, dtrain_result *out, dtrain_error *err);
 
 /* ======================================================================

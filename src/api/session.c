@@ -455,6 +455,11 @@ dtrain_status dtrain_session_close(dtrain_session *s, dtrain_error *err)
 		st = dt__api_role_call(s->role, req_finish, NULL, 1, e);
 	else if (s->eng)
 		st = dt_session_finish(s->eng, e);
+	/* dtrain_session_result's figures: the engine's here; a role's, its step */
+	if (s->eng)
+		dt_session_result(s->eng, &s->res);
+	else if (s->role)
+		s->res.steps = dt__api_role_global_step(s->role);
 	s->state = S_CLOSED;
 	return (dtrain_status)st;
 }
