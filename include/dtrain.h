@@ -515,8 +515,9 @@ typedef struct dtrain_session_options {
 	int replicas;                 /* in-process mirrored replicas, 1..64 (1) */
 	int deterministic;            /* micro-batches summed in 64-bit fixed point: the same bits at any
 					 worker or replica count; not with parameter servers (0) */
-	int micro_batch;              /* deterministic's unit of work in examples; divides each replica's
-					 batch (32) */
+	int micro_batch;              /* deterministic's unit of work in examples (0: deterministic off);
+					 one that does not divide each replica's batch fails as training
+					 starts, DTRAIN_USAGE (32) */
 	int64_t log_every;            /* a progress line every N steps; 0: none (100) */
 	/* evaluation while training (on the built-in problem's test split, or the eval data) */
 	int64_t eval_every;           /* also evaluate every N steps; 0: not during training (0) */

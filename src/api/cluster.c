@@ -295,9 +295,9 @@ const struct dt_cluster *dt__api_cluster(const dtrain_cluster *cl, struct dt_clu
 	return local;
 }
 
-dtrain_status dt__api_cluster_adopt(struct dt_cluster *cl, dtrain_cluster **out, struct dt_err *e)
+dtrain_status dt__api_cluster_adopt(struct dt_cluster *cl, dtrain_cluster **out, dtrain_error *err)
 {
-	dtrain_cluster *h = new_handle(e);
+	dtrain_cluster *h = new_handle(dt__api_err(err));
 	if (!h) {
 		dt_cluster_release(cl);
 		return DTRAIN_NOMEM;

@@ -291,6 +291,6 @@ void dt__api_report_eval(void *ctx, enum dt_split split, int64_t step, const str
 /* A public handle over a cluster the caller resolved itself (cluster/
  * resolve.h from its own option table: `dtrain train`'s t2t flags), moved
  * into it (*cl is left empty; released on failure). Not exported. */
-dtrain_status dt__api_cluster_adopt(struct dt_cluster *cl, dtrain_cluster **out, struct dt_err *e);
+dtrain_status dt__api_cluster_adopt(struct dt_cluster *cl, dtrain_cluster **out, dtrain_error *err);
 
 #endif

@@ -54,15 +54,15 @@ static enum dt_status check(const dtrain_session_options *o, struct dt_err *e)
 	RANGE(sync_timeout_secs, 1e-3, 1e7)
 	RANGE(connect_timeout_secs, 1e-3, 86400)
 	RANGE(ps_idle_timeout_secs, 0, 1e7)
-	RANGE(worker_gpu, 1, 1024)
+	RANGE(worker_gpu, 0, 1024)
 	RANGE(ps_gpu, 0, 1024)
 	RANGE(step_timeout_secs, 1e-3, 86400)
 	RANGE(check_replicas_every, 0, 1e15)
 	RANGE(eval_timeout_secs, 1e-3, 1e7)
 	RANGE(eval_split, DTRAIN_SPLIT_TEST, DTRAIN_SPLIT_DEV)
 	RANGE(eval_walk, DTRAIN_EVAL_LATEST, DTRAIN_EVAL_EVERY)
-	if (o->deterministic)
-		RANGE(micro_batch, 1, 1 << 30)
+	if (o->deterministic) /* 0: off; one that does not divide the batch fails as training starts */
+		RANGE(micro_batch, 0, 1 << 30)
 #undef RANGE
 	if (o->save_checkpoints_steps > 0 && o->save_checkpoints_secs > 0) {
 		dt_err_set(e, DT_USAGE, "dtrain_session_configure: save_checkpoints_steps and save_checkpoints_secs "

@@ -540,7 +540,7 @@ int dt_cmd_train(int argc, char **argv)
 	dtrain_session *s = NULL;
 	dtrain_error *perr = dtrain_error_new();
 	int rc = 0;
-	if (dt__api_cluster_adopt(&cl, &pcl, &perr->e) || dtrain_session_new_builtin(&b, pcl, &s, perr) ||
+	if (dt__api_cluster_adopt(&cl, &pcl, perr) || dtrain_session_new_builtin(&b, pcl, &s, perr) ||
 	    (secret && dtrain_session_set_secret(s, secret, wire, perr))) {
 		rc = report(perr);
 		goto out;
