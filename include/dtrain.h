@@ -20,6 +20,9 @@
  *                   memory, or a built-in problem by name
  *   dtrain_session  trains the model on the data in the mode the cluster asks
  *                   for, step by step or to the end; evaluates; checkpoints
+ *                   (typed options: dtrain_session_options; figures after a
+ *                   run: dtrain_result; a built-in model on a built-in problem,
+ *                   what `dtrain train` runs: dtrain_session_new_builtin)
  *
  * ERRORS
  *   Fallible functions return a dtrain_status (DTRAIN_OK is 0) and take an
