@@ -20,6 +20,9 @@
  *                   memory, or a built-in problem by name
  *   dtrain_session  trains the model on the data in the mode the cluster asks
  *                   for, step by step or to the end; evaluates; checkpoints
+ *                   (typed options: dtrain_session_options; figures after a
+ *                   run: dtrain_result; a built-in model on a built-in problem,
+ *                   what `dtrain train` runs: dtrain_session_new_builtin)
  *
  * ERRORS
  *   Fallible functions return a dtrain_status (DTRAIN_OK is 0) and take an
@@ -484,6 +487,233 @@ DTRAIN_API dtrain_status dtrain_session_gradients(dtrain_session *s, dtrain_data
 						  dtrain_error *err);
 DTRAIN_API dtrain_status dtrain_session_read_gradient(dtrain_session *s, const char *name, float *dst,
 						      int64_t count, dtrain_error *err);
+
+/* ======================================================================
+ * Typed session options, results and evaluation reports
+ * ====================================================================== */
+
+/* Which split an evaluator reads (t2t's schedules: continuous_eval reads
+ * the test split, continuous_eval_on_train_data the train split; DEV is a
+ * text problem's dev split). */
+typedef enum dtrain_split { DTRAIN_SPLIT_TEST, DTRAIN_SPLIT_TRAIN, DTRAIN_SPLIT_DEV } dtrain_split;
+
+/* How the evaluator walks the chief's checkpoints. */
+typedef enum dtrain_eval_walk {
+	DTRAIN_EVAL_LATEST, /* jump to the newest checkpoint */
+	DTRAIN_EVAL_EVERY,  /* each checkpoint in order */
+} dtrain_eval_walk;
+
+/*
+ * Every option of a session as typed fields: dtrain_session_options_init
+ * fills the defaults (those of dtrain_session_set's list, and the ones
+ * noted below), the caller changes what it wants, dtrain_session_configure
+ * checks the whole struct and applies it. The strings are copied.
+ */
+typedef struct dtrain_session_options {
+	/* the run */
+	int64_t train_steps;          /* > 0 (1000) */
+	uint64_t seed;                /* every random choice: init, dropout, shuffle (1) */
+	int threads;                  /* compute threads, 1..1024 (1) */
+	int prefetch;                 /* prepare the next batch on a background thread (0) */
+	int replicas;                 /* in-process mirrored replicas, 1..64 (1) */
+	int deterministic;            /* micro-batches summed in 64-bit fixed point: the same bits at any
+					 worker or replica count; not with parameter servers (0) */
+	int micro_batch;              /* deterministic's unit of work in examples (0: deterministic off);
+					 one that does not divide each replica's batch fails as training
+					 starts, DTRAIN_USAGE (32) */
+	int64_t log_every;            /* a progress line every N steps; 0: none (100) */
+	/* evaluation while training (on the built-in problem's test split, or the eval data) */
+	int64_t eval_every;           /* also evaluate every N steps; 0: not during training (0) */
+	int eval_at_end;              /* the chief evaluates after the last step (0) */
+	int eval_after_save;          /* train_and_evaluate: evaluate after each checkpoint, into eval/ (0) */
+	/* checkpoints and summaries */
+	const char *output_dir;       /* NULL or "": none; copied (< 1024 bytes) */
+	int64_t save_checkpoints_steps; /* every N steps; 0: by time (0) */
+	double save_checkpoints_secs; /* every S seconds, 0..1e9; 0: by steps; both 0: 600 s (0) */
+	int keep_checkpoint_max;      /* newest kept; 0: all (5) */
+	int64_t save_summary_steps;   /* TensorBoard scalars every N steps; 0: none (100) */
+	/* parameter servers */
+	int sync;                     /* synchronous training through the ps (0) */
+	int replicas_to_aggregate;    /* sync: gradients per step, the other trainers backups; 0: all (0) */
+	double sync_timeout_secs;     /* sync: a step gathers its gradients within this, 0..1e7 (300) */
+	double connect_timeout_secs;  /* wait for the ps (and the chief's initialization), or with no ps
+					 for every other worker, 0..86400 (120) */
+	double ps_idle_timeout_secs;  /* a ps with no trainer this long ends with DTRAIN_TIMEOUT; 0:
+					 never; 0..1e7 (600) */
+	int ps_overlap;               /* async: compute the next step during this one's push/pull, its
+					 gradient one step staler (0) */
+	int worker_gpu, ps_gpu;       /* t2t's in-graph layout (a master, sync, one trainer): replicas
+					 on the master and per ps (1, 0) */
+	/* all-reduce (several workers, no ps) */
+	double step_timeout_secs;     /* deadline of each collective, 0..86400 (60) */
+	int64_t check_replicas_every; /* debug: compare a hash of every worker's variables; 0: never (0) */
+	int min_workers;              /* elastic: go on while this many workers remain, re-forming the
+					 ring past a lost one and growing it back when it returns;
+					 0: every worker, a lost one ends the run (0) */
+	/* the evaluator: an "evaluator" task, or any process with evaluator = 1 */
+	int evaluator;                /* this process evaluates the chief's checkpoints instead of
+					 training (t2t's continuous_eval schedules) (0) */
+	dtrain_split eval_split;      /* (DTRAIN_SPLIT_TEST) */
+	int eval_once;                /* evaluate the newest checkpoint once and end (t2t's evaluate) (0) */
+	dtrain_eval_walk eval_walk;   /* (DTRAIN_EVAL_LATEST) */
+	double eval_timeout_secs;     /* end with DTRAIN_TIMEOUT after this long with no new checkpoint,
+					 0..1e7 (3600) */
+} dtrain_session_options;
+
+/* Fills *o with the defaults above (NULL o: nothing). */
+DTRAIN_API void dtrain_session_options_init(dtrain_session_options *o);
+/* Checks every field (DTRAIN_USAGE naming the field, its value and the
+ * range, and nothing changed) and applies them all, before the session
+ * starts (DTRAIN_USAGE after). Hyper-parameters (batch_size, learning
+ * rate...) stay with dtrain_session_set or the built-in spec. */
+DTRAIN_API dtrain_status dtrain_session_configure(dtrain_session *s, const dtrain_session_options *o,
+						  dtrain_error *err);
+
+/* One evaluation's figures. text: a text problem's (t2t's metrics:
+ * accuracy per token, accuracy_per_sequence, neg_log_perplexity); bleu: a
+ * translation's approx_bleu_score is set. */
+typedef struct dtrain_eval {
+	dtrain_split split;
+	int64_t step;                 /* the global step of the variables evaluated */
+	int64_t examples;
+	double accuracy, loss;
+	int text;
+	double accuracy_per_sequence, neg_log_perplexity;
+	int bleu;
+	double approx_bleu_score;
+} dtrain_eval;
+
+/* Called after each checkpoint an evaluator evaluates, on the thread that
+ * runs it; `e` lives during the call. (Evaluations while training are
+ * logged; the final one is in dtrain_result.) */
+typedef void (*dtrain_eval_fn)(void *user, const dtrain_eval *e);
+/* Sets it before the session runs (fn NULL: none). DTRAIN_USAGE for a NULL
+ * session or after the start. */
+DTRAIN_API dtrain_status dtrain_session_set_eval_report(dtrain_session *s, dtrain_eval_fn fn, void *user,
+							dtrain_error *err);
+
+/* What a finished run did on this task. */
+typedef struct dtrain_result {
+	int64_t steps;                /* the global step reached */
+	int64_t num_params;
+	double final_loss;            /* mean training loss over the last log window */
+	double train_seconds;         /* training only, evaluations left out */
+	double examples_per_sec;      /* after the first (warm-up) step */
+	double steady_cpu_seconds;    /* the process's CPU time over those steps */
+	int64_t steady_tokens;        /* text problems, over those steps: non-padding target tokens, */
+	int64_t steady_positions;     /* sequence positions (sum of B * L) */
+	int64_t steady_attention_pairs; /* and query-key pairs (sum of B * L * L); 0 for images */
+	double first_step_seconds;    /* from process start to the end of the first step */
+	double load_seconds;          /* loading the data */
+	const char *blas_core;        /* the BLAS kernel the compute ran on ("Haswell"...); the library's */
+	int evaluated;                /* `eval` holds the final evaluation (the chief with eval_at_end) */
+	dtrain_eval eval;
+	int sync;                     /* the ps_sync figures below are set */
+	int replicas_to_aggregate, total_replicas;
+	double barrier_seconds;       /* time this trainer's pulls were held at the barrier */
+	double barrier_share;         /* of its training time */
+	int64_t stale_steps;          /* steps whose gradients were dropped as a backup's */
+	int64_t ps_recoveries;        /* lost parameter servers recovered in place */
+} dtrain_result;
+
+/* The figures of the run dtrain_session_run or dtrain_session_close
+ * finished: zeros before, on ps and evaluator tasks, and (but `steps`) for a
+ * session of your own model in a distributed mode, whose trainer runs on a
+ * library thread. DTRAIN_USAGE for a NULL s or out. */
+DTRAIN_API dtrain_status dtrain_session_result(const dtrain_session *s, dtrain_result *out, dtrain_error *err);
+
+/* ======================================================================
+ * Built-in models and problems (what `dtrain train` trains)
+ * ====================================================================== */
+
+/*
+ * A model from dtrain's zoo (mlp, lenet, cnn: layer graphs of this API;
+ * transformer, for text problems) or a Keras JSON, with t2t's named
+ * hyper-parameter sets and "k=v,..." overrides, trained on a built-in
+ * problem by name: fashion_mnist, mnist, synthetic, image_folder (a folder
+ * per class), csv, and the text problems (docs/DATA.md). Every task loads
+ * its own data (shard) as it starts, so nothing is loaded by
+ * dtrain_session_new_builtin itself.
+ *
+ * Such a session runs with dtrain_session_run only (the built-in roles turn
+ * their own loops; dtrain_session_step, evaluate, gradients, save, restore
+ * and the variable calls answer DTRAIN_USAGE), and its mode adds, to the
+ * table at dtrain_session_new, "ps_sync_in_graph": t2t's in-graph layout,
+ * a master as the only trainer with sync, the ps tasks computing.
+ * A message about one field of dtrain_builtin starts with the field's name
+ * and a colon ("hparams: ...", "keras_model: ...") unless it names the
+ * model or the problem.
+ */
+typedef struct dtrain_builtin {
+	const char *model;            /* "mlp", "lenet", "cnn", "transformer" ("cnn") */
+	const char *hparams_set;      /* NULL or "": the model's default set ("<model>_base") */
+	const char *hparams;          /* t2t's overrides, "learning_rate=0.05,batch_size=128"; NULL: none */
+	const char *keras_model;      /* a Keras model JSON trained in place of `model`; NULL: none */
+	const char *problem;          /* ("fashion_mnist") */
+	const char *data_dir;         /* NULL or "": the problem's default */
+	/* image_folder and csv */
+	double validation_split;      /* held out (seeded) as the test split; 0: none */
+	int image_height, image_width;/* image_folder: resize to; 0: the Keras model's input, else 256 */
+	int channels;                 /* image_folder: 1, 3 or 4; 0: the Keras model's, else 3 */
+	int crop_to_aspect_ratio;     /* image_folder: crop the centre to the output's aspect first */
+	int random_flip;              /* image_folder: mirror training images left-right at random */
+	double random_crop;           /* image_folder: train on a random crop of this fraction of each side */
+	int skip_bad_images;          /* image_folder: leave corrupt images out (1) or fail (0) */
+	int data_threads;             /* image_folder: decoding threads per pipeline (2) */
+	const char *label_column;     /* csv: the label column's name (< 128 bytes) */
+} dtrain_builtin;
+
+/* Fills *b with the defaults above (NULL b: nothing). */
+DTRAIN_API void dtrain_builtin_init(dtrain_builtin *b);
+
+/* A session training b's model on b's problem as this task of `cluster`
+ * (NULL: local; borrowed). The hyper-parameters are resolved here, t2t's
+ * way: the set gives the values, `model` the model, `hparams` overrides.
+ * DTRAIN_USAGE: a NULL b or out, an unknown model (naming the nearest and
+ * the known ones), a bad override or set, a bad image size, channel count
+ * or label column; DTRAIN_IO/DTRAIN_DATA: an unreadable Keras JSON; the
+ * cluster's failures as at dtrain_session_new. *out NULL on failure. */
+DTRAIN_API dtrain_status dtrain_session_new_builtin(const dtrain_builtin *b, const dtrain_cluster *cluster,
+						    dtrain_session **out, dtrain_error *err);
+
+/* The resolved hyper-parameters a session trains with, read-only; the
+ * strings live as long as the session. NULL s: zeros and "". */
+typedef struct dtrain_hparams_info {
+	const char *model;            /* "cnn", "keras", "transformer", "model" (a custom or graph model) */
+	int batch_size;               /* per trainer (tokens for text problems) */
+	const char *optimizer;
+	double learning_rate;
+	const char *lr_schedule;
+	int sync;                     /* the hparam sync=1 (t2t's), the same as the option */
+} dtrain_hparams_info;
+DTRAIN_API void dtrain_session_hparams(const dtrain_session *s, dtrain_hparams_info *out);
+
+/* The run files t2t's trainer writes into output_dir before training:
+ * hparams.json (the resolved hyper-parameters) and, when flags_text is not
+ * NULL, flags.txt holding it (the command line, one flag per line). Only
+ * the chief or a process alone writes them; elsewhere, and with no
+ * output_dir, a no-op returning DTRAIN_OK. DTRAIN_IO naming the file. */
+DTRAIN_API dtrain_status dtrain_session_write_run_files(dtrain_session *s, const char *flags_text,
+							dtrain_error *err);
+
+/* ======================================================================
+ * Cluster secrets (docs/SECURITY.md)
+ * ====================================================================== */
+
+typedef enum dtrain_wire_security {
+	DTRAIN_WIRE_AUTH,             /* every frame authenticated */
+	DTRAIN_WIRE_ENCRYPT,          /* authenticated and encrypted */
+} dtrain_wire_security;
+
+/* Every connection this task makes or accepts is authenticated with the
+ * cluster's shared secret, read now from secret_file (mode 0600, made by
+ * `dtrain secret new PATH`); set it before the session starts, on every
+ * task, with the same file. A session without one talks in the clear:
+ * keep such clusters on loopback or a trusted network. DTRAIN_USAGE: NULL
+ * s or path, a mode outside the enum, after the start; DTRAIN_CONFIG: an
+ * unreadable, malformed or group/world-readable file. */
+DTRAIN_API dtrain_status dtrain_session_set_secret(dtrain_session *s, const char *secret_file,
+						   dtrain_wire_security mode, dtrain_error *err);
 
 #ifdef __cplusplus
 }

@@ -294,3 +294,17 @@ const struct dt_cluster *dt__api_cluster(const dtrain_cluster *cl, struct dt_clu
 		return NULL;
 	return local;
 }
+
+dtrain_status dt__api_cluster_adopt(struct dt_cluster *cl, dtrain_cluster **out, dtrain_error *err)
+{
+	dtrain_cluster *h = new_handle(dt__api_err(err));
+	if (!h) {
+		dt_cluster_release(cl);
+		return DTRAIN_NOMEM;
+	}
+	h->cl = *cl; /* moved: the handle owns what cl held */
+	dt_cluster_init(cl);
+	h->ready = 1;
+	*out = h;
+	return DTRAIN_OK;
+}

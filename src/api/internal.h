@@ -12,6 +12,13 @@
 #include "dtrain.h"
 #include "base/err.h"
 #include "cluster/cluster.h"
+#include "data/problem.h"
+#include "net/auth.h"
+#include "train/allreduce_role.h"
+#include "train/evaluator.h"
+#include "train/local.h"
+#include "train/ps_roles.h"
+#include "train/sync_roles.h"
 
 struct dtrain_error {
 	struct dt_err e;
@@ -179,14 +186,17 @@ enum dt__api_role_kind { DT_API_ROLE_PS_ASYNC, DT_API_ROLE_PS_SYNC, DT_API_ROLE_
 struct dt__api_role;
 /* A request, run on the role's thread with its open engine session. */
 typedef enum dt_status (*dt__api_role_fn)(struct dt_session *s, void *arg, struct dt_err *err);
-/* Starts the role of `kind` for tc (borrowed, as cl, until dt__api_role_free;
+/* Starts the role of `kind` for tc (borrowed, as cl and its options pc and
+ * ac, until dt__api_role_free;
  * tc->source's drive must call dt__api_role_drive with *out, which is set
  * before the thread starts) on its thread, and
  * waits until its session is open: connected, initialized or restored.
  * The role's failure before that (a peer that never came, a refused
  * hello) is returned, the thread joined. */
 enum dt_status dt__api_role_start(enum dt__api_role_kind kind, const struct dt_train_config *tc,
-				  const struct dt_cluster *cl, struct dt__api_role **out, struct dt_err *err) DT_MUST_CHECK;
+				  const struct dt_cluster *cl, const struct dt_ps_run_config *pc,
+				  const struct dt_allreduce_run_config *ac, struct dt__api_role **out,
+				  struct dt_err *err) DT_MUST_CHECK;
 /* The train config's drive (on the role's thread): serves requests until
  * one fails or is the last. */
 enum dt_status dt__api_role_drive(struct dt__api_role *r, struct dt_session *s, struct dt_err *err);
@@ -223,5 +233,64 @@ void dt__api_make_batch(struct dt_model_batch *mb, const struct dt_model *model,
  * one-process cluster (cl NULL, or built in code with no task). NULL with
  * DT_USAGE in e when cl has tasks but no task set. */
 const struct dt_cluster *dt__api_cluster(const dtrain_cluster *cl, struct dt_cluster *local, struct dt_err *e);
+
+/* ---- the session (session.c; options.c, builtin.c) ---- */
+
+enum dt__api_mode { M_LOCAL, M_MIRRORED, M_PS_ASYNC, M_PS_SYNC, M_RING, M_PS_SERVER, M_EVALUATOR, M_PS_SYNC_IN_GRAPH };
+enum dt__api_state { S_NEW, S_STARTED, S_CLOSED };
+
+struct dtrain_session {
+	dtrain_model *pm;       /* NULL for a built-in session */
+	dtrain_data *train, *eval;
+	const struct dt_cluster *cl;
+	struct dt_cluster local_cl;
+	enum dt__api_state state;
+	struct dt_train_config tc;
+	char output_dir[1024];
+	int sync;
+	int replicas;           /* in-process replicas (tc.replicas once started) */
+	/* the roles' own options (dtrain_session_options); .train and .cluster set as a role starts */
+	struct dt_ps_run_config pc;
+	struct dt_allreduce_run_config ac;
+	struct dt_auth auth;    /* tc.auth points here once a secret is set */
+	/* the evaluator */
+	int evaluator;          /* this process evaluates checkpoints whatever its task */
+	enum dt_split eval_split;
+	int eval_once;
+	enum dt_eval_mode eval_walk;
+	double eval_timeout_s;  /* an evaluator's wait for a new checkpoint */
+	dtrain_eval_fn eval_fn;
+	void *eval_user;
+	/* a built-in session (builtin.c): the zoo's model on a problem by name */
+	int builtin;
+	char problem[64], data_dir[1024];
+	struct dt_data_options data;
+	/* the figures of dtrain_session_run */
+	struct dt_train_result res;
+	struct dt_sync_stats sync_stats;
+	int has_res, has_sync, evaluated;
+	/* started */
+	struct dt_model *model; /* the trainer's; kept after the run (evaluate, read_variable) */
+	int feeds[DT_API_MAX_INPUTS], target_feed;
+	struct dt_train_source src;
+	struct dt_session *eng; /* local and mirrored: the engine session, on this thread */
+	struct dt__api_role *role; /* the distributed trainers: the role on its thread */
+	char mode_name[32];
+	double last_loss;       /* of the last step (the engine's hook) */
+};
+
+/* The mode the session runs in (dtrain.h's table), from its cluster and options. */
+enum dt__api_mode dt__api_mode(const dtrain_session *s);
+/* The session's defaults that do not depend on its model (session.c). */
+void dt__api_session_defaults(dtrain_session *s);
+/* A built-in session's whole run (builtin.c), in dtrain_session_run. */
+enum dt_status dt__api_run_builtin(dtrain_session *s, struct dt_err *e) DT_MUST_CHECK;
+/* An evaluator's report, turned into dtrain_eval for the caller's callback (options.c). */
+void dt__api_report_eval(void *ctx, enum dt_split split, int64_t step, const struct dt_eval_result *r);
+
+/* A public handle over a cluster the caller resolved itself (cluster/
+ * resolve.h from its own option table: `dtrain train`'s t2t flags), moved
+ * into it (*cl is left empty; released on failure). Not exported. */
+dtrain_status dt__api_cluster_adopt(struct dt_cluster *cl, dtrain_cluster **out, dtrain_error *err);
 
 #endif

@@ -29,6 +29,8 @@ struct dt__api_role {
 	enum dt__api_role_kind kind;
 	const struct dt_train_config *tc;
 	const struct dt_cluster *cl;
+	const struct dt_ps_run_config *pc;       /* the options of the ps roles, */
+	const struct dt_allreduce_run_config *ac; /* of all-reduce (borrowed) */
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -53,9 +55,13 @@ static void *role_main(void *p)
 	struct dt_err e = DT_ERR_INIT;
 	struct dt_train_result res;
 	enum dt_status st;
-	struct dt_ps_run_config pc = { .train = r->tc, .cluster = r->cl, .ps_idle_s = 600 };
+	struct dt_ps_run_config pc = *r->pc;
+	pc.train = r->tc;
+	pc.cluster = r->cl;
 	if (r->kind == DT_API_ROLE_RING) {
-		struct dt_allreduce_run_config ac = { .train = r->tc, .cluster = r->cl };
+		struct dt_allreduce_run_config ac = *r->ac;
+		ac.train = r->tc;
+		ac.cluster = r->cl;
 		st = dt_train_allreduce(&ac, &res, &e);
 	} else if (r->kind == DT_API_ROLE_PS_SYNC) {
 		struct dt_sync_stats stats;
@@ -122,12 +128,15 @@ static enum dt_status wait_end(struct dt__api_role *r)
 }
 
 enum dt_status dt__api_role_start(enum dt__api_role_kind kind, const struct dt_train_config *tc,
-				  const struct dt_cluster *cl, struct dt__api_role **out, struct dt_err *err)
+				  const struct dt_cluster *cl, const struct dt_ps_run_config *pc,
+				  const struct dt_allreduce_run_config *ac, struct dt__api_role **out, struct dt_err *err)
 {
 	struct dt__api_role *r = dt_xcalloc(1, sizeof(*r));
 	r->kind = kind;
 	r->tc = tc;
 	r->cl = cl;
+	r->pc = pc;
+	r->ac = ac;
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_cond_init(&r->cv, NULL);
 	*out = r; /* before the thread: its drive finds the role through the caller's handle */

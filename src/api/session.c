@@ -33,37 +33,14 @@
 #include "tensor/blas.h"
 #include "train/local.h"
 #include "train/evaluator.h"
+#include "train/sync_roles.h"
 #include "train/ps_roles.h"
 #include "train/session.h"
 #include "train/strategy.h"
 
-enum mode { M_LOCAL, M_MIRRORED, M_PS_ASYNC, M_PS_SYNC, M_RING, M_PS_SERVER, M_EVALUATOR };
+/* (the session, its modes and states: api/internal.h) */
 static const char *const mode_names[] = { "local", "mirrored", "ps_async", "ps_sync", "multi_worker_mirrored",
-					  "ps_server", "evaluator" };
-enum state { S_NEW, S_STARTED, S_CLOSED };
-
-/* ---- the session ---- */
-
-struct dtrain_session {
-	dtrain_model *pm;
-	dtrain_data *train, *eval;
-	const struct dt_cluster *cl;
-	struct dt_cluster local_cl;
-	enum state state;
-	struct dt_train_config tc;
-	char output_dir[1024];
-	int sync;
-	int replicas;           /* in-process replicas (tc.replicas once started) */
-	double eval_timeout_s;  /* an evaluator's wait for a new checkpoint */
-	/* started */
-	struct dt_model *model; /* the trainer's; kept after the run (evaluate, read_variable) */
-	int feeds[DT_API_MAX_INPUTS], target_feed;
-	struct dt_train_source src;
-	struct dt_session *eng; /* local and mirrored: the engine session, on this thread */
-	struct dt__api_role *role; /* the distributed trainers: the role on its thread */
-	char mode_name[32];
-	double last_loss;       /* of the last step (the engine's hook) */
-};
+					  "ps_server", "evaluator", "ps_sync_in_graph" };
 
 static void on_step(void *arg, int64_t step, float loss, int examples)
 {
@@ -71,19 +48,33 @@ static void on_step(void *arg, int64_t step, float loss, int examples)
 	((dtrain_session *)arg)->last_loss = loss;
 }
 
-static enum mode mode_of(const dtrain_session *s)
+enum dt__api_mode dt__api_mode(const dtrain_session *s)
 {
 	const struct dt_cluster *cl = s->cl;
+	/* t2t's hparam sync=1 says the same as the option for a built-in model */
+	const int sync = s->sync || (s->builtin && s->tc.hp.sync);
 	if (cl->task.job == DT_JOB_PS)
 		return M_PS_SERVER;
-	if (cl->task.job == DT_JOB_EVALUATOR)
+	if (s->evaluator || cl->task.job == DT_JOB_EVALUATOR)
 		return M_EVALUATOR;
-	if (cl->num_ps_replicas > 0)
-		return s->sync ? M_PS_SYNC : M_PS_ASYNC;
+	if (cl->num_ps_replicas > 0) {
+		/* t2t's in-graph layout: the master the only trainer, the ps computing */
+		if (sync && s->builtin && cl->jobs[DT_JOB_MASTER].slots > 0 && cl->num_worker_replicas == 1)
+			return M_PS_SYNC_IN_GRAPH;
+		return sync ? M_PS_SYNC : M_PS_ASYNC;
+	}
 	if (cl->num_worker_replicas > 1)
 		return M_RING;
 	return s->replicas > 1 ? M_MIRRORED : M_LOCAL;
 }
+
+/* A built-in session runs with dtrain_session_run only (its roles turn their own loops). */
+#define BUILTIN_ONLY_RUN(s, e, fn)                                                                          \
+	do {                                                                                                \
+		if ((s)->builtin)                                                                           \
+			return (dtrain_status)dt_err_set(e, DT_USAGE, "%s: a built-in session runs with "    \
+							 "dtrain_session_run only", fn);                    \
+	} while (0)
 
 #define NULL_SESSION(e, fn) (dtrain_status)dt_err_set(e, DT_USAGE, "%s: the session is NULL", fn)
 
@@ -107,6 +98,17 @@ dtrain_status dtrain_session_new(dtrain_model *model, dtrain_data *train, const 
 	}
 	s->pm = model;
 	s->train = train;
+	dt__api_session_defaults(s);
+	enum dt_status ds = dt_hparams_from_set("mlp_base", &s->tc.hp, e);
+	DT_ASSERT(ds == DT_OK);
+	snprintf(s->tc.hp.lr_schedule, sizeof(s->tc.hp.lr_schedule), "constant");
+	model->frozen = 1;
+	*out = s;
+	return DTRAIN_OK;
+}
+
+void dt__api_session_defaults(dtrain_session *s)
+{
 	dt_train_config_defaults(&s->tc);
 	s->tc.problem = "";
 	s->tc.train_steps = 1000;
@@ -114,13 +116,12 @@ dtrain_status dtrain_session_new(dtrain_model *model, dtrain_data *train, const 
 	s->tc.prefetch = 0;
 	s->tc.output_dir = s->output_dir;
 	s->replicas = 1;
+	/* zeros: the roles' own defaults (train/ps_roles.h, allreduce_role.h) */
+	s->pc = (struct dt_ps_run_config){ .ps_idle_s = 600 };
+	s->ac = (struct dt_allreduce_run_config){ 0 };
+	s->eval_split = DT_SPLIT_TEST;
+	s->eval_walk = DT_EVAL_LATEST;
 	s->eval_timeout_s = 3600;
-	enum dt_status ds = dt_hparams_from_set("mlp_base", &s->tc.hp, e);
-	DT_ASSERT(ds == DT_OK);
-	snprintf(s->tc.hp.lr_schedule, sizeof(s->tc.hp.lr_schedule), "constant");
-	model->frozen = 1;
-	*out = s;
-	return DTRAIN_OK;
 }
 
 /* Options of the session itself (the rest are hparams). */
@@ -225,7 +226,7 @@ dtrain_status dtrain_session_set_eval_data(dtrain_session *s, dtrain_data *eval,
 
 const char *dtrain_session_mode(const dtrain_session *s)
 {
-	return s ? mode_names[mode_of(s)] : "";
+	return s ? mode_names[dt__api_mode(s)] : "";
 }
 
 /* A replica of the session's model (distribute/mirrored.h's make; the
@@ -279,7 +280,7 @@ static enum dt_status start(dtrain_session *s, struct dt_err *e)
 		return DT_OK;
 	if (s->state == S_CLOSED)
 		return dt_err_set(e, DT_USAGE, "the session is closed");
-	enum mode m = mode_of(s);
+	enum dt__api_mode m = dt__api_mode(s);
 	snprintf(s->mode_name, sizeof(s->mode_name), "%s", mode_names[m]);
 	enum dt_status st = dt_hparams_validate(&s->tc.hp, e);
 	if (st)
@@ -311,7 +312,7 @@ static enum dt_status start(dtrain_session *s, struct dt_err *e)
 		enum dt__api_role_kind kind = m == M_RING	 ? DT_API_ROLE_RING
 					      : m == M_PS_SYNC ? DT_API_ROLE_PS_SYNC
 							       : DT_API_ROLE_PS_ASYNC;
-		if ((st = dt__api_role_start(kind, &s->tc, s->cl, &s->role, e)))
+		if ((st = dt__api_role_start(kind, &s->tc, s->cl, &s->pc, &s->ac, &s->role, e)))
 			goto undo;
 		s->state = S_STARTED;
 		return DT_OK;
@@ -368,7 +369,9 @@ static enum dt_status req_scalar(struct dt_session *eng, void *arg, struct dt_er
 /* A ps task: the engine's std server until the chief ends the run. */
 static enum dt_status serve(dtrain_session *s, struct dt_err *e)
 {
-	struct dt_ps_run_config pc = { .train = &s->tc, .cluster = s->cl, .ps_idle_s = 600 };
+	struct dt_ps_run_config pc = s->pc;
+	pc.train = &s->tc;
+	pc.cluster = s->cl;
 	return dt_train_std_server(&pc, e);
 }
 
@@ -382,8 +385,8 @@ static enum dt_status follow_checkpoints(dtrain_session *s, struct dt_err *e)
 		dt_info("evaluator: no eval data was set (dtrain_session_set_eval_data): evaluating the training data");
 	struct dt_eval_config ec = {
 		.problem = "", .hp = s->tc.hp, .seed = s->tc.seed, .threads = s->tc.threads, .output_dir = s->output_dir,
-		.split = DT_SPLIT_TEST, .mode = DT_EVAL_LATEST, .train_steps = s->tc.train_steps,
-		.timeout_s = s->eval_timeout_s, .source = &s->src,
+		.split = s->eval_split, .mode = s->eval_walk, .once = s->eval_once, .train_steps = s->tc.train_steps,
+		.timeout_s = s->eval_timeout_s, .source = &s->src, .report = dt__api_report_eval, .report_ctx = s,
 	};
 	return dt_evaluator_run(&ec, NULL, e);
 }
@@ -393,9 +396,10 @@ dtrain_status dtrain_session_step(dtrain_session *s, double *loss, dtrain_error 
 	struct dt_err *e = dt__api_err(err);
 	if (!s)
 		return NULL_SESSION(e, "dtrain_session_step");
+	BUILTIN_ONLY_RUN(s, e, "dtrain_session_step");
 	if (s->state == S_CLOSED)
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_step: the session is closed");
-	enum mode m = mode_of(s);
+	enum dt__api_mode m = dt__api_mode(s);
 	if (m == M_PS_SERVER || m == M_EVALUATOR) {
 		dt_err_set(e, DT_USAGE, "dtrain_session_step: this task is a%s %s, not a trainer",
 			   m == M_EVALUATOR ? "n" : "", m == M_EVALUATOR ? "evaluator" : "ps");
@@ -443,6 +447,7 @@ dtrain_status dtrain_session_close(dtrain_session *s, dtrain_error *err)
 	struct dt_err *e = dt__api_err(err);
 	if (!s)
 		return NULL_SESSION(e, "dtrain_session_close");
+	BUILTIN_ONLY_RUN(s, e, "dtrain_session_close");
 	if (s->state == S_CLOSED)
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_close: the session is closed already");
 	enum dt_status st = DT_OK;
@@ -450,6 +455,11 @@ dtrain_status dtrain_session_close(dtrain_session *s, dtrain_error *err)
 		st = dt__api_role_call(s->role, req_finish, NULL, 1, e);
 	else if (s->eng)
 		st = dt_session_finish(s->eng, e);
+	/* dtrain_session_result's figures: the engine's here; a role's, its step */
+	if (s->eng)
+		dt_session_result(s->eng, &s->res);
+	else if (s->role)
+		s->res.steps = dt__api_role_global_step(s->role);
 	s->state = S_CLOSED;
 	return (dtrain_status)st;
 }
@@ -461,10 +471,15 @@ dtrain_status dtrain_session_run(dtrain_session *s, dtrain_error *err)
 		return NULL_SESSION(e, "dtrain_session_run");
 	if (s->state == S_CLOSED)
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_run: the session is closed");
+	if (s->builtin) {
+		enum dt_status bst = dt__api_run_builtin(s, e);
+		s->state = S_CLOSED;
+		return (dtrain_status)bst;
+	}
 	enum dt_status st = start(s, e);
 	if (st)
 		return (dtrain_status)st;
-	enum mode m = mode_of(s);
+	enum dt__api_mode m = dt__api_mode(s);
 	if (m == M_PS_SERVER || m == M_EVALUATOR) {
 		st = m == M_PS_SERVER ? serve(s, e) : follow_checkpoints(s, e);
 		s->state = S_CLOSED;
@@ -543,6 +558,8 @@ static enum dt_status ready(dtrain_session *s, const char *fn, struct dt_err *e)
 {
 	if (!s)
 		return dt_err_set(e, DT_USAGE, "%s: the session is NULL", fn);
+	if (s->builtin)
+		return dt_err_set(e, DT_USAGE, "%s: a built-in session runs with dtrain_session_run only", fn);
 	if (s->state == S_NEW) {
 		enum dt_status st = start(s, e);
 		if (st)
@@ -660,6 +677,7 @@ dtrain_status dtrain_session_restore(dtrain_session *s, const char *dir, dtrain_
 	struct dt_err *e = dt__api_err(err);
 	if (!s)
 		return NULL_SESSION(e, "dtrain_session_restore");
+	BUILTIN_ONLY_RUN(s, e, "dtrain_session_restore");
 	if (s->state != S_NEW)
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "dtrain_session_restore: training has started; restore "
 							      "before the first step");

@@ -6,8 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "nn/keras.h"
-#include "nn/model.h"
 
 static enum dt_status parse_size(const char *s, int *h, int *w, struct dt_err *err)
 {
@@ -25,50 +23,35 @@ static enum dt_status parse_size(const char *s, int *h, int *w, struct dt_err *e
 	return dt_err_set(err, DT_USAGE, "--image_size=%s: expected HEIGHTxWIDTH (e.g. 224x224) or one size", s);
 }
 
-enum dt_status dt_data_flags_resolve(const struct dt_data_flags *f, const char *keras_model,
-				     struct dt_data_options *o, struct dt_err *err)
+enum dt_status dt_data_flags_resolve(const struct dt_data_flags *f, dtrain_builtin *b, struct dt_err *err)
 {
-	dt_data_options_init(o);
-	o->validation_split = f->validation_split;
-	o->crop_to_aspect_ratio = f->crop_to_aspect_ratio;
-	o->random_flip = f->random_flip;
-	o->random_crop = f->random_crop;
-	o->data_threads = f->data_threads;
+	b->validation_split = f->validation_split;
+	b->crop_to_aspect_ratio = f->crop_to_aspect_ratio;
+	b->random_flip = f->random_flip;
+	b->random_crop = f->random_crop;
+	b->data_threads = f->data_threads;
 	if (strcmp(f->bad_images, "fail") == 0)
-		o->bad_images = DT_BAD_IMAGES_FAIL;
+		b->skip_bad_images = 0;
 	else if (strcmp(f->bad_images, "skip") == 0)
-		o->bad_images = DT_BAD_IMAGES_SKIP;
+		b->skip_bad_images = 1;
 	else
 		return dt_err_set(err, DT_USAGE, "--bad_images=%s: expected fail or skip", f->bad_images);
-	if (strlen(f->label_column) >= sizeof(o->label_column))
-		return dt_err_set(err, DT_USAGE, "--label_column is longer than %zu bytes", sizeof(o->label_column) - 1);
-	snprintf(o->label_column, sizeof(o->label_column), "%s", f->label_column);
-
-	/* A Keras model says what it takes: its input's size and channels. */
-	if (keras_model && *keras_model && (!*f->image_size || !*f->color_mode)) {
-		struct dt_model *m;
-		struct dt_keras_info info;
-		enum dt_status st = dt_keras_load(keras_model, 1, &m, &info, err);
-		if (st)
-			return st;
-		dt_model_free(m);
-		if (info.input_rank == 3) {
-			o->image_height = info.input_shape[0];
-			o->image_width = info.input_shape[1];
-			o->channels = info.input_shape[2];
-		}
-	}
+	if (strlen(f->label_column) >= DT_LABEL_COLUMN_MAX)
+		return dt_err_set(err, DT_USAGE, "--label_column is longer than %d bytes", DT_LABEL_COLUMN_MAX - 1);
+	b->label_column = f->label_column;
+	/* not given: 0, the Keras model's input (the library reads it), else the problem's default */
+	b->image_height = b->image_width = b->channels = 0;
 	if (*f->image_size) {
-		enum dt_status st = parse_size(f->image_size, &o->image_height, &o->image_width, err);
+		enum dt_status st = parse_size(f->image_size, &b->image_height, &b->image_width, err);
 		if (st)
 			return st;
 	}
 	if (strcmp(f->color_mode, "grayscale") == 0)
-		o->channels = 1;
+		b->channels = 1;
 	else if (strcmp(f->color_mode, "rgb") == 0)
-		o->channels = 3;
+		b->channels = 3;
 	else if (strcmp(f->color_mode, "rgba") == 0)
-		o->channels = 4;
+		b->channels = 4;
 	else if (*f->color_mode)
 		return dt_err_set(err, DT_USAGE, "--color_mode=%s: expected grayscale, rgb or rgba", f->color_mode);
 	return DT_OK;

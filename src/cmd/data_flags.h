@@ -1,13 +1,14 @@
 /*
  * data_flags.h — the data flags of `dtrain train` (image_folder and csv):
- * their option-table entries and their resolution into dt_data_options.
+ * their option-table entries and their parsing into the public
+ * dtrain_builtin (include/dtrain.h).
  */
 #ifndef DT_CMD_DATA_FLAGS_H
 #define DT_CMD_DATA_FLAGS_H
 
 #include "base/err.h"
 #include "base/options.h"
-#include "data/problem.h"
+#include "dtrain.h"
 
 struct dt_data_flags {
 	double validation_split;
@@ -40,9 +41,13 @@ struct dt_data_flags {
 	DT_OPT_INT("data_threads", &(f)->data_threads, "N", "image_folder: threads decoding images per input pipeline"), \
 	DT_OPT_STRING("label_column", &(f)->label_column, "NAME", "csv: the label column's name")
 
-/* Fills *o from the flags; sizes and channels not given come from the Keras
- * model's input when there is one. Bad values → DT_USAGE. */
-enum dt_status dt_data_flags_resolve(const struct dt_data_flags *f, const char *keras_model,
-				     struct dt_data_options *o, struct dt_err *err) DT_MUST_CHECK;
+/* The label column's longest name plus one (dtrain_builtin's limit). */
+#define DT_LABEL_COLUMN_MAX 128
+
+/* Fills b's data fields from the flags (b->label_column points into f);
+ * sizes and channels not given stay 0, for the library to take from the
+ * Keras model's input or the problem. Bad values → DT_USAGE naming the flag. */
+enum dt_status dt_data_flags_resolve(const struct dt_data_flags *f, dtrain_builtin *b,
+				     struct dt_err *err) DT_MUST_CHECK;
 
 #endif

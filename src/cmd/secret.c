@@ -50,10 +50,10 @@ int dt_cmd_addr_is_loopback(const char *addr)
 	return is_loopback(host);
 }
 
-enum dt_status dt_cmd_cluster_auth(const struct dt_secret_flags *f, const char *const *addrs, size_t naddrs,
-				   struct dt_auth *out, const struct dt_auth **use, struct dt_err *err)
+enum dt_status dt_cmd_cluster_secret(const struct dt_secret_flags *f, const char *const *addrs, size_t naddrs,
+				     const char **path_out, dtrain_wire_security *mode_out, struct dt_err *err)
 {
-	*use = NULL;
+	*path_out = NULL;
 	const char *path = f->secret_file && f->secret_file[0] ? f->secret_file : getenv(DT_AUTH_ENV);
 	enum dt_wire_security mode = DT_WIRE_AUTH;
 	int mode_given = f->wire_security && f->wire_security[0];
@@ -64,10 +64,8 @@ enum dt_status dt_cmd_cluster_auth(const struct dt_secret_flags *f, const char *
 		if (mode == DT_WIRE_NONE)
 			return dt_err_set(err, DT_USAGE, "--wire_security=none contradicts the cluster secret '%s' "
 							 "(every connection of a cluster with a secret is authenticated)", path);
-		enum dt_status st = dt_auth_load(out, path, mode, err);
-		if (st)
-			return st;
-		*use = out;
+		*path_out = path;
+		*mode_out = mode == DT_WIRE_ENCRYPT ? DTRAIN_WIRE_ENCRYPT : DTRAIN_WIRE_AUTH;
 		return DT_OK;
 	}
 	if (mode_given && mode != DT_WIRE_NONE)

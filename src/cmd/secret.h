@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "dtrain.h"
 #include "base/err.h"
 #include "net/auth.h"
 
@@ -26,14 +27,13 @@ struct dt_secret_flags {
 		      "auth: every frame authenticated (default with a secret); encrypt: also encrypted"),       \
 	DT_OPT_BOOL("insecure", &(f)->insecure, "run a cluster on a network without a secret (trusted networks only)")
 
-/* Loads the secret named by the flags or the environment into *out and sets
- * *use to it; without one, *use is NULL, which is allowed only when every
- * address in addrs (naddrs, NULLs skipped) is loopback or f->insecure:
- * otherwise DT_CONFIG saying how to make a secret. A bad --wire_security or
- * one without a secret is DT_USAGE; an unreadable or group/world-readable
- * secret file DT_CONFIG. */
-enum dt_status dt_cmd_cluster_auth(const struct dt_secret_flags *f, const char *const *addrs, size_t naddrs,
-				   struct dt_auth *out, const struct dt_auth **use, struct dt_err *err) DT_MUST_CHECK;
+/* Finds the secret the flags or the environment name: *path (NULL: none)
+ * and *mode, for dtrain_session_set_secret, which reads it. Without one,
+ * that is allowed only when every address in addrs (naddrs, NULLs skipped)
+ * is loopback or f->insecure: otherwise DT_CONFIG saying how to make a
+ * secret. A bad --wire_security or one without a secret is DT_USAGE. */
+enum dt_status dt_cmd_cluster_secret(const struct dt_secret_flags *f, const char *const *addrs, size_t naddrs,
+				     const char **path, dtrain_wire_security *mode, struct dt_err *err) DT_MUST_CHECK;
 
 /* Whether "host:port" names a loopback host (127.*, localhost, ::1). */
 int dt_cmd_addr_is_loopback(const char *addr);

@@ -1,33 +1,31 @@
 /*
- * dtrain train — train a model.
+ * dtrain train — train a model: a caller of the public API (include/dtrain.h).
  *
- * With no cluster this trains in one process (train/local.h). Options follow
- * tensor2tensor's t2t-trainer: --model, --hparams_set, --hparams, --problem,
- * --train_steps.
+ * Options follow tensor2tensor's t2t-trainer: --model, --hparams_set,
+ * --hparams, --problem, --train_steps. This file parses and checks the
+ * flags, resolves the cluster and this task's role from them (the t2t
+ * schedules and cross-checks of cluster/resolve.h need the option table),
+ * fills the public dtrain_builtin and dtrain_session_options, and runs the
+ * task through dtrain_session_new_builtin / dtrain_session_run: local,
+ * mirrored, ps (async, sync, t2t's in-graph master), the std server,
+ * multi-worker mirrored and the evaluator are the session's modes. What it
+ * prints (the progress lines aside, which are the library's) and the
+ * metrics file are made here from dtrain_session_result.
  */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtrain.h"
+#include "api/internal.h"
 #include "base/atomic_file.h"
-#include "base/clock.h"
 #include "base/log.h"
 #include "cmd/cmd.h"
 #include "cmd/data_flags.h"
 #include "cmd/secret.h"
-#include "base/strutil.h"
 #include "cluster/resolve.h"
 #include "distribute/mirrored.h"
-#include "models/builtin.h"
-#include "nn/hparams.h"
-#include "nn/model.h"
-#include "tensor/blas.h"
-#include "train/local.h"
-#include "train/ps_roles.h"
-#include "train/sync_roles.h"
-#include "train/allreduce_role.h"
-#include "train/evaluator.h"
 #include "train/summary.h"
 
 static const char usage[] =
@@ -46,75 +44,53 @@ struct train_args {
 	double sync_timeout;            /* sync: a step gathers its gradients within this */
 	int worker_gpu, ps_gpu;         /* t2t's in-graph sync: replicas on the master and per ps */
 	int ps_overlap;                 /* async ps: compute the next step while this one's round is in flight */
+	int64_t train_steps;
 };
 
-/* Resolves model + set + overrides into cfg->hp, t2t's way: the set gives the
- * values, --model picks the model (and the default set), --hparams overrides. */
-static enum dt_status resolve_hparams(const struct train_args *a, struct dt_hparams *hp, struct dt_err *err)
+/* The message of a failed library call, with the flag named as the CLI
+ * spells it (dtrain_builtin's messages start with the field's name); the
+ * exit code of its status, as dt_cmd_report. */
+static int report(const dtrain_error *err)
 {
-	const char *set = a->hparams_set;
-	if (!set || !*set) {
-		set = dt_hparams_default_set(a->model);
-		if (!set) {
-			size_t n;
-			const char *const *names = dt_models_builtin_names(&n);
-			char valid[256];
-			dt_join(valid, sizeof(valid), names, n, ", ");
-			const char *near = dt_nearest(a->model, names, n);
-			dt_err_set(err, DT_USAGE, "unknown model '%s'%s%s%s; valid: %s", a->model,
-				   near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "", valid);
-			return DT_USAGE;
-		}
-	}
-	enum dt_status st = dt_hparams_from_set(set, hp, err);
-	if (st)
-		return st;
-	if (a->model && *a->model)
-		snprintf(hp->model, sizeof(hp->model), "%s", a->model);
-	if (a->hparams && *a->hparams && (st = dt_hparams_parse(hp, a->hparams, err)))
-		return dt_err_prefix(err, "--hparams");
-	if ((st = dt_hparams_validate(hp, err)))
-		return st;
-	if (a->keras_model && *a->keras_model) {
-		/* every role builds its model through dt_model_new, which reads this before the zoo */
-		if (strlen(a->keras_model) >= sizeof(hp->keras_model))
-			return dt_err_set(err, DT_USAGE, "--keras_model: path longer than %zu bytes",
-					  sizeof(hp->keras_model) - 1);
-		snprintf(hp->keras_model, sizeof(hp->keras_model), "%s", a->keras_model);
-		snprintf(hp->model, sizeof(hp->model), "keras");
-	}
-	return DT_OK;
+	static const char *const fields[] = { "hparams: ", "keras_model: " };
+	const char *msg = dtrain_error_message(err);
+	const char *dashes = "";
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		if (strncmp(msg, fields[i], strlen(fields[i])) == 0)
+			dashes = "--";
+	fflush(stdout);
+	fprintf(stderr, "error: %s%s\n", dashes, msg[0] ? msg : dtrain_status_message(dtrain_error_status(err)));
+	return dtrain_status_exit_code(dtrain_error_status(err));
 }
 
-static enum dt_status write_metrics(const char *path, const struct dt_train_config *cfg,
-				    const struct dt_train_result *res, const struct dt_sync_stats *sync, struct dt_err *err)
+static enum dt_status write_metrics(const char *path, const char *problem, int threads, const dtrain_hparams_info *hp,
+				    const dtrain_result *res, struct dt_err *err)
 {
-	struct dt_blas_info blas = dt_blas_info();
 	json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:s}",
-			      "model", cfg->hp.model, "problem", cfg->problem, "batch_size", cfg->hp.batch_size,
-			      "threads", cfg->threads, "steps", (json_int_t)res->steps,
+			      "model", hp->model, "problem", problem, "batch_size", hp->batch_size,
+			      "threads", threads, "steps", (json_int_t)res->steps,
 			      "num_params", (json_int_t)res->num_params, "train_seconds", res->train_seconds,
 			      "examples_per_sec", res->examples_per_sec, "first_step_seconds", res->first_step_seconds,
 			      "load_seconds", res->load_seconds, "final_train_loss", res->final_loss,
-			      "blas_core", blas.core);
+			      "blas_core", res->blas_core);
 	json_object_set_new(o, "steady_cpu_seconds", json_real(res->steady_cpu_seconds));
 	if (res->steady_positions > 0) {
 		json_object_set_new(o, "steady_tokens", json_integer(res->steady_tokens));
 		json_object_set_new(o, "steady_positions", json_integer(res->steady_positions));
 		json_object_set_new(o, "steady_attention_pairs", json_integer(res->steady_attention_pairs));
 	}
-	if (cfg->eval_at_end) {
+	if (res->evaluated) {
 		json_object_set_new(o, "accuracy", json_real(res->eval.accuracy));
 		json_object_set_new(o, "loss", json_real(res->eval.loss));
 		json_object_set_new(o, "eval_examples", json_integer(res->eval.examples));
 	}
-	if (sync) {
-		json_object_set_new(o, "replicas_to_aggregate", json_integer(sync->replicas_to_aggregate));
-		json_object_set_new(o, "total_replicas", json_integer(sync->total_replicas));
-		json_object_set_new(o, "barrier_seconds", json_real(sync->barrier_seconds));
-		json_object_set_new(o, "barrier_share", json_real(sync->barrier_share));
-		json_object_set_new(o, "stale_steps", json_integer(sync->stale_steps));
-		json_object_set_new(o, "ps_recoveries", json_integer(sync->recoveries));
+	if (res->sync) {
+		json_object_set_new(o, "replicas_to_aggregate", json_integer(res->replicas_to_aggregate));
+		json_object_set_new(o, "total_replicas", json_integer(res->total_replicas));
+		json_object_set_new(o, "barrier_seconds", json_real(res->barrier_seconds));
+		json_object_set_new(o, "barrier_share", json_real(res->barrier_share));
+		json_object_set_new(o, "stale_steps", json_integer(res->stale_steps));
+		json_object_set_new(o, "ps_recoveries", json_integer(res->ps_recoveries));
 	}
 	char *text = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
 	json_decref(o);
@@ -138,7 +114,7 @@ struct ckpt_args {
  * environment's OUTPUT_DIR (which `dtrain launch` sets); the two cadences are
  * exclusive, and with neither the saver uses TensorFlow's 600 seconds. */
 static enum dt_status resolve_ckpt_args(const struct ckpt_args *ck, const struct dt_option *opts,
-					struct dt_train_config *cfg, struct dt_err *err)
+					dtrain_session_options *so, struct dt_err *err)
 {
 	const char *dir = ck->output_dir;
 	if (!dt_opts_find(opts, "output_dir")->was_set) {
@@ -160,11 +136,11 @@ static enum dt_status resolve_ckpt_args(const struct ckpt_args *ck, const struct
 	if (ck->keep_max < 0)
 		return dt_err_set(err, DT_USAGE, "--keep_checkpoint_max must not be negative (0 keeps all), got %d",
 				  ck->keep_max);
-	cfg->output_dir = dir;
-	cfg->save_checkpoints_steps = ck->save_steps;
-	cfg->save_checkpoints_secs = ck->save_secs;
-	cfg->keep_checkpoint_max = ck->keep_max;
-	cfg->save_summary_steps = ck->summary_steps;
+	so->output_dir = dir;
+	so->save_checkpoints_steps = ck->save_steps;
+	so->save_checkpoints_secs = ck->save_secs;
+	so->keep_checkpoint_max = ck->keep_max;
+	so->save_summary_steps = ck->summary_steps;
 	return DT_OK;
 }
 
@@ -178,15 +154,15 @@ enum train_mode {
 };
 
 /* t2t's evaluation schedules: which split, and whether once or continuously. */
-static int is_eval_schedule(const char *schedule, enum dt_split *split, int *once)
+static int is_eval_schedule(const char *schedule, dtrain_split *split, int *once)
 {
-	static const struct { const char *name; enum dt_split split; int once; } evals[] = {
-		{ "continuous_eval", DT_SPLIT_TEST, 0 },
-		{ "continuous_eval_on_train_data", DT_SPLIT_TRAIN, 0 },
-		{ "evaluate", DT_SPLIT_TEST, 1 },
-		{ "evaluate_on_train_data", DT_SPLIT_TRAIN, 1 },
+	static const struct { const char *name; dtrain_split split; int once; } evals[] = {
+		{ "continuous_eval", DTRAIN_SPLIT_TEST, 0 },
+		{ "continuous_eval_on_train_data", DTRAIN_SPLIT_TRAIN, 0 },
+		{ "evaluate", DTRAIN_SPLIT_TEST, 1 },
+		{ "evaluate_on_train_data", DTRAIN_SPLIT_TRAIN, 1 },
 		/* not t2t's: the text problems' dev split (t2t's length 400) beside the held-out test split */
-		{ "evaluate_on_dev_data", DT_SPLIT_DEV, 1 },
+		{ "evaluate_on_dev_data", DTRAIN_SPLIT_DEV, 1 },
 	};
 	for (size_t i = 0; i < sizeof(evals) / sizeof(evals[0]); i++) {
 		if (strcmp(schedule, evals[i].name) == 0) {
@@ -255,11 +231,17 @@ static enum dt_status resolve_role(const struct dt_cluster_flags *cf, const stru
 
 /* --replicas, or t2t's --worker_gpu=N > 1 in a cluster without ps (one GPU
  * tower per replica there; CPU threads here). 0 on a usage error. */
+/* The facts of the cluster the messages and checks below use (the
+ * resolved cluster is the session's once adopted). */
+struct cluster_facts {
+	int num_ps, num_trainers;
+};
+
 static int resolve_replicas(int replicas, const struct dt_option *opts, const struct dt_cluster_flags *cf,
-			    const struct dt_cluster *cl, enum train_mode mode, struct dt_err *err)
+			    const struct cluster_facts *cl, enum train_mode mode, struct dt_err *err)
 {
 	int given = dt_opts_find(opts, "replicas")->was_set;
-	if (!given && cf->worker_gpu > 1 && cl->num_ps_replicas == 0)
+	if (!given && cf->worker_gpu > 1 && cl->num_ps == 0)
 		replicas = cf->worker_gpu;
 	if (replicas < 1 || replicas > DT_MIRRORED_MAX_REPLICAS) {
 		dt_err_set(err, DT_USAGE, "--%s must be between 1 and %d, got %d", given ? "replicas" : "worker_gpu",
@@ -281,150 +263,128 @@ struct eval_args {
 	double timeout_s;
 };
 
-static void print_eval(void *ctx, enum dt_split split, int64_t step, const struct dt_eval_result *r)
+static void print_eval(void *ctx, const dtrain_eval *r)
 {
+	(void)ctx;
+	const char *split = r->split == DTRAIN_SPLIT_TRAIN ? "train" : r->split == DTRAIN_SPLIT_DEV ? "dev" : "test";
 	char bleu[48] = "";
 	if (r->bleu)
 		snprintf(bleu, sizeof(bleu), ", approx_bleu_score = %.4f", r->approx_bleu_score);
 	if (r->text) /* t2t's metrics, as t2t-trainer prints them */
 		printf("eval (%s split, %lld examples) at global step %lld: accuracy = %.4f, accuracy_per_sequence = %.4f, "
 		       "neg_log_perplexity = %.4f%s, loss = %.4f\n",
-		       dt_split_name(split), (long long)r->examples, (long long)step, r->accuracy,
-		       r->accuracy_per_sequence, r->neg_log_perplexity, bleu, r->loss);
+		       split, (long long)r->examples, (long long)r->step, r->accuracy, r->accuracy_per_sequence,
+		       r->neg_log_perplexity, bleu, r->loss);
 	else
-		printf("eval (%s split, %lld examples) at global step %lld: accuracy = %.4f, loss = %.4f\n",
-		       dt_split_name(split), (long long)r->examples, (long long)step, r->accuracy, r->loss);
+		printf("eval (%s split, %lld examples) at global step %lld: accuracy = %.4f, loss = %.4f\n", split,
+		       (long long)r->examples, (long long)r->step, r->accuracy, r->loss);
 	fflush(stdout);
 }
 
-/* The evaluator task (train/evaluator.h); returns the exit code. */
-static int run_evaluator(const struct dt_train_config *cfg, const char *schedule, const struct eval_args *ea)
+/* The evaluator's flags into the options: the schedule's split, once or not
+ * (the evaluator job with no eval schedule: the test split, continuously). */
+static enum dt_status eval_options(const char *schedule, const struct eval_args *ea, dtrain_session_options *so,
+				   struct dt_err *err)
 {
-	struct dt_err err = DT_ERR_INIT;
-	struct dt_eval_config ec = {
-		.models = cfg->models, .problem = cfg->problem, .data_dir = cfg->data_dir, .data = cfg->data, .hp = cfg->hp, .seed = cfg->seed,
-		.threads = cfg->threads, .output_dir = cfg->output_dir, .split = DT_SPLIT_TEST,
-		.train_steps = cfg->train_steps, .timeout_s = ea->timeout_s, .report = print_eval,
-	};
-	/* The evaluator job with no eval schedule given evaluates the test split continuously. */
-	is_eval_schedule(schedule, &ec.split, &ec.once);
-	if (strcmp(ea->mode, "latest") == 0) {
-		ec.mode = DT_EVAL_LATEST;
-	} else if (strcmp(ea->mode, "every") == 0) {
-		ec.mode = DT_EVAL_EVERY;
-	} else {
-		dt_err_set(&err, DT_USAGE, "--eval_mode=%s: expected latest or every", ea->mode);
-		return dt_cmd_report(&err);
-	}
-	if (!(ea->timeout_s > 0 && ea->timeout_s <= 1e7)) {
-		dt_err_set(&err, DT_USAGE, "--eval_timeout_secs must be between 0 and 10000000 seconds, got %g",
-			   ea->timeout_s);
-		return dt_cmd_report(&err);
-	}
-	if (!cfg->output_dir || !*cfg->output_dir) {
-		dt_err_set(&err, DT_USAGE, "the evaluator needs --output_dir: the directory the chief writes checkpoints to");
-		return dt_cmd_report(&err);
-	}
-	if (dt_evaluator_run(&ec, NULL, &err))
-		return dt_cmd_report(&err);
-	return 0;
+	so->evaluator = 1;
+	is_eval_schedule(schedule, &so->eval_split, &so->eval_once);
+	if (strcmp(ea->mode, "latest") == 0)
+		so->eval_walk = DTRAIN_EVAL_LATEST;
+	else if (strcmp(ea->mode, "every") == 0)
+		so->eval_walk = DTRAIN_EVAL_EVERY;
+	else
+		return dt_err_set(err, DT_USAGE, "--eval_mode=%s: expected latest or every", ea->mode);
+	if (!(ea->timeout_s > 0 && ea->timeout_s <= 1e7))
+		return dt_err_set(err, DT_USAGE, "--eval_timeout_secs must be between 0 and 10000000 seconds, got %g",
+				  ea->timeout_s);
+	if (!so->output_dir || !*so->output_dir)
+		return dt_err_set(err, DT_USAGE,
+				  "the evaluator needs --output_dir: the directory the chief writes checkpoints to");
+	so->eval_timeout_secs = ea->timeout_s;
+	return DT_OK;
 }
 
-/* Runs this task's role and prints its outcome; returns the exit code. */
-static int run_mode(enum train_mode mode, const struct dt_cluster *cl, const struct dt_train_config *cfg,
-		    const struct train_args *a)
+/* Runs this task's session and prints its outcome; returns the exit code. */
+static int run_mode(enum train_mode mode, const struct cluster_facts *cl, dtrain_session *s, const char *problem,
+		    int threads, const struct train_args *a)
 {
-	struct dt_err err = DT_ERR_INIT;
-	struct dt_train_result res;
-	struct dt_ps_run_config pc = { .train = cfg, .cluster = cl, .connect_s = a->connect_timeout,
-				       .wait_model_s = a->connect_timeout, .ps_idle_s = a->ps_idle_timeout,
-				       .overlap = a->ps_overlap,
-				       .replicas_to_aggregate = a->replicas_to_aggregate, .sync_timeout_s = a->sync_timeout,
-				       .worker_gpu = a->worker_gpu, .ps_gpu = a->ps_gpu };
+	dtrain_error *err = dtrain_error_new();
+	struct dt_err e = DT_ERR_INIT;
+	dtrain_hparams_info hp;
+	dtrain_session_hparams(s, &hp);
+	const char *smode = dtrain_session_mode(s);
 	/* Synchronous through the ps (SyncReplicasOptimizer), or t2t's in-graph
 	 * layout: one master as the only trainer, the ps tasks computing. */
-	const int sync = mode == MODE_TRAINER && (a->sync || cfg->hp.sync);
-	const int in_graph = sync && cl->jobs[DT_JOB_MASTER].slots > 0 && cl->num_worker_replicas == 1;
-	struct dt_sync_stats sync_stats;
+	const int sync = strcmp(smode, "ps_sync") == 0 || strcmp(smode, "ps_sync_in_graph") == 0;
+	const int in_graph = strcmp(smode, "ps_sync_in_graph") == 0;
+	int rc = 0;
+	dtrain_result res;
 	if (a->replicas_to_aggregate && mode == MODE_TRAINER && (!sync || in_graph ||
-								  a->replicas_to_aggregate > cl->num_worker_replicas)) {
-		dt_err_set(&err, DT_USAGE, "--replicas_to_aggregate=%d needs synchronous training through the ps with at "
-					   "least that many trainers (this cluster has %d)", a->replicas_to_aggregate,
-			   cl->num_worker_replicas);
-		dt_err_hint(&err, "add --sync, or drop --replicas_to_aggregate (default: every trainer)");
-		return dt_cmd_report(&err);
+								  a->replicas_to_aggregate > cl->num_trainers)) {
+		dt_err_set(&e, DT_USAGE, "--replicas_to_aggregate=%d needs synchronous training through the ps with at "
+					 "least that many trainers (this cluster has %d)", a->replicas_to_aggregate,
+			   cl->num_trainers);
+		dt_err_hint(&e, "add --sync, or drop --replicas_to_aggregate (default: every trainer)");
+		rc = dt_cmd_report(&e);
+		goto out;
 	}
 	if (mode == MODE_PS) {
-		dt_info("parameter server for %s on %s (%d ps, %d trainers)", cfg->hp.model, cfg->problem,
-			cl->num_ps_replicas, cl->num_worker_replicas);
-		if (dt_train_std_server(&pc, &err))
-			return dt_cmd_report(&err);
-		return 0;
+		dt_info("parameter server for %s on %s (%d ps, %d trainers)", hp.model, problem, cl->num_ps,
+			cl->num_trainers);
+		rc = dtrain_session_run(s, err) ? report(err) : 0;
+		goto out;
 	}
-	dt_info("training %s on %s for %lld %ssteps, batch %d, %s lr %g (%s), seed %lld", cfg->hp.model, cfg->problem,
-		(long long)cfg->train_steps, mode == MODE_LOCAL ? "" : "global ", cfg->hp.batch_size, cfg->hp.optimizer,
-		cfg->hp.learning_rate, cfg->hp.lr_schedule, (long long)a->seed);
-	int evaluated = cfg->eval_at_end;
-	if (sync) {
-		if ((in_graph ? dt_train_sync_master : dt_train_sync_trainer)(&pc, &res, &sync_stats, &err))
-			return dt_cmd_report(&err);
-		evaluated = evaluated && cl->is_chief;
+	dt_info("training %s on %s for %lld %ssteps, batch %d, %s lr %g (%s), seed %lld", hp.model, problem,
+		(long long)a->train_steps, mode == MODE_LOCAL ? "" : "global ", hp.batch_size, hp.optimizer,
+		hp.learning_rate, hp.lr_schedule, (long long)a->seed);
+	if (dtrain_session_run(s, err) || dtrain_session_result(s, &res, err)) {
+		rc = report(err);
+		goto out;
+	}
+	if (sync)
 		dt_info("trained %.1f s: %.0f examples/s from this task; %.0f%% of it waiting at the barrier",
-			res.train_seconds, res.examples_per_sec, 100.0 * sync_stats.barrier_share);
-	} else if (mode == MODE_TRAINER) {
-		if (dt_train_ps_trainer(&pc, &res, &err))
-			return dt_cmd_report(&err);
-		evaluated = evaluated && cl->is_chief;
+			res.train_seconds, res.examples_per_sec, 100.0 * res.barrier_share);
+	else if (mode == MODE_TRAINER)
 		dt_info("trained %.1f s: %.0f examples/s from this task", res.train_seconds, res.examples_per_sec);
-	} else if (mode == MODE_ALLREDUCE) {
-		struct dt_allreduce_run_config ac = { .train = cfg, .cluster = cl, .connect_s = a->connect_timeout,
-						      .step_s = a->step_timeout, .check_every = a->check_replicas_every,
-						      .min_workers = (int)a->min_workers };
-		if (dt_train_allreduce(&ac, &res, &err))
-			return dt_cmd_report(&err);
-		evaluated = evaluated && cl->is_chief;
+	else if (mode == MODE_ALLREDUCE)
 		dt_info("trained %lld steps in %.1f s: %.0f examples/s over all workers", (long long)res.steps,
 			res.train_seconds, res.examples_per_sec);
-	} else {
-		if (dt_train_local(cfg, &res, &err))
-			return dt_cmd_report(&err);
+	else
 		dt_info("trained %lld steps in %.1f s: %.0f examples/s, first step %.3f s after start",
 			(long long)res.steps, res.train_seconds, res.examples_per_sec, res.first_step_seconds);
-	}
-	if (evaluated)
-		print_eval(NULL, DT_SPLIT_TEST, res.steps, &res.eval);
+	if (res.evaluated)
+		print_eval(NULL, &res.eval);
 	fflush(stdout);
-	if (*a->metrics_file) {
-		struct dt_train_config mc = *cfg;
-		mc.eval_at_end = evaluated;
-		if (write_metrics(a->metrics_file, &mc, &res, sync ? &sync_stats : NULL, &err))
-			return dt_cmd_report(&err);
-	}
-	return 0;
+	if (*a->metrics_file && write_metrics(a->metrics_file, problem, threads, &hp, &res, &e))
+		rc = dt_cmd_report(&e);
+out:
+	dtrain_error_free(err);
+	return rc;
 }
 
 int dt_cmd_train(int argc, char **argv)
 {
-	struct dt_train_config cfg;
-	dt_train_config_defaults(&cfg);
-	cfg.models = &dt_models_builtin; /* mlp, lenet, cnn: written with the public builder */
+	dtrain_session_options so;
+	dtrain_session_options_init(&so);
+	so.train_steps = 2000; /* the CLI's defaults (t2t's where it has them) */
+	so.eval_at_end = 1;
+	so.prefetch = 1;
+	const char *problem = "fashion_mnist";
 	struct train_args a = { .model = "cnn", .hparams = "", .hparams_set = "", .log_level = "info", .keras_model = "",
 				.metrics_file = "", .seed = 1,
 				.connect_timeout = 120, .ps_idle_timeout = 600, .step_timeout = 60, .ps_overlap = 1,
 				.sync_timeout = DT_SYNC_TIMEOUT_DEFAULT_S };
-	int64_t steps = cfg.train_steps, eval_every = 0, log_every = cfg.log_every;
+	int64_t steps = so.train_steps, eval_every = 0, log_every = so.log_every;
 	int eval = 1, threads = 1, prefetch = 1;
 	int replicas = 1, deterministic = 0, micro_batch = 32;
 	const char *data_dir = "";
 	struct dt_data_flags df = DT_DATA_FLAGS_INIT;
-	struct dt_data_options data_opts;
-	struct ckpt_args ck = { .output_dir = "", .keep_max = cfg.keep_checkpoint_max,
-				.summary_steps = cfg.save_summary_steps };
+	struct ckpt_args ck = { .output_dir = "", .keep_max = so.keep_checkpoint_max,
+				.summary_steps = so.save_summary_steps };
 	struct eval_args ea = { .mode = "latest", .timeout_s = 3600 };
 	struct dt_cluster_flags cf;
 	dt_cluster_flags_init(&cf);
 	struct dt_secret_flags sf = { "", "", 0 };
-	struct dt_auth auth;
 	struct dt_option opts[] = {
 		DT_OPT_GROUP("Model"),
 		DT_OPT_STRING("model", &a.model, "NAME", "model to train: mlp, lenet, cnn"),
@@ -434,7 +394,7 @@ int dt_cmd_train(int argc, char **argv)
 			      "train the Keras model of this JSON (model.to_json() or a TF.js model.json) instead of "
 			      "--model; hparams from --hparams_set [default: cnn_base]"),
 		DT_OPT_GROUP("Data"),
-		DT_OPT_STRING("problem", &cfg.problem, "NAME", "fashion_mnist, mnist, synthetic, image_folder or csv"),
+		DT_OPT_STRING("problem", &problem, "NAME", "fashion_mnist, mnist, synthetic, image_folder or csv"),
 		DT_OPT_STRING("data_dir", &data_dir, "DIR",
 			      "the problem's IDX files, image folder or CSV file [default: the problem's own]"),
 		DT_DATA_FLAG_OPTIONS(&df),
@@ -558,60 +518,106 @@ int dt_cmd_train(int argc, char **argv)
 			   a.ps_idle_timeout);
 		return dt_cmd_report(&err);
 	}
-	if (resolve_ckpt_args(&ck, opts, &cfg, &err))
+	if (resolve_ckpt_args(&ck, opts, &so, &err))
 		return dt_cmd_report(&err);
 	struct dt_cluster cl;
 	enum train_mode mode;
-	if (resolve_role(&cf, opts, &eval, &cl, &mode, &err) || resolve_hparams(&a, &cfg.hp, &err)) {
+	if (resolve_role(&cf, opts, &eval, &cl, &mode, &err)) {
 		dt_cluster_release(&cl);
 		return dt_cmd_report(&err);
 	}
+	const struct cluster_facts facts = { .num_ps = cl.num_ps_replicas, .num_trainers = cl.num_worker_replicas };
+	/* Every connection of a cluster task is authenticated when a secret is given. */
+	const char *secret = NULL;
+	dtrain_wire_security wire = DTRAIN_WIRE_AUTH;
 	if (mode != MODE_LOCAL && mode != MODE_EVAL) {
-		/* Every connection of a cluster task is authenticated when a secret is given. */
 		const char *own = dt_cluster_address(&cl, cl.task.job, cl.task.index);
-		if (dt_cmd_cluster_auth(&sf, &own, 1, &auth, &cfg.auth, &err)) {
+		if (dt_cmd_cluster_secret(&sf, &own, 1, &secret, &wire, &err)) {
 			dt_cluster_release(&cl);
 			return dt_cmd_report(&err);
 		}
 	}
-	if (dt_data_flags_resolve(&df, a.keras_model, &data_opts, &err)) {
+	dtrain_builtin b;
+	dtrain_builtin_init(&b);
+	b.model = a.model;
+	b.hparams_set = a.hparams_set;
+	b.hparams = a.hparams;
+	b.keras_model = a.keras_model;
+	b.problem = problem;
+	b.data_dir = data_dir;
+	if (dt_data_flags_resolve(&df, &b, &err)) {
 		dt_cluster_release(&cl);
 		return dt_cmd_report(&err);
 	}
-	cfg.data_dir = data_dir;
-	cfg.data = &data_opts;
-	cfg.train_steps = steps;
-	cfg.eval_every = eval_every;
-	cfg.eval_at_end = eval;
-	cfg.log_every = log_every;
-	cfg.seed = (uint64_t)a.seed;
-	cfg.threads = threads;
-	cfg.prefetch = prefetch;
-	if ((cfg.replicas = resolve_replicas(replicas, opts, &cf, &cl, mode, &err)) < 1) {
-		dt_cluster_release(&cl);
-		return dt_cmd_report(&err);
+	/* The session takes the cluster this task resolved from its flags. */
+	dtrain_cluster *pcl = NULL;
+	dtrain_session *s = NULL;
+	dtrain_error *perr = dtrain_error_new();
+	int rc = 0;
+	if (dt__api_cluster_adopt(&cl, &pcl, perr) || dtrain_session_new_builtin(&b, pcl, &s, perr) ||
+	    (secret && dtrain_session_set_secret(s, secret, wire, perr))) {
+		rc = report(perr);
+		goto out;
+	}
+	so.train_steps = a.train_steps = steps;
+	so.eval_every = eval_every;
+	so.eval_at_end = eval;
+	so.log_every = log_every;
+	so.seed = (uint64_t)a.seed;
+	so.threads = threads;
+	so.prefetch = prefetch;
+	so.sync = a.sync;
+	so.replicas_to_aggregate = a.replicas_to_aggregate;
+	so.sync_timeout_secs = a.sync_timeout;
+	so.connect_timeout_secs = a.connect_timeout;
+	so.ps_idle_timeout_secs = a.ps_idle_timeout;
+	so.ps_overlap = a.ps_overlap;
+	so.worker_gpu = a.worker_gpu;
+	so.ps_gpu = a.ps_gpu;
+	so.step_timeout_secs = a.step_timeout;
+	so.check_replicas_every = a.check_replicas_every;
+	so.min_workers = (int)a.min_workers;
+	if ((so.replicas = resolve_replicas(replicas, opts, &cf, &facts, mode, &err)) < 1) {
+		rc = dt_cmd_report(&err);
+		goto out;
 	}
 	if (deterministic && (mode == MODE_PS || mode == MODE_TRAINER)) {
 		dt_err_set(&err, DT_USAGE, "--deterministic is built for one process, --replicas and all-reduce clusters; "
 					   "training through parameter servers applies float sums in arrival order");
 		dt_err_hint(&err, "drop --deterministic, or train with all-reduce (a cluster with no ps job)");
-		dt_cluster_release(&cl);
-		return dt_cmd_report(&err);
+		rc = dt_cmd_report(&err);
+		goto out;
 	}
-	cfg.micro_batch = deterministic ? micro_batch : 0;
-	int rc;
+	so.deterministic = deterministic;
+	so.micro_batch = micro_batch;
 	if (mode == MODE_EVAL) {
-		rc = run_evaluator(&cfg, cf.schedule, &ea);
-	} else {
-		cfg.eval_after_save = strcmp(cf.schedule, "train_and_evaluate") == 0;
-		/* The chief's run files (t2t's hparams.json and flags.txt). */
-		if (cfg.output_dir && *cfg.output_dir && mode != MODE_PS && (mode == MODE_LOCAL || cl.is_chief) &&
-		    dt_summary_write_run_files(cfg.output_dir, &cfg.hp, opts, &err)) {
-			dt_cluster_release(&cl);
-			return dt_cmd_report(&err);
+		if (eval_options(cf.schedule, &ea, &so, &err)) {
+			rc = dt_cmd_report(&err);
+			goto out;
 		}
-		rc = run_mode(mode, &cl, &cfg, &a);
+		if (dtrain_session_configure(s, &so, perr) || dtrain_session_set_eval_report(s, print_eval, NULL, perr) ||
+		    dtrain_session_run(s, perr))
+			rc = report(perr);
+		goto out;
 	}
+	so.eval_after_save = strcmp(cf.schedule, "train_and_evaluate") == 0;
+	if (dtrain_session_configure(s, &so, perr)) {
+		rc = report(perr);
+		goto out;
+	}
+	/* The chief's run files (t2t's hparams.json and flags.txt). */
+	char *flags = dt_summary_format_flags(opts);
+	dtrain_status wst = dtrain_session_write_run_files(s, flags, perr);
+	free(flags);
+	if (wst) {
+		rc = report(perr);
+		goto out;
+	}
+	rc = run_mode(mode, &facts, s, problem, threads, &a);
+out:
+	dtrain_session_free(s);
+	dtrain_cluster_free(pcl);
+	dtrain_error_free(perr);
 	dt_cluster_release(&cl);
 	return rc;
 }

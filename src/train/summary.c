@@ -226,7 +226,7 @@ static enum dt_status write_text(const char *dir, const char *name, const char *
 	return st;
 }
 
-enum dt_status dt_summary_write_run_files(const char *dir, const struct dt_hparams *hp, const struct dt_option *opts,
+enum dt_status dt_summary_write_run_files(const char *dir, const struct dt_hparams *hp, const char *flags_text,
 					  struct dt_err *err)
 {
 	enum dt_status st = dt_events_make_dirs(dir, err);
@@ -241,10 +241,7 @@ enum dt_status dt_summary_write_run_files(const char *dir, const struct dt_hpara
 	DT_ASSERT(closed == 0);
 	st = write_text(dir, "hparams.json", json, err);
 	free(json);
-	if (st)
+	if (st || !flags_text)
 		return st;
-	char *flags = dt_summary_format_flags(opts);
-	st = write_text(dir, "flags.txt", flags, err);
-	free(flags);
-	return st;
+	return write_text(dir, "flags.txt", flags_text, err);
 }

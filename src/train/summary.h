@@ -77,9 +77,9 @@ int64_t dt_summary_records(const struct dt_summary *s);
 /* Closes the event file; accepts NULL. */
 void dt_summary_free(struct dt_summary *s);
 
-/* Writes <dir>/hparams.json and <dir>/flags.txt (creating dir if needed).
- * `opts` is the command's option table after parsing. */
-enum dt_status dt_summary_write_run_files(const char *dir, const struct dt_hparams *hp, const struct dt_option *opts,
+/* Writes <dir>/hparams.json and, with flags_text (dt_summary_format_flags
+ * of the command's option table), <dir>/flags.txt (creating dir if needed). */
+enum dt_status dt_summary_write_run_files(const char *dir, const struct dt_hparams *hp, const char *flags_text,
 					  struct dt_err *err) DT_MUST_CHECK;
 
 /* Writes `opts` as "--name=value\n" lines into a heap string (caller frees);

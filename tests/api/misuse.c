@@ -15,20 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "case_report.h"
+
 static const char *only;
 static dtrain_error *err;
 
-/* One line per case: a message's own lines (its hint) joined by " | ". */
+/* One line per case (case_report.h). */
 static void report(const char *name, dtrain_status st)
 {
-	char msg[2048];
-	snprintf(msg, sizeof(msg), "%s", st ? dtrain_error_message(err) : "");
-	for (char *p = msg; *p; p++)
-		if (*p == '\n')
-			*p = '|';
-	printf("CASE %s: %s: %s\n", name, dtrain_status_name(st), msg);
-	fflush(stdout);
-	dtrain_error_clear(err);
+	case_report(err, name, st);
 }
 
 #define CASE(name) if (!only || strcmp(only, name) == 0)
