@@ -159,6 +159,15 @@ static void coll_proc_report(int rank, enum dt_status st, const struct dt_err *e
 	}
 }
 
+/* rank<N>.ready in the test's directory: the child's comm is built (its
+ * rendezvous is over), so a signal to it lands in its collectives. */
+static void coll_ready_path(char *path, size_t cap, int rank)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "rank%d.ready", rank);
+	dt_test_path(path, cap, name);
+}
+
 void coll_procs_start_with(struct coll_procs *p, int n, coll_proc_fn fn, int algorithm, int auth)
 {
 	memset(p, 0, sizeof(*p));
@@ -169,6 +178,11 @@ void coll_procs_start_with(struct coll_procs *p, int n, coll_proc_fn fn, int alg
 	DT_CHECK_OK(dt_comm_listen_loopback(n, p->fds, p->addrs, &err), &err);
 	for (int i = 0; i < n; i++)
 		p->peers[i] = (struct dt_comm_peer){ p->addrs[i], "worker", (uint32_t)i };
+	for (int i = 0; i < n; i++) {
+		char ready[512];
+		coll_ready_path(ready, sizeof(ready), i);
+		unlink(ready); /* an earlier group's in the same test */
+	}
 	for (int i = 0; i < n; i++) {
 		pid_t pid = fork();
 		DT_CHECK(pid >= 0);
@@ -187,9 +201,15 @@ void coll_procs_start_with(struct coll_procs *p, int n, coll_proc_fn fn, int alg
 						      .listen_fd_set = 1, .algorithm = p->algorithm, .hello = &hello };
 			struct dt_comm *comm = NULL;
 			struct dt_err e = DT_ERR_INIT;
-			enum dt_status st = dt_comm_new(&cfg, dt_deadline_in(20), &comm, &e);
-			if (!st)
+			enum dt_status st = dt_comm_new(&cfg, dt_deadline_in(COLL_CONNECT_S), &comm, &e);
+			if (!st) {
+				char ready[512];
+				coll_ready_path(ready, sizeof(ready), i);
+				FILE *f = fopen(ready, "w");
+				if (f)
+					fclose(f);
 				st = fn(comm, i, &e);
+			}
 			coll_proc_report(i, st, &e);
 			dt_comm_free(comm);
 			if (coll_maps_a_region())
@@ -205,6 +225,21 @@ void coll_procs_start_with(struct coll_procs *p, int n, coll_proc_fn fn, int alg
 void coll_procs_start(struct coll_procs *p, int n, coll_proc_fn fn)
 {
 	coll_procs_start_with(p, n, fn, 0, 0);
+}
+
+int coll_procs_wait_ready(struct coll_procs *p, double timeout_s)
+{
+	int64_t end = dt_deadline_in(timeout_s);
+	for (int i = 0; i < p->n; i++) {
+		char ready[512];
+		coll_ready_path(ready, sizeof(ready), i);
+		while (access(ready, F_OK) != 0) {
+			if (dt_deadline_passed(end))
+				return i;
+			dt_sleep(0.005);
+		}
+	}
+	return -1;
 }
 
 /* Waits for child i (bounded); returns its exit code (128+signal if killed). */
@@ -283,7 +318,20 @@ void coll_fault_test(int sig, int n, int victim, coll_proc_fn fn, int algorithm,
 {
 	struct coll_procs p;
 	coll_procs_start_with(&p, n, fn, algorithm, auth);
-	dt_sleep(0.5); /* connected and looping */
+	/* The signal must land in the collectives, not in the rendezvous: a
+	 * rank stopped or killed there leaves the others in dt_comm_new until
+	 * its 20 s deadline, past the 13 s the survivors get below. On a loaded
+	 * host the forks, the handshakes and the shared-memory agreement can
+	 * take longer than any fixed sleep. */
+	int late = coll_procs_wait_ready(&p, COLL_CONNECT_S + 5);
+	if (late >= 0) {
+		for (int i = 0; i < n; i++)
+			kill(p.pid[i], SIGKILL);
+		for (int i = 0; i < n; i++)
+			coll_proc_wait(&p, i, 10);
+		dt_test_fail(__FILE__, __LINE__, "rank %d did not connect within %.1f s", late, COLL_CONNECT_S + 5);
+	}
+	dt_sleep(0.5); /* looping */
 	DT_CHECK(kill(p.pid[victim], sig) == 0);
 	int64_t t0 = dt_now_ns();
 	char want[32];

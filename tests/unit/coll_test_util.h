@@ -21,6 +21,8 @@
 /* The deadline of each collective in the failure tests: the survivors must
  * fail within twice this. */
 #define COLL_FAULT_DEADLINE_S 2.0
+/* The forked ranks' rendezvous deadline (dt_comm_new). */
+#define COLL_CONNECT_S 20.0
 
 /* ---- a group of ranks on threads ---- */
 
@@ -96,6 +98,9 @@ int coll_dev_shm_entries(void);
 void coll_procs_start_with(struct coll_procs *p, int n, coll_proc_fn fn, int algorithm, int auth);
 /* The same with the cost model's algorithms and no secret. */
 void coll_procs_start(struct coll_procs *p, int n, coll_proc_fn fn);
+/* Waits (bounded) until every child has built its comm; returns -1, or the
+ * first rank not connected within timeout_s. */
+int coll_procs_wait_ready(struct coll_procs *p, double timeout_s);
 /* Waits for child i (bounded); returns its exit code (128+signal if killed). */
 int coll_proc_wait(struct coll_procs *p, int i, double timeout_s);
 /* What child `rank` reported: "<status> <message>" or "0 ok". */
@@ -104,8 +109,8 @@ const char *coll_proc_message(int rank);
  * (segments by reference on one host), and small ones. */
 enum dt_status coll_until_failure(struct dt_comm *comm, int rank, struct dt_err *err);
 enum dt_status coll_until_failure_small(struct dt_comm *comm, int rank, struct dt_err *err);
-/* n ranks run fn; `victim` gets sig; every other rank must exit 3 within
- * twice the deadline, naming the victim. */
+/* n ranks run fn; once all are connected, `victim` gets sig; every other
+ * rank must exit 3 within twice the deadline, naming the victim. */
 void coll_fault_test(int sig, int n, int victim, coll_proc_fn fn, int algorithm, int auth);
 
 #endif
