@@ -482,9 +482,16 @@ static enum dt_status async_finish(struct dt_session *s, void *self, int64_t *gs
 	return DT_OK;
 }
 
+static enum dt_status async_before_eval(struct dt_session *s, void *self, struct dt_err *err)
+{
+	(void)s;
+	struct ps_async *a = self;
+	return dt__sparse_rows_pull_all(&a->sp, a->c, dt_deadline_in(a->round_s), err);
+}
+
 static const struct dt_strategy strategy_ps_async = {
 	.name = "parameter_server_async", .connect = async_connect, .start = async_start, .compute = async_compute,
-	.apply = async_apply, .wait = loop_for_a_second, .finish = async_finish,
+	.apply = async_apply, .wait = loop_for_a_second, .before_eval = async_before_eval, .finish = async_finish,
 };
 
 enum dt_status dt_train_ps_trainer(const struct dt_ps_run_config *cfg, struct dt_train_result *res,

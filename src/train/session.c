@@ -554,6 +554,8 @@ static enum dt_status maybe_evaluate(struct dt_session *s, struct dt_err *err)
 	if (!s->info.chief && s->info.eval_where != DT_EVAL_INLINE)
 		return DT_OK;
 	int64_t e0 = dt_now_ns();
+	if (s->strategy->before_eval && (st = s->strategy->before_eval(s, s->self, err)))
+		return st;
 	if (s->info.eval_where == DT_EVAL_INLINE) {
 		struct dt_eval_result ev;
 		if ((st = dt_session_evaluate(s, &ev, err)))
