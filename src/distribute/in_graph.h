@@ -13,7 +13,8 @@
  * The replica (dt_in_graph_replica, the server side) is an extension of a
  * std server (ps_server.h): on PS_REPLICA_SETUP from the master (and only
  * from it) it loads the train split and builds a model and one pipeline per
- * replica; on each PS_REPLICA_STEP it computes every replica's gradient at
+ * replica (a text problem: one token input per replica, shard k of the
+ * replicas, through the config's text ops); on each PS_REPLICA_STEP it computes every replica's gradient at
  * the master's variables, one after another, and replies with their sum.
  * Step s reads batch s of each shard, so a master resumed at step s > 0
  * repositions the pipelines without anything saved on the server. A master
@@ -33,6 +34,7 @@
 #include "distribute/ps_wire.h"
 #include "net/handshake.h"
 #include "net/loop.h"
+#include "data/pipeline.h"
 #include "data/problem.h"
 #include "nn/hparams.h"
 
@@ -40,6 +42,7 @@
 
 struct dt_in_graph_master;
 struct dt_model_zoo;
+struct dt_model;
 
 /* One step's figures summed over every replica. */
 struct dt_in_graph_figures {
@@ -71,6 +74,24 @@ void dt_in_graph_free(struct dt_in_graph_master *m);
 
 /* ---- the std server's side ---- */
 
+/* A text problem's side of a replica (data/text.h: token batches), which
+ * this layer cannot build: the trainer's layer passes it down (train/'s
+ * model and input for text problems). An image problem uses the zoo and
+ * data/pipeline.h as before. */
+struct dt_in_graph_text_ops {
+	/* The model for `train`'s vocabularies, batches of hp->batch_size tokens. */
+	enum dt_status (*model_new)(const void *arg, const struct dt_hparams *hp, const struct dt_dataset *train,
+				    struct dt_model **out, struct dt_err *err);
+	/* The token batches of shard `index` of `count` of `train` (borrowed),
+	 * shuffled from `seed`, `batches` batches in: step s reads batch s. */
+	enum dt_status (*input_new)(const void *arg, const struct dt_dataset *train, const struct dt_hparams *hp, uint64_t seed,
+				    int index, int count, int64_t batches, void **out, struct dt_err *err);
+	/* The next batch (its `general` set), valid until the next call. */
+	enum dt_status (*input_next)(void *in, const struct dt_batch **out, struct dt_err *err);
+	void (*input_free)(void *in); /* accepts NULL */
+	const void *arg;
+};
+
 struct dt_in_graph_replica_config {
 	const char *problem, *data_dir;  /* the server's own flags: the master's problem must match */
 	const struct dt_data_options *data; /* image_folder and csv flags (data/problem.h); NULL: defaults */
@@ -80,6 +101,7 @@ struct dt_in_graph_replica_config {
 	const char *master_role;         /* only this task sets up replicas ("master", index 0) */
 	uint32_t master_index;
 	size_t num_params;               /* the model's, as the server built it */
+	const struct dt_in_graph_text_ops *text; /* a text problem's model and batches; borrowed; NULL: images only */
 };
 
 struct dt_in_graph_replica;

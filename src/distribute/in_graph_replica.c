@@ -25,6 +25,8 @@ struct dt_in_graph_replica {
 	struct dt_dataset train;
 	struct dt_model *model;
 	struct dt_pipeline *pipes[DT_PS_REPLICA_MAX_PER_TASK];
+	void *texts[DT_PS_REPLICA_MAX_PER_TASK]; /* a text problem's inputs (cfg.text), in place of pipes */
+	struct dt_hparams hp;       /* the server's, with the master's dropout and batch size */
 	struct dt_rng rngs[DT_PS_REPLICA_MAX_PER_TASK];
 	float *sum;                 /* (num_params) the replicas' summed gradients */
 	struct dt_pipeline_config pcs[DT_PS_REPLICA_MAX_PER_TASK];
@@ -40,6 +42,9 @@ static void teardown(struct dt_in_graph_replica *r)
 	for (uint32_t i = 0; i < DT_PS_REPLICA_MAX_PER_TASK; i++) {
 		dt_pipeline_free(r->pipes[i]);
 		r->pipes[i] = NULL;
+		if (r->texts[i])
+			r->cfg.text->input_free(r->texts[i]);
+		r->texts[i] = NULL;
 	}
 	dt_model_free(r->model);
 	r->model = NULL;
@@ -82,13 +87,31 @@ static enum dt_status set_up(struct dt_in_graph_replica *r, const struct dt_ps_r
 		return st;
 	struct dt_hparams hp = *tc->hp;
 	hp.dropout = s->dropout;
-	if ((st = dt_model_new(tc->models, &hp, r->train.height, r->train.width, r->train.channels, r->train.num_classes,
-			       (int)s->batch_size, &r->model, err)))
+	const int text = r->train.text != NULL;
+	if (text && !tc->text)
+		return dt_err_set(err, DT_INTERNAL, "problem '%s' is text and this std server has no text ops", tc->problem);
+	if (text) {
+		hp.batch_size = (int)s->batch_size; /* tokens */
+		st = tc->text->model_new(tc->text->arg, &hp, &r->train, &r->model, err);
+	} else {
+		st = dt_model_new(tc->models, &hp, r->train.height, r->train.width, r->train.channels, r->train.num_classes,
+				  (int)s->batch_size, &r->model, err);
+	}
+	if (st)
 		return st;
+	r->hp = hp;
 	if (dt_model_num_params(r->model) != r->num_params)
 		return dt_err_set(err, DT_INTERNAL, "replica model has %zu parameters, expected %zu",
 				  dt_model_num_params(r->model), r->num_params);
-	for (uint32_t i = 0; i < s->replicas; i++) {
+	for (uint32_t i = 0; i < s->replicas && text; i++) {
+		/* Replica k reads shard k of the token batches, as sync trainer k
+		 * does through the ps (train/sync_roles.h). */
+		if ((st = tc->text->input_new(tc->text->arg, &r->train, &hp, s->seed, (int)(s->first_shard + i),
+					      (int)s->total_shards, 0, &r->texts[i], err)))
+			return st;
+		dt_rng_derive(&r->rngs[i], s->seed, "dropout", s->first_shard + i);
+	}
+	for (uint32_t i = 0; i < s->replicas && !text; i++) {
 		/* Replica k reads slice k of each global batch of the whole data, as
 		 * trainer k does through the ps (train/sync_roles.h, data/pipeline.h). */
 		struct dt_pipeline_config pc = {
@@ -122,6 +145,15 @@ static enum dt_status pipeline_at(const struct dt_pipeline_config *pc, int64_t b
 	return dt_pipeline_new(&at, p, err);
 }
 
+/* Replica i's token input, positioned at step `batches`. */
+static enum dt_status text_at(struct dt_in_graph_replica *r, uint32_t i, int64_t batches, struct dt_err *err)
+{
+	r->cfg.text->input_free(r->texts[i]);
+	r->texts[i] = NULL;
+	return r->cfg.text->input_new(r->cfg.text->arg, &r->train, &r->hp, r->setup.seed, (int)(r->setup.first_shard + i),
+				      (int)r->setup.total_shards, batches, &r->texts[i], err);
+}
+
 /* Forward/backward of each replica's batch at the master's variables;
  * replies with the summed mean gradients. */
 static void compute(struct dt_in_graph_replica *r, struct dt_conn *c, const struct dt_frame_header *h,
@@ -131,7 +163,7 @@ static void compute(struct dt_in_graph_replica *r, struct dt_conn *c, const stru
 		/* A master resumed from a checkpoint: step s reads batch s of each shard. */
 		struct dt_err err = DT_ERR_INIT;
 		for (uint32_t i = 0; i < r->setup.replicas; i++)
-			if (pipeline_at(&r->pcs[i], m->step, &r->pipes[i], &err)) {
+			if (r->texts[i] ? text_at(r, i, m->step, &err) : pipeline_at(&r->pcs[i], m->step, &r->pipes[i], &err)) {
 				teardown(r);
 				refuse(c, h, err.status, err.msg);
 				return;
@@ -144,9 +176,24 @@ static void compute(struct dt_in_graph_replica *r, struct dt_conn *c, const stru
 	double loss_sum = 0;
 	uint32_t correct = 0, examples = 0;
 	for (uint32_t i = 0; i < r->setup.replicas; i++) {
-		const struct dt_batch *b = dt_pipeline_next(r->pipes[i]);
 		int ok = 0;
-		loss_sum += (double)dt_model_train_batch(r->model, b->x, b->y, b->size, &r->rngs[i], &ok);
+		const struct dt_batch *b;
+		if (r->texts[i]) {
+			struct dt_err err = DT_ERR_INIT;
+			struct dt_step_result res;
+			if (r->cfg.text->input_next(r->texts[i], &b, &err) ||
+			    dt_model_step(r->model, b->general, &r->rngs[i], NULL, NULL, &res, &err)) {
+				dt_err_prefix(&err, "in-graph replica %u at step %lld", r->setup.first_shard + i,
+					      (long long)m->step);
+				refuse(c, h, err.status, err.msg);
+				return;
+			}
+			loss_sum += (double)res.loss;
+			ok = res.seqs_correct; /* of the b->size examples, as an image batch's count */
+		} else {
+			b = dt_pipeline_next(r->pipes[i]);
+			loss_sum += (double)dt_model_train_batch(r->model, b->x, b->y, b->size, &r->rngs[i], &ok);
+		}
 		correct += (uint32_t)ok;
 		examples += (uint32_t)b->size;
 		if (r->setup.replicas == 1)

@@ -26,6 +26,9 @@ struct replica {
 	/* Written by the replica before the barrier. */
 	float loss;
 	int correct, counted;
+	int seqs, seqs_correct;   /* general step, a padded sequence loss (nn/model.h's dt_step_result) */
+	double nll_sum, bleu;
+	int bleu_batches;
 	enum dt_status st;        /* general step */
 	struct dt_err err;
 };
@@ -112,6 +115,25 @@ static void mean_sync_piece(struct dt_mirrored *g, size_t lo, size_t hi)
 	}
 }
 
+/* This step's weights (after the barrier, when every replica's figures are
+ * written): n_r / B, or, when every active replica's loss is a padded
+ * sequence loss (a mean over its non-pad tokens), counted_r / the step's
+ * tokens, so that the sum is the gradient of the mean over every token of
+ * the batch, as t2t sums its shards' (numerator, denominator) losses. The
+ * same pure function of the replicas' figures on every thread. */
+static void step_weights(const struct dt_mirrored *g, float *w)
+{
+	int64_t tokens = 0;
+	int by_tokens = g->reps[0].whole != NULL;
+	for (int k = 0; k < g->active && by_tokens; k++) {
+		by_tokens = g->reps[k].seqs > 0;
+		tokens += g->reps[k].counted;
+	}
+	for (int k = 0; k < g->n; k++)
+		w[k] = by_tokens && tokens > 0 ? (k < g->active ? (float)((double)g->reps[k].counted / (double)tokens) : 0.0f)
+					     : g->weights[k];
+}
+
 /* primary grads[lo, hi) = sum over active replicas of weight_r * grads_r;
  * its sync-mean variables in [lo, hi) the mean of the replicas'. */
 static void reduce_piece(struct dt_mirrored *g, int r)
@@ -121,22 +143,25 @@ static void reduce_piece(struct dt_mirrored *g, int r)
 	if (lo >= hi || g->active < 2)
 		return;
 	mean_sync_piece(g, lo, hi);
+	float weights[DT_MIRRORED_MAX_REPLICAS];
+	step_weights(g, weights);
 	float *dst = dt_model_grads(g->reps[0].model);
-	const float w0 = g->weights[0];
+	const float w0 = weights[0];
 	for (size_t i = lo; i < hi; i++)
 		dst[i] *= w0;
 	for (int k = 1; k < g->active; k++) {
 		const float *src = dt_model_grads(g->reps[k].model);
-		const float w = g->weights[k];
+		const float w = weights[k];
 		for (size_t i = lo; i < hi; i++)
 			dst[i] += w * src[i];
 	}
 }
 
-/* Bytes per example of each input (and the targets) of a model. */
-static size_t io_bytes(const struct dt_io_info *io)
+/* Bytes per example of each input (and the targets) of a model: a
+ * sequence model's tensors are (B, L) with the batch's own L. */
+static size_t io_bytes(const struct dt_io_info *io, const struct dt_model_batch *b)
 {
-	return io->count * 4; /* float32 and int32 */
+	return (b->length > 0 ? (size_t)b->length : io->count) * 4; /* float32 and int32 */
 }
 
 /* A general step on examples [off, off + n) of rep->whole. */
@@ -147,14 +172,19 @@ static void general_slice(struct replica *rep)
 	s.size = rep->n;
 	for (int i = 0; i < b->num_inputs; i++)
 		s.inputs[i].data = (const char *)b->inputs[i].data +
-				   (size_t)rep->off * io_bytes(dt_model_input(rep->model, i));
-	s.targets.data = (const char *)b->targets.data + (size_t)rep->off * io_bytes(dt_model_target(rep->model));
+				   (size_t)rep->off * io_bytes(dt_model_input(rep->model, i), b);
+	s.targets.data = (const char *)b->targets.data + (size_t)rep->off * io_bytes(dt_model_target(rep->model), b);
 	struct dt_step_result res = { 0 };
 	dt_err_clear(&rep->err);
 	rep->st = dt_model_step(rep->model, &s, &rep->rng, NULL, NULL, &res, &rep->err);
 	rep->loss = res.loss;
 	rep->correct = res.correct;
 	rep->counted = res.counted;
+	rep->seqs = res.seqs;
+	rep->seqs_correct = res.seqs_correct;
+	rep->nll_sum = res.nll_sum;
+	rep->bleu = res.bleu;
+	rep->bleu_batches = res.bleu_batches;
 }
 
 /* Micro-batches [first, first + count) of a micro step on `m`, each
@@ -194,7 +224,8 @@ static void run_step(struct replica *rep)
 			rep->loss = dt_model_train_batch(rep->model, rep->x, rep->y, rep->n, &rep->rng, &rep->correct);
 	} else {
 		rep->loss = 0;
-		rep->correct = rep->counted = 0;
+		rep->correct = rep->counted = rep->seqs = rep->seqs_correct = rep->bleu_batches = 0;
+		rep->nll_sum = rep->bleu = 0;
 		rep->st = DT_OK;
 	}
 	pthread_barrier_wait(&g->reduced);
@@ -411,6 +442,8 @@ enum dt_status dt_mirrored_step_general(struct dt_mirrored *g, const struct dt_m
 {
 	split(g, b->size, NULL, NULL, b);
 	run_all(g);
+	float weights[DT_MIRRORED_MAX_REPLICAS];
+	step_weights(g, weights);
 	double loss = 0;
 	memset(res, 0, sizeof(*res));
 	for (int r = 0; r < g->n; r++) {
@@ -420,9 +453,19 @@ enum dt_status dt_mirrored_step_general(struct dt_mirrored *g, const struct dt_m
 				*err = rep->err;
 			return dt_err_prefix(err, "replica %d", r);
 		}
-		loss += (double)g->weights[r] * (double)rep->loss;
+		loss += (double)weights[r] * (double)rep->loss;
 		res->correct += rep->correct;
 		res->counted += rep->counted;
+		res->seqs += rep->seqs;
+		res->seqs_correct += rep->seqs_correct;
+		res->nll_sum += rep->nll_sum;
+		res->bleu += rep->bleu;
+		res->bleu_batches += rep->bleu_batches;
+	}
+	/* t2t's approx_bleu_score is a batch's: the mean of the slices' here */
+	if (res->bleu_batches > 1) {
+		res->bleu /= res->bleu_batches;
+		res->bleu_batches = 1;
 	}
 	res->loss = (float)loss;
 	return DT_OK;

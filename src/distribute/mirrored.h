@@ -135,9 +135,13 @@ void dt_mirrored_micro_step(struct dt_mirrored *g, struct dt_model *model, struc
 /*
  * The same step for any model (nn/model.h's general entry point): batch b
  * (1 <= b->size <= batch_size) is split as above, every input and the
- * targets sliced by example, and each replica runs dt_model_step on its
- * slice. *res gets the loss weighted as above and the summed correct and
- * counted. If a replica's step fails (a label out of range in its slice, a
+ * targets sliced by example (a sequence model's (B, L) tensors by rows of
+ * the batch's L), and each replica runs dt_model_step on its slice. *res
+ * gets the loss weighted as above and the summed correct and counted; with
+ * a padded sequence loss (t2t's text metrics) the slices are weighted by
+ * their non-pad tokens instead, in the loss and the gradient (t2t's sum of
+ * its shards' numerators over their denominators), the text figures are
+ * summed and approx_bleu_score is the slices' mean. If a replica's step fails (a label out of range in its slice, a
  * custom callback's error), the step returns the failure of the first such
  * replica, its message prefixed by "replica r", and the gradient is not to
  * be applied. Replicas must come from `make` or share the primary's inputs.

@@ -272,7 +272,7 @@ void dt_train_setup_session(struct dt_train_setup *s, const struct dt_train_conf
 			    struct dt_session_config *out)
 {
 	*out = (struct dt_session_config){
-		.train = cfg, .model = s->model, .input = s->input, .test = &s->test, .height = s->train.height,
+		.train = cfg, .model = s->model, .input = s->input, .test = &s->test, .train_split = &s->train, .height = s->train.height,
 		.width = s->train.width, .channels = s->train.channels, .num_classes = s->train.num_classes,
 	};
 	s->input = NULL; /* the session owns it now */
@@ -333,6 +333,7 @@ enum dt_status dt__role_train(const struct dt_ps_run_config *cfg, struct dt__rol
 	const struct dt_dataset *shape = with_input ? &r->train : &r->test;
 	struct dt_session_config sc = {
 		.train = tc, .strategy = strategy, .strategy_arg = arg, .model = r->model, .test = &r->test,
+		.train_split = with_input ? &r->train : NULL,
 		.height = shape->height, .width = shape->width, .channels = shape->channels,
 		.num_classes = shape->num_classes,
 	};

@@ -108,6 +108,36 @@ static enum dt_status serve(const struct dt_ps_run_config *cfg, struct dt__role 
 	return st;
 }
 
+/* ---- a text problem's in-graph replicas (distribute/in_graph.h's text ops) ---- */
+
+static enum dt_status text_model_new(const void *arg, const struct dt_hparams *hp, const struct dt_dataset *train,
+				     struct dt_model **out, struct dt_err *err)
+{
+	const struct dt_ps_run_config *cfg = arg;
+	return dt_train_model_new(cfg->train->models, hp, train, dt_train_max_batch(hp, train), out, err);
+}
+
+static enum dt_status text_input_new(const void *arg, const struct dt_dataset *train, const struct dt_hparams *hp,
+				     uint64_t seed, int index, int count, int64_t batches, void **out, struct dt_err *err)
+{
+	(void)arg;
+	struct dt_input *in = dt_train_input_new(train, hp, seed, 0);
+	enum dt_status st = dt_input_start_at_batch(in, index, count, hp->batch_size, batches, err);
+	if (st) {
+		dt_input_free(in);
+		return st;
+	}
+	*out = in;
+	return DT_OK;
+}
+
+static enum dt_status text_input_next(void *in, const struct dt_batch **out, struct dt_err *err)
+{
+	return dt_input_next(in, out, err);
+}
+
+static void text_input_free(void *in) { dt_input_free(in); }
+
 enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt_err *err)
 {
 	const struct dt_cluster *cl = cfg->cluster;
@@ -117,6 +147,9 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 	struct dt_in_graph_replica *replica = NULL;
 	int ntrainers = 0;
 	char **trainers = trainer_names(cl, &ntrainers);
+	const struct dt_in_graph_text_ops text_ops = { .model_new = text_model_new, .input_new = text_input_new,
+						       .input_next = text_input_next, .input_free = text_input_free,
+						       .arg = cfg };
 	enum dt_status st = dt__role_setup(cfg, 0, 1, 0, &r, err);
 	const char *addr = dt_cluster_address(cl, DT_JOB_PS, cl->task.index);
 	char host[DT_HOST_MAX], bind_host[DT_HOST_MAX];
@@ -128,6 +161,7 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 			.problem = cfg->train->problem, .data_dir = cfg->train->data_dir, .data = cfg->train->data,
 			.hp = &cfg->train->hp, .models = cfg->train->models, .prefetch = cfg->train->prefetch, .master_role = dt_job_name(cl->chief.job),
 			.master_index = (uint32_t)cl->chief.index, .num_params = dt_model_num_params(r.model),
+			.text = &text_ops,
 		}, &replica, err);
 	if (!st) {
 		listen_host(host, bind_host, sizeof(bind_host));
@@ -448,9 +482,16 @@ static enum dt_status async_finish(struct dt_session *s, void *self, int64_t *gs
 	return DT_OK;
 }
 
+static enum dt_status async_before_eval(struct dt_session *s, void *self, struct dt_err *err)
+{
+	(void)s;
+	struct ps_async *a = self;
+	return dt__sparse_rows_pull_all(&a->sp, a->c, dt_deadline_in(a->round_s), err);
+}
+
 static const struct dt_strategy strategy_ps_async = {
 	.name = "parameter_server_async", .connect = async_connect, .start = async_start, .compute = async_compute,
-	.apply = async_apply, .wait = loop_for_a_second, .finish = async_finish,
+	.apply = async_apply, .wait = loop_for_a_second, .before_eval = async_before_eval, .finish = async_finish,
 };
 
 enum dt_status dt_train_ps_trainer(const struct dt_ps_run_config *cfg, struct dt_train_result *res,

@@ -1,7 +1,8 @@
 /*
  * ps_sparse.c — a ps trainer's row-sparse variables (train/roles.h,
  * docs/DISTRIBUTED.md "Sparse rows"): before each forward pass the rows the
- * batch reads are pulled, and the round after it pushes those rows only.
+ * batch reads are pulled, and the round after it pushes those rows only;
+ * before an --eval_every evaluation every row is pulled.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -91,4 +92,24 @@ enum dt_status dt__sparse_rows_compute(struct dt__sparse_rows *sp, struct dt_ses
 				err ? err->msg : "a ps was lost");
 	}
 	return dt__session_compute_batch(s, b, NULL, NULL, out, err);
+}
+
+enum dt_status dt__sparse_rows_pull_all(struct dt__sparse_rows *sp, struct dt_ps_client *c, int64_t deadline,
+				        struct dt_err *err)
+{
+	if (sp->n == 0)
+		return DT_OK;
+	for (int i = 0; i < sp->n; i++) {
+		const int64_t rows = dt_model_variable(sp->model, sp->vars[i])->shape[0];
+		for (int64_t r = 0; r < rows; r++)
+			sp->rows[r] = r;
+		dt_ps_client_set_rows(c, sp->vars[i], sp->rows, (size_t)rows);
+	}
+	enum dt_status st = dt_ps_client_pull_rows(c, -1, deadline, err);
+	if (st && (dt_ps_client_ended_by_ps(c) || dt_ps_any_lost(c, sp->num_ps))) {
+		dt_warn("pulling every embedding row before the evaluation: %s; it reads the rows as they were",
+			err ? err->msg : "a ps was lost");
+		return DT_OK;
+	}
+	return st ? dt_err_prefix(err, "cannot pull the embedding tables for the evaluation") : DT_OK;
 }

@@ -62,6 +62,15 @@ struct dt__sparse_rows {
 enum dt_status dt__sparse_rows_start(struct dt__sparse_rows *sp, const struct dt_ps_run_config *cfg,
 				     struct dt_model *m, struct dt_ps_client *c, struct dt_err *err) DT_MUST_CHECK;
 void dt__sparse_rows_release(struct dt__sparse_rows *sp);
+/* Every row of every table moved by rows, pulled at once into the model's
+ * params (the strategy's before_eval, train/strategy.h): the trainer's copy
+ * otherwise holds only the rows its recent batches pulled, as they were
+ * before those steps' pushes. The next compute sets its batch's rows again.
+ * A ps lost (or the run ended) meanwhile is not this call's failure: the
+ * evaluation reads the rows as they were, and the next round meets the
+ * loss. Nothing to do with n == 0. */
+enum dt_status dt__sparse_rows_pull_all(struct dt__sparse_rows *sp, struct dt_ps_client *c, int64_t deadline,
+				        struct dt_err *err) DT_MUST_CHECK;
 enum dt_status dt__sparse_rows_compute(struct dt__sparse_rows *sp, struct dt_session *s, struct dt_ps_client *c,
 				       int64_t after, int64_t deadline, struct dt_step_figures *out,
 				       struct dt_err *err) DT_MUST_CHECK;

@@ -46,6 +46,7 @@ struct dt_session {
 	struct dt_model *model;       /* borrowed */
 	struct dt_input *input;       /* owned */
 	struct dt_dataset *test;      /* borrowed; may be empty */
+	const struct dt_dataset *train_split; /* borrowed; may be NULL */
 	int shape[4];                 /* height, width, channels, classes */
 	struct dt_optimizer opt;
 	struct dt_mirrored *mirror;   /* in-process replicas; NULL with one */
@@ -274,6 +275,16 @@ static enum dt_status start_fixed(struct dt_session *s, const struct dt_strategy
 	return DT_OK;
 }
 
+/* An in-process replica of a text problem's model (distribute/mirrored.h's
+ * make): the primary's vocabularies, and its max batch in tokens, since a
+ * slice of B / N sequences is padded to the whole batch's length. */
+static enum dt_status make_text_replica(void *arg, int max_batch, struct dt_model **out, struct dt_err *err)
+{
+	struct dt_session *s = arg;
+	(void)max_batch;
+	return dt_train_model_new(s->cfg->models, &s->cfg->hp, s->train_split, dt_model_max_batch(s->model), out, err);
+}
+
 /* The dropout stream, the in-process replicas and the input, from where the
  * run continues. One rule for every mode: a restored stream, else the one
  * derived for this shard (and, where streams are not saved, the step). */
@@ -287,6 +298,7 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 		dt_rng_derive(&s->dropout_rng, tc->seed, "dropout", stream);
 	enum dt_status st;
 	if (tc->replicas > 1) {
+		const int text = !tc->source && s->train_split && s->train_split->text;
 		struct dt_mirrored_config mc = {
 			.hp = &tc->hp, .height = s->shape[0], .width = s->shape[1], .channels = s->shape[2],
 			.num_classes = s->shape[3],
@@ -294,10 +306,15 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 			.make = tc->source ? tc->source->make_model : NULL, .make_arg = tc->source ? tc->source->arg : NULL,
 			.models = tc->models,
 		};
+		if (text) { /* batches of up to that many sequences, of at least one token each */
+			mc.make = make_text_replica;
+			mc.make_arg = s;
+			mc.batch_size = dt_model_max_batch(s->model);
+		}
 		if ((st = dt_mirrored_new(s->model, &mc, &s->mirror, err)))
 			return st;
-		dt_info("mirrored: %d replicas on threads split each batch of %d, OpenBLAS 1 thread each", tc->replicas,
-			tc->hp.batch_size);
+		dt_info("mirrored: %d replicas on threads split each batch of %d%s, OpenBLAS 1 thread each", tc->replicas,
+			tc->hp.batch_size, text ? " tokens" : "");
 	}
 	if (!s->input) /* the strategy computes elsewhere (t2t's in-graph master) */
 		return DT_OK;
@@ -339,6 +356,7 @@ enum dt_status dt_session_new(const struct dt_session_config *cfg, struct dt_ses
 	s->model = cfg->model;
 	s->input = cfg->input;
 	s->test = cfg->test;
+	s->train_split = cfg->train_split;
 	s->shape[0] = cfg->height, s->shape[1] = cfg->width, s->shape[2] = cfg->channels, s->shape[3] = cfg->num_classes;
 	s->last_eval_step = -1;
 	s->info = (struct dt_strategy_info){ .chief = 1, .shard_count = 1, .global_batch = tc->hp.batch_size,
@@ -537,6 +555,8 @@ static enum dt_status maybe_evaluate(struct dt_session *s, struct dt_err *err)
 	if (!s->info.chief && s->info.eval_where != DT_EVAL_INLINE)
 		return DT_OK;
 	int64_t e0 = dt_now_ns();
+	if (s->strategy->before_eval && (st = s->strategy->before_eval(s, s->self, err)))
+		return st;
 	if (s->info.eval_where == DT_EVAL_INLINE) {
 		struct dt_eval_result ev;
 		if ((st = dt_session_evaluate(s, &ev, err)))

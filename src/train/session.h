@@ -47,6 +47,8 @@ struct dt_session_config {
 	struct dt_input *input;              /* owned by the session from dt_session_new on, even on failure;
 						NULL for a strategy that computes elsewhere (in-graph master) */
 	struct dt_dataset *test;             /* borrowed; the test split, or NULL / empty: none loaded */
+	const struct dt_dataset *train_split; /* borrowed; the train split (a text problem's in-process
+						replicas are built for its vocabularies); may be NULL */
 	int height, width, channels;         /* one example's shape, and the classes: in-process */
 	int num_classes;                     /* replicas (replicas > 1) are built like the model */
 };

@@ -41,6 +41,7 @@
  *            the same steps;
  *   reduce_i64 (optional; NULL: one task) sums `n` int64s over every task
  *            (--deterministic's exponents and fixed-point gradients);
+ *   before_eval (optional) before a mid-run (--eval_every) evaluation;
  *   finish   (optional) after the last step, before the final evaluation:
  *            leaving the cluster in order (the ps chief's final checkpoint).
  * A failing call ends the session with its status; its message names the
@@ -154,6 +155,12 @@ struct dt_strategy {
 	enum dt_status (*wait)(struct dt_session *s, void *self, struct dt_err *err);
 	/* (optional) Text after "examples/s" in a progress line; `elapsed_s` of training so far. */
 	void (*note)(struct dt_session *s, void *self, double elapsed_s, char *buf, size_t cap);
+	/* (optional) Before an --eval_every evaluation on this task, after the
+	 * step's apply: brings the model's copy of the variables up to that
+	 * step where the strategy leaves some behind (ps: the tables moved by
+	 * rows, of which the trainer holds only its batches' rows, pulled
+	 * whole). A failure ends the session. */
+	enum dt_status (*before_eval)(struct dt_session *s, void *self, struct dt_err *err);
 	/* (optional) *step in: the global step reached; out: the run's last. */
 	enum dt_status (*finish)(struct dt_session *s, void *self, int64_t *step, struct dt_err *err);
 };

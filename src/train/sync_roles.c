@@ -311,9 +311,19 @@ static enum dt_status trainer_finish(struct dt_session *s, void *self, int64_t *
 	return DT_OK;
 }
 
+/* The step's rows of every table: the ps holds the chief's step until its
+ * next push (with backups it may move on; the rows are then the newer). */
+static enum dt_status trainer_before_eval(struct dt_session *s, void *self, struct dt_err *err)
+{
+	(void)s;
+	struct sync_trainer *t = self;
+	return dt__sparse_rows_pull_all(&t->sp, t->c, dt_deadline_in(t->round_s), err);
+}
+
 static const struct dt_strategy strategy_ps_sync = {
 	.name = "parameter_server_sync", .connect = trainer_connect, .start = trainer_start, .compute = trainer_compute,
-	.apply = trainer_apply, .wait = loop_for_a_second, .note = barrier_note, .finish = trainer_finish,
+	.apply = trainer_apply, .wait = loop_for_a_second, .note = barrier_note, .before_eval = trainer_before_eval,
+	.finish = trainer_finish,
 };
 
 enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct dt_train_result *res,

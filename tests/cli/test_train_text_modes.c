@@ -1,0 +1,238 @@
+/* t2t's transformer in the modes test_train_text.c does not cover: mirrored
+ * replicas in one process, synchronous ps with the shared embedding and
+ * softmax weights, t2t's one-master layout (in-graph replicas on std
+ * servers), and an evaluator task following a run's checkpoints with t2t's
+ * metric names in its summaries (approx_bleu_score on text2text_tmpdir). The
+ * ps chief's --eval_every with tables moving by rows equals the evaluator's
+ * figures for the same checkpoint. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cluster_procs.h"
+#include "dt_test.h"
+
+#define TASK_WAIT_S 60.0
+
+#define TEXT_ARGS                                                                                        \
+	"--model=transformer", "--hparams_set=transformer_test", "--problem=algorithmic_reverse_binary40", \
+		"--hparams=batch_size=1024,learning_rate_warmup_steps=100,learning_rate_constant=0.5", "--log_every=25"
+
+/* The loss of the first and of the last progress line in `log`. */
+static void check_loss_falls(const char *who, const char *log)
+{
+	double first = -1, last = -1;
+	for (const char *p = log; (p = strstr(p, " loss ")) != NULL; p += 6) {
+		double v = atof(p + 6);
+		if (first < 0)
+			first = v;
+		last = v;
+	}
+	fprintf(stderr, "%s: loss %.4f at the first progress line, %.4f at the last\n", who, first, last);
+	DT_CHECK(first > 0);
+	DT_CHECK(last > 0);
+	DT_CHECK(last < first - 0.05);
+}
+
+/* The final evaluation on stdout carries t2t's metric names. */
+static void check_final_eval(const char *out, const char *step)
+{
+	char want[96];
+	snprintf(want, sizeof(want), "(test split, 10000 examples) at global step %s: accuracy = ", step);
+	DT_CHECK_CONTAINS(out, want);
+	DT_CHECK_CONTAINS(out, "accuracy_per_sequence = ");
+	DT_CHECK_CONTAINS(out, "neg_log_perplexity = ");
+}
+
+DT_TEST_TIMEOUT(train_text_modes, mirrored_replicas_train_the_transformer, 90)
+{
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", TEXT_ARGS, "--train_steps=200", "--replicas=2", NULL }, NULL,
+		    TASK_WAIT_S);
+	if (r.exit_code)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "mirrored: 2 replicas on threads split each batch of 1024 tokens");
+	DT_CHECK_CONTAINS(r.err, " accuracy_per_sequence "); /* the replicas' text figures summed */
+	check_final_eval(r.out, "200");
+	check_loss_falls("2 mirrored replicas", r.err);
+	dt_run_release(&r);
+}
+
+DT_TEST_TIMEOUT(train_text_modes, sync_ps_trains_the_transformer_with_shared_weights, 150)
+{
+	const char *args[] = { TEXT_ARGS, "--train_steps=200", "--sync", NULL };
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 1);
+	struct task *ps0 = cluster_start_train(&c, "ps", 0, (const char *[]){ "--schedule=run_std_server", TEXT_ARGS,
+									      NULL });
+	struct task *worker = cluster_start_train(&c, "worker", 0, args);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	EXPECT_EXIT(&c, chief, 0, 2 * TASK_WAIT_S); /* the barrier is slow on a loaded machine */
+	EXPECT_EXIT(&c, worker, 0, 30);
+	EXPECT_EXIT(&c, ps0, 0, 30);
+	char *out = task_read(chief, 0), *cerr = task_read(chief, 1);
+	DT_CHECK_CONTAINS(cerr, "synchronous: 2 of 2 trainers per step");
+	DT_CHECK(!strstr(cerr, "dec.emb/weights (embedding) moves by rows")); /* shared: every logit reads it */
+	check_final_eval(out, "200");
+	check_loss_falls("sync ps chief, shared weights", cerr);
+	free(out), free(cerr);
+}
+
+/* t2t's one-master layout: the std servers compute (tests/cli/test_sync_train.c's start). */
+DT_TEST_TIMEOUT(train_text_modes, in_graph_master_trains_the_transformer_on_two_std_servers, 120)
+{
+	struct cluster c;
+	cluster_init(&c, "master", 0, 2);
+	const char *std_args[] = { "--schedule=run_std_server", TEXT_ARGS, NULL };
+	struct task *ps0 = cluster_start_train(&c, "ps", 0, std_args);
+	struct task *ps1 = cluster_start_train(&c, "ps", 1, std_args);
+	struct task *master = cluster_start_train(&c, "master", 0,
+						  (const char *[]){ "--sync", TEXT_ARGS, "--train_steps=200", NULL });
+	EXPECT_EXIT(&c, master, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, ps0, 0, 30);
+	EXPECT_EXIT(&c, ps1, 0, 30);
+	char *out = task_read(master, 0), *merr = task_read(master, 1), *perr = task_read(ps1, 1);
+	DT_CHECK_CONTAINS(merr, "in-graph synchronous training: 2 std server(s)");
+	DT_CHECK_CONTAINS(perr, "in-graph replica 1-1 of 2 for master:0");
+	DT_CHECK_CONTAINS(perr, "computed 200 in-graph replica steps");
+	check_final_eval(out, "200");
+	check_loss_falls("in-graph master", merr);
+	free(out), free(merr), free(perr);
+}
+
+/* Whether the event files under `dir` name scalar `tag` (its bytes). */
+static int events_name(const char *dir, const char *tag)
+{
+	char cmd[1200];
+	snprintf(cmd, sizeof(cmd), "grep -aqF '%s' '%s'/events.out.tfevents.*", tag, dir);
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "/bin/sh", "-c", cmd, NULL }, NULL, 20);
+	const int found = r.exit_code == 0;
+	dt_run_release(&r);
+	return found;
+}
+
+/* An evaluator task beside a transformer run: every checkpoint evaluated,
+ * t2t's names on stdout and in eval/'s summaries. */
+DT_TEST_TIMEOUT(train_text_modes, an_evaluator_follows_the_transformer_checkpoints, 120)
+{
+	char out_dir[600], out_flag[640];
+	snprintf(out_dir, sizeof(out_dir), "%s/run", dt_test_tmpdir());
+	snprintf(out_flag, sizeof(out_flag), "--output_dir=%s", out_dir);
+	const char *ev_argv[] = { "dtrain", "train", "--schedule=continuous_eval", "--eval_mode=every", TEXT_ARGS,
+				  "--train_steps=200", "--eval_timeout_secs=60", out_flag, NULL };
+	struct task ev;
+	task_start(&ev, "evaluator", ev_argv, NULL);
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", TEXT_ARGS, "--train_steps=200", "--save_checkpoints_steps=100",
+					 out_flag, NULL }, NULL, TASK_WAIT_S);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	dt_run_release(&r);
+	const int ev_exit = task_wait(&ev, 60);
+	if (ev_exit != 0)
+		tasks_dump(&ev, 1);
+	DT_CHECK_INT_EQ(ev_exit, 0);
+	char *out = task_read(&ev, 0);
+	check_final_eval(out, "100");
+	check_final_eval(out, "200");
+	DT_CHECK(!strstr(out, "approx_bleu_score"));
+	free(out);
+	char eval_dir[700];
+	snprintf(eval_dir, sizeof(eval_dir), "%s/eval", out_dir);
+	DT_CHECK(events_name(eval_dir, "accuracy_per_sequence"));
+	DT_CHECK(events_name(eval_dir, "neg_log_perplexity"));
+	DT_CHECK(!events_name(eval_dir, "approx_bleu_score"));
+
+	/* A translation-shaped problem (text2text_tmpdir): approx_bleu_score too. */
+	char data[700], path[760], flag_data[720], flag_out[720];
+	snprintf(data, sizeof(data), "%s/t2t_data", dt_test_tmpdir());
+	snprintf(flag_data, sizeof(flag_data), "--data_dir=%s", data);
+	snprintf(flag_out, sizeof(flag_out), "--output_dir=%s/t2t_run", dt_test_tmpdir());
+	DT_CHECK(mkdir(data, 0755) == 0);
+	static const char *const words[] = { "the", "cat", "dog", "sat", "on", "a", "red", "mat" };
+	for (int split = 0; split < 2; split++) {
+		char in[8192] = "", tg[8192] = "";
+		for (int i = 0; i < (split ? 20 : 200); i++) {
+			const int n = 2 + i % 4;
+			for (int k = 0; k < n; k++) {
+				strcat(in, words[(i + 3 * k) % 8]), strcat(in, k + 1 < n ? " " : "\n");
+				strcat(tg, words[(i + 3 * (n - 1 - k)) % 8]), strcat(tg, k + 1 < n ? " " : "\n");
+			}
+		}
+		snprintf(path, sizeof(path), "%s/inputs.%s.txt", data, split ? "eval" : "train");
+		dt_test_write_file(path, in, strlen(in));
+		snprintf(path, sizeof(path), "%s/targets.%s.txt", data, split ? "eval" : "train");
+		dt_test_write_file(path, tg, strlen(tg));
+	}
+	const char *t2t[] = { "--model=transformer", "--hparams_set=transformer_test", "--problem=text2text_tmpdir",
+			      "--hparams=batch_size=128", flag_data, flag_out };
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", t2t[0], t2t[1], t2t[2], t2t[3], t2t[4], t2t[5],
+					 "--train_steps=20", "--noeval", NULL }, NULL, TASK_WAIT_S);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	dt_run_release(&r);
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--schedule=evaluate", t2t[0], t2t[1], t2t[2], t2t[3],
+					 t2t[4], t2t[5], NULL }, NULL, TASK_WAIT_S);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "at global step 20: accuracy = ");
+	DT_CHECK_CONTAINS(r.out, "approx_bleu_score = ");
+	dt_run_release(&r);
+	snprintf(eval_dir, sizeof(eval_dir), "%s/t2t_run/eval", dt_test_tmpdir());
+	DT_CHECK(events_name(eval_dir, "approx_bleu_score"));
+	DT_CHECK(events_name(eval_dir, "accuracy_per_sequence"));
+}
+
+/* The figures of "eval at step S: accuracy A accuracy_per_sequence P
+ * neg_log_perplexity N loss L" (the chief's) or of "at global step S:
+ * accuracy = A, accuracy_per_sequence = P, neg_log_perplexity = N, loss = L"
+ * (the evaluator's) after `at`; returns how many were read. */
+static int eval_figures(const char *text, const char *at, double f[4])
+{
+	const char *p = strstr(text, at);
+	if (!p)
+		return 0;
+	p += strlen(at);
+	return sscanf(p, " accuracy%*[ =]%lf%*[ ,]accuracy_per_sequence%*[ =]%lf%*[ ,]neg_log_perplexity%*[ =]%lf"
+			 "%*[ ,]loss%*[ =]%lf",
+		      &f[0], &f[1], &f[2], &f[3]);
+}
+
+/* DISTRIBUTED.md "Sparse rows": both tables move by rows, and the chief's
+ * --eval_every evaluation at step 100 pulls them whole first, so its
+ * figures are those the evaluator finds in the step-100 checkpoint. One
+ * trainer: nothing moves the ps between the checkpoint and the evaluation. */
+DT_TEST_TIMEOUT(train_text_modes, ps_chief_mid_run_eval_with_sparse_rows_equals_the_checkpoints, 150)
+{
+	const char *sparse = "--hparams=batch_size=1024,learning_rate_warmup_steps=100,learning_rate_constant=0.5,"
+			     "shared_embedding_and_softmax_weights=false";
+	struct cluster c;
+	cluster_init(&c, "chief", 0, 1);
+	cluster_output_dir(&c, "sparse_eval");
+	const char *common[] = { "--model=transformer", "--hparams_set=transformer_test",
+				 "--problem=algorithmic_reverse_binary40", sparse };
+	struct task *ps0 = cluster_start_train(&c, "ps", 0, (const char *[]){ "--schedule=run_std_server", common[0],
+									      common[1], common[2], common[3], NULL });
+	struct task *chief = cluster_start_train(&c, "chief", 0,
+						 (const char *[]){ common[0], common[1], common[2], common[3],
+								   "--train_steps=200", "--save_checkpoints_steps=100",
+								   "--eval_every=100", "--log_every=50", c.out_flag, NULL });
+	EXPECT_EXIT(&c, chief, 0, 2 * TASK_WAIT_S);
+	EXPECT_EXIT(&c, ps0, 0, 30);
+	char *cerr = task_read(chief, 1);
+	DT_CHECK_CONTAINS(cerr, "dec.emb/weights (embedding) moves by rows");
+	double mid[4], ckpt[4];
+	DT_CHECK_INT_EQ(eval_figures(cerr, "eval at step 100:", mid), 4);
+	free(cerr);
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--schedule=continuous_eval", "--eval_mode=every", common[0],
+					 common[1], common[2], common[3], "--train_steps=200", c.out_flag, NULL }, NULL,
+		    TASK_WAIT_S);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_INT_EQ(eval_figures(r.out, "at global step 100:", ckpt), 4);
+	dt_run_release(&r);
+	fprintf(stderr, "step 100: chief's mid-run eval accuracy %.4f loss %.4f, the checkpoint's %.4f %.4f\n", mid[0],
+		mid[3], ckpt[0], ckpt[3]);
+	for (int i = 0; i < 4; i++)
+		DT_CHECK(mid[i] == ckpt[i]); /* the same 4 printed decimals */
+}
