@@ -311,10 +311,18 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 		*rank = me;
 		info->shard_index = me;
 		info->shard_count = v->n;
-		info->global_batch = dt__session_config(s)->hp.batch_size * v->n;
-		struct dt_strategy_start at = { .step = e->done_step, .epoch = e->done_epoch, .offset = e->done_offset,
-						.global = 1 };
-		if ((st = dt__session_seek(s, &at, err)))
+		if (dt__session_config(s)->micro_batch > 0) {
+			/* --deterministic: the same global batch, its slices dealt over
+			 * the members (the step's bits do not depend on who computes). */
+			info->global_batch = dt__session_config(s)->hp.batch_size * e->table_n;
+			st = dt__session_deal(s, me, v->n, e->done_epoch, e->done_offset, err);
+		} else {
+			info->global_batch = dt__session_config(s)->hp.batch_size * v->n;
+			struct dt_strategy_start at = { .step = e->done_step, .epoch = e->done_epoch,
+							.offset = e->done_offset, .global = 1 };
+			st = dt__session_seek(s, &at, err);
+		}
+		if (st)
 			break;
 		e->reforms++;
 		e->skip_reduce_step = e->done_step;
@@ -390,7 +398,8 @@ enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struc
 	*rank = me_at;
 	info->shard_index = me_at;
 	info->shard_count = e->n;
-	info->global_batch = dt__session_config(s)->hp.batch_size * e->n;
+	info->global_batch = dt__session_config(s)->hp.batch_size *
+			     (dt__session_config(s)->micro_batch > 0 ? e->table_n : e->n);
 	e->reforms++;
 	dt_info("ring re-formed at step %lld: %s (this worker, %s %u, rejoined)", (long long)e->done_step, members,
 		e->peers[e->self].role, e->peers[e->self].index);
