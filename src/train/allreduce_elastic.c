@@ -301,6 +301,11 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 		 * closed there and report again); the desk is rebuilt after it. */
 		int lfd = e->desk ? dt_member_desk_close(e->desk) : -1;
 		e->desk = NULL;
+		/* Fault injection for the test of a restarted worker's report that
+		 * comes while the chief re-forms: the window held open this long. */
+		const char *pause = e->self == 0 ? getenv("DTRAIN_TEST_REFORM_PAUSE_S") : NULL;
+		if (pause && *pause)
+			dt_sleep(atof(pause));
 		if ((st = rejoin(e, s, hello, &lfd, v, me, comm, &e2))) {
 			dt_warn("%s; agreeing again (attempt %d of %d)", e2.msg, attempt + 2, REFORM_ATTEMPTS);
 			*err = e2;
@@ -366,6 +371,9 @@ enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struc
 			*err = e2;
 			return dt_err_prefix(err, "this restarted worker cannot rejoin the ring");
 		}
+		if (tries == 1)
+			dt_info("the chief did not take this worker's report (%s): it is in a rendezvous (its first, or a "
+				"re-formation's); reporting again every %d ms", e2.msg, REPORT_RETRY_MS);
 		struct pollfd pf = { *lfd, POLLIN, 0 };
 		int ms = dt_deadline_ms_left(deadline);
 		if (poll(&pf, 1, ms < REPORT_RETRY_MS ? ms : REPORT_RETRY_MS) > 0 || dt_deadline_passed(deadline)) {

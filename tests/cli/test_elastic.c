@@ -260,6 +260,39 @@ DT_TEST_TIMEOUT(elastic, secret_strangers_refused_restarted_at_once_rejoins, 600
 	cluster_kill_all(&c);
 }
 
+/* The race of a restarted worker's report with the chief's re-formation:
+ * the chief holds its listener in the re-formation's rendezvous for 5 s
+ * (fault injection), the worker killed then and started at once reports
+ * inside that window, is closed, reports again, and rejoins once the chief
+ * trains (it used to take the close for a first rendezvous and exit 3
+ * after --connect_timeout). */
+DT_TEST_TIMEOUT(elastic, report_during_a_reformation_is_retried_and_rejoins, 400)
+{
+	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=6000", "--log_every=50",
+				     "--hparams=batch_size=32", "--min_workers=2", "--step_timeout=10",
+				     "--connect_timeout=60", NULL };
+	const char *const argv[] = { "dtrain", "train", args[0], args[1], args[2], args[3], args[4], args[5],
+				     args[6], args[7], NULL };
+	struct cluster c;
+	cluster_init(&c, NULL, 3, 0);
+	cluster_start(&c, "worker", 0, NULL, argv, (const char *const[]){ "DTRAIN_TEST_REFORM_PAUSE_S=5", NULL });
+	for (int i = 1; i < 3; i++)
+		cluster_start_train(&c, "worker", i, args);
+	EXPECT_LOG(&c, &c.tasks[2], "step 100/", TASK_WAIT_S);
+	kill(c.tasks[2].pid, SIGKILL);
+	DT_CHECK_INT_EQ(task_wait(&c.tasks[2], 10), 128 + SIGKILL);
+	struct task *again = cluster_start(&c, "worker", 2, "worker2again", argv, NULL);
+	EXPECT_LOG(&c, again, "reporting again every 200 ms", 60);
+	EXPECT_LOG(&c, again, "(this worker, worker 2, rejoined)", 60);
+	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[1], 0, 60);
+	EXPECT_EXIT(&c, again, 0, 60);
+	char *err0 = task_read(&c.tasks[0], 1);
+	DT_CHECK_CONTAINS(err0, "the ring was re-formed 2 time(s); it ended with 3 of 3 workers");
+	free(err0);
+	cluster_kill_all(&c);
+}
+
 DT_TEST_TIMEOUT(elastic, stopped_worker_dropped_after_step_timeout, 400)
 {
 	struct cluster c;
