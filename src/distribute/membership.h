@@ -24,8 +24,24 @@
  * Everything waits against deadlines: a coordinator that never listens (it
  * is dead) is a DT_PEER naming it, a reporter that dies after reporting
  * makes the new ring's rendezvous fail, and the caller agrees again with
- * the next epoch. Reports are not authenticated: the caller refuses
- * membership changes on a cluster with a secret (net/auth.h).
+ * the next epoch.
+ *
+ * Authentication: on a cluster with a secret (dt_member_id.auth) a report
+ * goes as every other connection's frames do (net/auth.h, PROTOCOL.md
+ * §4.2): AUTH_HELLO, AUTH_CHALLENGE, AUTH_PROOF, then the MEMBER_REPORT and
+ * the MEMBER_VIEW (or a REFUSE) tagged; the transcript binds the reporter's
+ * role:index, and the coordinator takes a report only from the task its
+ * rank names (a worker cannot report for another). A stranger, one without
+ * the secret or with another one, is refused (REFUSE, then closed) and
+ * never counts as a member.
+ *
+ * The desk: the coordinator's listener and the connections on it that have
+ * not been answered yet. Between agreements the chief polls it at every step
+ * boundary without blocking (dt_member_desk_poll): handshakes and reports
+ * advance as their bytes come, and only a whole, authentic report from a
+ * rank of the table makes it ask for a re-formation, so a stranger's
+ * connection costs the ring nothing. The agreement then starts from the
+ * reports the desk already holds.
  */
 #ifndef DT_DIST_MEMBERSHIP_H
 #define DT_DIST_MEMBERSHIP_H
@@ -33,6 +49,8 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "distribute/collective.h"
+#include "net/auth.h"
 
 /* Ranks in one view. */
 #define DT_MEMBER_MAX 256
@@ -58,23 +76,50 @@ struct dt_member_view {
 	char why[DT_MEMBER_MAX][DT_MEMBER_WHY_MAX];
 };
 
-/*
- * The coordinator's side. *lfd: a socket listening on `addr` (the
- * coordinator's ring address), or -1 to bind one here; it stays open on
- * return (the caller hands it to the next rendezvous, dt_comm_config's
- * listen_fd, so that late reporters are refused there by name). old: the
- * failed ring's members (table ranks, old[0] the coordinator), table_n the
- * size of the full rank table. Waits until every old member has reported or
- * been seen lost, or until `deadline`, then sends the view to every reporter.
- */
-enum dt_status dt_member_coordinate(int *lfd, const char *addr, const uint32_t *old, int nold, int table_n,
-				    const struct dt_member_report *mine, int64_t deadline, struct dt_member_view *view,
-				    struct dt_err *err) DT_MUST_CHECK;
+/* This task and its cluster, for the exchange's authentication. Borrowed. */
+struct dt_member_id {
+	const struct dt_auth *auth;       /* the cluster secret; NULL: none, the frames go bare */
+	uint64_t fingerprint;             /* the cluster's (the reports carry it; the transcript's) */
+	const struct dt_comm_peer *peers; /* (table_n) each table rank's address, role and index;
+					     peers[0] is the coordinator */
+	int table_n;
+	uint32_t self;                    /* this task's table rank */
+};
 
-/* A member's side: connects to the coordinator at `addr` (`name` in errors,
- * "worker:0", the connect error adds the address), retrying until `deadline`, reports, and
- * waits for the view. */
-enum dt_status dt_member_report(const char *addr, const char *name, const struct dt_member_report *mine,
+/* The coordinator's listener and its unanswered connections (above). */
+struct dt_member_desk;
+
+/* Listens on the coordinator's ring address (id->peers[0].addr); the desk
+ * borrows id. */
+enum dt_status dt_member_desk_open(const struct dt_member_id *id, struct dt_member_desk **out,
+				   struct dt_err *err) DT_MUST_CHECK;
+/* Never blocks: accepts what waits, advances the handshakes, reads the
+ * reports, closes the connections past their handshake deadline
+ * (DT_NET_HANDSHAKE_S) and the strangers. 1 when a whole report waits. */
+int dt_member_desk_poll(struct dt_member_desk *d);
+/* Hands the listener over (the next rendezvous takes it: dt_comm_config's
+ * listen_fd) and closes every connection the desk holds; frees the desk. A
+ * reporter closed so reports again (dt_member_report's callers retry). */
+int dt_member_desk_close(struct dt_member_desk *d);
+
+/*
+ * The coordinator's side, on its desk (*desk NULL: one is opened here and
+ * stays, for dt_member_desk_close). old: the failed ring's members (table
+ * ranks, old[0] the coordinator). Waits until every old member has reported
+ * or been seen lost, or until `deadline`, then sends the view to every
+ * reporter (whose connections then close).
+ */
+enum dt_status dt_member_coordinate(struct dt_member_desk **desk, const struct dt_member_id *id, const uint32_t *old,
+				    int nold, const struct dt_member_report *mine, int64_t deadline,
+				    struct dt_member_view *view, struct dt_err *err) DT_MUST_CHECK;
+
+/* A member's side: connects to the coordinator (id->peers[0], `name` in
+ * errors, "worker:0"), retrying until `deadline`, authenticates when id has
+ * a secret, reports, and waits for the view. DT_PEER when the connection
+ * closes before a view (the coordinator is dead, or is not taking reports
+ * now: in a rendezvous); DT_CONFIG when it refuses this task (another
+ * secret). */
+enum dt_status dt_member_report(const struct dt_member_id *id, const char *name, const struct dt_member_report *mine,
 				int64_t deadline, struct dt_member_view *view, struct dt_err *err) DT_MUST_CHECK;
 
 /* The wire forms (docs/PROTOCOL.md §3.7), for the tests. */

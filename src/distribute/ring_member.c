@@ -1,19 +1,25 @@
 /*
  * ring_member.c — the membership agreement of an elastic ring
- * (distribute/membership.h): the coordinator collecting reports on its
- * address, a member reporting, and the two frames' wire forms.
+ * (distribute/membership.h): the coordinator's desk collecting reports on
+ * its address, a member reporting, both authenticated with the cluster
+ * secret when there is one, and the two frames' wire forms.
  */
 #include "distribute/membership.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/log.h"
+#include "base/strutil.h"
+#include "net/auth.h"
 #include "net/bytes.h"
+#include "net/conn.h"
 #include "net/handshake.h"
 #include "net/messages.h"
 #include "net/socket.h"
@@ -97,44 +103,272 @@ enum dt_status dt_member_view_decode(struct dt_member_view *v, const uint8_t *p,
 	return DT_OK;
 }
 
-/* ---- the coordinator ---- */
+/* ---- the coordinator's desk ---- */
+
+enum { ST_AUTH_HELLO, ST_AUTH_PROOF, ST_REPORT, ST_REPORTED };
 
 struct pending {
-	int fd;
+	int fd;          /* -1: a free slot */
+	int64_t deadline; /* until it has reported: DT_NET_HANDSHAKE_S from its accept */
+	int stage;
+	char addr[64];
 	struct dt_frame_decoder dec;
-	int reported; /* 1: `report` holds its report and fd awaits the view */
+	struct dt_auth_hs hs;
+	struct dt_wire_sec sec;
 	struct dt_member_report report;
 };
+
+struct dt_member_desk {
+	const struct dt_member_id *id;
+	int lfd;
+	struct dt_hello hello; /* this side of the transcript: role:index, fingerprint, secret */
+	struct pending *p;
+	int cap;
+	uint64_t refused;      /* strangers refused so far (logged at powers of two) */
+};
+
+static const char *role_of(const struct dt_comm_peer *p)
+{
+	return p->role && p->role[0] ? p->role : "worker";
+}
+
+/* The hello the transcript is made of: no signature (nothing else is sent). */
+static void id_hello(const struct dt_member_id *id, struct dt_hello *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->cluster_fingerprint = id->fingerprint;
+	dt_fmt(h->role, sizeof(h->role), "%s", role_of(&id->peers[id->self]));
+	h->index = id->peers[id->self].index;
+	h->auth = id->auth;
+}
 
 static void drop(struct pending *p)
 {
 	dt_sock_close(p->fd);
 	p->fd = -1;
 	dt_frame_decoder_release(&p->dec);
+	sodium_memzero(&p->sec, sizeof(p->sec));
 }
 
-/* Reads what pending connection p has sent; a bad or foreign report closes it. */
-static void read_report(struct pending *p, uint64_t fingerprint, int table_n)
+/* Refuses p (best effort: the REFUSE, tagged once the link has keys) and
+ * closes it. It learns why; it never counts as a member. */
+static void refuse(struct dt_member_desk *d, struct pending *p, uint32_t code, const char *why)
 {
-	char peer[64];
-	dt_sock_peer_name(p->fd, peer, sizeof(peer));
+	uint8_t buf[DT_REASON_PAYLOAD_MAX];
+	size_t len = dt_reason_encode(code, why, buf, sizeof(buf));
+	enum dt_status st = p->sec.mode ? dt_frame_send_fd_sealed(p->fd, &p->sec, DT_MSG_REFUSE, DT_FRAME_F_REPLY, buf,
+								   len, dt_deadline_in(1.0), p->addr, NULL)
+					: dt_frame_send_fd(p->fd, DT_MSG_REFUSE, DT_FRAME_F_REPLY, 0, buf, len,
+							   dt_deadline_in(1.0), p->addr, NULL);
+	(void)st;
+	d->refused++;
+	if ((d->refused & (d->refused - 1)) == 0) /* a flood logs a line at powers of two */
+		dt_warn("membership: refused the report from %s: %s (%llu refused so far)", p->addr, why,
+			(unsigned long long)d->refused);
+	drop(p);
+}
+
+/* A whole frame from p, at its stage. */
+static void take_frame(struct dt_member_desk *d, struct pending *p)
+{
+	const struct dt_member_id *id = d->id;
+	const uint8_t *in = dt_frame_decoder_payload(&p->dec);
+	const size_t len = (size_t)p->dec.header.length;
+	const uint16_t type = p->dec.header.type;
+	char why[DT_REASON_MAX];
+	if (p->stage == ST_AUTH_HELLO || p->stage == ST_AUTH_PROOF) {
+		uint16_t want = p->stage == ST_AUTH_HELLO ? DT_MSG_AUTH_HELLO : DT_MSG_AUTH_PROOF;
+		if (type != want) {
+			dt_fmt(why, sizeof(why), "expected %s, got %s (this ring's membership reports need the cluster secret)",
+			       dt_msg_name(want), dt_msg_name(type));
+			refuse(d, p, DT_REFUSE_AUTH, why);
+			return;
+		}
+		uint32_t code;
+		if (p->stage == ST_AUTH_HELLO) {
+			uint8_t out[DT_AUTH_MSG_MAX];
+			size_t out_len = 0;
+			code = dt_auth_server_challenge(&p->hs, &d->hello, in, len, out, &out_len, why, sizeof(why));
+			if (!code && dt_frame_send_fd(p->fd, DT_MSG_AUTH_CHALLENGE, DT_FRAME_F_REPLY, 0, out, out_len,
+						      dt_deadline_in(1.0), p->addr, NULL) != DT_OK) {
+				drop(p);
+				return;
+			}
+		} else {
+			code = dt_auth_server_check(&p->hs, in, len, &p->sec, why, sizeof(why));
+		}
+		if (code) {
+			refuse(d, p, code, why);
+			return;
+		}
+		dt_frame_decoder_next(&p->dec);
+		if (++p->stage == ST_REPORT)
+			p->dec.trailer = DT_AUTH_TAG_BYTES;
+		return;
+	}
 	struct dt_err e = DT_ERR_INIT;
-	int ready = 0;
-	if (dt_frame_recv_fd_some(p->fd, &p->dec, peer, &ready, &e)) {
-		drop(p);
+	if (p->sec.mode && dt_frame_open_fd(&p->dec, &p->sec, p->addr, &e) != DT_OK) {
+		drop(p); /* not authentic: a forged or damaged frame gets no answer */
 		return;
 	}
-	if (!ready)
-		return;
-	if (p->dec.header.type != DT_MSG_MEMBER_REPORT ||
-	    dt_member_report_decode(&p->report, dt_frame_decoder_payload(&p->dec), (size_t)p->dec.header.length, &e) ||
-	    p->report.fingerprint != fingerprint || (int)p->report.rank <= 0 || (int)p->report.rank >= table_n) {
-		/* Not a member of this cluster's ring (a stranger, another cluster, the
-		 * coordinator's own rank): refused by closing, it learns nothing. */
-		drop(p);
+	if (type != DT_MSG_MEMBER_REPORT) {
+		dt_fmt(why, sizeof(why), "expected member_report, got %s%s", dt_msg_name(type),
+		       type == DT_MSG_AUTH_HELLO ? " (the coordinator has no cluster secret)" : "");
+		refuse(d, p, type == DT_MSG_AUTH_HELLO ? DT_REFUSE_AUTH : DT_REFUSE_IDENTITY, why);
 		return;
 	}
-	p->reported = 1;
+	struct dt_member_report *r = &p->report;
+	if (dt_member_report_decode(r, in, len, &e)) {
+		refuse(d, p, DT_REFUSE_IDENTITY, e.msg);
+		return;
+	}
+	if (r->fingerprint != id->fingerprint) {
+		refuse(d, p, DT_REFUSE_FINGERPRINT, "a report from another cluster spec");
+		return;
+	}
+	if (r->rank == id->self || (int)r->rank >= id->table_n) {
+		dt_fmt(why, sizeof(why), "a report for rank %u, not a worker of this ring", r->rank);
+		refuse(d, p, DT_REFUSE_IDENTITY, why);
+		return;
+	}
+	const struct dt_comm_peer *claimed = &id->peers[r->rank];
+	if (p->sec.mode && (strcmp(p->hs.role_c, role_of(claimed)) != 0 || p->hs.index_c != claimed->index)) {
+		dt_fmt(why, sizeof(why), "it authenticated as %s:%u but reports for %s:%u", p->hs.role_c, p->hs.index_c,
+		       role_of(claimed), claimed->index);
+		refuse(d, p, DT_REFUSE_IDENTITY, why);
+		return;
+	}
+	p->stage = ST_REPORTED;
+	/* A rank that reported twice (restarted meanwhile) keeps its newest connection. */
+	for (int k = 0; k < d->cap; k++)
+		if (&d->p[k] != p && d->p[k].fd >= 0 && d->p[k].stage == ST_REPORTED && d->p[k].report.rank == r->rank)
+			drop(&d->p[k]);
+}
+
+/* Reads what p has sent, frame after frame, without blocking. */
+static void read_some(struct dt_member_desk *d, struct pending *p)
+{
+	while (p->fd >= 0 && p->stage != ST_REPORTED) {
+		struct dt_err e = DT_ERR_INIT;
+		int ready = 0;
+		if (dt_frame_recv_fd_some(p->fd, &p->dec, p->addr, &ready, &e)) {
+			drop(p);
+			return;
+		}
+		if (!ready)
+			return;
+		take_frame(d, p);
+	}
+}
+
+/* Accepts what waits; beyond the desk's room the oldest unreported goes. */
+static void accept_some(struct dt_member_desk *d)
+{
+	for (int n = 0; n < 16; n++) {
+		int fd = -1;
+		char addr[64];
+		struct dt_err e = DT_ERR_INIT;
+		if (dt_sock_accept(d->lfd, &fd, addr, sizeof(addr), &e) || fd < 0)
+			return;
+		struct pending *slot = NULL, *oldest = NULL;
+		for (int k = 0; k < d->cap && !slot; k++) {
+			if (d->p[k].fd < 0)
+				slot = &d->p[k];
+			else if (d->p[k].stage != ST_REPORTED && (!oldest || d->p[k].deadline < oldest->deadline))
+				oldest = &d->p[k];
+		}
+		if (!slot && oldest) {
+			drop(oldest);
+			slot = oldest;
+		}
+		if (!slot) { /* every slot holds a report: a rank's newest replaces its older one */
+			dt_sock_close(fd);
+			continue;
+		}
+		*slot = (struct pending){ .fd = fd, .deadline = dt_deadline_in(DT_NET_HANDSHAKE_S),
+					  .stage = d->id->auth ? ST_AUTH_HELLO : ST_REPORT };
+		dt_fmt(slot->addr, sizeof(slot->addr), "%s", addr);
+		dt_frame_decoder_init(&slot->dec, DT_AUTH_MSG_MAX); /* a report is smaller too */
+	}
+}
+
+/* One round: waits up to wait_ms for something to read, takes it. */
+static void desk_round(struct dt_member_desk *d, int wait_ms)
+{
+	struct pollfd *pf = dt_xcalloc((size_t)d->cap + 1, sizeof(*pf));
+	int *idx = dt_xcalloc((size_t)d->cap + 1, sizeof(int));
+	nfds_t np = 0;
+	pf[np++] = (struct pollfd){ d->lfd, POLLIN, 0 };
+	int64_t now = dt_now_ns();
+	for (int k = 0; k < d->cap; k++) {
+		struct pending *p = &d->p[k];
+		if (p->fd < 0 || p->stage == ST_REPORTED)
+			continue;
+		if (now >= p->deadline) {
+			drop(p); /* silent or trickling: a stranger */
+			continue;
+		}
+		idx[np] = k;
+		pf[np++] = (struct pollfd){ p->fd, POLLIN, 0 };
+	}
+	if (poll(pf, np, wait_ms) > 0) {
+		for (nfds_t j = 1; j < np; j++)
+			if (pf[j].revents)
+				read_some(d, &d->p[idx[j]]);
+		if (pf[0].revents & POLLIN)
+			accept_some(d);
+	}
+	free(pf);
+	free(idx);
+}
+
+enum dt_status dt_member_desk_open(const struct dt_member_id *id, struct dt_member_desk **out, struct dt_err *err)
+{
+	*out = NULL;
+	if (id->table_n > DT_MEMBER_MAX || id->table_n < 1)
+		return dt_err_set(err, DT_CONFIG, "an elastic ring holds at most %d workers, not %d", DT_MEMBER_MAX,
+				  id->table_n);
+	char host[DT_HOST_MAX];
+	int port, lfd = -1;
+	enum dt_status st = dt_sock_split_hostport(id->peers[0].addr, host, sizeof(host), &port, err);
+	if (!st)
+		st = dt_sock_listen(host, port, 64, &lfd, NULL, err);
+	if (st)
+		return dt_err_prefix(err, "cannot take the reports of the workers");
+	struct dt_member_desk *d = dt_xcalloc(1, sizeof(*d));
+	d->id = id;
+	d->lfd = lfd;
+	id_hello(id, &d->hello);
+	d->cap = id->table_n * 2 + 8;
+	d->p = dt_xcalloc((size_t)d->cap, sizeof(*d->p));
+	for (int k = 0; k < d->cap; k++)
+		d->p[k].fd = -1;
+	*out = d;
+	return DT_OK;
+}
+
+int dt_member_desk_poll(struct dt_member_desk *d)
+{
+	if (!d)
+		return 0;
+	desk_round(d, 0);
+	for (int k = 0; k < d->cap; k++)
+		if (d->p[k].fd >= 0 && d->p[k].stage == ST_REPORTED)
+			return 1;
+	return 0;
+}
+
+int dt_member_desk_close(struct dt_member_desk *d)
+{
+	if (!d)
+		return -1;
+	for (int k = 0; k < d->cap; k++)
+		if (d->p[k].fd >= 0)
+			drop(&d->p[k]);
+	int lfd = d->lfd;
+	free(d->p);
+	free(d);
+	return lfd;
 }
 
 static int in_list(const uint32_t *v, int n, uint32_t x)
@@ -145,25 +379,27 @@ static int in_list(const uint32_t *v, int n, uint32_t x)
 	return 0;
 }
 
-enum dt_status dt_member_coordinate(int *lfd, const char *addr, const uint32_t *old, int nold, int table_n,
-				    const struct dt_member_report *mine, int64_t deadline, struct dt_member_view *view,
-				    struct dt_err *err)
+/* The report of table rank r the desk holds, or NULL. */
+static const struct dt_member_report *report_of(const struct dt_member_desk *d, uint32_t r)
+{
+	for (int k = 0; k < d->cap; k++)
+		if (d->p[k].fd >= 0 && d->p[k].stage == ST_REPORTED && d->p[k].report.rank == r)
+			return &d->p[k].report;
+	return NULL;
+}
+
+enum dt_status dt_member_coordinate(struct dt_member_desk **desk, const struct dt_member_id *id, const uint32_t *old,
+				    int nold, const struct dt_member_report *mine, int64_t deadline,
+				    struct dt_member_view *view, struct dt_err *err)
 {
 	memset(view, 0, sizeof(*view));
-	if (table_n > DT_MEMBER_MAX || nold > table_n)
-		return dt_err_set(err, DT_CONFIG, "an elastic ring holds at most %d workers, not %d", DT_MEMBER_MAX,
-				  table_n);
-	if (*lfd < 0) {
-		char host[DT_HOST_MAX];
-		int port;
-		enum dt_status st = dt_sock_split_hostport(addr, host, sizeof(host), &port, err);
-		if (!st)
-			st = dt_sock_listen(host, port, 64, lfd, NULL, err);
-		if (st)
-			return dt_err_prefix(err, "cannot take the reports of the surviving workers");
-	}
-	struct pending *pend = dt_xcalloc((size_t)table_n * 2 + 8, sizeof(*pend));
-	int npend = 0, cap = table_n * 2 + 8;
+	if (nold > id->table_n)
+		return dt_err_set(err, DT_INTERNAL, "a ring of %d members in a table of %d", nold, id->table_n);
+	enum dt_status st;
+	if (!*desk && (st = dt_member_desk_open(id, desk, err)))
+		return st;
+	struct dt_member_desk *d = *desk;
+	const int table_n = id->table_n;
 	/* lost_seen[r]: someone saw table rank r fail; why[r]: how */
 	int *lost_seen = dt_xcalloc((size_t)table_n, sizeof(int));
 	char(*why)[DT_MEMBER_WHY_MAX] = dt_xcalloc((size_t)table_n, sizeof(*why));
@@ -172,109 +408,72 @@ enum dt_status dt_member_coordinate(int *lfd, const char *addr, const uint32_t *
 		snprintf(why[mine->lost], DT_MEMBER_WHY_MAX, "%s", mine->why);
 	}
 	for (;;) {
-		/* Accounted for: every old member reported or seen lost. */
+		/* What the reports saw; accounted for: every old member reported or seen lost. */
 		int missing = 0;
-		for (int i = 1; i < nold; i++) {
-			int have = lost_seen[old[i]];
-			for (int k = 0; k < npend && !have; k++)
-				have = pend[k].fd >= 0 && pend[k].reported && pend[k].report.rank == old[i];
-			missing += !have;
-		}
-		int64_t now = dt_now_ns();
-		if (missing == 0 || now >= deadline)
-			break;
-		struct pollfd pf[1 + DT_MEMBER_MAX * 2 + 8];
-		int np = 0;
-		pf[np++] = (struct pollfd){ *lfd, POLLIN, 0 };
-		int idx[DT_MEMBER_MAX * 2 + 8];
-		for (int k = 0; k < npend; k++)
-			if (pend[k].fd >= 0 && !pend[k].reported) {
-				idx[np] = k;
-				pf[np++] = (struct pollfd){ pend[k].fd, POLLIN, 0 };
-			}
-		int wait_ms = (int)((deadline - now) / 1000000) + 1;
-		if (poll(pf, (nfds_t)np, wait_ms) < 0 && errno != EINTR)
-			break;
-		for (int j = 1; j < np; j++)
-			if (pf[j].revents)
-				read_report(&pend[idx[j]], mine->fingerprint, table_n);
-		if (pf[0].revents & POLLIN) {
-			for (;;) {
-				int fd = -1;
-				struct dt_err e = DT_ERR_INIT;
-				if (dt_sock_accept(*lfd, &fd, NULL, 0, &e) || fd < 0)
-					break;
-				if (npend == cap) { /* a flood of strangers: no room for more */
-					dt_sock_close(fd);
-					continue;
-				}
-				pend[npend].fd = fd;
-				dt_frame_decoder_init(&pend[npend].dec, DT_MSG_CAP_SMALL);
-				npend++;
-			}
-		}
-		/* What the new reports saw; a rank that reported twice (restarted)
-		 * keeps its newest connection. */
-		for (int k = 0; k < npend; k++) {
-			if (pend[k].fd < 0 || !pend[k].reported)
-				continue;
-			const struct dt_member_report *r = &pend[k].report;
-			if (r->lost > 0 && r->lost < table_n && !lost_seen[r->lost]) {
+		for (int k = 0; k < d->cap; k++) {
+			const struct dt_member_report *r = &d->p[k].report;
+			if (d->p[k].fd >= 0 && d->p[k].stage == ST_REPORTED && r->lost > 0 && r->lost < table_n &&
+			    !lost_seen[r->lost]) {
 				lost_seen[r->lost] = 1;
 				snprintf(why[r->lost], DT_MEMBER_WHY_MAX, "%s", r->why);
 			}
-			for (int j = 0; j < k; j++)
-				if (pend[j].fd >= 0 && pend[j].reported && pend[j].report.rank == r->rank)
-					drop(&pend[j]);
 		}
+		for (int i = 1; i < nold; i++)
+			missing += !lost_seen[old[i]] && !report_of(d, old[i]);
+		int64_t now = dt_now_ns();
+		if (missing == 0 || now >= deadline)
+			break;
+		desk_round(d, (int)((deadline - now) / 1000000) + 1);
 	}
 	/* The view: the coordinator, then the reporters by table rank. */
 	view->ranks[view->n++] = old[0];
 	view->step = mine->done_step;
 	uint32_t epoch = mine->epoch;
-	for (int t = 0; t < table_n; t++)
-		for (int k = 0; k < npend; k++)
-			if (pend[k].fd >= 0 && pend[k].reported && (int)pend[k].report.rank == t &&
-			    !in_list(view->ranks, view->n, (uint32_t)t)) {
-				view->ranks[view->n++] = (uint32_t)t;
-				if (pend[k].report.done_step > view->step)
-					view->step = pend[k].report.done_step;
-				if (pend[k].report.epoch > epoch)
-					epoch = pend[k].report.epoch;
-			}
+	for (int t = 0; t < table_n; t++) {
+		const struct dt_member_report *r = report_of(d, (uint32_t)t);
+		if (!r || in_list(view->ranks, view->n, (uint32_t)t))
+			continue;
+		view->ranks[view->n++] = (uint32_t)t;
+		if (r->done_step > view->step)
+			view->step = r->done_step;
+		if (r->epoch > epoch)
+			epoch = r->epoch;
+	}
 	view->epoch = epoch + 1;
 	view->root = 0;
 	if (mine->done_step != view->step)
-		for (int i = 1; i < view->n; i++)
-			for (int k = 0; k < npend; k++)
-				if (pend[k].fd >= 0 && pend[k].reported && pend[k].report.rank == view->ranks[i] &&
-				    pend[k].report.done_step == view->step && view->root == 0)
-					view->root = (uint32_t)i;
+		for (int i = 1; i < view->n && view->root == 0; i++) {
+			const struct dt_member_report *r = report_of(d, view->ranks[i]);
+			if (r && r->done_step == view->step)
+				view->root = (uint32_t)i;
+		}
 	for (int i = 1; i < nold; i++) {
 		if (in_list(view->ranks, view->n, old[i]))
 			continue;
 		view->lost[view->nlost] = old[i];
-		if (lost_seen[old[i]])
-			snprintf(view->why[view->nlost], DT_MEMBER_WHY_MAX, "%s", why[old[i]]);
-		else
-			snprintf(view->why[view->nlost], DT_MEMBER_WHY_MAX, "no report in time");
+		snprintf(view->why[view->nlost], DT_MEMBER_WHY_MAX, "%s",
+			 lost_seen[old[i]] ? why[old[i]] : "no report in time");
 		view->nlost++;
 	}
-	uint8_t *buf = dt_xmalloc(dt_member_view_bytes(view));
-	size_t len = dt_member_view_encode(view, buf);
-	for (int k = 0; k < npend; k++) {
-		if (pend[k].fd >= 0 && pend[k].reported) {
-			struct dt_err e = DT_ERR_INIT;
-			/* A reporter that died since is left to the rendezvous to find. */
-			enum dt_status st = dt_frame_send_fd(pend[k].fd, DT_MSG_MEMBER_VIEW, 0, 0, buf, len,
-							     dt_deadline_in(1.0), "a surviving worker", &e);
-			(void)st;
-		}
-		if (pend[k].fd >= 0)
-			drop(&pend[k]);
+	const size_t len = dt_member_view_bytes(view);
+	uint8_t *plain = dt_xmalloc(len), *buf = dt_xmalloc(len);
+	dt_member_view_encode(view, plain);
+	for (int k = 0; k < d->cap; k++) {
+		struct pending *p = &d->p[k];
+		if (p->fd < 0 || p->stage != ST_REPORTED)
+			continue;
+		memcpy(buf, plain, len); /* encrypt mode seals in place */
+		struct dt_err e = DT_ERR_INIT;
+		/* A reporter that died since is left to the rendezvous to find. */
+		st = p->sec.mode ? dt_frame_send_fd_sealed(p->fd, &p->sec, DT_MSG_MEMBER_VIEW, DT_FRAME_F_REPLY, buf, len,
+							  dt_deadline_in(1.0), p->addr, &e)
+				 : dt_frame_send_fd(p->fd, DT_MSG_MEMBER_VIEW, DT_FRAME_F_REPLY, 0, buf, len,
+						    dt_deadline_in(1.0), p->addr, &e);
+		(void)st;
+		drop(p);
 	}
+	free(plain);
 	free(buf);
-	free(pend);
 	free(lost_seen);
 	free(why);
 	return DT_OK;
@@ -282,30 +481,80 @@ enum dt_status dt_member_coordinate(int *lfd, const char *addr, const uint32_t *
 
 /* ---- a member ---- */
 
-enum dt_status dt_member_report(const char *addr, const char *name, const struct dt_member_report *mine,
+/* The answer's frame: a REFUSE is DT_CONFIG with its reason. */
+static enum dt_status refused(struct dt_frame_decoder *dec, const char *name, struct dt_err *err)
+{
+	struct dt_reason_msg m;
+	if (dt_reason_decode(&m, dt_frame_decoder_payload(dec), (size_t)dec->header.length, err))
+		return dt_err_prefix(err, "%s: a bad refusal", name);
+	return dt_err_set(err, DT_CONFIG, "%s refused this task's membership report: %s", name, m.text);
+}
+
+/* The challenge–response as the connecting side (net/auth.h). */
+static enum dt_status prove(int fd, const struct dt_member_id *id, const char *name, int64_t deadline,
+			    struct dt_auth_hs *hs, struct dt_wire_sec *sec, struct dt_err *err)
+{
+	struct dt_hello h;
+	id_hello(id, &h);
+	uint8_t msg[DT_AUTH_MSG_MAX];
+	size_t n = dt_auth_client_hello(hs, &h, msg);
+	enum dt_status st = dt_frame_send_fd(fd, DT_MSG_AUTH_HELLO, 0, 0, msg, n, deadline, name, err);
+	if (st)
+		return st;
+	struct dt_frame_decoder d;
+	dt_frame_decoder_init(&d, DT_MSG_CAP_SMALL);
+	st = dt_frame_recv_fd(fd, &d, deadline, name, err);
+	char why[DT_REASON_MAX];
+	if (!st && d.header.type == DT_MSG_REFUSE)
+		st = refused(&d, name, err);
+	else if (!st && d.header.type != DT_MSG_AUTH_CHALLENGE)
+		st = dt_err_set(err, DT_PROTOCOL, "%s answered an auth_hello with %s", name, dt_msg_name(d.header.type));
+	else if (!st && dt_auth_client_prove(hs, dt_frame_decoder_payload(&d), (size_t)d.header.length,
+					     role_of(&id->peers[0]), id->peers[0].index, msg, sec, why, sizeof(why)))
+		st = dt_err_set(err, DT_CONFIG, "the membership report's authentication with %s failed: %s", name, why);
+	dt_frame_decoder_release(&d);
+	if (!st)
+		st = dt_frame_send_fd(fd, DT_MSG_AUTH_PROOF, 0, 0, msg, DT_AUTH_MAC_BYTES, deadline, name, err);
+	return st;
+}
+
+enum dt_status dt_member_report(const struct dt_member_id *id, const char *name, const struct dt_member_report *mine,
 				int64_t deadline, struct dt_member_view *view, struct dt_err *err)
 {
 	memset(view, 0, sizeof(*view));
 	char host[DT_HOST_MAX];
 	int port, fd = -1;
-	enum dt_status st = dt_sock_split_hostport(addr, host, sizeof(host), &port, err);
+	enum dt_status st = dt_sock_split_hostport(id->peers[0].addr, host, sizeof(host), &port, err);
 	if (!st)
 		st = dt_sock_connect(host, port, name, deadline, NULL, &fd, err);
 	if (st)
 		return st;
+	struct dt_auth_hs hs;
+	struct dt_wire_sec sec = { .mode = DT_WIRE_NONE };
+	if (id->auth)
+		st = prove(fd, id, name, deadline, &hs, &sec, err);
 	uint8_t buf[DT_MEMBER_REPORT_BYTES];
 	dt_member_report_encode(mine, buf);
-	st = dt_frame_send_fd(fd, DT_MSG_MEMBER_REPORT, 0, 0, buf, sizeof(buf), deadline, name, err);
+	if (!st)
+		st = sec.mode ? dt_frame_send_fd_sealed(fd, &sec, DT_MSG_MEMBER_REPORT, 0, buf, sizeof(buf), deadline, name, err)
+			      : dt_frame_send_fd(fd, DT_MSG_MEMBER_REPORT, 0, 0, buf, sizeof(buf), deadline, name, err);
 	struct dt_frame_decoder d;
 	dt_frame_decoder_init(&d, DT_MSG_CAP_SMALL);
+	if (sec.mode)
+		d.trailer = DT_AUTH_TAG_BYTES;
 	if (!st)
 		st = dt_frame_recv_fd(fd, &d, deadline, name, err);
+	if (!st && sec.mode)
+		st = dt_frame_open_fd(&d, &sec, name, err);
 	if (!st && d.header.type == DT_MSG_MEMBER_VIEW)
 		st = dt_member_view_decode(view, dt_frame_decoder_payload(&d), (size_t)d.header.length, err);
+	else if (!st && d.header.type == DT_MSG_REFUSE)
+		st = refused(&d, name, err);
 	else if (!st)
 		st = dt_err_set(err, DT_PEER, "%s answered the membership report with %s: this worker is no longer "
 					      "in the ring", name, dt_msg_name(d.header.type));
 	dt_frame_decoder_release(&d);
+	sodium_memzero(&sec, sizeof(sec));
 	dt_sock_close(fd);
 	return st;
 }

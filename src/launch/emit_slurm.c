@@ -100,6 +100,14 @@ enum dt_status dt_launch_emit_slurm(const struct dt_launch_spec *s, const char *
 			mem_per_cpu = m;
 	}
 	int restarts = s->restart != DT_RESTART_NEVER && s->backoff_limit > 0;
+	/* An elastic all-reduce ring (DISTRIBUTED.md) goes on without a lost
+	 * task: a node that fails must not end the allocation (--no-kill), and
+	 * the restarted step rejoins. Each task is a step of one task of its own,
+	 * so a step's failure never kills another (srun's --kill-on-bad-exit acts
+	 * within a step only). */
+	int elastic = 0;
+	for (int i = 0; i < s->nargs; i++)
+		elastic |= s->mode == DT_LAUNCH_MIRRORED && strncmp(s->args[i], "--min_workers", 13) == 0;
 
 	fprintf(out, "#!/bin/bash\n");
 	fprintf(out, "# dtrain launch --emit=slurm: experiment '%s', mode %s, %d tasks on %d node%s.\n", name,
@@ -113,6 +121,9 @@ enum dt_status dt_launch_emit_slurm(const struct dt_launch_spec *s, const char *
 	if (mem_per_cpu > 0)
 		fprintf(out, "#SBATCH --mem-per-cpu=%lldM\n", (long long)mem_per_cpu);
 	fprintf(out, "#SBATCH --output=%s-%%j.out\n", name);
+	if (elastic)
+		fprintf(out, "# Elastic all-reduce (--min_workers): a failed node does not end the job; the ring goes on\n"
+			     "# without its tasks while enough remain, and a restarted step rejoins it.\n#SBATCH --no-kill\n");
 	if (restarts)
 		fprintf(out, "#SBATCH --requeue\n");
 	fprintf(out, "set -u\n: \"${SLURM_JOB_ID:?run this script with sbatch}\"\nDTRAIN=${DTRAIN:-");

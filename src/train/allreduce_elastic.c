@@ -18,9 +18,11 @@
 
 /* Attempts at agreeing and re-forming before the job gives up. */
 #define REFORM_ATTEMPTS 3
+/* A restarted worker whose report was closed reports again after this. */
+#define REPORT_RETRY_MS 200
 
 void dt_elastic_init(struct dt_elastic *e, int min_workers, int table_n, int self, const struct dt_comm_peer *peers,
-		     const char (*names)[48], uint64_t fingerprint, double step_s)
+		     const char (*names)[48], uint64_t fingerprint, const struct dt_auth *auth, double step_s)
 {
 	memset(e, 0, sizeof(*e));
 	e->min_workers = min_workers;
@@ -34,37 +36,36 @@ void dt_elastic_init(struct dt_elastic *e, int min_workers, int table_n, int sel
 	for (int i = 0; i < e->n; i++)
 		e->members[i] = (uint32_t)i;
 	e->skip_reduce_step = -1;
-	e->lfd = -1;
+	e->id = (struct dt_member_id){ .auth = auth, .fingerprint = fingerprint, .peers = peers, .table_n = table_n,
+				       .self = (uint32_t)self };
+}
+
+/* The chief's desk closed, its listener with it. */
+static void close_desk(struct dt_elastic *e)
+{
+	dt_sock_close(dt_member_desk_close(e->desk));
+	e->desk = NULL;
 }
 
 void dt_elastic_release(struct dt_elastic *e)
 {
 	free(e->snap);
 	e->snap = NULL;
-	dt_sock_close(e->lfd);
-	e->lfd = -1;
+	close_desk(e);
 }
 
 void dt_elastic_listen(struct dt_elastic *e)
 {
-	if (!e->min_workers || e->self != 0 || e->lfd >= 0)
+	if (!e->min_workers || e->self != 0 || e->desk)
 		return;
-	char host[DT_HOST_MAX];
-	int port;
 	struct dt_err err = DT_ERR_INIT;
-	if (dt_sock_split_hostport(e->peers[0].addr, host, sizeof(host), &port, &err) ||
-	    dt_sock_listen(host, port, 64, &e->lfd, NULL, &err)) {
-		e->lfd = -1;
+	if (dt_member_desk_open(&e->id, &e->desk, &err))
 		dt_warn("%s: a restarted worker cannot rejoin until the ring is re-formed", err.msg);
-	}
 }
 
 int dt_elastic_join_waiting(const struct dt_elastic *e)
 {
-	if (e->lfd < 0)
-		return 0;
-	struct pollfd pf = { e->lfd, POLLIN, 0 };
-	return poll(&pf, 1, 0) > 0 && (pf.revents & POLLIN);
+	return dt_member_desk_poll(e->desk);
 }
 
 void dt_elastic_snapshot(struct dt_elastic *e, struct dt_session *s)
@@ -183,17 +184,16 @@ static void record(struct dt_elastic *e, struct dt_session *s, const char *membe
 }
 
 /* One agreement: the view, from the chief or as the chief. */
-static enum dt_status agree(struct dt_elastic *e, int *lfd, int lost, const char *why, struct dt_member_view *v,
+static enum dt_status agree(struct dt_elastic *e, int lost, const char *why, struct dt_member_view *v,
 			    struct dt_err *err)
 {
 	struct dt_member_report me = { .fingerprint = e->fingerprint, .rank = (uint32_t)e->self, .epoch = e->epoch,
 				       .done_step = e->done_step, .lost = lost };
 	snprintf(me.why, sizeof(me.why), "%s", why ? why : "");
 	if (e->self == 0)
-		return dt_member_coordinate(lfd, e->peers[0].addr, e->members, e->n, e->table_n, &me,
-					    dt_deadline_in(e->step_s), v, err);
+		return dt_member_coordinate(&e->desk, &e->id, e->members, e->n, &me, dt_deadline_in(e->step_s), v, err);
 	/* The chief may still be waiting out its own collective's deadline. */
-	enum dt_status st = dt_member_report(e->peers[0].addr, e->names[0], &me, dt_deadline_in(2 * e->step_s + 5), v, err);
+	enum dt_status st = dt_member_report(&e->id, e->names[0], &me, dt_deadline_in(2 * e->step_s + 5), v, err);
 	if (st == DT_PEER || st == DT_TIMEOUT)
 		/* Seen from here, a chief that does not answer is a lost chief,
 		 * whichever failure this worker happened to notice first. */
@@ -269,7 +269,7 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 	enum dt_status st = DT_OK;
 	struct dt_member_view *v = dt_xcalloc(1, sizeof(*v));
 	for (int attempt = 0; attempt < REFORM_ATTEMPTS; attempt++) {
-		if ((st = agree(e, &e->lfd, lost, why_copy, v, err)))
+		if ((st = agree(e, lost, why_copy, v, err)))
 			break;
 		int me = -1;
 		for (int i = 0; i < v->n; i++)
@@ -297,7 +297,16 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 		e->n = v->n;
 		memcpy(e->members, v->ranks, sizeof(uint32_t) * (size_t)v->n);
 		struct dt_err e2 = DT_ERR_INIT;
-		if ((st = rejoin(e, s, hello, &e->lfd, v, me, comm, &e2))) {
+		/* The chief's listener goes to the rendezvous (late reporters are
+		 * closed there and report again); the desk is rebuilt after it. */
+		int lfd = e->desk ? dt_member_desk_close(e->desk) : -1;
+		e->desk = NULL;
+		/* Fault injection for the test of a restarted worker's report that
+		 * comes while the chief re-forms: the window held open this long. */
+		const char *pause = e->self == 0 ? getenv("DTRAIN_TEST_REFORM_PAUSE_S") : NULL;
+		if (pause && *pause)
+			dt_sleep(atof(pause));
+		if ((st = rejoin(e, s, hello, &lfd, v, me, comm, &e2))) {
 			dt_warn("%s; agreeing again (attempt %d of %d)", e2.msg, attempt + 2, REFORM_ATTEMPTS);
 			*err = e2;
 			lost = -1;
@@ -307,10 +316,18 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 		*rank = me;
 		info->shard_index = me;
 		info->shard_count = v->n;
-		info->global_batch = dt__session_config(s)->hp.batch_size * v->n;
-		struct dt_strategy_start at = { .step = e->done_step, .epoch = e->done_epoch, .offset = e->done_offset,
-						.global = 1 };
-		if ((st = dt__session_seek(s, &at, err)))
+		if (dt__session_config(s)->micro_batch > 0) {
+			/* --deterministic: the same global batch, its slices dealt over
+			 * the members (the step's bits do not depend on who computes). */
+			info->global_batch = dt__session_config(s)->hp.batch_size * e->table_n;
+			st = dt__session_deal(s, me, v->n, e->done_epoch, e->done_offset, err);
+		} else {
+			info->global_batch = dt__session_config(s)->hp.batch_size * v->n;
+			struct dt_strategy_start at = { .step = e->done_step, .epoch = e->done_epoch,
+							.offset = e->done_offset, .global = 1 };
+			st = dt__session_seek(s, &at, err);
+		}
+		if (st)
 			break;
 		e->reforms++;
 		e->skip_reduce_step = e->done_step;
@@ -323,10 +340,8 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 		dt_elastic_listen(e);
 		break;
 	}
-	if (st) {
-		dt_sock_close(e->lfd);
-		e->lfd = -1;
-	}
+	if (st)
+		close_desk(e);
 	free(v);
 	return st;
 }
@@ -340,10 +355,34 @@ enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struc
 				       .done_step = -1, .lost = -1 };
 	snprintf(me.why, sizeof(me.why), "restarted");
 	struct dt_member_view *v = dt_xcalloc(1, sizeof(*v));
-	enum dt_status st = dt_member_report(e->peers[0].addr, e->names[0], &me, deadline, v, err);
-	if (st) {
-		free(v);
-		return DT_OK; /* not a running ring: the first rendezvous */
+	/* A chief in a rendezvous closes the report: in its first (then a peer
+	 * soon connects here, for this task is in that ring too), or in a
+	 * re-formation's, a few ms (then nobody connects here, and the report
+	 * is taken once the chief trains again). So report again until one of
+	 * the two, every REPORT_RETRY_MS. */
+	enum dt_status st;
+	for (int tries = 1;; tries++) {
+		struct dt_err e2 = DT_ERR_INIT;
+		st = dt_member_report(&e->id, e->names[0], &me, deadline, v, &e2);
+		if (!st)
+			break;
+		if (st == DT_CONFIG) { /* refused: another secret or cluster spec */
+			free(v);
+			*err = e2;
+			return dt_err_prefix(err, "this restarted worker cannot rejoin the ring");
+		}
+		if (tries == 1)
+			dt_info("the chief did not take this worker's report (%s): it is in a rendezvous (its first, or a "
+				"re-formation's); reporting again every %d ms", e2.msg, REPORT_RETRY_MS);
+		struct pollfd pf = { *lfd, POLLIN, 0 };
+		int ms = dt_deadline_ms_left(deadline);
+		if (poll(&pf, 1, ms < REPORT_RETRY_MS ? ms : REPORT_RETRY_MS) > 0 || dt_deadline_passed(deadline)) {
+			if (tries > 1)
+				dt_info("the chief closed %d membership report(s) (%s): joining its first rendezvous", tries,
+					e2.msg);
+			free(v);
+			return DT_OK; /* not a running ring: the first rendezvous */
+		}
 	}
 	int me_at = -1;
 	for (int i = 0; i < v->n; i++)
@@ -367,7 +406,8 @@ enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struc
 	*rank = me_at;
 	info->shard_index = me_at;
 	info->shard_count = e->n;
-	info->global_batch = dt__session_config(s)->hp.batch_size * e->n;
+	info->global_batch = dt__session_config(s)->hp.batch_size *
+			     (dt__session_config(s)->micro_batch > 0 ? e->table_n : e->n);
 	e->reforms++;
 	dt_info("ring re-formed at step %lld: %s (this worker, %s %u, rejoined)", (long long)e->done_step, members,
 		e->peers[e->self].role, e->peers[e->self].index);

@@ -25,14 +25,15 @@
  * Growing back (a restarted worker): the chief keeps listening on its ring
  * address while it trains (dt_elastic_listen); a worker started again with
  * the same flags first reports there (dt_elastic_join, done_step -1). At
- * each step boundary the chief looks whether a connection waits
+ * each step boundary the chief looks whether a whole report waits
  * (dt_elastic_join_waiting) and every member learns it from one all-reduced
  * flag, so all of them decide alike to re-form; the agreement then takes the
  * newcomer's report as a member's, and the newcomer takes the variables,
- * slots, step and position by the same broadcast. A chief still in its
- * first rendezvous closes such a report (not a HELLO): the worker then
- * joins that rendezvous as usual. A stranger's connection costs one
- * re-formation with the same members.
+ * slots, step and position by the same broadcast. A chief in a rendezvous
+ * (its first, or a re-formation's) closes such a report (not a HELLO): the
+ * worker reports again until someone connects to its own listener (a first
+ * rendezvous: it joins it as usual) or its deadline. A stranger's connection
+ * costs nothing (refused by the desk).
  *
  * Ownership: the peers and names are borrowed from the strategy's rank
  * table; snap is owned (dt_elastic_release).
@@ -70,13 +71,14 @@ struct dt_elastic {
 	int reforms;               /* membership changes so far */
 	int64_t failed_ns;         /* when the last failure was seen (the figures bench/elastic reads) */
 	int64_t reformed_ns;       /* when the ring was re-formed; 0 once its first step is done */
-	int lfd;                   /* the chief's: its ring address, listening for restarted workers
-				      between re-formations (-1: none) */
+	struct dt_member_id id;    /* this task, its secret and the table, for the reports */
+	struct dt_member_desk *desk; /* the chief's: its ring address, taking the reports of restarted
+					workers between re-formations (NULL: none) */
 };
 
 /* Sets up the state of a ring of table_n workers (all members, epoch 0). */
 void dt_elastic_init(struct dt_elastic *e, int min_workers, int table_n, int self, const struct dt_comm_peer *peers,
-		     const char (*names)[48], uint64_t fingerprint, double step_s);
+		     const char (*names)[48], uint64_t fingerprint, const struct dt_auth *auth, double step_s);
 void dt_elastic_release(struct dt_elastic *e);
 
 /* Before a step's update: the variables and slots are copied (the rollback point). */
@@ -100,8 +102,9 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
  * is only logged: the ring then cannot grow back until the next
  * re-formation. */
 void dt_elastic_listen(struct dt_elastic *e);
-/* The chief: 1 if a connection waits on its listener (a worker asking to
- * join, or a stranger); never blocks. */
+/* The chief: 1 if a whole, authentic report of a restarted worker waits
+ * (dt_member_desk_poll: a stranger's connection is refused there and asks
+ * for nothing); never blocks. */
 int dt_elastic_join_waiting(const struct dt_elastic *e);
 
 /* A non-chief task at its start: reports to the chief as a restarted

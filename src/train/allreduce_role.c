@@ -341,6 +341,7 @@ static enum dt_status ring_connect(struct dt_session *s, void *self, struct dt_s
 	info->dropout_per_resume = 1; /* the stream is not saved: a resume derives another */
 	info->save_rng = 0;
 	info->slices = 1; /* lock-step: one global stream, so a checkpoint resumes at any worker count */
+	info->fixed_slices = r->size; /* --deterministic: the full ring's slices, whoever computes them */
 	r->nbuckets = dt_allreduce_plan_buckets(model, r->cfg->bucket_mb, &r->buckets);
 	r->nsync = dt_model_sync_mean_floats(model);
 	r->sync = r->nsync ? dt_xcalloc(r->nsync, sizeof(float)) : NULL;
@@ -745,16 +746,11 @@ enum dt_status dt_train_allreduce(const struct dt_allreduce_run_config *cfg, str
 		if (cfg->min_workers > r.size)
 			st = dt_err_set(err, DT_USAGE, "--min_workers=%d is more than the %d workers of the cluster",
 					cfg->min_workers, r.size);
-		else if (elastic && tc->auth)
-			st = dt_err_set(err, DT_USAGE, "--min_workers with a cluster secret is not built yet: the membership "
-						       "reports are not authenticated (leave --min_workers out, or the secret)");
 		else if (elastic && r.size > DT_MEMBER_MAX)
 			st = dt_err_set(err, DT_USAGE, "--min_workers: an elastic ring holds at most %d workers, not %d",
 					DT_MEMBER_MAX, r.size);
-		else if (elastic && tc->micro_batch)
-			st = dt_err_set(err, DT_USAGE, "--min_workers with --deterministic is not built yet");
 		dt_elastic_init(&r.el, elastic ? cfg->min_workers : 0, r.size, r.rank, r.ranks.peers,
-				(const char(*)[48])r.ranks.names, dt_ps_cluster_fingerprint(cl), r.step_s);
+				(const char(*)[48])r.ranks.names, dt_ps_cluster_fingerprint(cl), tc->auth, r.step_s);
 		if (elastic)
 			dt_info("elastic: the ring goes on without a lost worker while at least %d of %d remain "
 				"(the chief, %s, is not elastic)", cfg->min_workers, r.size, r.ranks.names[0]);

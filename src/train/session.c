@@ -79,15 +79,18 @@ struct dt_session {
 	struct dt_train_result res;
 
 	/* --deterministic (micro_batch > 0): this step's micro-batch gradients. */
-	int micro_local;              /* micro-batches per step on this task */
-	float *micro_grads;           /* (micro_local, num_params): the copies */
-	const float **micro_src;      /* (micro_local): where each one's gradient lies (a copy or a model's own) */
-	const float **micro_var;      /* (micro_local): scratch, micro_src + a variable's offset */
-	int *micro_exp;               /* (micro_local, num_variables): dt_fixed_exponent of each */
-	float *micro_losses;          /* (micro_local) */
-	int *micro_correct;           /* (micro_local) */
+	int micro_local;              /* micro-batches per slice (batch_size / micro_batch) */
+	int fixed_slices;             /* slices of each global step: the full ring's worker count */
+	int deal_first, deal_stride, ndeal; /* this task's slices: deal_first + i * deal_stride, i < ndeal */
+	int micro_base, micro_final;  /* keep_micro: the slice's first index; whether its last may stay put */
+	float *micro_grads;           /* (ndeal * micro_local, num_params): the copies */
+	const float **micro_src;      /* (ndeal * micro_local): where each one's gradient lies (a copy or a model's own) */
+	const float **micro_var;      /* (ndeal * micro_local): scratch, micro_src + a variable's offset */
+	int *micro_exp;               /* (ndeal * micro_local, num_variables): dt_fixed_exponent of each */
+	float *micro_losses;          /* (ndeal * micro_local) */
+	int *micro_correct;           /* (ndeal * micro_local) */
 	int64_t *fixed_sum;           /* (num_params) */
-	int64_t *fixed_exp;           /* (shard_count, num_variables) */
+	int64_t *fixed_exp;           /* (fixed_slices, num_variables) */
 	int *fixed_scale;             /* (num_variables) */
 };
 
@@ -255,23 +258,17 @@ static enum dt_status start_fixed(struct dt_session *s, const struct dt_strategy
 	const size_t np = dt_model_num_params(s->model);
 	const int nv = dt_model_num_variables(s->model);
 	s->micro_local = b / m;
-	s->micro_grads = dt_xmallocarray((size_t)s->micro_local * np, sizeof(float));
-	s->micro_src = dt_xmallocarray((size_t)s->micro_local, sizeof(*s->micro_src));
-	s->micro_var = dt_xmallocarray((size_t)s->micro_local, sizeof(*s->micro_var));
-	s->micro_exp = dt_xmallocarray((size_t)s->micro_local * (size_t)(nv ? nv : 1), sizeof(int));
-	s->micro_losses = dt_xmallocarray((size_t)s->micro_local, sizeof(float));
-	s->micro_correct = dt_xmallocarray((size_t)s->micro_local, sizeof(int));
+	s->fixed_slices = s->info.fixed_slices ? s->info.fixed_slices : s->info.shard_count;
 	s->fixed_sum = dt_xmallocarray(np ? np : 1, sizeof(int64_t));
-	s->fixed_exp = dt_xmallocarray((size_t)s->info.shard_count * (size_t)(nv ? nv : 1), sizeof(int64_t));
+	s->fixed_exp = dt_xmallocarray((size_t)s->fixed_slices * (size_t)(nv ? nv : 1), sizeof(int64_t));
 	s->fixed_scale = dt_xmallocarray((size_t)(nv ? nv : 1), sizeof(int));
-	enum dt_status st = s->input->ops->start_slice(s->input, s->info.shard_index, s->info.shard_count, at->epoch,
-							 at->offset, err);
+	enum dt_status st = dt__session_deal(s, s->info.shard_index, s->info.shard_count, at->epoch, at->offset, err);
 	if (st)
 		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
-	s->global_position = 1;
 	dt_info("deterministic: micro-batches of %d, %d per step on this task (%d in all), gradients summed in 64-bit "
-		"fixed point; the data read in global batches of %d, this task slice %d of %d", m, s->micro_local,
-		s->micro_local * s->info.shard_count, b * s->info.shard_count, s->info.shard_index, s->info.shard_count);
+		"fixed point; the data read in global batches of %d, this task slice %d of %d", m,
+		s->micro_local * s->ndeal, s->micro_local * s->fixed_slices, b * s->fixed_slices, s->info.shard_index,
+		s->fixed_slices);
 	return DT_OK;
 }
 
@@ -283,6 +280,29 @@ static enum dt_status make_text_replica(void *arg, int max_batch, struct dt_mode
 	struct dt_session *s = arg;
 	(void)max_batch;
 	return dt_train_model_new(s->cfg->models, &s->cfg->hp, s->train_split, dt_model_max_batch(s->model), out, err);
+}
+
+enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int64_t epoch, int64_t offset,
+				struct dt_err *err)
+{
+	DT_ASSERT(s->cfg->micro_batch > 0 && count >= 1 && index < count && count <= s->fixed_slices);
+	const size_t np = dt_model_num_params(s->model);
+	const int nv = dt_model_num_variables(s->model);
+	const int was = s->ndeal * s->micro_local;
+	s->deal_first = index;
+	s->deal_stride = count;
+	s->ndeal = (s->fixed_slices - index + count - 1) / count;
+	const size_t n = (size_t)s->ndeal * (size_t)s->micro_local;
+	if ((int)n > was) {
+		s->micro_grads = dt_xrealloc(s->micro_grads, (n * np) * sizeof(float));
+		s->micro_src = dt_xrealloc(s->micro_src, (n) * sizeof(*s->micro_src));
+		s->micro_var = dt_xrealloc(s->micro_var, (n) * sizeof(*s->micro_var));
+		s->micro_exp = dt_xrealloc(s->micro_exp, (n * (size_t)(nv ? nv : 1)) * sizeof(int));
+		s->micro_losses = dt_xrealloc(s->micro_losses, (n) * sizeof(float));
+		s->micro_correct = dt_xrealloc(s->micro_correct, (n) * sizeof(int));
+	}
+	s->global_position = 1;
+	return s->input->ops->start_slice(s->input, index, s->fixed_slices, epoch, offset, err);
 }
 
 /* The dropout stream, the in-process replicas and the input, from where the
@@ -598,7 +618,10 @@ static void keep_micro(void *arg, struct dt_model *m, int k, int last)
 	const size_t np = dt_model_num_params(m);
 	const int nv = dt_model_num_variables(m);
 	const float *src = dt_model_grads(m);
-	float *slot = last ? NULL : s->micro_grads + (size_t)k * np;
+	k += s->micro_base;
+	/* Only the step's last slice may leave its last gradient in place: a
+	 * next slice computes on the same model. */
+	float *slot = last && s->micro_final ? NULL : s->micro_grads + (size_t)k * np;
 	for (int v = 0; v < nv; v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
 		s->micro_exp[(size_t)k * (size_t)nv + (size_t)v] =
@@ -607,31 +630,46 @@ static void keep_micro(void *arg, struct dt_model *m, int k, int last)
 	s->micro_src[k] = slot ? slot : src;
 }
 
-/* --deterministic: every micro-batch's gradient apart (their sum is apply's). */
+/* --deterministic: every micro-batch's gradient apart (their sum is apply's),
+ * for each slice this task is dealt (one, unless an elastic ring lost a
+ * worker: then the input is placed on each slice in turn, at the step's
+ * global position). */
 static enum dt_status compute_micro(struct dt_session *s, struct dt_step_figures *out, struct dt_err *err)
 {
-	const struct dt_batch *b;
-	enum dt_status st = dt__session_next_batch(s, &b, err);
-	if (st)
-		return st;
 	const int k = s->micro_local;
-	struct dt_micro_step ms = {
-		.x = b->x, .y = b->y, .batch = b->size, .micro = s->cfg->micro_batch,
-		.example_floats = (size_t)s->shape[0] * (size_t)s->shape[1] * (size_t)s->shape[2],
-		.seed = s->cfg->seed,
-		/* micro-batch j of the global step: the same stream whoever computes it */
-		.stream0 = (uint64_t)s->step * 1048576u + (uint64_t)s->info.shard_index * (uint64_t)k,
-		.keep = keep_micro, .keep_arg = s, .losses = s->micro_losses, .correct = s->micro_correct,
-	};
-	dt_mirrored_micro_step(s->mirror, s->model, &ms);
+	int64_t epoch = 0, offset = 0;
+	if (s->ndeal > 1)
+		dt_input_position(s->input, &epoch, &offset);
 	double loss = 0;
 	out->correct = 0;
-	for (int j = 0; j < k; j++) {
+	out->examples = 0;
+	for (int d = 0; d < s->ndeal; d++) {
+		const int slice = s->deal_first + d * s->deal_stride;
+		enum dt_status st = s->ndeal > 1 ? s->input->ops->start_slice(s->input, slice, s->fixed_slices, epoch,
+									     offset, err)
+						 : DT_OK;
+		const struct dt_batch *b;
+		if (st || (st = dt__session_next_batch(s, &b, err)))
+			return st;
+		s->micro_base = d * k;
+		s->micro_final = d == s->ndeal - 1;
+		struct dt_micro_step ms = {
+			.x = b->x, .y = b->y, .batch = b->size, .micro = s->cfg->micro_batch,
+			.example_floats = (size_t)s->shape[0] * (size_t)s->shape[1] * (size_t)s->shape[2],
+			.seed = s->cfg->seed,
+			/* micro-batch j of the global step: the same stream whoever computes it */
+			.stream0 = (uint64_t)s->step * 1048576u + (uint64_t)slice * (uint64_t)k,
+			.keep = keep_micro, .keep_arg = s, .losses = s->micro_losses + d * k,
+			.correct = s->micro_correct + d * k,
+		};
+		dt_mirrored_micro_step(s->mirror, s->model, &ms);
+		out->examples += b->size;
+	}
+	for (int j = 0; j < k * s->ndeal; j++) {
 		loss += (double)s->micro_losses[j];
 		out->correct += s->micro_correct[j];
 	}
-	out->loss = (float)(loss / k);
-	out->examples = b->size;
+	out->loss = (float)(loss / (k * s->ndeal));
 	return DT_OK;
 }
 
@@ -639,10 +677,12 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 {
 	struct dt_model *m = s->model;
 	const size_t np = dt_model_num_params(m);
-	const int nv = dt_model_num_variables(m), k = s->micro_local, tasks = s->info.shard_count;
-	const int64_t terms = (int64_t)k * tasks;
+	const int nv = dt_model_num_variables(m), k = s->micro_local * s->ndeal, tasks = s->fixed_slices;
+	const int64_t terms = (int64_t)s->micro_local * tasks;
 	enum dt_status st;
-	/* 1. the exponents: this task's row, the others' zero, summed = gathered */
+	/* 1. the exponents: this task's rows (one per slice it computed, each the
+	 * largest of its micro-batches': the maximum is the same), the others'
+	 * zero, summed = gathered */
 	memset(s->fixed_exp, 0, (size_t)tasks * (size_t)nv * sizeof(int64_t));
 	for (int v = 0; v < nv; v++) {
 		int e = DT_FIXED_EXP_ZERO;
@@ -650,7 +690,8 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 			const int ej = s->micro_exp[(size_t)j * (size_t)nv + (size_t)v];
 			e = ej > e ? ej : e;
 		}
-		s->fixed_exp[(size_t)s->info.shard_index * (size_t)nv + (size_t)v] = e;
+		for (int d = 0; d < s->ndeal; d++)
+			s->fixed_exp[(size_t)(s->deal_first + d * s->deal_stride) * (size_t)nv + (size_t)v] = e;
 	}
 	if (s->strategy->reduce_i64 &&
 	    (st = s->strategy->reduce_i64(s, s->self, s->fixed_exp, (size_t)tasks * (size_t)nv, "grads/exponents", err)))
@@ -669,7 +710,7 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 	 * One task has nothing to all-reduce: the sum and the mean in one pass,
 	 * the same bits (fixed_point.h's fast paths). */
 	float *g = dt_model_grads(m);
-	const int alone = tasks == 1 || !s->strategy->reduce_i64;
+	const int alone = s->ndeal == tasks || !s->strategy->reduce_i64;
 	for (int v = 0; v < nv; v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
 		for (int j = 0; j < k; j++)

@@ -134,6 +134,14 @@ struct dt_rng *dt__session_rng(struct dt_session *s);
  * buffer, weight decay and the optimizer at `lr`, step `step`. The same bits
  * on every task and at any task or replica count. */
 enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t step, struct dt_err *err) DT_MUST_CHECK;
+/* --deterministic in a ring of `count` of the info's fixed_slices workers
+ * (an elastic ring that lost some): this task computes slices index,
+ * index + count, ... of every global step (its micro-batches' streams and
+ * exponent rows those slices'), so the step is the same micro-batches
+ * whoever computes them and the sum the same bits; the input goes to the
+ * global position (epoch, offset). */
+enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int64_t epoch, int64_t offset,
+				struct dt_err *err) DT_MUST_CHECK;
 /* Repositions the input mid-run, as `start` would have placed it (at's
  * epoch and offset when global, else `batches` whole batches — of the
  * global batch when the input reads slices — in), for a strategy whose run

@@ -88,6 +88,9 @@ struct dt_strategy_info {
 				      shard_count, this task slice shard_index of each (data/pipeline.h's
 				      slices), so its position is global and a checkpoint resumes at any
 				      worker count, each example once per epoch across the resize */
+	int fixed_slices;          /* --deterministic: slices of every global step (the full ring's
+				      workers); 0: shard_count. A task of a smaller ring computes
+				      several (session.h's dt__session_deal) */
 	float lr_scale;            /* the schedule's rate times this (t2t's async sqrt rule); 1 */
 	struct dt_loop *loop;      /* woken when a background evaluation ends; may be NULL */
 	const struct dt_ckpt_kv *ckpt_meta; /* extra metadata in the session's checkpoints */

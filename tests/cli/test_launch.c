@@ -347,6 +347,54 @@ DT_TEST_TIMEOUT(launch_cli, on_failure_restarts_a_failed_worker, 120)
 	dt_exp_release(&e);
 }
 
+/* Elastic all-reduce under the launcher (DISTRIBUTED.md "Elastic
+ * all-reduce"): a worker SIGKILLed while the ring trains is restarted by
+ * restart_policy OnFailure while the chief and the other worker go on, it
+ * rejoins, the experiment completes, and `dtrain status` shows the ring. */
+DT_TEST_TIMEOUT(launch_cli, on_failure_restarts_an_elastic_worker_that_rejoins_the_ring, 150)
+{
+	cli_private_home();
+	char spec[700];
+	cli_write_spec(spec, sizeof(spec), "elastic.yaml",
+		       "name: elastic\nmodel: mlp\nproblem: fashion_mnist\ntrain_steps: 8000\n"
+		       "args: [--log_every=100, --noeval, --min_workers=2, --step_timeout=4]\n"
+		       "distributed: {mode: mirrored, worker: 3, ps: 0}\n"
+		       "restart_policy: OnFailure\nbackoff_limit: 2\n");
+	struct task launcher;
+	task_start(&launcher, "launch", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
+	pid_t pids[8];
+	int n = 0;
+	DT_CHECK(wait_running("1", pids, &n, 1, 60));
+	DT_CHECK_INT_EQ(n, 3);
+	kill(pids[2], SIGKILL); /* tasks: chief, worker.0, worker.1 */
+	int code = task_wait(&launcher, 130);
+	char *out = task_read(&launcher, 0);
+	if (code != 0)
+		fprintf(stderr, "%s\n", out);
+	DT_CHECK_INT_EQ(code, 0);
+	DT_CHECK_CONTAINS(out, "--> FAILED (killed by signal 9), restart 1 of 2 (OnFailure)");
+	DT_CHECK(has_line(out, "1.chief ", "ring re-formed at step "));
+	DT_CHECK(has_line(out, "1.chief ", "worker 1 at 127.0.0.1:"));
+	DT_CHECK(has_line(out, "1.worker.1 ", "(this worker, worker 1, rejoined)"));
+	DT_CHECK(has_line(out, "1.chief ", "the ring was re-formed 2 time(s); it ended with 3 of 3 workers"));
+	free(out);
+	struct dt_run r;
+	cli_run(&r, (const char *[]){ "status", "1", NULL }, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "experiment 1 'elastic': FINISHED");
+	DT_CHECK_CONTAINS(r.out, "ring: chief 0, worker 0, worker 1 (3 of 3); re-formed 2 time(s), last at step ");
+	DT_CHECK_CONTAINS(r.out, "rejoined");
+	dt_run_release(&r);
+	struct dt_exp e;
+	DT_CHECK(load("1", &e));
+	DT_CHECK_INT_EQ(e.state, DT_TS_FINISHED);
+	DT_CHECK_STR_EQ(e.tasks[2].name, "worker.1");
+	DT_CHECK_INT_EQ(e.tasks[2].restarts, 1);
+	DT_CHECK_INT_EQ(e.tasks[1].restarts, 0);
+	dt_exp_release(&e);
+	task_kill(&launcher);
+}
+
 #define MLP_LONG \
 	"model: mlp\nproblem: fashion_mnist\ntrain_steps: 1000000\nargs: [--log_every=20, --noeval]\n" \
 	"distributed: {worker: 2, ps: 1}\ngrace_period: 3\n"

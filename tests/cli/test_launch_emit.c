@@ -251,6 +251,46 @@ static int k8s_schemas(char *modules, size_t cap)
 	return 1;
 }
 
+/* Elastic all-reduce (--min_workers in a mirrored spec's args): the Slurm
+ * script keeps the allocation when a node fails (--no-kill) and restarts
+ * the step, which rejoins; a spec that is not elastic keeps Slurm's default.
+ * Kubernetes: each task is a Job of its own whose pod restarts in place
+ * (restartPolicy OnFailure), so a worker's restart touches no other pod. */
+DT_TEST_TIMEOUT(launch_cli, elastic_specs_keep_the_slurm_job_and_restart_pods_in_place, 60)
+{
+	cli_private_home();
+	const char *elastic = "name: ring\nmodel: mlp\nproblem: fashion_mnist\ntrain_steps: 100\n"
+			      "args: [--min_workers=2]\ndistributed: {mode: mirrored, worker: 3, ps: 0}\n"
+			      "restart_policy: OnFailure\nbackoff_limit: 3\n";
+	const char *plain = "name: ring\nmodel: mlp\nproblem: fashion_mnist\ntrain_steps: 100\n"
+			    "distributed: {mode: mirrored, worker: 3, ps: 0}\nrestart_policy: OnFailure\n";
+	char spec[700];
+	struct dt_run r;
+	cli_write_spec(spec, sizeof(spec), "elastic.yaml", elastic);
+	cli_run(&r, (const char *[]){ "launch", "--emit=slurm", spec, NULL }, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "#SBATCH --no-kill\n");
+	DT_CHECK_CONTAINS(r.out, "#SBATCH --requeue\n");
+	DT_CHECK_CONTAINS(r.out, "'--min_workers=2'");
+	dt_run_release(&r);
+	cli_run(&r, (const char *[]){ "launch", "--emit=k8s", spec, NULL }, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	/* three Jobs (chief, worker 0, worker 1), each pod restarted in place */
+	int jobs = 0, in_place = 0;
+	for (const char *p = r.out; (p = strstr(p, "kind: Job")) != NULL; p++)
+		jobs++;
+	for (const char *p = r.out; (p = strstr(p, "restartPolicy: OnFailure")) != NULL; p++)
+		in_place++;
+	DT_CHECK_INT_EQ(jobs, 3);
+	DT_CHECK_INT_EQ(in_place, 3);
+	dt_run_release(&r);
+	cli_write_spec(spec, sizeof(spec), "plain.yaml", plain);
+	cli_run(&r, (const char *[]){ "launch", "--emit=slurm", spec, NULL }, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK(strstr(r.out, "--no-kill") == NULL);
+	dt_run_release(&r);
+}
+
 DT_TEST_TIMEOUT(launch_cli, k8s_and_tfjob_pass_the_kubernetes_and_tfjob_schemas, 300)
 {
 	cli_private_home();
