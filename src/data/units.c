@@ -151,11 +151,14 @@ void dt_units_format(const struct dt_units_layout *l, const struct dt_units_pos 
 	*at = a;
 }
 
-/* A decimal integer in [lo, hi] at *s, which moves past it. */
+/* A decimal integer in [lo, hi] at *s, which moves past it: only as
+ * dt_units_format writes one (no '+', no leading zeros, no "-0"), so that a
+ * text read back is the text written. */
 static int parse_i64(const char **s, int64_t lo, int64_t hi, int64_t *out)
 {
 	char *end;
-	if (!(**s == '-' || (**s >= '0' && **s <= '9')))
+	const char *d = *s + (**s == '-');
+	if (!(*d >= '0' && *d <= '9') || (d[0] == '0' && ((d[1] >= '0' && d[1] <= '9') || d != *s)))
 		return 0;
 	long long v = strtoll(*s, &end, 10);
 	if (end == *s || v < lo || v > hi)

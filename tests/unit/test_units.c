@@ -117,6 +117,9 @@ DT_TEST(units, the_checkpoint_text_is_checked)
 		{ "2:10:0", "", "0:0" },              /* one position of two */
 		{ "2:10:0", "", "0:0,0:11" },         /* more taken than units */
 		{ "2:10:0", "", "0:0,0:0," },         /* trailing bytes */
+		{ "2:010:0", "", "0:0,0:0" },         /* a leading zero: not as written (fuzz_ps_positions) */
+		{ "2:10:0", "", "-0:0,0:0" },         /* "-0" */
+		{ "+2:10:0", "", "0:0,0:0" },         /* a '+' */
 		{ NULL, "", "" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
