@@ -206,7 +206,7 @@ enum dt_status dt_units_parse(const char *layout, const char *base, const char *
 			goto bad_base;
 		for (int64_t u = 0; u < nu; u++)
 			out->base[out->n - 1].unread += !bit(bits, u);
-		if (*s == ';')
+		if (*s == ';' && s[1]) /* a separator, never a trailing one */
 			s++;
 		else if (*s)
 			goto bad_base;

@@ -120,6 +120,7 @@ DT_TEST(units, the_checkpoint_text_is_checked)
 		{ "2:010:0", "", "0:0,0:0" },         /* a leading zero: not as written (fuzz_ps_positions) */
 		{ "2:10:0", "", "-0:0,0:0" },         /* "-0" */
 		{ "+2:10:0", "", "0:0,0:0" },         /* a '+' */
+		{ "2:10:0", "0:ff00;", "0:0,0:0" },   /* a trailing ';' */
 		{ NULL, "", "" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
