@@ -165,6 +165,20 @@ enum dt_status dt__graph_want_rank(const struct dt_graph *g, const char *node, c
 			  g->nodes[in].layer.name, s);
 }
 
+enum dt_status dt__graph_begin_on(struct dt_graph *g, const char *name, enum dt__prefix p, const char *input,
+				  char *out, int *number, int *in, struct dt_err *err)
+{
+	enum dt_status st = dt__graph_begin(g, name, p, out, number, err);
+	return st ? st : dt__graph_resolve(g, out, input, in, err);
+}
+
+enum dt_status dt__graph_want_image(const struct dt_graph *g, const char *node, const char *what, int in,
+				    struct dt_err *err)
+{
+	enum dt_status st = dt__graph_want_float(g, node, in, err);
+	return st ? st : dt__graph_want_rank(g, node, what, in, 3, err);
+}
+
 enum dt_status dt__graph_get_init(const char *node, const char *text, const char *dflt, struct dt_init *out,
 			       struct dt_err *err)
 {
@@ -239,9 +253,7 @@ enum dt_status dt_graph_dense(struct dt_graph *g, const char *name, const char *
 	int number, in;
 	struct dt__node n;
 	memset(&n, 0, sizeof(n));
-	enum dt_status st = dt__graph_begin(g, name, P_DENSE, nm, &number, err);
-	if (!st)
-		st = dt__graph_resolve(g, nm, input, &in, err);
+	enum dt_status st = dt__graph_begin_on(g, name, P_DENSE, input, nm, &number, &in, err);
 	if (!st)
 		st = dt__graph_want_float(g, nm, in, err);
 	if (!st)
@@ -277,13 +289,9 @@ enum dt_status dt_graph_conv2d(struct dt_graph *g, const char *name, const char 
 	int number, in;
 	struct dt__node n;
 	memset(&n, 0, sizeof(n));
-	enum dt_status st = dt__graph_begin(g, name, P_CONV, nm, &number, err);
+	enum dt_status st = dt__graph_begin_on(g, name, P_CONV, input, nm, &number, &in, err);
 	if (!st)
-		st = dt__graph_resolve(g, nm, input, &in, err);
-	if (!st)
-		st = dt__graph_want_float(g, nm, in, err);
-	if (!st)
-		st = dt__graph_want_rank(g, nm, "conv2d", in, 3, err);
+		st = dt__graph_want_image(g, nm, "conv2d", in, err);
 	if (!st)
 		st = dt__graph_get_init(nm, kernel_init, "glorot_uniform", &n.init[0], err);
 	if (st)
@@ -321,13 +329,9 @@ enum dt_status dt_graph_pool(struct dt_graph *g, const char *name, const char *i
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
 	const enum dt__prefix p = kind == DT_POOL_AVG ? P_AVG_POOL : P_POOL;
-	enum dt_status st = dt__graph_begin(g, name, p, nm, &number, err);
+	enum dt_status st = dt__graph_begin_on(g, name, p, input, nm, &number, &in, err);
 	if (!st)
-		st = dt__graph_resolve(g, nm, input, &in, err);
-	if (!st)
-		st = dt__graph_want_float(g, nm, in, err);
-	if (!st)
-		st = dt__graph_want_rank(g, nm, "pooling", in, 3, err);
+		st = dt__graph_want_image(g, nm, "pooling", in, err);
 	if (st)
 		return st;
 	if ((kind != DT_POOL_MAX && kind != DT_POOL_AVG) || (padding != DT_PADDING_VALID && padding != DT_PADDING_SAME))
@@ -356,9 +360,7 @@ enum dt_status dt_graph_flatten(struct dt_graph *g, const char *name, const char
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
-	enum dt_status st = dt__graph_begin(g, name, P_FLATTEN, nm, &number, err);
-	if (!st)
-		st = dt__graph_resolve(g, nm, input, &in, err);
+	enum dt_status st = dt__graph_begin_on(g, name, P_FLATTEN, input, nm, &number, &in, err);
 	if (st)
 		return st;
 	struct dt__node n;
@@ -379,9 +381,7 @@ enum dt_status dt_graph_reshape(struct dt_graph *g, const char *name, const char
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
-	enum dt_status st = dt__graph_begin(g, name, P_RESHAPE, nm, &number, err);
-	if (!st)
-		st = dt__graph_resolve(g, nm, input, &in, err);
+	enum dt_status st = dt__graph_begin_on(g, name, P_RESHAPE, input, nm, &number, &in, err);
 	if (st)
 		return st;
 	if (ndim < 1 || ndim > 3 || !shape)
@@ -430,9 +430,7 @@ static enum dt_status same_shape(struct dt_graph *g, const char *name, const cha
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
-	enum dt_status st = dt__graph_begin(g, name, p, nm, &number, err);
-	if (!st)
-		st = dt__graph_resolve(g, nm, input, &in, err);
+	enum dt_status st = dt__graph_begin_on(g, name, p, input, nm, &number, &in, err);
 	if (!st)
 		st = dt__graph_want_float(g, nm, in, err);
 	if (st)
@@ -483,9 +481,7 @@ enum dt_status dt_graph_embedding(struct dt_graph *g, const char *name, const ch
 	int number, in;
 	struct dt__node n;
 	memset(&n, 0, sizeof(n));
-	enum dt_status st = dt__graph_begin(g, name, P_EMB, nm, &number, err);
-	if (!st)
-		st = dt__graph_resolve(g, nm, input, &in, err);
+	enum dt_status st = dt__graph_begin_on(g, name, P_EMB, input, nm, &number, &in, err);
 	if (!st)
 		st = dt__graph_get_init(nm, init, "random_normal(0.05)", &n.init[0], err);
 	if (st)

@@ -42,9 +42,16 @@ enum dt_status dt__graph_begin(struct dt_graph *g, const char *name, enum dt__pr
 /* The node `input` names (NULL: the last one). */
 enum dt_status dt__graph_resolve(const struct dt_graph *g, const char *node, const char *input, int *idx,
 				 struct dt_err *err);
+/* dt__graph_begin, then dt__graph_resolve of its one input into *in: how
+ * every node with one input starts. */
+enum dt_status dt__graph_begin_on(struct dt_graph *g, const char *name, enum dt__prefix p, const char *input,
+				  char *out, int *number, int *in, struct dt_err *err);
 enum dt_status dt__graph_want_float(const struct dt_graph *g, const char *node, int in, struct dt_err *err);
 enum dt_status dt__graph_want_rank(const struct dt_graph *g, const char *node, const char *what, int in, int rank,
 				   struct dt_err *err);
+/* A float (H, W, C) input, as the image layers (`what`) take. */
+enum dt_status dt__graph_want_image(const struct dt_graph *g, const char *node, const char *what, int in,
+				    struct dt_err *err);
 enum dt_status dt__graph_get_init(const char *node, const char *text, const char *dflt, struct dt_init *out,
 				  struct dt_err *err);
 /* Adds node n and advances prefix p's counter to number. */

@@ -74,9 +74,7 @@ enum dt_status dt_graph_depthwise_conv2d(struct dt_graph *g, const char *name, c
 	const struct dt_conv_opts d = { 0 };
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
-	enum dt_status st = dt__graph_begin(g, name, P_DEPTHWISE, nm, &number, err);
-	if (!st)
-		st = dt__graph_resolve(g, nm, input, &in, err);
+	enum dt_status st = dt__graph_begin_on(g, name, P_DEPTHWISE, input, nm, &number, &in, err);
 	if (st)
 		return st;
 	return add_depthwise(g, nm, number, P_DEPTHWISE, in, kh, kw, padding, kernel_init, o ? o : &d, "", 1, err);
@@ -92,9 +90,7 @@ enum dt_status dt_graph_separable_conv2d(struct dt_graph *g, const char *name, c
 		o = &d;
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
-	enum dt_status st = dt__graph_begin(g, name, P_SEPARABLE, nm, &number, err);
-	if (!st)
-		st = dt__graph_resolve(g, nm, input, &in, err);
+	enum dt_status st = dt__graph_begin_on(g, name, P_SEPARABLE, input, nm, &number, &in, err);
 	if (st)
 		return st;
 	if (g->n + 2 > DT__MAX_NODES)
@@ -124,9 +120,7 @@ enum dt_status dt_graph_batch_norm(struct dt_graph *g, const char *name, const c
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
-	enum dt_status st = dt__graph_begin(g, name, P_BATCH_NORM, nm, &number, err);
-	if (!st)
-		st = dt__graph_resolve(g, nm, input, &in, err);
+	enum dt_status st = dt__graph_begin_on(g, name, P_BATCH_NORM, input, nm, &number, &in, err);
 	if (!st)
 		st = dt__graph_want_float(g, nm, in, err);
 	if (st)
@@ -152,13 +146,9 @@ enum dt_status dt_graph_zero_pad(struct dt_graph *g, const char *name, const cha
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
-	enum dt_status st = dt__graph_begin(g, name, P_ZERO_PAD, nm, &number, err);
+	enum dt_status st = dt__graph_begin_on(g, name, P_ZERO_PAD, input, nm, &number, &in, err);
 	if (!st)
-		st = dt__graph_resolve(g, nm, input, &in, err);
-	if (!st)
-		st = dt__graph_want_float(g, nm, in, err);
-	if (!st)
-		st = dt__graph_want_rank(g, nm, "zero_padding2d", in, 3, err);
+		st = dt__graph_want_image(g, nm, "zero_padding2d", in, err);
 	if (st)
 		return st;
 	struct dt__node n;
@@ -182,13 +172,9 @@ enum dt_status dt_graph_global_pool(struct dt_graph *g, const char *name, const 
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
 	const enum dt__prefix p = kind == DT_POOL_MAX ? P_GLOBAL_MAX : P_GLOBAL_AVG;
-	enum dt_status st = dt__graph_begin(g, name, p, nm, &number, err);
+	enum dt_status st = dt__graph_begin_on(g, name, p, input, nm, &number, &in, err);
 	if (!st)
-		st = dt__graph_resolve(g, nm, input, &in, err);
-	if (!st)
-		st = dt__graph_want_float(g, nm, in, err);
-	if (!st)
-		st = dt__graph_want_rank(g, nm, "global pooling", in, 3, err);
+		st = dt__graph_want_image(g, nm, "global pooling", in, err);
 	if (st)
 		return st;
 	if (kind != DT_POOL_MAX && kind != DT_POOL_AVG)

@@ -90,9 +90,7 @@ enum dt_status dt_graph_symbol(struct dt_graph *g, const char *name, const char 
 	int number, in, owner = -1;
 	struct dt__node n;
 	snprintf(dflt, sizeof(dflt), "random_normal(%.9g)", dim > 0 ? 1.0 / sqrt((double)dim) : 1.0);
-	enum dt_status st = dt__graph_begin(g, name, P_SYMBOL, nm, &number, err);
-	if (!st)
-		st = dt__graph_resolve(g, nm, ids, &in, err);
+	enum dt_status st = dt__graph_begin_on(g, name, P_SYMBOL, ids, nm, &number, &in, err);
 	if (!st)
 		st = want_ids(g, nm, in, err);
 	if (!st && share_with)
@@ -125,9 +123,7 @@ enum dt_status dt_graph_timing_signal(struct dt_graph *g, const char *name, cons
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
-	enum dt_status st = dt__graph_begin(g, name, P_TIMING, nm, &number, err);
-	if (!st)
-		st = dt__graph_resolve(g, nm, input, &in, err);
+	enum dt_status st = dt__graph_begin_on(g, name, P_TIMING, input, nm, &number, &in, err);
 	if (!st)
 		st = want_token_float(g, nm, in, err);
 	if (st)
@@ -144,9 +140,7 @@ enum dt_status dt_graph_shift_right(struct dt_graph *g, const char *name, const 
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number, in;
-	enum dt_status st = dt__graph_begin(g, name, P_SHIFT, nm, &number, err);
-	if (!st)
-		st = dt__graph_resolve(g, nm, ids, &in, err);
+	enum dt_status st = dt__graph_begin_on(g, name, P_SHIFT, ids, nm, &number, &in, err);
 	if (!st)
 		st = want_ids(g, nm, in, err);
 	if (st)
@@ -164,9 +158,7 @@ enum dt_status dt_graph_attention(struct dt_graph *g, const char *name, const ch
 {
 	char nm[DT_LAYER_NAME_MAX];
 	int number, q, kv, ids = -1;
-	enum dt_status st = dt__graph_begin(g, name, P_ATTN, nm, &number, err);
-	if (!st)
-		st = dt__graph_resolve(g, nm, query, &q, err);
+	enum dt_status st = dt__graph_begin_on(g, name, P_ATTN, query, nm, &number, &q, err);
 	if (!st)
 		st = want_token_float(g, nm, q, err);
 	if (!st)
@@ -214,9 +206,7 @@ enum dt_status dt_graph_logits(struct dt_graph *g, const char *name, const char 
 	int number, in, owner = -1;
 	struct dt__node n;
 	memset(&n, 0, sizeof(n));
-	enum dt_status st = dt__graph_begin(g, name, P_LOGITS, nm, &number, err);
-	if (!st)
-		st = dt__graph_resolve(g, nm, input, &in, err);
+	enum dt_status st = dt__graph_begin_on(g, name, P_LOGITS, input, nm, &number, &in, err);
 	if (!st)
 		st = want_token_float(g, nm, in, err);
 	if (!st && share_with)
