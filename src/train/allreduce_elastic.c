@@ -51,6 +51,8 @@ void dt_elastic_release(struct dt_elastic *e)
 {
 	free(e->snap);
 	e->snap = NULL;
+	free(e->i64);
+	e->i64 = NULL;
 	close_desk(e);
 }
 
@@ -66,6 +68,23 @@ void dt_elastic_listen(struct dt_elastic *e)
 int dt_elastic_join_waiting(const struct dt_elastic *e)
 {
 	return dt_member_desk_poll(e->desk);
+}
+
+enum dt_status dt_elastic_sum_i64_join(struct dt_elastic *e, struct dt_comm *comm, int64_t *v, size_t n, int mine,
+				       const char *what, int64_t deadline, int *seen, struct dt_err *err)
+{
+	if (e->i64_cap < n + 1) {
+		e->i64_cap = n + 1;
+		e->i64 = dt_xrealloc(e->i64, e->i64_cap * sizeof(int64_t));
+	}
+	memcpy(e->i64, v, n * sizeof(int64_t));
+	e->i64[n] = mine;
+	enum dt_status st = dt_allreduce_sum_i64(comm, e->i64, n + 1, what, deadline, err);
+	if (!st) {
+		memcpy(v, e->i64, n * sizeof(int64_t));
+		*seen = e->i64[n] > 0;
+	}
+	return st;
 }
 
 void dt_elastic_snapshot(struct dt_elastic *e, struct dt_session *s)

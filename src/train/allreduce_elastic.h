@@ -43,7 +43,7 @@
  * costs nothing (refused by the desk).
  *
  * Ownership: the peers and names are borrowed from the strategy's rank
- * table; snap is owned (dt_elastic_release).
+ * table; snap and i64 are owned (dt_elastic_release).
  */
 #ifndef DT_TRAIN_ALLREDUCE_ELASTIC_H
 #define DT_TRAIN_ALLREDUCE_ELASTIC_H
@@ -75,6 +75,8 @@ struct dt_elastic {
 	size_t saved_from;
 	float *snap;               /* (1 + slots) x num_params, allocated at the first save */
 	size_t snap_floats;
+	int64_t *i64;              /* (i64_cap) dt_elastic_sum_i64_join's buffer */
+	size_t i64_cap;
 	int64_t skip_reduce_step;  /* figures reduced at this step are this task's alone (-1: none) */
 	int reforms;               /* membership changes so far */
 	int64_t failed_ns;         /* when the last failure was seen (the figures bench/elastic reads) */
@@ -134,6 +136,13 @@ int dt_elastic_join_waiting(const struct dt_elastic *e);
 enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struct dt_strategy_info *info,
 			       struct dt_hello *hello, int *lfd, int64_t deadline, struct dt_comm **comm, int *rank,
 			       int *joined, struct dt_err *err) DT_MUST_CHECK;
+
+/* The all-reduce of the n int64s of v with the join flag as one more
+ * (`mine`: this task's say, 1 when the chief has a restarted worker
+ * waiting); *seen: 1 when the sum of the flags is not 0, alike on every
+ * member. Copies v (a few hundred bytes: --deterministic's exponents). */
+enum dt_status dt_elastic_sum_i64_join(struct dt_elastic *e, struct dt_comm *comm, int64_t *v, size_t n, int mine,
+				       const char *what, int64_t deadline, int *seen, struct dt_err *err) DT_MUST_CHECK;
 
 /* "workers 0,2" for the current members. */
 void dt_elastic_describe(const struct dt_elastic *e, char *buf, size_t cap);

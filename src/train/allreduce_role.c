@@ -239,16 +239,12 @@ struct ring {
 	float *sync;             /* (nsync): their sum over the ranks */
 	struct dt_elastic el;    /* the members (all of the table unless elastic) and the rollback point */
 	int joined;              /* this task was restarted and joined a running ring (dt_elastic_join) */
-	/* Elastic: whether the chief has a restarted worker waiting to join
-	 * (join_mine: this task's say, 1 only on the chief), summed over the ring
-	 * inside a collective every step does anyway, so that every member
-	 * decides alike to re-form after the same step: the spare float past
-	 * the gradients (nn/model.h) that bucket 0's all-reduce carries, or,
-	 * under --deterministic, one more int64 after the step's exponents
-	 * (join_pending: the next reduce_i64 carries it; i64 its buffer). */
+	/* Elastic: "a restarted worker waits to join" (join_mine: 1 only on the
+	 * chief) summed over the ring inside the step's first collective, so every
+	 * member re-forms after the same step: the spare float past the gradients
+	 * (nn/model.h) in bucket 0, or one more int64 after the --deterministic
+	 * exponents (join_pending: the next reduce_i64 carries it). */
 	int join_mine, join_pending, join_seen;
-	int64_t *i64;
-	size_t i64_cap;
 };
 
 /* "worker:1" of rank q of the current ring. */
@@ -331,7 +327,6 @@ static void ring_release(struct ring *r)
 	dt_hello_release(&r->hello);
 	free(r->buckets);
 	free(r->sync);
-	free(r->i64);
 	free(r->ranks.peers);
 	free(r->ranks.names);
 }
@@ -455,7 +450,6 @@ static enum dt_status recover(struct dt_session *s, struct ring *r, const struct
 	r->size = r->el.n;
 	return comm_thread_start(r, dt__session_model(s), err);
 }
-
 
 /* Every replica starts from rank 0's state: the variables and optimizer
  * slots it initialized or restored, its step, input position and
@@ -610,7 +604,7 @@ static enum dt_status ring_apply(struct dt_session *s, void *self, const struct 
 	enum dt_status st = fixed ? dt__session_apply_fixed(s, lr, step, err) : reduce_and_apply(s, r, lr, step, err);
 	if (st)
 		r->join_pending = 0; /* it may have failed before its exponents */
-	if (!st)
+	else
 		st = sync_mean(r, dt__session_model(s), step, err);
 	int grow = 0;
 	if (!st && r->el.min_workers) {
@@ -708,22 +702,9 @@ static enum dt_status ring_reduce_i64(struct dt_session *s, void *self, int64_t 
 	struct ring *r = self;
 	if (!r->join_pending)
 		return dt_allreduce_sum_i64(r->comm, v, n, what, dt_deadline_in(r->step_s), err);
-	/* Elastic --deterministic: the join flag as one more integer (a few
-	 * hundred bytes copied: the exponents, one per slice and variable). */
 	r->join_pending = 0;
-	if (r->i64_cap < n + 1) {
-		free(r->i64);
-		r->i64_cap = n + 1;
-		r->i64 = dt_xmallocarray(r->i64_cap, sizeof(int64_t));
-	}
-	memcpy(r->i64, v, n * sizeof(int64_t));
-	r->i64[n] = r->join_mine;
-	enum dt_status st = dt_allreduce_sum_i64(r->comm, r->i64, n + 1, what, dt_deadline_in(r->step_s), err);
-	if (!st) {
-		memcpy(v, r->i64, n * sizeof(int64_t));
-		r->join_seen = r->i64[n] > 0;
-	}
-	return st;
+	return dt_elastic_sum_i64_join(&r->el, r->comm, v, n, r->join_mine, what, dt_deadline_in(r->step_s),
+				       &r->join_seen, err);
 }
 
 static enum dt_status ring_finish(struct dt_session *s, void *self, int64_t *step, struct dt_err *err)
