@@ -186,9 +186,9 @@ void dt__model_alloc_params(struct dt_model *m)
 {
 	const size_t n = m->num_params ? m->num_params : 1;
 	m->params = dt_xalloc_aligned(n, sizeof(float));
-	m->grads = dt_xalloc_aligned(n, sizeof(float));
+	m->grads = dt_xalloc_aligned(m->num_params + 1, sizeof(float)); /* the spare float (model.h) */
 	memset(m->params, 0, n * sizeof(float));
-	memset(m->grads, 0, n * sizeof(float));
+	memset(m->grads, 0, (m->num_params + 1) * sizeof(float));
 }
 
 static const char *const init_names[] = { "glorot_uniform", "he_normal", "zeros", "ones", "random_normal",

@@ -167,7 +167,10 @@ void dt_model_init_params(struct dt_model *m, uint64_t seed);
 
 size_t dt_model_num_params(const struct dt_model *m);
 float *dt_model_params(struct dt_model *m);        /* (num_params) */
-float *dt_model_grads(struct dt_model *m);         /* (num_params) */
+/* (num_params), then one spare float the model never reads or writes: a
+ * strategy's own, to send one more value with a collective over the
+ * gradient's last range (the elastic ring's join flag, train/allreduce_role.c). */
+float *dt_model_grads(struct dt_model *m);
 int dt_model_num_variables(const struct dt_model *m);
 const struct dt_variable *dt_model_variable(const struct dt_model *m, int i);
 /* True for kernels and embeddings (weight decay applies), false for

@@ -51,6 +51,8 @@ void dt_elastic_release(struct dt_elastic *e)
 {
 	free(e->snap);
 	e->snap = NULL;
+	free(e->i64);
+	e->i64 = NULL;
 	close_desk(e);
 }
 
@@ -68,30 +70,59 @@ int dt_elastic_join_waiting(const struct dt_elastic *e)
 	return dt_member_desk_poll(e->desk);
 }
 
+enum dt_status dt_elastic_sum_i64_join(struct dt_elastic *e, struct dt_comm *comm, int64_t *v, size_t n, int mine,
+				       const char *what, int64_t deadline, int *seen, struct dt_err *err)
+{
+	if (e->i64_cap < n + 1) {
+		e->i64_cap = n + 1;
+		e->i64 = dt_xrealloc(e->i64, e->i64_cap * sizeof(int64_t));
+	}
+	memcpy(e->i64, v, n * sizeof(int64_t));
+	e->i64[n] = mine;
+	enum dt_status st = dt_allreduce_sum_i64(comm, e->i64, n + 1, what, deadline, err);
+	if (!st) {
+		memcpy(v, e->i64, n * sizeof(int64_t));
+		*seen = e->i64[n] > 0;
+	}
+	return st;
+}
+
 void dt_elastic_snapshot(struct dt_elastic *e, struct dt_session *s)
 {
-	const struct dt_model *m = dt__session_model(s);
-	const struct dt_optimizer *opt = dt__session_optimizer(s);
-	const size_t np = dt_model_num_params(m), total = np * (size_t)(1 + opt->num_slots);
-	if (!e->snap) {
-		e->snap = dt_xmallocarray(total, sizeof(float));
-		e->snap_floats = total;
-	}
-	memcpy(e->snap, dt_model_params(dt__session_model(s)), np * sizeof(float));
-	if (opt->num_slots)
-		memcpy(e->snap + np, opt->slots, (size_t)opt->num_slots * np * sizeof(float));
+	e->saved_from = dt_model_num_params(dt__session_model(s));
 	e->in_apply = 1;
+}
+
+void dt_elastic_save(struct dt_elastic *e, struct dt_session *s, size_t offset, size_t count)
+{
+	struct dt_model *m = dt__session_model(s);
+	const struct dt_optimizer *opt = dt__session_optimizer(s);
+	const size_t np = dt_model_num_params(m);
+	DT_ASSERT(e->in_apply && offset + count == e->saved_from);
+	if (!e->snap) {
+		e->snap_floats = np * (size_t)(1 + opt->num_slots);
+		e->snap = dt_xmallocarray(e->snap_floats, sizeof(float));
+	}
+	memcpy(e->snap + offset, dt_model_params(m) + offset, count * sizeof(float));
+	for (int j = 0; j < opt->num_slots; j++)
+		memcpy(e->snap + (size_t)(j + 1) * np + offset, opt->slots + (size_t)j * np + offset,
+		       count * sizeof(float));
+	e->saved_from = offset;
 }
 
 static void rollback(struct dt_elastic *e, struct dt_session *s)
 {
 	if (!e->in_apply)
 		return;
+	struct dt_model *m = dt__session_model(s);
 	struct dt_optimizer *opt = dt__session_optimizer(s);
-	const size_t np = dt_model_num_params(dt__session_model(s));
-	memcpy(dt_model_params(dt__session_model(s)), e->snap, np * sizeof(float));
-	if (opt->num_slots)
-		memcpy(opt->slots, e->snap + np, (size_t)opt->num_slots * np * sizeof(float));
+	const size_t np = dt_model_num_params(m), from = e->saved_from, count = np - from;
+	if (count) {
+		memcpy(dt_model_params(m) + from, e->snap + from, count * sizeof(float));
+		for (int j = 0; j < opt->num_slots; j++)
+			memcpy(opt->slots + (size_t)j * np + from, e->snap + (size_t)(j + 1) * np + from,
+			       count * sizeof(float));
+	}
 	e->in_apply = 0;
 }
 

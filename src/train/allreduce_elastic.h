@@ -9,9 +9,15 @@
  * order, members[0] the chief (table rank 0, which is not elastic: its loss
  * ends the job with exit 3); `done_step` is the last step whose update this
  * task's variables hold and (done_epoch, done_offset) the global input
- * position after it; while `in_apply`, `snap` holds the variables and
- * optimizer slots as they were at done_step, so a step that failed halfway
- * through its update is undone before the agreement.
+ * position after it; while `in_apply` (a step's update under way), `snap`
+ * holds the variables and optimizer slots as they were at done_step over
+ * [saved_from, num_params), so a step that failed halfway through its
+ * update is undone before the agreement. Only what the update changes
+ * while a collective of the step is still to come is saved (the ranges of
+ * the gradient buckets applied before the last bucket's all-reduce, or all
+ * of it before batch norm's moving statistics are averaged): what changes
+ * after the step's last collective can no longer be undone by a failure,
+ * so mlp's one-bucket update copies nothing.
  *
  * Re-forming (dt_elastic_reform): the failed comm is freed; the task
  * reports to the chief, which decides the members (distribute/membership.h);
@@ -25,9 +31,10 @@
  * Growing back (a restarted worker): the chief keeps listening on its ring
  * address while it trains (dt_elastic_listen); a worker started again with
  * the same flags first reports there (dt_elastic_join, done_step -1). At
- * each step boundary the chief looks whether a whole report waits
- * (dt_elastic_join_waiting) and every member learns it from one all-reduced
- * flag, so all of them decide alike to re-form; the agreement then takes the
+ * each step's start the chief looks whether a whole report waits
+ * (dt_elastic_join_waiting) and every member learns it from a flag summed
+ * inside the step's first gradient all-reduce (allreduce_role.c), so all
+ * of them decide alike to re-form after that step; the agreement then takes the
  * newcomer's report as a member's, and the newcomer takes the variables,
  * slots, step and position by the same broadcast. A chief in a rendezvous
  * (its first, or a re-formation's) closes such a report (not a HELLO): the
@@ -36,7 +43,7 @@
  * costs nothing (refused by the desk).
  *
  * Ownership: the peers and names are borrowed from the strategy's rank
- * table; snap is owned (dt_elastic_release).
+ * table; snap and i64 are owned (dt_elastic_release).
  */
 #ifndef DT_TRAIN_ALLREDUCE_ELASTIC_H
 #define DT_TRAIN_ALLREDUCE_ELASTIC_H
@@ -64,9 +71,12 @@ struct dt_elastic {
 	int n;
 	uint32_t epoch;
 	int64_t done_step, done_epoch, done_offset;
-	int in_apply;              /* snap holds done_step's variables and slots */
-	float *snap;
+	int in_apply;              /* snap holds done_step's variables and slots over [saved_from, num_params) */
+	size_t saved_from;
+	float *snap;               /* (1 + slots) x num_params, allocated at the first save */
 	size_t snap_floats;
+	int64_t *i64;              /* (i64_cap) dt_elastic_sum_i64_join's buffer */
+	size_t i64_cap;
 	int64_t skip_reduce_step;  /* figures reduced at this step are this task's alone (-1: none) */
 	int reforms;               /* membership changes so far */
 	int64_t failed_ns;         /* when the last failure was seen (the figures bench/elastic reads) */
@@ -81,8 +91,13 @@ void dt_elastic_init(struct dt_elastic *e, int min_workers, int table_n, int sel
 		     const char (*names)[48], uint64_t fingerprint, const struct dt_auth *auth, double step_s);
 void dt_elastic_release(struct dt_elastic *e);
 
-/* Before a step's update: the variables and slots are copied (the rollback point). */
+/* Before a step's update: the rollback point opens, holding nothing yet. */
 void dt_elastic_snapshot(struct dt_elastic *e, struct dt_session *s);
+/* Before the update changes [offset, offset + count) of the variables and
+ * slots while a collective of the step is still to come: that range is
+ * copied. Ranges come from the end down, as the buckets do: each ends
+ * where the saved part begins (num_params for the first). */
+void dt_elastic_save(struct dt_elastic *e, struct dt_session *s, size_t offset, size_t count);
 /* After it: step `step` is done, the input is at the position after it. */
 void dt_elastic_done(struct dt_elastic *e, struct dt_session *s, int64_t step);
 
@@ -121,6 +136,13 @@ int dt_elastic_join_waiting(const struct dt_elastic *e);
 enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struct dt_strategy_info *info,
 			       struct dt_hello *hello, int *lfd, int64_t deadline, struct dt_comm **comm, int *rank,
 			       int *joined, struct dt_err *err) DT_MUST_CHECK;
+
+/* The all-reduce of the n int64s of v with the join flag as one more
+ * (`mine`: this task's say, 1 when the chief has a restarted worker
+ * waiting); *seen: 1 when the sum of the flags is not 0, alike on every
+ * member. Copies v (a few hundred bytes: --deterministic's exponents). */
+enum dt_status dt_elastic_sum_i64_join(struct dt_elastic *e, struct dt_comm *comm, int64_t *v, size_t n, int mine,
+				       const char *what, int64_t deadline, int *seen, struct dt_err *err) DT_MUST_CHECK;
 
 /* "workers 0,2" for the current members. */
 void dt_elastic_describe(const struct dt_elastic *e, char *buf, size_t cap);

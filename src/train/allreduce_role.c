@@ -107,6 +107,7 @@ struct comm_thread {
 	float *grads;
 	const struct dt_allreduce_bucket *buckets;
 	int nbuckets;
+	int tail;           /* floats past the gradients that bucket 0's all-reduce carries too (struct ring's join) */
 	double step_s;
 	pthread_t thread;
 	int started;
@@ -122,12 +123,15 @@ struct comm_thread {
 	int announced;      /* main thread only: `ready` as it last set it */
 };
 
+/* Bucket k's all-reduce; bucket 0 ends where the gradients do
+ * (allreduce_buckets.h), so its `tail` floats past them go with it. */
 static enum dt_status reduce_bucket(struct dt_comm *comm, float *grads, const struct dt_allreduce_bucket *b, int k,
-				    double step_s, struct dt_err *err)
+				    int tail, double step_s, struct dt_err *err)
 {
 	char name[32];
 	snprintf(name, sizeof(name), "grads/bucket_%d", k);
-	return dt_allreduce_sum_f32(comm, grads + b->offset, b->count, name, dt_deadline_in(step_s), err);
+	return dt_allreduce_sum_f32(comm, grads + b->offset, b->count + (k == 0 ? (size_t)tail : 0), name,
+				    dt_deadline_in(step_s), err);
 }
 
 static void *comm_main(void *arg)
@@ -153,7 +157,7 @@ static void *comm_main(void *arg)
 			if (stop)
 				return NULL; /* the main thread gave up mid-step */
 			struct dt_err e = DT_ERR_INIT;
-			enum dt_status st = reduce_bucket(c->comm, c->grads, &c->buckets[k], k, c->step_s, &e);
+			enum dt_status st = reduce_bucket(c->comm, c->grads, &c->buckets[k], k, c->tail, c->step_s, &e);
 			pthread_mutex_lock(&c->mu);
 			if (st) {
 				c->st = st;
@@ -235,6 +239,12 @@ struct ring {
 	float *sync;             /* (nsync): their sum over the ranks */
 	struct dt_elastic el;    /* the members (all of the table unless elastic) and the rollback point */
 	int joined;              /* this task was restarted and joined a running ring (dt_elastic_join) */
+	/* Elastic: "a restarted worker waits to join" (join_mine: 1 only on the
+	 * chief) summed over the ring inside the step's first collective, so every
+	 * member re-forms after the same step: the spare float past the gradients
+	 * (nn/model.h) in bucket 0, or one more int64 after the --deterministic
+	 * exponents (join_pending: the next reduce_i64 carries it). */
+	int join_mine, join_pending, join_seen;
 };
 
 /* "worker:1" of rank q of the current ring. */
@@ -411,6 +421,7 @@ static enum dt_status comm_thread_start(struct ring *r, struct dt_model *model, 
 	c->grads = dt_model_grads(model);
 	c->buckets = r->buckets;
 	c->nbuckets = r->nbuckets;
+	c->tail = r->el.min_workers ? 1 : 0;
 	c->step_s = r->step_s;
 	c->requested = c->served = 0;
 	c->ready = c->done = c->stop = c->announced = 0;
@@ -438,17 +449,6 @@ static enum dt_status recover(struct dt_session *s, struct ring *r, const struct
 		return st;
 	r->size = r->el.n;
 	return comm_thread_start(r, dt__session_model(s), err);
-}
-
-/* Elastic, after each step: whether the chief has a worker waiting to join,
- * summed over the ring so that every member decides alike (one float; a
- * small all-reduce costs tens of microseconds on loopback). */
-static enum dt_status join_flag(struct ring *r, int *grow, struct dt_err *err)
-{
-	float flag = r->rank == 0 && dt_elastic_join_waiting(&r->el) ? 1.0f : 0.0f;
-	enum dt_status st = dt_allreduce_sum_f32(r->comm, &flag, 1, "elastic/join", dt_deadline_in(r->step_s), err);
-	*grow = !st && flag > 0;
-	return st;
 }
 
 /* Every replica starts from rank 0's state: the variables and optimizer
@@ -512,6 +512,12 @@ static enum dt_status ring_start(struct dt_session *s, void *self, struct dt_str
 static enum dt_status ring_compute(struct dt_session *s, void *self, struct dt_step_figures *out, struct dt_err *err)
 {
 	struct ring *r = self;
+	if (r->el.min_workers) {
+		/* Before any bucket can start: the join flag rides with bucket 0. */
+		r->join_mine = r->rank == 0 && dt_elastic_join_waiting(&r->el);
+		struct dt_model *m = dt__session_model(s);
+		dt_model_grads(m)[dt_model_num_params(m)] = (float)r->join_mine;
+	}
 	if (!r->overlap) {
 		if (r->ct.started)
 			comm_thread_begin_step(&r->ct);
@@ -538,6 +544,16 @@ static void apply_bucket(struct dt_session *s, struct ring *r, const struct dt_a
 				b->offset, b->count, lr, step);
 }
 
+/* Elastic: before the update changes [offset, offset + count), which a
+ * failure of a collective still to come in this step would have to undo
+ * (another bucket's all-reduce unless `last`, or the moving statistics'),
+ * the rollback point keeps that range (allreduce_elastic.h). */
+static void keep_for_rollback(struct dt_session *s, struct ring *r, size_t offset, size_t count, int last)
+{
+	if (r->el.min_workers && (!last || (r->nsync > 0 && r->size >= 2)))
+		dt_elastic_save(&r->el, s, offset, count);
+}
+
 /* The gradient all-reduce and update of one step: buckets on the
  * communication thread (or inline when there is one), the optimizer on
  * each as it arrives. */
@@ -546,9 +562,10 @@ static enum dt_status reduce_and_apply(struct dt_session *s, struct ring *r, flo
 {
 	if (r->nbuckets == 1) {
 		enum dt_status st = reduce_bucket(r->comm, dt_model_grads(dt__session_model(s)), &r->buckets[0], 0,
-						  r->step_s, err);
+						  r->el.min_workers ? 1 : 0, r->step_s, err);
 		if (st)
 			return st;
+		keep_for_rollback(s, r, r->buckets[0].offset, r->buckets[0].count, 1);
 		apply_bucket(s, r, &r->buckets[0], lr, step);
 		return DT_OK;
 	}
@@ -564,6 +581,7 @@ static enum dt_status reduce_and_apply(struct dt_session *s, struct ring *r, flo
 		pthread_mutex_unlock(&c->mu);
 		if (st)
 			return st;
+		keep_for_rollback(s, r, r->buckets[k].offset, r->buckets[k].count, k == r->nbuckets - 1);
 		apply_bucket(s, r, &r->buckets[k], lr, step);
 	}
 	return DT_OK;
@@ -575,16 +593,25 @@ static enum dt_status ring_apply(struct dt_session *s, void *self, const struct 
 	(void)fig;
 	struct ring *r = self;
 	const int64_t step = io->step;
-	if (r->el.min_workers)
+	const int fixed = r->cfg->train->micro_batch > 0;
+	if (r->el.min_workers) {
 		dt_elastic_snapshot(&r->el, s);
-	enum dt_status st = r->cfg->train->micro_batch > 0 ? dt__session_apply_fixed(s, lr, step, err)
-							    : reduce_and_apply(s, r, lr, step, err);
-	if (!st)
+		r->join_pending = fixed; /* the exponents' all-reduce, the first of dt__session_apply_fixed's */
+		r->join_seen = 0;
+		if (fixed) /* its update comes after its all-reduces */
+			keep_for_rollback(s, r, 0, dt_model_num_params(dt__session_model(s)), 1);
+	}
+	enum dt_status st = fixed ? dt__session_apply_fixed(s, lr, step, err) : reduce_and_apply(s, r, lr, step, err);
+	if (st)
+		r->join_pending = 0; /* it may have failed before its exponents */
+	else
 		st = sync_mean(r, dt__session_model(s), step, err);
 	int grow = 0;
 	if (!st && r->el.min_workers) {
 		dt_elastic_done(&r->el, s, step);
-		st = join_flag(r, &grow, err);
+		struct dt_model *m = dt__session_model(s);
+		DT_ASSERT(!r->join_pending); /* the flag went with the exponents */
+		grow = fixed ? r->join_seen : dt_model_grads(m)[dt_model_num_params(m)] > 0.5f;
 	}
 	if (st && dt_elastic_survivable(&r->el, st)) {
 		struct dt_err cause = *err;
@@ -673,7 +700,11 @@ static enum dt_status ring_reduce_i64(struct dt_session *s, void *self, int64_t 
 {
 	(void)s;
 	struct ring *r = self;
-	return dt_allreduce_sum_i64(r->comm, v, n, what, dt_deadline_in(r->step_s), err);
+	if (!r->join_pending)
+		return dt_allreduce_sum_i64(r->comm, v, n, what, dt_deadline_in(r->step_s), err);
+	r->join_pending = 0;
+	return dt_elastic_sum_i64_join(&r->el, r->comm, v, n, r->join_mine, what, dt_deadline_in(r->step_s),
+				       &r->join_seen, err);
 }
 
 static enum dt_status ring_finish(struct dt_session *s, void *self, int64_t *step, struct dt_err *err)

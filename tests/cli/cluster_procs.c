@@ -205,14 +205,22 @@ struct task *cluster_start(struct cluster *c, const char *type, int index, const
 	return t;
 }
 
-struct task *cluster_start_train(struct cluster *c, const char *type, int index, const char *const *args)
+struct task *cluster_start_train_as(struct cluster *c, const char *type, int index, const char *name,
+				    const char *const *args, const char *flag, const char *const *extra_env)
 {
 	const char *argv[24] = { "dtrain", "train" };
 	int n = 2;
-	for (int i = 0; args[i] && n < 23; i++)
+	for (int i = 0; args[i] && n < 22; i++)
 		argv[n++] = args[i];
+	if (flag)
+		argv[n++] = flag;
 	argv[n] = NULL;
-	return cluster_start(c, type, index, NULL, argv, NULL);
+	return cluster_start(c, type, index, name, argv, extra_env);
+}
+
+struct task *cluster_start_train(struct cluster *c, const char *type, int index, const char *const *args)
+{
+	return cluster_start_train_as(c, type, index, NULL, args, NULL, NULL);
 }
 
 int cluster_start_make_configs(struct cluster *c, char *out, int max, const char *train_flags, const char *head)

@@ -75,6 +75,11 @@ struct task *cluster_start(struct cluster *c, const char *type, int index, const
 			   const char *const *argv, const char *const *extra_env);
 /* cluster_start of `dtrain train <args...>` (at most 21 args), named "<type><index>". */
 struct task *cluster_start_train(struct cluster *c, const char *type, int index, const char *const *args);
+/* The same with one more flag after args (NULL: none; at most 20 args
+ * then), named `name` (cluster_start's: a restarted task's), with
+ * `extra_env` (cluster_start's, may be NULL). */
+struct task *cluster_start_train_as(struct cluster *c, const char *type, int index, const char *name,
+				    const char *const *args, const char *flag, const char *const *extra_env);
 /* Starts every task line of `dtrain make-configs` output `out` (lines
  * "'<TF_CONFIG>'\t<flags>"; others, such as "Assuming ...", are skipped;
  * `out` is cut up in place) as task "line<i>", through /bin/sh:

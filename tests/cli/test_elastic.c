@@ -2,7 +2,7 @@
  * the issue's failure matrix on 3 workers as processes on loopback: a
  * worker SIGKILLed at a random step (the others finish with exit 0, having
  * lost at most the step in flight, within 1% of an undisturbed run's
- * accuracy), a worker SIGSTOPped (dropped after --step_timeout, the others
+ * accuracy; and in a model of two gradient buckets), a worker SIGSTOPped (dropped after --step_timeout, the others
  * finish), and two lost of three with --min_workers=2 (exit 3 naming both).
  * Plus the membership frames' wire forms. */
 #include <dirent.h>
@@ -62,36 +62,44 @@ static int find_events(const char *dir, char *buf, size_t cap)
 	return found;
 }
 
-/* A random progress line to wait for before the fault: step 100..1000. */
-static void random_step_line(char *buf, size_t cap)
+/* A random progress line to wait for before the fault: "step S/" for S a
+ * multiple of 50 (--log_every) from 50 * lo, one of n. */
+static void random_step_line(char *buf, size_t cap, int lo, int n)
 {
 	srand((unsigned)time(NULL) ^ (unsigned)getpid());
-	snprintf(buf, cap, "step %d/", 50 * (2 + rand() % 19));
+	snprintf(buf, cap, "step %d/", 50 * (lo + rand() % n));
 }
 
-DT_TEST_TIMEOUT(elastic, killed_worker_dropped_others_finish_within_1pct, 600)
+/* The run a disturbed one is held against: 3 workers with `args`, nobody
+ * lost, all exit 0; returns the chief's final accuracy. */
+static double undisturbed_accuracy(const char *const *args)
 {
-	/* The undisturbed run first: the same 3 workers, nobody lost. */
 	struct cluster c;
-	start_three(&c, elastic_args);
+	start_three(&c, args);
 	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
 	EXPECT_EXIT(&c, &c.tasks[1], 0, 60);
 	EXPECT_EXIT(&c, &c.tasks[2], 0, 60);
 	char *out = task_read(&c.tasks[0], 0);
-	double undisturbed = cli_accuracy_of(out);
+	double acc = cli_accuracy_of(out);
 	free(out);
-	DT_CHECK(undisturbed > 0.8);
+	DT_CHECK(acc > 0.8);
+	cluster_kill_all(&c);
+	return acc;
+}
 
+DT_TEST_TIMEOUT(elastic, killed_worker_dropped_others_finish_within_1pct, 600)
+{
+	double undisturbed = undisturbed_accuracy(elastic_args);
 	char line[32];
-	random_step_line(line, sizeof(line));
+	random_step_line(line, sizeof(line), 2, 19); /* 100..1000 of 2000 */
+	struct cluster c;
 	start_three(&c, elastic_args);
 	EXPECT_LOG(&c, &c.tasks[2], line, TASK_WAIT_S);
 	long killed_after = atol(line + 5);
 	kill(c.tasks[2].pid, SIGKILL);
 	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
 	EXPECT_EXIT(&c, &c.tasks[1], 0, 60);
-	char *err0 = task_read(&c.tasks[0], 1), *err1 = task_read(&c.tasks[1], 1);
-	out = task_read(&c.tasks[0], 0);
+	char *err0 = task_read(&c.tasks[0], 1), *err1 = task_read(&c.tasks[1], 1), *out = task_read(&c.tasks[0], 0);
 	long at = reformed_at(err0);
 	fprintf(stderr, "killed worker 2 after %s: re-formed at step %ld\n", line, at);
 	/* At most the step in flight is lost: the ring goes on from a step the
@@ -110,6 +118,36 @@ DT_TEST_TIMEOUT(elastic, killed_worker_dropped_others_finish_within_1pct, 600)
 	cluster_kill_all(&c);
 }
 
+/* A model of two gradient buckets (lenet: the dense layers, then the
+ * convolutions): the first bucket's update is applied while the second is
+ * still being all-reduced, so each step keeps that range for the rollback
+ * (train/allreduce_elastic.h: ranges from the end down, checked), and a
+ * worker killed at a random step leaves the survivors finishing with
+ * variables the replica check finds bit-identical every 50 steps. */
+DT_TEST_TIMEOUT(elastic, two_bucket_model_killed_worker_dropped_replicas_identical, 400)
+{
+	static const char *const args[] = { "--model=lenet", "--problem=fashion_mnist", "--train_steps=1500",
+					    "--log_every=50", "--hparams=batch_size=32", "--min_workers=2",
+					    "--step_timeout=4", "--connect_timeout=60", "--check_replicas_every=50",
+					    "--noeval", NULL };
+	char line[32];
+	random_step_line(line, sizeof(line), 2, 19); /* 100..1000 of 1500 */
+	struct cluster c;
+	start_three(&c, args);
+	EXPECT_LOG(&c, &c.tasks[2], line, TASK_WAIT_S);
+	kill(c.tasks[2].pid, SIGKILL);
+	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[1], 0, 60);
+	char *err0 = task_read(&c.tasks[0], 1);
+	fprintf(stderr, "lenet: killed worker 2 after %s: re-formed at step %ld\n", line, reformed_at(err0));
+	DT_CHECK_CONTAINS(err0, "gradient all-reduce: 2 buckets, from the end");
+	DT_CHECK_CONTAINS(err0, "workers 0,1 (worker 2 at 127.0.0.1:");
+	DT_CHECK_CONTAINS(err0, "the ring was re-formed 1 time(s); it ended with 2 of 3 workers");
+	DT_CHECK(reformed_at(err0) >= atol(line + 5));
+	free(err0);
+	cluster_kill_all(&c);
+}
+
 /* The killed worker started again (same index, same flags) joins at a step
  * boundary through the chief, takes the variables by broadcast, and the
  * ring is 3 again; the job completes as an undisturbed one would. */
@@ -120,41 +158,28 @@ DT_TEST_TIMEOUT(elastic, killed_worker_restarted_rejoins_ring_of_3, 600)
 	static const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=8000",
 					    "--log_every=50", "--hparams=batch_size=32", "--min_workers=2",
 					    "--step_timeout=4", "--connect_timeout=60", NULL };
-	struct cluster c;
-	start_three(&c, args);
-	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
-	EXPECT_EXIT(&c, &c.tasks[1], 0, 60);
-	EXPECT_EXIT(&c, &c.tasks[2], 0, 60);
-	char *out = task_read(&c.tasks[0], 0);
-	double undisturbed = cli_accuracy_of(out);
-	free(out);
-
+	double undisturbed = undisturbed_accuracy(args);
 	char line[32];
-	srand((unsigned)time(NULL) ^ (unsigned)getpid());
-	snprintf(line, sizeof(line), "step %d/", 50 * (2 + rand() % 9)); /* 100..500 of 8000: time to come back */
+	random_step_line(line, sizeof(line), 2, 9); /* 100..500 of 8000: time to come back */
 	/* The chief writes summaries and a progress file (what `dtrain status` reads). */
+	struct cluster c;
 	cluster_init(&c, NULL, 3, 0);
 	cluster_output_dir(&c, "chief");
 	char progress[700], env[760];
 	dt_test_path(progress, sizeof(progress), "progress0");
 	snprintf(env, sizeof(env), "DTRAIN_PROGRESS_FILE=%s", progress);
-	const char *const argv[] = { "dtrain", "train", args[0], args[1], args[2], args[3], args[4], args[5],
-				     args[6], args[7], NULL };
-	const char *const argv0[] = { "dtrain", "train", args[0], args[1], args[2], args[3], args[4], args[5],
-				      args[6], args[7], c.out_flag, NULL };
-	cluster_start(&c, "worker", 0, NULL, argv0, (const char *const[]){ env, NULL });
+	cluster_start_train_as(&c, "worker", 0, NULL, args, c.out_flag, (const char *const[]){ env, NULL });
 	for (int i = 1; i < 3; i++)
 		cluster_start_train(&c, "worker", i, args);
 	EXPECT_LOG(&c, &c.tasks[1], line, TASK_WAIT_S);
 	kill(c.tasks[1].pid, SIGKILL);
 	EXPECT_LOG(&c, &c.tasks[0], "workers 0,2 (worker 1 at 127.0.0.1:", 60);
-	struct task *again = cluster_start(&c, "worker", 1, "worker1again", argv, NULL);
+	struct task *again = cluster_start_train_as(&c, "worker", 1, "worker1again", args, NULL, NULL);
 	EXPECT_LOG(&c, &c.tasks[0], "rejoined)", 120);
 	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
 	EXPECT_EXIT(&c, &c.tasks[2], 0, 60);
 	EXPECT_EXIT(&c, again, 0, 60);
-	char *err0 = task_read(&c.tasks[0], 1), *errn = task_read(again, 1);
-	out = task_read(&c.tasks[0], 0);
+	char *err0 = task_read(&c.tasks[0], 1), *errn = task_read(again, 1), *out = task_read(&c.tasks[0], 0);
 	const char *grown = strstr(err0, "ring re-formed at step ");
 	grown = grown ? strstr(grown + 1, "ring re-formed at step ") : NULL; /* the second: the ring grown back */
 	DT_CHECK(grown != NULL);
@@ -239,14 +264,11 @@ DT_TEST_TIMEOUT(elastic, secret_strangers_refused_restarted_at_once_rejoins, 600
 	EXPECT_LOG(&c, &c.tasks[0], "membership: refused the report from 127.0.0.1:", 30);
 
 	char line[32];
-	srand((unsigned)time(NULL) ^ (unsigned)getpid());
-	snprintf(line, sizeof(line), "step %d/", 50 * (6 + rand() % 10)); /* 300..750 of 6000 */
+	random_step_line(line, sizeof(line), 6, 10); /* 300..750 of 6000 */
 	EXPECT_LOG(&c, &c.tasks[2], line, TASK_WAIT_S);
 	kill(c.tasks[2].pid, SIGKILL);
 	DT_CHECK_INT_EQ(task_wait(&c.tasks[2], 10), 128 + SIGKILL);
-	const char *const argv[] = { "dtrain", "train", args[0], args[1], args[2], args[3], args[4], args[5],
-				     args[6], args[7], args[8], NULL };
-	struct task *again = cluster_start(&c, "worker", 2, "worker2again", argv, NULL);
+	struct task *again = cluster_start_train_as(&c, "worker", 2, "worker2again", args, NULL, NULL);
 	EXPECT_LOG(&c, &c.tasks[0], "rejoined)", 120);
 	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
 	EXPECT_EXIT(&c, &c.tasks[1], 0, 60);
@@ -271,17 +293,16 @@ DT_TEST_TIMEOUT(elastic, report_during_a_reformation_is_retried_and_rejoins, 400
 	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=6000", "--log_every=50",
 				     "--hparams=batch_size=32", "--min_workers=2", "--step_timeout=10",
 				     "--connect_timeout=60", NULL };
-	const char *const argv[] = { "dtrain", "train", args[0], args[1], args[2], args[3], args[4], args[5],
-				     args[6], args[7], NULL };
 	struct cluster c;
 	cluster_init(&c, NULL, 3, 0);
-	cluster_start(&c, "worker", 0, NULL, argv, (const char *const[]){ "DTRAIN_TEST_REFORM_PAUSE_S=5", NULL });
+	cluster_start_train_as(&c, "worker", 0, NULL, args, NULL,
+			       (const char *const[]){ "DTRAIN_TEST_REFORM_PAUSE_S=5", NULL });
 	for (int i = 1; i < 3; i++)
 		cluster_start_train(&c, "worker", i, args);
 	EXPECT_LOG(&c, &c.tasks[2], "step 100/", TASK_WAIT_S);
 	kill(c.tasks[2].pid, SIGKILL);
 	DT_CHECK_INT_EQ(task_wait(&c.tasks[2], 10), 128 + SIGKILL);
-	struct task *again = cluster_start(&c, "worker", 2, "worker2again", argv, NULL);
+	struct task *again = cluster_start_train_as(&c, "worker", 2, "worker2again", args, NULL, NULL);
 	EXPECT_LOG(&c, again, "reporting again every 200 ms", 60);
 	EXPECT_LOG(&c, again, "(this worker, worker 2, rejoined)", 60);
 	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
@@ -297,7 +318,7 @@ DT_TEST_TIMEOUT(elastic, stopped_worker_dropped_after_step_timeout, 400)
 {
 	struct cluster c;
 	char line[32];
-	random_step_line(line, sizeof(line));
+	random_step_line(line, sizeof(line), 2, 19); /* 100..1000 of 2000 */
 	start_three(&c, elastic_args);
 	EXPECT_LOG(&c, &c.tasks[1], line, TASK_WAIT_S);
 	kill(c.tasks[1].pid, SIGSTOP);

@@ -17,30 +17,56 @@
 #define EXAMPLES 60000 /* Fashion-MNIST's training split */
 #define BATCH 50       /* per worker (or, with replicas, the whole batch) */
 
+/* "<tmpdir>/<dir>.trace.<name>.<w>": where task w of stage `name` appends its batches. */
+static void trace_path(char *buf, size_t cap, const char *dir, const char *name, int w)
+{
+	snprintf(buf, cap, "%s/%s.trace.%s.%d", dt_test_tmpdir(), dir, name, w);
+}
+
+/* The DTRAIN_TEST_INPUT_TRACE entry of task w of stage `name`. */
+static void trace_env(char *buf, size_t cap, const char *dir, const char *name, int w)
+{
+	char path[760];
+	trace_path(path, sizeof(path), dir, name, w);
+	snprintf(buf, cap, "DTRAIN_TEST_INPUT_TRACE=%s", path);
+}
+
+/* The command line of every stage's tasks: mlp on fashion_mnist to `steps`,
+ * a checkpoint every 100 steps in the output dir `dir` (which the next stage
+ * resumes from), then `extra` (NULL: none). */
+struct stage_cmd {
+	char out[700], steps[32], batch[64];
+	const char *argv[16];
+};
+
+static void stage_cmd(struct stage_cmd *a, const char *dir, int steps, const char *extra)
+{
+	snprintf(a->out, sizeof(a->out), "--output_dir=%s/%s", dt_test_tmpdir(), dir);
+	snprintf(a->steps, sizeof(a->steps), "--train_steps=%d", steps);
+	snprintf(a->batch, sizeof(a->batch), "--hparams=batch_size=%d", BATCH);
+	const char *argv[] = { "dtrain", "train", "--model=mlp", "--problem=fashion_mnist", a->steps, "--log_every=100",
+			       "--noeval", "--save_checkpoints_steps=100", "--connect_timeout=60", a->batch, a->out,
+			       extra, NULL };
+	memcpy(a->argv, argv, sizeof(argv));
+}
+
 /* One stage of a resized run: `workers` all-reduce workers (1: one plain
  * process, with `replicas` in-process replicas) training to `steps` in the
- * output dir `dir`, each appending its batches to "<dir>.trace.<stage>.<w>". */
+ * output dir `dir`, each appending its batches to its trace_path. */
 static void stage(const char *dir, const char *name, int workers, int replicas, int steps)
 {
-	char out[700], steps_s[32], reps[32], batch[64];
-	snprintf(out, sizeof(out), "--output_dir=%s/%s", dt_test_tmpdir(), dir);
-	snprintf(steps_s, sizeof(steps_s), "--train_steps=%d", steps);
+	char reps[32];
 	snprintf(reps, sizeof(reps), "--replicas=%d", replicas);
-	snprintf(batch, sizeof(batch), "--hparams=batch_size=%d", BATCH);
-	const char *args[] = { "--model=mlp", "--problem=fashion_mnist", steps_s, "--log_every=100", "--noeval",
-			       "--save_checkpoints_steps=100", "--connect_timeout=60", batch, out, reps, NULL };
+	struct stage_cmd cmd;
+	stage_cmd(&cmd, dir, steps, reps);
 	char trace[4][800];
 	DT_CHECK(workers >= 1 && workers <= 4);
 	for (int w = 0; w < workers; w++)
-		snprintf(trace[w], sizeof(trace[w]), "DTRAIN_TEST_INPUT_TRACE=%s/%s.trace.%s.%d", dt_test_tmpdir(), dir,
-			 name, w);
+		trace_env(trace[w], sizeof(trace[w]), dir, name, w);
 	if (workers == 1) {
-		const char *argv[16] = { "dtrain", "train" };
-		for (int i = 0; args[i]; i++)
-			argv[2 + i] = args[i];
 		const char *env[] = { trace[0], NULL };
 		struct dt_run r;
-		dt_test_run(&r, argv, env, TASK_WAIT_S);
+		dt_test_run(&r, cmd.argv, env, TASK_WAIT_S);
 		if (r.exit_code != 0)
 			fprintf(stderr, "%s", r.err);
 		DT_CHECK_INT_EQ(r.exit_code, 0);
@@ -52,12 +78,9 @@ static void stage(const char *dir, const char *name, int workers, int replicas, 
 	struct task *t[4];
 	for (int w = workers - 1; w >= 0; w--) {
 		const char *env[] = { trace[w], NULL };
-		const char *argv[16] = { "dtrain", "train" };
-		for (int i = 0; args[i]; i++)
-			argv[2 + i] = args[i];
 		char tname[32];
 		snprintf(tname, sizeof(tname), "%s-worker%d", name, w);
-		t[w] = cluster_start(&c, "worker", w, tname, argv, env);
+		t[w] = cluster_start(&c, "worker", w, tname, cmd.argv, env);
 	}
 	for (int w = 0; w < workers; w++)
 		EXPECT_EXIT(&c, t[w], 0, TASK_WAIT_S);
@@ -68,70 +91,48 @@ static void stage(const char *dir, const char *name, int workers, int replicas, 
 	free(err0);
 }
 
-/* One stage of a resized synchronous run through one ps: `trainers`
- * trainers (the chief and trainers - 1 workers, --sync) and a fresh ps (the
- * chief restores the checkpoint onto it), traces as stage()'s. */
-static void sync_stage(const char *dir, const char *name, int trainers, int steps)
+/* One stage of a resized run through one ps: `trainers` trainers (the chief
+ * and trainers - 1 workers) with `mode` (--sync, --ps_overlap or
+ * --nops_overlap) and a fresh ps (the chief restores the checkpoint onto
+ * it), traces as stage()'s; every task exits 0. Returns the chief (in c). */
+static struct task *ps_stage(struct cluster *c, const char *dir, const char *name, int trainers, int steps,
+			     const char *mode)
 {
-	char out[700], steps_s[32], batch[64];
-	snprintf(out, sizeof(out), "--output_dir=%s/%s", dt_test_tmpdir(), dir);
-	snprintf(steps_s, sizeof(steps_s), "--train_steps=%d", steps);
-	snprintf(batch, sizeof(batch), "--hparams=batch_size=%d", BATCH);
-	const char *argv[] = { "dtrain", "train", "--model=mlp", "--problem=fashion_mnist", steps_s, "--log_every=100",
-			       "--noeval", "--save_checkpoints_steps=100", "--connect_timeout=60", "--sync", batch, out,
-			       NULL };
-	struct cluster c;
-	cluster_init(&c, "chief", trainers - 1, 1);
+	struct stage_cmd cmd;
+	stage_cmd(&cmd, dir, steps, mode);
+	cluster_init(c, "chief", trainers - 1, 1);
 	char tname[48];
 	snprintf(tname, sizeof(tname), "%s-ps", name);
-	struct task *ps = cluster_start(&c, "ps", 0, tname, argv, NULL);
+	struct task *ps = cluster_start(c, "ps", 0, tname, cmd.argv, NULL);
 	struct task *t[4];
 	char trace[4][800];
 	DT_CHECK(trainers >= 1 && trainers <= 4);
 	for (int w = 0; w < trainers; w++) {
-		snprintf(trace[w], sizeof(trace[w]), "DTRAIN_TEST_INPUT_TRACE=%s/%s.trace.%s.%d", dt_test_tmpdir(), dir,
-			 name, w);
+		trace_env(trace[w], sizeof(trace[w]), dir, name, w);
 		const char *env[] = { trace[w], NULL };
 		snprintf(tname, sizeof(tname), "%s-trainer%d", name, w);
-		t[w] = cluster_start(&c, w == 0 ? "chief" : "worker", w == 0 ? 0 : w - 1, tname, argv, env);
+		t[w] = cluster_start(c, w == 0 ? "chief" : "worker", w == 0 ? 0 : w - 1, tname, cmd.argv, env);
 	}
 	for (int w = 0; w < trainers; w++)
-		EXPECT_EXIT(&c, t[w], 0, TASK_WAIT_S);
-	EXPECT_EXIT(&c, ps, 0, 30);
+		EXPECT_EXIT(c, t[w], 0, TASK_WAIT_S);
+	EXPECT_EXIT(c, ps, 0, 30);
+	return t[0];
 }
 
-/* One stage of a resized asynchronous run through one ps: the chief and
- * trainers - 1 workers, a fresh ps (the chief restores the checkpoint onto
- * it), traces as stage()'s. */
+/* A synchronous stage (ps_stage). */
+static void sync_stage(const char *dir, const char *name, int trainers, int steps)
+{
+	struct cluster c;
+	ps_stage(&c, dir, name, trainers, steps, "--sync");
+}
+
+/* An asynchronous stage (ps_stage), with or without --ps_overlap: the
+ * trainers are dealt units, and each reported where it stopped. */
 static void async_stage(const char *dir, const char *name, int trainers, int steps, int overlap)
 {
-	char out[700], steps_s[32], batch[64];
-	snprintf(out, sizeof(out), "--output_dir=%s/%s", dt_test_tmpdir(), dir);
-	snprintf(steps_s, sizeof(steps_s), "--train_steps=%d", steps);
-	snprintf(batch, sizeof(batch), "--hparams=batch_size=%d", BATCH);
-	const char *argv[] = { "dtrain", "train", "--model=mlp", "--problem=fashion_mnist", steps_s, "--log_every=100",
-			       "--noeval", "--save_checkpoints_steps=100", "--connect_timeout=60",
-			       overlap ? "--ps_overlap" : "--nops_overlap", batch,
-			       out, NULL };
 	struct cluster c;
-	cluster_init(&c, "chief", trainers - 1, 1);
-	char tname[48];
-	snprintf(tname, sizeof(tname), "%s-ps", name);
-	struct task *ps = cluster_start(&c, "ps", 0, tname, argv, NULL);
-	struct task *t[4];
-	char trace[4][800];
-	DT_CHECK(trainers >= 1 && trainers <= 4);
-	for (int w = 0; w < trainers; w++) {
-		snprintf(trace[w], sizeof(trace[w]), "DTRAIN_TEST_INPUT_TRACE=%s/%s.trace.%s.%d", dt_test_tmpdir(), dir,
-			 name, w);
-		const char *env[] = { trace[w], NULL };
-		snprintf(tname, sizeof(tname), "%s-trainer%d", name, w);
-		t[w] = cluster_start(&c, w == 0 ? "chief" : "worker", w == 0 ? 0 : w - 1, tname, argv, env);
-	}
-	for (int w = 0; w < trainers; w++)
-		EXPECT_EXIT(&c, t[w], 0, TASK_WAIT_S);
-	EXPECT_EXIT(&c, ps, 0, 30);
-	char *err0 = task_read(t[0], 1);
+	struct task *chief = ps_stage(&c, dir, name, trainers, steps, overlap ? "--ps_overlap" : "--nops_overlap");
+	char *err0 = task_read(chief, 1);
 	char want[96];
 	snprintf(want, sizeof(want), "batches an epoch, trainer 0 of %d", trainers);
 	DT_CHECK_CONTAINS(err0, want);
@@ -148,7 +149,7 @@ static long count_traces(const char *dir, const char *const *names, const int *w
 	for (int s = 0; s < stages; s++)
 		for (int w = 0; w < workers[s]; w++) {
 			char path[800];
-			snprintf(path, sizeof(path), "%s/%s.trace.%s.%d", dt_test_tmpdir(), dir, names[s], w);
+			trace_path(path, sizeof(path), dir, names[s], w);
 			FILE *f = fopen(path, "r");
 			if (!f)
 				dt_test_fail(__FILE__, __LINE__, "no input trace '%s'", path);
