@@ -250,25 +250,24 @@ static enum dt_status fold_out(struct dt__ring_run *r, uint8_t *buf, size_t byte
 /* Recursive doubling on shared memory, small: each step sends the partial
  * sum in the caller's buffer to rank ^ mask (a step of its own: once it
  * returns the bytes are in the ring, and the buffer may change), then
- * receives the partner's into scratch and adds it into the buffer. The same
- * additions as doubling's below, without its two copies of the buffer into
- * and out of scratch (2 of the 5 passes over a small all-reduce's bytes,
- * COLLECTIVES.md "Where the microseconds go"). */
+ * receives the partner's and adds it into the buffer as it is parsed — out
+ * of the ring itself (ring_recv.c) on an untagged link. The same additions
+ * as doubling's below (dst += the partner's, element by element), without
+ * its copies into and out of scratch: a 2-rank all-reduce is one copy into
+ * the partner's ring and one add out of ours, the direct exchange
+ * (COLLECTIVES.md "Where the microseconds go"). */
 static enum dt_status doubling_in_place(struct dt__ring_run *r, uint8_t *buf, size_t bytes, int p, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
 	enum dt_status st = DT_OK;
-	scratch_reserve(c, bytes);
 	for (int mask = 1; mask < p && !st; mask <<= 1) {
 		struct dt__plan pl;
 		dt__plan_span(c, 0, bytes, 0, 0, 0, r->esize, &pl);
 		st = dt__ring_step(r, &pl, buf, c->rank ^ mask, -1, 0, err);
 		if (!st) {
-			dt__plan_span(c, 0, 0, 0, bytes, 0, r->esize, &pl);
-			st = dt__ring_step(r, &pl, c->scratch, -1, c->rank ^ mask, 0, err);
+			dt__plan_span(c, 0, 0, 0, bytes, 1, r->esize, &pl);
+			st = dt__ring_step(r, &pl, buf, -1, c->rank ^ mask, 0, err);
 		}
-		if (!st)
-			r->add(buf, c->scratch, bytes);
 	}
 	return st;
 }

@@ -235,6 +235,13 @@ ssize_t dt__link_recv(struct dt__in_link *in, void *dst, size_t cap);
 ssize_t dt__link_sendv(struct dt__out_link *out, struct iovec *iov, int cnt);
 ssize_t dt__link_send_frame(struct dt__out_link *out, void *frame, size_t len);
 void dt__link_shut(struct dt__out_link *out);
+/* A shared-memory in link's unread bytes, read where they lie: *p is set to
+ * the oldest, and the count returned runs up to the ring's wrap at most (0:
+ * none now, or the link is not on shared memory; dt__link_recv tells the end
+ * from nothing yet). They stay put until dt__link_consume(in, n) gives the
+ * first n of them back to the writer (waking it if it waits for room). */
+size_t dt__link_peek(struct dt__in_link *in, uint8_t **p);
+void dt__link_consume(struct dt__in_link *in, size_t n);
 /* After a frame was sent back on in->fd (COLL_DONE, COLL_ABORT): wakes the
  * writer, which sleeps on its futex rather than in poll(), to read it. */
 void dt__link_poke_back(struct dt__in_link *in);
@@ -243,8 +250,10 @@ void dt__link_poke_back(struct dt__in_link *in);
  * how long waits have taken: comm_shm.c); then *tcp_check is 1 if
  * the sockets should be looked at (a poke, the timeout, or 2 ms since they
  * were). want_in: the step still wants bytes from L; blocked: R is full.
+ * *now: the clock (dt_now_ns) on entry, read by the caller just before;
+ * on return, the wait's last reading of it.
  * Returns at once when something is ready. */
-void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns, int *tcp_check);
+void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns, int64_t *now, int *tcp_check);
 
 /* coll_algo.c: the rendezvous's all-reduce (#0): sums, by recursive
  * doubling, how many ring links do not read the neighbour's memory, and sets

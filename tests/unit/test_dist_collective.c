@@ -303,6 +303,19 @@ DT_TEST_TIMEOUT(dist_collective, shared_memory_full_rings_and_large_sizes, 120)
 	}
 }
 
+/* Small all-reduces on shared memory are parsed where they lie in the ring
+ * (ring_recv.c), not copied out first: hundreds of rounds of frames whose
+ * lengths are not multiples of 4 (names of 1-3 digits, 1001 elements) wrap
+ * each 1 MiB ring several times, so some wrap cuts a header or an element,
+ * which then goes through the stage. Every sum is checked. */
+DT_TEST_TIMEOUT(dist_collective, shared_memory_frames_cut_by_the_ring_wrap, 120)
+{
+	struct sizes sz = { { 1001 }, 1, 400 };
+	run_allreduce_shm(2, 0, DT_COMM_ALG_DOUBLING, 0, 0, &sz);
+	sz.rounds = 150;
+	run_allreduce_shm(3, 0, DT_COMM_ALG_DOUBLING, 0, 0, &sz);
+}
+
 /* Every rank of a comm picks the same algorithm for every size (a pure
  * function of what all know), and the model's picks are the expected
  * families: recursive doubling for a few KB, the ring for tens of MB. */
