@@ -175,7 +175,11 @@ enum dt_comm_algorithm dt_comm_choose(const struct dt_comm *comm, enum dt_comm_k
 /* The choice for this call, logged the first time its size class comes up. */
 static enum dt_comm_algorithm choose_logged(struct dt_comm *c, enum dt_comm_kind kind, size_t bytes)
 {
+	if (c->chosen_for[kind] == bytes + 1)
+		return (enum dt_comm_algorithm)c->chosen[kind]; /* the same as last time, and logged then */
 	enum dt_comm_algorithm alg = dt_comm_choose(c, kind, bytes);
+	c->chosen_for[kind] = bytes + 1;
+	c->chosen[kind] = (int)alg;
 	int cls = 0;
 	while (cls < 63 && ((size_t)1 << cls) <= bytes)
 		cls++;

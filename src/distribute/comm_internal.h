@@ -85,6 +85,11 @@ struct dt_comm {
 	unsigned spin_us;
 	enum dt__link_kind link_kind;
 	uint64_t logged[3]; /* per collective kind, the size classes whose choice was logged */
+	/* per collective kind, the last size chosen for, plus one (0: none), and
+	 * the choice: a training step all-reduces the same buckets every step,
+	 * and the model is not worth evaluating again for them */
+	size_t chosen_for[3];
+	int chosen[3];
 
 	int broken;            /* a collective failed: every later call returns `failure` */
 	struct dt_err failure;
