@@ -63,6 +63,11 @@ struct dt__out_link {
 /* What the cost model (coll_algo.c) knows about the links: the same on
  * every rank (agreed in the rendezvous all-reduce, #0). */
 enum dt__link_kind { DT__LINK_TCP = 0, DT__LINK_SAME_HOST = 1 };
+/* Which α and β the cost model prices a step and a byte at (coll_algo.c's
+ * table): every link of every rank on shared memory; else TCP, remote when
+ * some rank has a link to another host (its peer's address neither
+ * loopback nor its own), loopback when none has. */
+enum dt__cost_kind { DT__COST_TCP_LOOPBACK = 0, DT__COST_TCP_REMOTE = 1, DT__COST_SHM = 2 };
 
 struct dt_comm {
 	int n, rank;
@@ -148,6 +153,7 @@ struct dt_comm {
 	void **shm_peer;
 	size_t shm_bytes; /* the size of every region */
 	int shm_all;
+	enum dt__cost_kind cost_kind; /* agreed at #0, with shm_all and link_kind */
 	int64_t shm_checked; /* when a sleeping step last looked at its sockets */
 	int64_t shm_spin_ns; /* spin this long on shared-memory links before sleeping on the futex; 0: adaptive */
 	int64_t shm_wait_avg; /* adaptive: a moving average of how long waits took (comm_shm.c) */
@@ -260,9 +266,11 @@ void dt__link_poke_back(struct dt__in_link *in);
  * Returns at once when something is ready. */
 void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns, int64_t *now, int *tcp_check);
 
-/* coll_algo.c: the rendezvous's all-reduce (#0): sums, by recursive
- * doubling, how many ring links do not read the neighbour's memory, and sets
- * link_kind from it, the same on every rank. */
+/* coll_algo.c: the rendezvous's all-reduce (#0) of two floats: sums, by
+ * recursive doubling, how many ring links do not read the neighbour's
+ * memory and how many ranks have a link not on shared memory (the first),
+ * and how many have a link to another host (the second), and sets
+ * link_kind, shm_all and cost_kind from them, the same on every rank. */
 enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
 
 #endif
