@@ -225,11 +225,10 @@ int dt__ring_try_recv(struct dt__ring_run *r, struct dt_err *err)
 		uint8_t *src;
 		size_t avail = dt__link_peek(c->L, &src), used = 0;
 		if (avail) {
+			r->last_in = r->now; /* before the parse: dt__ring_left_moves reads it */
 			enum dt_status st = parse(r, src, avail, &used, err);
-			if (used) {
+			if (used)
 				dt__link_consume(c->L, used);
-				r->last_in = r->now;
-			}
 			if (st)
 				return -1;
 			if (used)
