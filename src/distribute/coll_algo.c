@@ -6,7 +6,8 @@
  * (Thakur, Rabenseifner and Gropp, "Optimization of collective communication
  * operations in MPICH", 2005): a step costs ALPHA (latency: a wake-up, a
  * sendmsg, a recv, the loopback or network hop), every byte moved BETA and
- * every byte added GAMMA. It is a pure function of the size, the rank count
+ * every byte added GAMMA; ALPHA and BETA per kind of link (LINK_COSTS:
+ * shared memory, TCP loopback, TCP remote). It is a pure function of the size, the rank count
  * and the link kind agreed at the rendezvous, so every rank picks the same
  * algorithm without talking; the first collective of each kind in each
  * power-of-two size class logs the choice (info).
