@@ -6,7 +6,8 @@
  * (Thakur, Rabenseifner and Gropp, "Optimization of collective communication
  * operations in MPICH", 2005): a step costs ALPHA (latency: a wake-up, a
  * sendmsg, a recv, the loopback or network hop), every byte moved BETA and
- * every byte added GAMMA. It is a pure function of the size, the rank count
+ * every byte added GAMMA; ALPHA and BETA per kind of link (LINK_COSTS:
+ * shared memory, TCP loopback, TCP remote). It is a pure function of the size, the rank count
  * and the link kind agreed at the rendezvous, so every rank picks the same
  * algorithm without talking; the first collective of each kind in each
  * power-of-two size class logs the choice (info).
@@ -45,8 +46,11 @@
  */
 #include "distribute/ring_run.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
@@ -69,15 +73,31 @@
  * this machine those came out at about 64 KB (doubling to halving-doubling,
  * 2 ranks) and 512 KB (to the same-host ring, where reads start).
  */
-#define ALPHA_PS 20000000.0
-#define BETA_PS 400.0
 #define GAMMA_PS 100.0
 #define BETA_SAME_HOST_PS 150.0
-/* Every link shared memory (comm_shm.c): a step is a copy into the ring, a
- * futex wake at most and a copy out; a byte is copied twice. Measured like
- * the above with DTRAIN_COLLECTIVE_CMA=0 (docs/COLLECTIVES.md). */
-#define ALPHA_SHM_PS 5000000.0
-#define BETA_SHM_PS 250.0
+
+/* α (per step) and β (per byte moved) per kind of link, in picoseconds
+ * (docs/COLLECTIVES.md "Cost model constants"). Compiled in, so every rank
+ * has the same table, and the kind is agreed at the rendezvous (#0), so
+ * every rank prices every algorithm alike.
+ *   tcp loopback: ALPHA and BETA above (loopback TCP, 2 ranks);
+ *   tcp remote: the emulated hosts of bench/allreduce_hosts (network
+ *     namespaces behind veth links shaped to 10 Gbit/s, 2 vCPUs loaded):
+ *     a 4 KB all-reduce by recursive doubling, one step, 60-79 us
+ *     (median 62); halving-doubling's slope 16-64 MB 3.1 ns per byte
+ *     of m moved (CPU-bound there; a 1 Gbit/s link's own is 8 ns);
+ *   shared memory (comm_shm.c: a step is a copy into the ring, a futex
+ *     wake at most and a pass out of it): a 4 KB all-reduce of 2 ranks by
+ *     recursive doubling, 1-6 us with the peer running; halving-doubling's
+ *     slope 256 KB-4 MB with DTRAIN_COLLECTIVE_CMA=0, 250 ps per byte. */
+static const struct link_cost {
+	const char *name;
+	double alpha_ps, beta_ps;
+} LINK_COSTS[] = {
+	[DT__COST_TCP_LOOPBACK] = { "tcp loopback", 20000000.0, 400.0 },
+	[DT__COST_TCP_REMOTE] = { "tcp remote", 60000000.0, 3000.0 },
+	[DT__COST_SHM] = { "shared memory", 5000000.0, 250.0 },
+};
 
 static int pow2_floor(int n)
 {
@@ -111,7 +131,7 @@ static int reads_by_reference(const struct dt_comm *c, size_t bytes)
 static double cost_allreduce(const struct dt_comm *c, enum dt_comm_algorithm alg, double m)
 {
 	int n = c->n, p = pow2_floor(n), f = n != p, lg = log2_of(p);
-	const double ALPHA = c->shm_all ? ALPHA_SHM_PS : ALPHA_PS, BETA = c->shm_all ? BETA_SHM_PS : BETA_PS;
+	const double ALPHA = LINK_COSTS[c->cost_kind].alpha_ps, BETA = LINK_COSTS[c->cost_kind].beta_ps;
 	double beta_ring = c->link_kind == DT__LINK_SAME_HOST && reads_by_reference(c, (size_t)m) ? BETA_SAME_HOST_PS : BETA;
 	switch (alg) {
 	case DT_COMM_ALG_DOUBLING:
@@ -127,7 +147,7 @@ static double cost_allreduce(const struct dt_comm *c, enum dt_comm_algorithm alg
 static double cost_broadcast(const struct dt_comm *c, enum dt_comm_algorithm alg, double m)
 {
 	int n = c->n;
-	const double ALPHA = c->shm_all ? ALPHA_SHM_PS : ALPHA_PS, BETA = c->shm_all ? BETA_SHM_PS : BETA_PS;
+	const double ALPHA = LINK_COSTS[c->cost_kind].alpha_ps, BETA = LINK_COSTS[c->cost_kind].beta_ps;
 	if (alg == DT_COMM_ALG_DOUBLING)
 		return log2_of(n) * (ALPHA + m * BETA);
 	double beta_ring = c->link_kind == DT__LINK_SAME_HOST && reads_by_reference(c, (size_t)m) ? BETA_SAME_HOST_PS : BETA;
@@ -175,7 +195,11 @@ enum dt_comm_algorithm dt_comm_choose(const struct dt_comm *comm, enum dt_comm_k
 /* The choice for this call, logged the first time its size class comes up. */
 static enum dt_comm_algorithm choose_logged(struct dt_comm *c, enum dt_comm_kind kind, size_t bytes)
 {
+	if (c->chosen_for[kind] == bytes + 1)
+		return (enum dt_comm_algorithm)c->chosen[kind]; /* the same as last time, and logged then */
 	enum dt_comm_algorithm alg = dt_comm_choose(c, kind, bytes);
+	c->chosen_for[kind] = bytes + 1;
+	c->chosen[kind] = (int)alg;
 	int cls = 0;
 	while (cls < 63 && ((size_t)1 << cls) <= bytes)
 		cls++;
@@ -184,12 +208,12 @@ static enum dt_comm_algorithm choose_logged(struct dt_comm *c, enum dt_comm_kind
 		double m = (double)bytes;
 		if (kind == DT_COMM_ALLREDUCE)
 			dt_info("all-reduce of %zu bytes or so (size class %d) across %d ranks: %s (model: doubling %.1f us, "
-				"halving-doubling %.1f us, ring %.1f us; links %s)",
+				"halving-doubling %.1f us, ring %.1f us; links %s%s, alpha %.1f us, beta %.0f ps/byte)",
 				bytes, cls, c->n, dt_comm_algorithm_name(kind, alg),
 				cost_allreduce(c, DT_COMM_ALG_DOUBLING, m) / 1e6, cost_allreduce(c, DT_COMM_ALG_HALVING, m) / 1e6,
-				cost_allreduce(c, DT_COMM_ALG_RING, m) / 1e6,
-				c->shm_all ? (c->link_kind == DT__LINK_SAME_HOST ? "shared memory, same-host reads" : "shared memory")
-					   : c->link_kind == DT__LINK_SAME_HOST ? "same host" : "tcp");
+				cost_allreduce(c, DT_COMM_ALG_RING, m) / 1e6, LINK_COSTS[c->cost_kind].name,
+				c->link_kind == DT__LINK_SAME_HOST ? ", same-host reads" : "", LINK_COSTS[c->cost_kind].alpha_ps / 1e6,
+				LINK_COSTS[c->cost_kind].beta_ps);
 		else
 			dt_info("broadcast of %zu bytes or so (size class %d) across %d ranks: %s", bytes, cls, c->n,
 				dt_comm_algorithm_name(kind, alg));
@@ -250,25 +274,24 @@ static enum dt_status fold_out(struct dt__ring_run *r, uint8_t *buf, size_t byte
 /* Recursive doubling on shared memory, small: each step sends the partial
  * sum in the caller's buffer to rank ^ mask (a step of its own: once it
  * returns the bytes are in the ring, and the buffer may change), then
- * receives the partner's into scratch and adds it into the buffer. The same
- * additions as doubling's below, without its two copies of the buffer into
- * and out of scratch (2 of the 5 passes over a small all-reduce's bytes,
- * COLLECTIVES.md "Where the microseconds go"). */
+ * receives the partner's and adds it into the buffer as it is parsed — out
+ * of the ring itself (ring_recv.c) on an untagged link. The same additions
+ * as doubling's below (dst += the partner's, element by element), without
+ * its copies into and out of scratch: a 2-rank all-reduce is one copy into
+ * the partner's ring and one add out of ours, the direct exchange
+ * (COLLECTIVES.md "Where the microseconds go"). */
 static enum dt_status doubling_in_place(struct dt__ring_run *r, uint8_t *buf, size_t bytes, int p, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
 	enum dt_status st = DT_OK;
-	scratch_reserve(c, bytes);
 	for (int mask = 1; mask < p && !st; mask <<= 1) {
 		struct dt__plan pl;
 		dt__plan_span(c, 0, bytes, 0, 0, 0, r->esize, &pl);
 		st = dt__ring_step(r, &pl, buf, c->rank ^ mask, -1, 0, err);
 		if (!st) {
-			dt__plan_span(c, 0, 0, 0, bytes, 0, r->esize, &pl);
-			st = dt__ring_step(r, &pl, c->scratch, -1, c->rank ^ mask, 0, err);
+			dt__plan_span(c, 0, 0, 0, bytes, 1, r->esize, &pl);
+			st = dt__ring_step(r, &pl, buf, -1, c->rank ^ mask, 0, err);
 		}
-		if (!st)
-			r->add(buf, c->scratch, bytes);
 	}
 	return st;
 }
@@ -402,25 +425,56 @@ enum dt_status dt_allreduce_sum_i64(struct dt_comm *comm, int64_t *buf, size_t c
 	return allreduce_sum(comm, buf, count, DT_WIRE_I64, name, deadline, err);
 }
 
+/* Whether a connected socket's peer is on another host: its address is
+ * neither loopback nor the socket's own (two processes on one host that use
+ * the host's address are on one host; network namespaces with addresses of
+ * their own are taken for hosts, as bench/allreduce_hosts means them). */
+static int peer_is_remote(int fd)
+{
+	struct sockaddr_storage me, peer;
+	socklen_t ml = sizeof(me), pl = sizeof(peer);
+	if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0 || getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 ||
+	    me.ss_family != peer.ss_family)
+		return 0;
+	if (peer.ss_family == AF_INET) {
+		const struct in_addr *a = &((struct sockaddr_in *)&peer)->sin_addr, *b = &((struct sockaddr_in *)&me)->sin_addr;
+		return (ntohl(a->s_addr) >> 24) != 127 && a->s_addr != b->s_addr;
+	}
+	if (peer.ss_family == AF_INET6) {
+		const struct in6_addr *a = &((struct sockaddr_in6 *)&peer)->sin6_addr;
+		const struct in6_addr *b = &((struct sockaddr_in6 *)&me)->sin6_addr;
+		int v4_loopback = IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+		return !IN6_IS_ADDR_LOOPBACK(a) && !v4_loopback && memcmp(a, b, sizeof(*a)) != 0;
+	}
+	return 0; /* a Unix socket */
+}
+
 enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, struct dt_err *err)
 {
-	/* Two counts in one float (exact: small integers): ring links that do not
-	 * read memory, and 4096 per rank with a link not on shared memory. */
-	int all_shm = comm->n > 1;
-	for (int q = 0; q < comm->n; q++)
-		if (comm->out[q].fd >= 0 && !(comm->out[q].shm && comm->in[q].shm))
+	/* v[0]: two counts in one float (exact: small integers): ring links that
+	 * do not read memory, and 4096 per rank with a link not on shared
+	 * memory. v[1]: ranks with a link to another host. */
+	int all_shm = comm->n > 1, remote = 0;
+	for (int q = 0; q < comm->n; q++) {
+		int shm = comm->out[q].shm && comm->in[q].shm;
+		if (comm->out[q].fd >= 0 && !shm) {
 			all_shm = 0;
-	float v = (comm->cma_send && comm->cma_left_pid ? 0.0f : 1.0f) + (all_shm ? 0.0f : 4096.0f);
+			remote |= peer_is_remote(comm->out[q].fd);
+		}
+	}
+	float v[2] = { (comm->cma_send && comm->cma_left_pid ? 0.0f : 1.0f) + (all_shm ? 0.0f : 4096.0f),
+		       remote ? 1.0f : 0.0f };
 	int alg = comm->algorithm;
 	comm->algorithm = DT_COMM_ALG_DOUBLING; /* fixed: the fewest hops, and no cost model yet */
 	struct dt__ring_run r;
-	enum dt_status st = dt__ring_begin(&r, comm, DT_COLL_ALLREDUCE, DT_WIRE_F32, 1, 0, &v, "dtrain/rendezvous",
+	enum dt_status st = dt__ring_begin(&r, comm, DT_COLL_ALLREDUCE, DT_WIRE_F32, 2, 0, v, "dtrain/rendezvous",
 					   deadline, err);
 	if (!st && comm->n > 1)
-		st = doubling(&r, &v, 1, err);
+		st = doubling(&r, v, 2, err);
 	comm->algorithm = alg;
-	comm->link_kind = v == 0.0f || v == 4096.0f * (float)(int)(v / 4096.0f) ? DT__LINK_SAME_HOST : DT__LINK_TCP;
-	comm->shm_all = v < 4096.0f;
+	comm->link_kind = v[0] == 0.0f || v[0] == 4096.0f * (float)(int)(v[0] / 4096.0f) ? DT__LINK_SAME_HOST : DT__LINK_TCP;
+	comm->shm_all = v[0] < 4096.0f;
+	comm->cost_kind = comm->shm_all ? DT__COST_SHM : v[1] > 0.0f ? DT__COST_TCP_REMOTE : DT__COST_TCP_LOOPBACK;
 	return st;
 }
 

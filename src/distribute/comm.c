@@ -24,8 +24,9 @@
  *   6. agree per link whether its frames go through shared memory
  *      (comm_shm.c);
  *   7. an all-reduce (#0, "dtrain/rendezvous") of how many ring links are
- *      not same-host reads and how many links not shared memory, so that
- *      every rank's cost model sees the same link kind and dt_comm_new
+ *      not same-host reads, how many links not shared memory and how many
+ *      ranks have a link to another host, so that every rank's cost model
+ *      sees the same link kind (its alpha and beta) and dt_comm_new
  *      returns only once every rank is connected.
  */
 #include "distribute/comm_internal.h"

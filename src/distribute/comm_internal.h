@@ -63,6 +63,11 @@ struct dt__out_link {
 /* What the cost model (coll_algo.c) knows about the links: the same on
  * every rank (agreed in the rendezvous all-reduce, #0). */
 enum dt__link_kind { DT__LINK_TCP = 0, DT__LINK_SAME_HOST = 1 };
+/* Which α and β the cost model prices a step and a byte at (coll_algo.c's
+ * table): every link of every rank on shared memory; else TCP, remote when
+ * some rank has a link to another host (its peer's address neither
+ * loopback nor its own), loopback when none has. */
+enum dt__cost_kind { DT__COST_TCP_LOOPBACK = 0, DT__COST_TCP_REMOTE = 1, DT__COST_SHM = 2 };
 
 struct dt_comm {
 	int n, rank;
@@ -85,6 +90,11 @@ struct dt_comm {
 	unsigned spin_us;
 	enum dt__link_kind link_kind;
 	uint64_t logged[3]; /* per collective kind, the size classes whose choice was logged */
+	/* per collective kind, the last size chosen for, plus one (0: none), and
+	 * the choice: a training step all-reduces the same buckets every step,
+	 * and the model is not worth evaluating again for them */
+	size_t chosen_for[3];
+	int chosen[3];
 
 	int broken;            /* a collective failed: every later call returns `failure` */
 	struct dt_err failure;
@@ -143,6 +153,7 @@ struct dt_comm {
 	void **shm_peer;
 	size_t shm_bytes; /* the size of every region */
 	int shm_all;
+	enum dt__cost_kind cost_kind; /* agreed at #0, with shm_all and link_kind */
 	int64_t shm_checked; /* when a sleeping step last looked at its sockets */
 	int64_t shm_spin_ns; /* spin this long on shared-memory links before sleeping on the futex; 0: adaptive */
 	int64_t shm_wait_avg; /* adaptive: a moving average of how long waits took (comm_shm.c) */
@@ -235,6 +246,13 @@ ssize_t dt__link_recv(struct dt__in_link *in, void *dst, size_t cap);
 ssize_t dt__link_sendv(struct dt__out_link *out, struct iovec *iov, int cnt);
 ssize_t dt__link_send_frame(struct dt__out_link *out, void *frame, size_t len);
 void dt__link_shut(struct dt__out_link *out);
+/* A shared-memory in link's unread bytes, read where they lie: *p is set to
+ * the oldest, and the count returned runs up to the ring's wrap at most (0:
+ * none now, or the link is not on shared memory; dt__link_recv tells the end
+ * from nothing yet). They stay put until dt__link_consume(in, n) gives the
+ * first n of them back to the writer (waking it if it waits for room). */
+size_t dt__link_peek(struct dt__in_link *in, uint8_t **p);
+void dt__link_consume(struct dt__in_link *in, size_t n);
 /* After a frame was sent back on in->fd (COLL_DONE, COLL_ABORT): wakes the
  * writer, which sleeps on its futex rather than in poll(), to read it. */
 void dt__link_poke_back(struct dt__in_link *in);
@@ -243,12 +261,16 @@ void dt__link_poke_back(struct dt__in_link *in);
  * how long waits have taken: comm_shm.c); then *tcp_check is 1 if
  * the sockets should be looked at (a poke, the timeout, or 2 ms since they
  * were). want_in: the step still wants bytes from L; blocked: R is full.
+ * *now: the clock (dt_now_ns) on entry, read by the caller just before;
+ * on return, the wait's last reading of it.
  * Returns at once when something is ready. */
-void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns, int *tcp_check);
+void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns, int64_t *now, int *tcp_check);
 
-/* coll_algo.c: the rendezvous's all-reduce (#0): sums, by recursive
- * doubling, how many ring links do not read the neighbour's memory, and sets
- * link_kind from it, the same on every rank. */
+/* coll_algo.c: the rendezvous's all-reduce (#0) of two floats: sums, by
+ * recursive doubling, how many ring links do not read the neighbour's
+ * memory and how many ranks have a link not on shared memory (the first),
+ * and how many have a link to another host (the second), and sets
+ * link_kind, shm_all and cost_kind from them, the same on every rank. */
 enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
 
 #endif

@@ -186,6 +186,26 @@ ssize_t dt__link_recv(struct dt__in_link *in, void *dst, size_t cap)
 	return (ssize_t)n;
 }
 
+size_t dt__link_peek(struct dt__in_link *in, uint8_t **p)
+{
+	struct dt__shm_ring *r = in->shm;
+	if (!r)
+		return 0;
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+	size_t at = (size_t)(tail & (RING_BYTES - 1)), n = (size_t)(head - tail);
+	*p = ring_data(r) + at;
+	return n < RING_BYTES - at ? n : RING_BYTES - at;
+}
+
+void dt__link_consume(struct dt__in_link *in, size_t n)
+{
+	struct dt__shm_ring *r = in->shm;
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	atomic_store_explicit(&r->tail, tail + n, memory_order_release);
+	wake(in->peer_head);
+}
+
 ssize_t dt__link_sendv(struct dt__out_link *out, struct iovec *iov, int cnt)
 {
 	if (!out->shm) {
@@ -294,25 +314,27 @@ static void note_wait(struct dt_comm *c, int64_t took)
 	c->shm_wait_avg += (took - c->shm_wait_avg) / 8;
 }
 
-void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns, int *tcp_check)
+void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns, int64_t *now, int *tcp_check)
 {
 	struct dt__shm_head *me = c->shm_self;
-	int64_t t0 = dt_now_ns();
-	const int64_t spin_ns = spin_budget(c);
+	const int64_t t0 = *now, spin_ns = spin_budget(c);
 	/* Woken often for other rings, the sockets are still looked at in time. */
 	*tcp_check = t0 - c->shm_checked >= TCP_CHECK_NS;
 	if (*tcp_check)
 		c->shm_checked = t0;
+	/* The clock is read every 16 spins, not every spin (a read costs as
+	 * much as a few dozen spins); the last reading goes back in *now. */
 	for (unsigned i = 0;; i++) {
 		if (ready(c, want_in, blocked)) {
-			note_wait(c, dt_now_ns() - t0);
+			*now = dt_now_ns();
+			note_wait(c, *now - t0);
 			return;
 		}
 		if (atomic_exchange_explicit(&me->poke, 0, memory_order_acquire)) {
 			*tcp_check = 1;
 			return;
 		}
-		if ((i & 15) == 15 && dt_now_ns() - t0 >= spin_ns)
+		if ((i & 15) == 15 && (*now = dt_now_ns()) - t0 >= spin_ns)
 			break;
 		cpu_relax();
 	}
@@ -321,12 +343,13 @@ void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns,
 	 * once, without the futex's wake-up on the way back. */
 	if (c->shm_yield_skip)
 		c->shm_yield_skip--;
-	for (int64_t y0 = dt_now_ns(); !c->shm_yield_skip && y0 - t0 < YIELD_NS; y0 = dt_now_ns()) {
+	for (int64_t y0 = *now; !c->shm_yield_skip && y0 - t0 < YIELD_NS; y0 = *now) {
 		sched_yield();
-		if (dt_now_ns() - y0 > YIELD_SLOW_NS)
+		*now = dt_now_ns();
+		if (*now - y0 > YIELD_SLOW_NS)
 			c->shm_yield_skip = YIELD_BACKOFF; /* other jobs had the core: sleep rather than queue behind them */
 		if (ready(c, want_in, blocked)) {
-			note_wait(c, dt_now_ns() - t0);
+			note_wait(c, *now - t0);
 			return;
 		}
 		if (atomic_exchange_explicit(&me->poke, 0, memory_order_acquire)) {
@@ -337,22 +360,23 @@ void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns,
 	uint32_t seq = __atomic_load_n(&me->bell, __ATOMIC_SEQ_CST);
 	atomic_store(&me->sleeping, 1);
 	if (!ready(c, want_in, blocked) && !atomic_load(&me->poke)) {
-		int64_t left = until_ns - dt_now_ns();
+		int64_t left = until_ns - *now;
 		if (left > TCP_CHECK_NS)
 			left = TCP_CHECK_NS;
 		if (left < 1000)
 			left = 1000;
 		struct timespec ts = { (time_t)(left / DT_NSEC_PER_SEC), (long)(left % DT_NSEC_PER_SEC) };
-		if (syscall(SYS_futex, &me->bell, FUTEX_WAIT, seq, &ts, NULL, 0) != 0 && errno == ETIMEDOUT) {
+		if (syscall(SYS_futex, &me->bell, FUTEX_WAIT, seq, &ts, NULL, 0) != 0 && errno == ETIMEDOUT)
 			*tcp_check = 1;
-			c->shm_checked = dt_now_ns();
-		}
 	}
 	atomic_store(&me->sleeping, 0);
+	*now = dt_now_ns();
+	if (*tcp_check)
+		c->shm_checked = *now;
 	if (atomic_exchange_explicit(&me->poke, 0, memory_order_acquire))
 		*tcp_check = 1;
 	else if (!*tcp_check)
-		note_wait(c, dt_now_ns() - t0); /* woken: a wait that took this long */
+		note_wait(c, *now - t0); /* woken: a wait that took this long */
 }
 
 /* ---- agreeing ---- */

@@ -121,7 +121,7 @@ static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 			idle_since = 0;
 			continue;
 		}
-		int64_t now = dt_now_ns();
+		int64_t now = r->now = dt_now_ns();
 		if (moved) {
 			idle_since = 0;
 		} else if (spin_ns) {
@@ -145,7 +145,7 @@ static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 		 * the bytes do when the loopback's softirq is deferred. */
 		if (shm_step && (!dt__ring_recv_done(r) || blocked)) {
 			int look = 0;
-			dt__shm_wait(c, !dt__ring_recv_done(r), blocked, wake, &look);
+			dt__shm_wait(c, !dt__ring_recv_done(r), blocked, wake, &r->now, &look);
 			if (look && check_sockets(r, err))
 				return c->failure.status;
 			continue;
@@ -164,6 +164,7 @@ static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 		if (shm_some && ms > 1 && ((!dt__ring_recv_done(r) && c->L->shm) || (blocked && c->R->shm)))
 			ms = 1; /* a ring may bring something, and it rings no socket */
 		int got = poll(p, (nfds_t)np, ms ? ms : 1);
+		r->now = dt_now_ns();
 		if (got < 0 && errno != EINTR)
 			return dt__ring_fail(r, err, DT_IO, "poll failed during %s: %s", r->what, strerror(errno));
 		if (got > 0 && ri >= 0 && !c->R->eof && (p[ri].revents & (POLLIN | POLLHUP | POLLERR)) && dt__ring_read_back(r, err))
@@ -193,7 +194,7 @@ enum dt_status dt__ring_begin(struct dt__ring_run *r, struct dt_comm *c, unsigne
 	r->c = c;
 	r->buf = buf;
 	r->deadline = deadline;
-	r->t0 = dt_now_ns();
+	r->t0 = r->now = dt_now_ns();
 	r->me.seq = c->seq++;
 	r->me.kind = (uint8_t)kind;
 	r->me.dtype = (uint8_t)dtype;
@@ -274,7 +275,7 @@ enum dt_status dt__ring_step(struct dt__ring_run *r, const struct dt__plan *p, v
 	r->use_refs = by_reference;
 	r->refs_out = r->done_in = r->done_sent = 0;
 	r->refs_in = 0;
-	int64_t now = dt_now_ns();
+	int64_t now = r->now;
 	r->last_in = r->last_out = now;
 	if (from >= 0 && r->blamed != from) {
 		r->blamed = from;

@@ -59,15 +59,17 @@ void dt__ring_left_moves(struct dt__ring_run *r)
 	r->blamed_since = r->last_in;
 }
 
-/* Consumes complete frames and payload bytes from the stage. */
-enum dt_status dt__ring_parse_stage(struct dt__ring_run *r, struct dt_err *err)
+/* Consumes complete frames and payload bytes from src[*pos, end) — the in
+ * link's stage, or (untagged shared-memory links) the ring itself — moving
+ * *pos past what it used. */
+static enum dt_status parse(struct dt__ring_run *r, uint8_t *src, size_t end, size_t *pos, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
 	const char *from = c->labels[c->lrank];
 	const size_t tag = c->tagged ? DT_AUTH_TAG_BYTES : 0;
 	for (;;) {
-		size_t avail = c->L->stage_len - c->L->stage_pos;
-		uint8_t *p = c->L->stage + c->L->stage_pos;
+		size_t avail = end - *pos;
+		uint8_t *p = src + *pos;
 		if (!r->in_frame) {
 			if (r->got_start && r->r_idx >= r->nr)
 				return DT_OK; /* the rest belongs to the next collective */
@@ -95,13 +97,13 @@ enum dt_status dt__ring_parse_stage(struct dt__ring_run *r, struct dt_err *err)
 					if (dt__ring_open(r, &c->L->sec, from, p, pl, it->len, pl + it->len, err))
 						return c->failure.status;
 					r->add(r->buf + it->off, pl, it->len);
-					c->L->stage_pos += DT_FRAME_HEADER_SIZE + it->len + tag;
+					*pos += DT_FRAME_HEADER_SIZE + it->len + tag;
 					r->r_idx++;
 					dt__ring_left_moves(r);
 					continue;
 				}
 				memcpy(r->data_hdr, p, DT_FRAME_HEADER_SIZE);
-				c->L->stage_pos += DT_FRAME_HEADER_SIZE;
+				*pos += DT_FRAME_HEADER_SIZE;
 				r->in_frame = 1;
 				r->r_applied = 0;
 				continue;
@@ -117,7 +119,7 @@ enum dt_status dt__ring_parse_stage(struct dt__ring_run *r, struct dt_err *err)
 			size_t len = (size_t)h.length;
 			if (tag && dt__ring_open(r, &c->L->sec, from, p, pl, len, pl + len, err))
 				return c->failure.status;
-			c->L->stage_pos += DT_FRAME_HEADER_SIZE + len + tag;
+			*pos += DT_FRAME_HEADER_SIZE + len + tag;
 			if (h.type == DT_MSG_COLL_ABORT)
 				return dt__ring_on_abort(r, from, pl, len, err);
 			if (h.type == DT_MSG_COLL_REF) {
@@ -159,7 +161,7 @@ enum dt_status dt__ring_parse_stage(struct dt__ring_run *r, struct dt_err *err)
 				return DT_OK;
 			if (dt__ring_open(r, &c->L->sec, from, r->data_hdr, r->buf + it->off, it->len, p, err))
 				return c->failure.status;
-			c->L->stage_pos += tag;
+			*pos += tag;
 			r->r_idx++;
 			r->in_frame = 0;
 			continue;
@@ -173,7 +175,7 @@ enum dt_status dt__ring_parse_stage(struct dt__ring_run *r, struct dt_err *err)
 			r->add(r->buf + it->off + r->r_applied, p, take);
 		else
 			memcpy(r->buf + it->off + r->r_applied, p, take);
-		c->L->stage_pos += take;
+		*pos += take;
 		r->r_applied += take;
 		dt__ring_left_moves(r);
 		if (r->r_applied == it->len && !tag) {
@@ -181,6 +183,11 @@ enum dt_status dt__ring_parse_stage(struct dt__ring_run *r, struct dt_err *err)
 			r->in_frame = 0;
 		}
 	}
+}
+
+enum dt_status dt__ring_parse_stage(struct dt__ring_run *r, struct dt_err *err)
+{
+	return parse(r, r->c->L->stage, r->c->L->stage_len, &r->c->L->stage_pos, err);
 }
 
 /* Tagged rings: the stage bytes the next step of dt__ring_parse_stage needs from
@@ -208,13 +215,33 @@ int dt__ring_try_recv(struct dt__ring_run *r, struct dt_err *err)
 		c->L->stage_len -= c->L->stage_pos;
 		c->L->stage_pos = 0;
 	}
+	/* An untagged shared-memory link, nothing staged: the frames are parsed
+	 * where they lie in the ring, reduced or copied straight into place
+	 * (one pass over the bytes, not a copy into the stage and a second pass
+	 * from there). What the parse cannot take from the ring alone (a frame
+	 * or an element cut by the ring's wrap, a control frame not wholly
+	 * written yet) goes through the stage below. */
+	if (c->L->shm && !c->tagged && c->L->stage_pos == c->L->stage_len) {
+		uint8_t *src;
+		size_t avail = dt__link_peek(c->L, &src), used = 0;
+		if (avail) {
+			r->last_in = r->now; /* before the parse: dt__ring_left_moves reads it */
+			enum dt_status st = parse(r, src, avail, &used, err);
+			if (used)
+				dt__link_consume(c->L, used);
+			if (st)
+				return -1;
+			if (used)
+				return 1;
+		}
+	}
 	/* Inside a payload that is copied, not reduced: receive it in place. */
 	if (r->in_frame && c->L->stage_pos == c->L->stage_len && !r->ri[r->r_idx].reduce &&
 	    r->r_applied < r->ri[r->r_idx].len) {
 		const struct dt__coll_item *it = &r->ri[r->r_idx];
 		ssize_t n = dt__link_recv(c->L, r->buf + it->off + r->r_applied, it->len - r->r_applied);
 		if (n > 0) {
-			r->last_in = dt_now_ns();
+			r->last_in = r->now;
 			r->r_applied += (size_t)n;
 			dt__ring_left_moves(r);
 			if (r->r_applied == it->len && !c->tagged) {
@@ -239,7 +266,7 @@ int dt__ring_try_recv(struct dt__ring_run *r, struct dt_err *err)
 	ssize_t n = dt__link_recv(c->L, c->L->stage + c->L->stage_len, room);
 	if (n > 0) {
 		c->L->stage_len += (size_t)n;
-		r->last_in = dt_now_ns();
+		r->last_in = r->now;
 		if (dt__ring_parse_stage(r, err))
 			return -1;
 		return 1;

@@ -185,7 +185,7 @@ int dt__ring_try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 			      r->what, strerror(e));
 		return -1;
 	}
-	r->last_out = dt_now_ns();
+	r->last_out = r->now;
 	size_t left = (size_t)n;
 	if (ctrl_first) {
 		size_t take = r->ctrl_len - r->ctrl_sent;

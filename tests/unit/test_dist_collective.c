@@ -23,6 +23,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "distribute/collective.h"
+#include "distribute/comm_internal.h"
 #include "distribute/ring_wire.h"
 #include "dt_test.h"
 #include "net/bytes.h"
@@ -303,6 +304,19 @@ DT_TEST_TIMEOUT(dist_collective, shared_memory_full_rings_and_large_sizes, 120)
 	}
 }
 
+/* Small all-reduces on shared memory are parsed where they lie in the ring
+ * (ring_recv.c), not copied out first: hundreds of rounds of frames whose
+ * lengths are not multiples of 4 (names of 1-3 digits, 1001 elements) wrap
+ * each 1 MiB ring several times, so some wrap cuts a header or an element,
+ * which then goes through the stage. Every sum is checked. */
+DT_TEST_TIMEOUT(dist_collective, shared_memory_frames_cut_by_the_ring_wrap, 120)
+{
+	struct sizes sz = { { 1001 }, 1, 400 };
+	run_allreduce_shm(2, 0, DT_COMM_ALG_DOUBLING, 0, 0, &sz);
+	sz.rounds = 150;
+	run_allreduce_shm(3, 0, DT_COMM_ALG_DOUBLING, 0, 0, &sz);
+}
+
 /* Every rank of a comm picks the same algorithm for every size (a pure
  * function of what all know), and the model's picks are the expected
  * families: recursive doubling for a few KB, the ring for tens of MB. */
@@ -345,6 +359,46 @@ DT_TEST(dist_collective, every_rank_chooses_the_same_algorithm)
 				DT_CHECK_INT_EQ(choices[0][NCHOICES - 1][0], DT_COMM_ALG_HALVING);
 			DT_CHECK_INT_EQ(choices[0][2][1], DT_COMM_ALG_DOUBLING); /* a 4 KB broadcast: binomial tree */
 		}
+}
+
+/* The cost model's link kind is agreed at the rendezvous: shared memory, or
+ * TCP over loopback (these threads' links); between hosts (addresses of
+ * their own: the netns suite) TCP remote, whose larger α keeps recursive
+ * doubling longer — 128 KB at 2 ranks goes by halving-doubling over
+ * loopback and by doubling between hosts — and every rank still chooses
+ * alike. */
+static int kinds[COLL_MAXR], remote_choice[COLL_MAXR][2];
+
+static enum dt_status kind_rank(struct coll_group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	(void)g;
+	(void)err;
+	kinds[rank] = (int)comm->cost_kind;
+	remote_choice[rank][0] = (int)dt_comm_choose(comm, DT_COMM_ALLREDUCE, 128u << 10);
+	enum dt__cost_kind was = comm->cost_kind;
+	comm->cost_kind = DT__COST_TCP_REMOTE;
+	remote_choice[rank][1] = (int)dt_comm_choose(comm, DT_COMM_ALLREDUCE, 128u << 10);
+	comm->cost_kind = was;
+	return DT_OK;
+}
+
+DT_TEST(dist_collective, the_link_kind_is_agreed_and_prices_the_choice)
+{
+	for (int no_shm = 0; no_shm <= 1; no_shm++) {
+		struct coll_group g;
+		coll_group_init(&g, 2);
+		g.no_shm = no_shm;
+		g.fn = kind_rank;
+		coll_group_run(&g);
+		coll_group_expect_ok(&g);
+		for (int r = 0; r < 2; r++)
+			DT_CHECK_INT_EQ(kinds[r], no_shm ? DT__COST_TCP_LOOPBACK : DT__COST_SHM);
+		if (no_shm) {
+			DT_CHECK_INT_EQ(remote_choice[0][0], DT_COMM_ALG_HALVING);
+			DT_CHECK_INT_EQ(remote_choice[0][1], DT_COMM_ALG_DOUBLING);
+			DT_CHECK(memcmp(remote_choice[1], remote_choice[0], sizeof(remote_choice[0])) == 0);
+		}
+	}
 }
 
 DT_TEST(dist_collective, single_rank_is_a_no_op)

@@ -381,11 +381,12 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 	} else {
 		decline_same_host_reads(out, in);
 	}
-	/* the rendezvous all-reduce (#0) of one float by recursive doubling: one
-	 * exchange (1: this end does not read rank 1's memory) */
-	float one = 1;
-	send_start(out, 0, DT_COLL_ALLREDUCE, DT_WIRE_F32, 1, "dtrain/rendezvous");
-	send_frame(out, DT_MSG_COLL_DATA, 0, &one, 4);
+	/* the rendezvous all-reduce (#0) of two floats by recursive doubling: one
+	 * exchange (1: this end does not read rank 1's memory; 0: no link to
+	 * another host) */
+	float link_counts[2] = { 1, 0 };
+	send_start(out, 0, DT_COLL_ALLREDUCE, DT_WIRE_F32, 2, "dtrain/rendezvous");
+	send_frame(out, DT_MSG_COLL_DATA, 0, link_counts, sizeof(link_counts));
 	/* and rank 1's half of it, so nothing unread makes our close a reset */
 	struct dt_frame_decoder d;
 	dt_frame_decoder_init(&d, 1u << 20);
