@@ -81,6 +81,13 @@ int main(int argc, char **argv)
 		dtrain_session_mode(s));
 	if (dtrain_session_run(s, err))
 		goto fail;
+	/* What the run did on this task (a ps: nothing to say; an evaluator:
+	 * the last checkpoint it evaluated), as the library measured it. */
+	dtrain_result res;
+	if (dtrain_session_result(s, &res, err))
+		goto fail;
+	printf("result steps %lld final_loss %.5f examples_per_sec %.0f num_params %lld evaluated %d\n",
+	       (long long)res.steps, res.final_loss, res.examples_per_sec, (long long)res.num_params, res.evaluated);
 
 	if (dtrain_cluster_is_chief(cluster)) {
 		double loss, accuracy;

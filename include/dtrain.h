@@ -617,9 +617,23 @@ typedef struct dtrain_result {
 } dtrain_result;
 
 /* The figures of the run dtrain_session_run or dtrain_session_close
- * finished: zeros before, on ps and evaluator tasks, and (but `steps`) for a
- * session of your own model in a distributed mode, whose trainer runs on a
- * library thread. DTRAIN_USAGE for a NULL s or out. */
+ * finished (zeros before), read from the engine that trained, in every mode:
+ *   a trainer task (local, mirrored, ps_async, ps_sync, multi_worker_
+ *   mirrored; your own model or a built-in one): every field but `eval`
+ *   (set, with `evaluated`, on the chief with option eval_at_end) and the
+ *   ps_sync figures (set, with `sync`, on a ps_sync trainer). `steps` is the
+ *   global step the run ended at (an async worker: the last it saw);
+ *   final_loss, train_seconds, examples_per_sec and steady_cpu_seconds are
+ *   this task's (examples_per_sec: the examples its steps took, all
+ *   workers' batches in multi_worker_mirrored, this trainer's own through a
+ *   ps); load_seconds is the trainer's setup before its session opened
+ *   (loading a built-in problem; 0 for local and mirrored sessions on your
+ *   dtrain_data, which you loaded).
+ *   a "ps_server" task: only blas_core; every figure 0 (the trainers hold them).
+ *   an "evaluator" task: `steps`, the global step of the last checkpoint it
+ *   evaluated, and `eval` that evaluation (`evaluated` 1); 0 if it evaluated
+ *   none. Every other figure 0.
+ * DTRAIN_USAGE for a NULL s or out. */
 DTRAIN_API dtrain_status dtrain_session_result(const dtrain_session *s, dtrain_result *out, dtrain_error *err);
 
 /* ======================================================================

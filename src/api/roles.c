@@ -47,6 +47,9 @@ struct dt__api_role {
 	int64_t global_step;
 	enum dt_status st;
 	struct dt_err err;
+	/* the role's figures once it ended (ps sync: its barrier statistics) */
+	struct dt_train_result res;
+	struct dt_sync_stats stats;
 };
 
 static void *role_main(void *p)
@@ -54,6 +57,8 @@ static void *role_main(void *p)
 	struct dt__api_role *r = p;
 	struct dt_err e = DT_ERR_INIT;
 	struct dt_train_result res;
+	struct dt_sync_stats stats;
+	memset(&stats, 0, sizeof(stats));
 	enum dt_status st;
 	struct dt_ps_run_config pc = *r->pc;
 	pc.train = r->tc;
@@ -64,7 +69,6 @@ static void *role_main(void *p)
 		ac.cluster = r->cl;
 		st = dt_train_allreduce(&ac, &res, &e);
 	} else if (r->kind == DT_API_ROLE_PS_SYNC) {
-		struct dt_sync_stats stats;
 		st = dt_train_sync_trainer(&pc, &res, &stats, &e);
 	} else {
 		st = dt_train_ps_trainer(&pc, &res, &e);
@@ -74,6 +78,8 @@ static void *role_main(void *p)
 	r->open = 0;
 	r->st = st;
 	r->err = e;
+	r->res = res;
+	r->stats = stats;
 	pthread_cond_broadcast(&r->cv);
 	pthread_mutex_unlock(&r->mu);
 	return NULL;
@@ -216,6 +222,22 @@ int64_t dt__api_role_global_step(struct dt__api_role *r)
 	int64_t step = r->global_step;
 	pthread_mutex_unlock(&r->mu);
 	return step;
+}
+
+int dt__api_role_result(struct dt__api_role *r, struct dt_train_result *res, struct dt_sync_stats *stats)
+{
+	pthread_mutex_lock(&r->mu);
+	const int ended = r->ended;
+	if (ended) {
+		*res = r->res;
+		*stats = r->stats;
+	} else {
+		memset(res, 0, sizeof(*res));
+		res->steps = r->global_step;
+	}
+	const int sync = ended && !r->st && r->kind == DT_API_ROLE_PS_SYNC;
+	pthread_mutex_unlock(&r->mu);
+	return sync;
 }
 
 void dt__api_role_free(struct dt__api_role *r)

@@ -72,6 +72,7 @@ struct dt_session {
 	int64_t last_eval_step;       /* train_and_evaluate's last evaluation; -1: none */
 	struct dt_eval_result last_eval;
 	struct window w;
+	int loss_logged;              /* a window's loss reached res.final_loss */
 	int64_t train_start_ns, after_first_ns, end_ns;
 	int64_t after_first_cpu_ns, end_cpu_ns; /* this process's CPU time, all threads */
 	int64_t compute_ns, apply_ns, eval_ns;
@@ -501,6 +502,7 @@ static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *
 		return dt_err_prefix(err, "training stopped at step %lld", (long long)s->step);
 	double loss = v[0] / ((double)w->steps * (s->strategy->reduce ? s->info.shard_count : 1));
 	s->res.final_loss = loss;
+	s->loss_logged = 1;
 	if (tc->log_every > 0 || s->info.log_last_step) {
 		int64_t now = dt_now_ns();
 		double secs = (double)(now - w->start_ns) / 1e9, elapsed = (double)(now - s->train_start_ns) / 1e9;
@@ -906,6 +908,11 @@ enum dt_status dt_session_finish(struct dt_session *s, struct dt_err *err)
 		s->end_ns = dt_now_ns();
 		s->end_cpu_ns = cpu_ns();
 	}
+	/* A trainer through a ps logs a window every log_every of its own steps
+	 * and only then: one that logged none (log_every 0, or fewer steps than
+	 * that) ends with its own steps' mean loss, as the run's last window. */
+	if (!s->loss_logged && s->w.steps > 0)
+		s->res.final_loss = s->w.loss_sum / (double)s->w.steps;
 	int64_t step = s->step;
 	enum dt_status st = s->strategy->finish ? s->strategy->finish(s, s->self, &step, err) : DT_OK;
 	s->step = step;
