@@ -4,9 +4,10 @@
  * A small residual network classifies 28x28 images (Fashion-MNIST by
  * default). The mode comes from TF_CONFIG, as TensorFlow picks it: none →
  * one process (replicas=N: mirrored on N threads); a "ps" job →
- * parameter servers (sync=1: synchronous); several workers and no ps →
- * multi-worker mirrored (ring all-reduce); a ps or evaluator task serves or
- * evaluates. Every task runs this same program:
+ * parameter servers (sync=1: synchronous; with a "master" the only
+ * trainer, t2t's in-graph layout, the ps tasks computing); several
+ * workers and no ps → multi-worker mirrored (ring all-reduce); a ps or
+ * evaluator task serves or evaluates. Every task runs this same program:
  *
  *   cc layers.c -o layers $(pkg-config --cflags --libs dtrain)
  *   ./layers train_steps=500

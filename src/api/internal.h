@@ -182,11 +182,12 @@ int64_t dt__api_reader_shard_size(const struct dt__api_reader *r);
 
 struct dt_session;
 struct dt_train_config;
-enum dt__api_role_kind { DT_API_ROLE_PS_ASYNC, DT_API_ROLE_PS_SYNC, DT_API_ROLE_RING };
+enum dt__api_role_kind { DT_API_ROLE_PS_ASYNC, DT_API_ROLE_PS_SYNC, DT_API_ROLE_RING, DT_API_ROLE_IN_GRAPH };
 struct dt__api_role;
 /* A request, run on the role's thread with its open engine session. */
 typedef enum dt_status (*dt__api_role_fn)(struct dt_session *s, void *arg, struct dt_err *err);
-/* Starts the role of `kind` for tc (borrowed, as cl and its options pc and
+/* Starts the role of `kind` (the async or sync ps trainer, a ring worker,
+ * t2t's in-graph master: train/ps_roles.h, sync_roles.h, allreduce_role.h) for tc (borrowed, as cl and its options pc and
  * ac, until dt__api_role_free;
  * tc->source's drive must call dt__api_role_drive with *out, which is set
  * before the thread starts) on its thread, and

@@ -1,7 +1,7 @@
 /*
  * roles.c — a public session's trainer in a distributed mode: the engine's
- * role for it (async ps, sync ps, multi-worker mirrored; train/ps_roles.h,
- * sync_roles.h, allreduce_role.h) runs on a thread of its own, and the
+ * role for it (async ps, sync ps, multi-worker mirrored, t2t's in-graph
+ * master; train/ps_roles.h, sync_roles.h, allreduce_role.h) runs on a thread of its own, and the
  * caller's thread drives its open engine session one request at a time.
  *
  * Why a thread: a role owns its whole run (connect, the session, leaving
@@ -68,8 +68,9 @@ static void *role_main(void *p)
 		ac.train = r->tc;
 		ac.cluster = r->cl;
 		st = dt_train_allreduce(&ac, &res, &e);
-	} else if (r->kind == DT_API_ROLE_PS_SYNC) {
-		st = dt_train_sync_trainer(&pc, &res, &stats, &e);
+	} else if (r->kind == DT_API_ROLE_PS_SYNC || r->kind == DT_API_ROLE_IN_GRAPH) {
+		st = (r->kind == DT_API_ROLE_IN_GRAPH ? dt_train_sync_master : dt_train_sync_trainer)(&pc, &res, &stats,
+												       &e);
 	} else {
 		st = dt_train_ps_trainer(&pc, &res, &e);
 	}
@@ -235,7 +236,7 @@ int dt__api_role_result(struct dt__api_role *r, struct dt_train_result *res, str
 		memset(res, 0, sizeof(*res));
 		res->steps = r->global_step;
 	}
-	const int sync = ended && !r->st && r->kind == DT_API_ROLE_PS_SYNC;
+	const int sync = ended && !r->st && (r->kind == DT_API_ROLE_PS_SYNC || r->kind == DT_API_ROLE_IN_GRAPH);
 	pthread_mutex_unlock(&r->mu);
 	return sync;
 }

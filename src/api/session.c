@@ -58,8 +58,9 @@ enum dt__api_mode dt__api_mode(const dtrain_session *s)
 	if (s->evaluator || cl->task.job == DT_JOB_EVALUATOR)
 		return M_EVALUATOR;
 	if (cl->num_ps_replicas > 0) {
-		/* t2t's in-graph layout: the master the only trainer, the ps computing */
-		if (sync && s->builtin && cl->jobs[DT_JOB_MASTER].slots > 0 && cl->num_worker_replicas == 1)
+		/* t2t's in-graph layout: the master the only trainer, the ps computing
+		 * (a program's own model too: its ps tasks run the same program) */
+		if (sync && cl->jobs[DT_JOB_MASTER].slots > 0 && cl->num_worker_replicas == 1)
 			return M_PS_SYNC_IN_GRAPH;
 		return sync ? M_PS_SYNC : M_PS_ASYNC;
 	}
@@ -308,10 +309,11 @@ static enum dt_status start(dtrain_session *s, struct dt_err *e)
 		s->state = S_STARTED;
 		return DT_OK;
 	}
-	if (m == M_PS_ASYNC || m == M_PS_SYNC || m == M_RING) {
-		enum dt__api_role_kind kind = m == M_RING	 ? DT_API_ROLE_RING
-					      : m == M_PS_SYNC ? DT_API_ROLE_PS_SYNC
-							       : DT_API_ROLE_PS_ASYNC;
+	if (m == M_PS_ASYNC || m == M_PS_SYNC || m == M_RING || m == M_PS_SYNC_IN_GRAPH) {
+		enum dt__api_role_kind kind = m == M_RING	     ? DT_API_ROLE_RING
+					      : m == M_PS_SYNC	     ? DT_API_ROLE_PS_SYNC
+					      : m == M_PS_SYNC_IN_GRAPH ? DT_API_ROLE_IN_GRAPH
+								   : DT_API_ROLE_PS_ASYNC;
 		if ((st = dt__api_role_start(kind, &s->tc, s->cl, &s->pc, &s->ac, &s->role, e)))
 			goto undo;
 		s->state = S_STARTED;

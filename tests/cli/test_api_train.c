@@ -6,7 +6,8 @@
  * worker + ps) and synchronously, and with multi-worker mirrored (2
  * workers, ring all-reduce; the same program as the ps and the evaluator);
  * examples/custom_model.c (its own forward and backward) locally, mirrored,
- * through a ps (async and sync) and multi-worker mirrored; examples/
+ * through a ps (async and sync), t2t's in-graph layout (a master and 2 ps
+ * computing) and multi-worker mirrored; examples/
  * low_level_distributed.c as seed 003 runs it, from the four flags. Every
  * trainer's dtrain_session_result is checked too (steps, a finite loss, a
  * throughput, the parameter count), the ps's and the evaluator's. The
@@ -216,6 +217,32 @@ DT_TEST_TIMEOUT(api_train, custom_ps_sync, 60)
 	free(out);
 }
 
+/* t2t's in-graph layout with the program's own model: a master, the only
+ * trainer (sync=1), and 2 ps tasks running the same program, each of which
+ * computes a replica's gradient on its shard of the program's data at the
+ * master's variables every step. */
+DT_TEST_TIMEOUT(api_train, custom_ps_sync_in_graph, 60)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "custom_model", exe, sizeof(exe));
+	struct cluster c;
+	cluster_init(&c, "master", 0, 2);
+	const char *argv[] = { exe, "train_steps=800", "log_every=0", "target=0.02", "sync=1", NULL };
+	const struct start tasks[] = { { "ps", 0 }, { "ps", 1 }, { "master", 0 } };
+	char *out = run_cluster(&c, &t, argv, tasks, 3, 2);
+	DT_CHECK_CONTAINS(out, "master:0 mode ps_sync_in_graph step 800 loss ");
+	check_result(out, 800, CUSTOM_PARAMS);
+	free(out);
+	for (int i = 0; i < 2; i++) {
+		char *err = task_read(&c.tasks[i], 1), want[64];
+		snprintf(want, sizeof(want), "in-graph replica %d-%d of 2 for master:0", i, i);
+		DT_CHECK_CONTAINS(err, want);
+		DT_CHECK_CONTAINS(err, "computed 800 in-graph replica steps");
+		free(err);
+	}
+}
+
 /* Multi-worker mirrored: 2 workers, ring all-reduce, bit-identical variables. */
 DT_TEST_TIMEOUT(api_train, custom_multi_worker_mirrored, 60)
 {
@@ -279,6 +306,27 @@ DT_TEST_TIMEOUT(api_train, layers_ps_async_with_an_evaluator, 60)
 			DT_CHECK_CONTAINS(err, "global step 300, accuracy ");
 		free(err);
 	}
+}
+
+/* The layer graph in t2t's in-graph layout: the master trains, 2 ps tasks
+ * (the same program) compute a replica each, to the accuracy target. */
+DT_TEST_TIMEOUT(api_train, layers_ps_sync_in_graph, 60)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "layers", exe, sizeof(exe));
+	struct cluster c;
+	cluster_init(&c, "master", 0, 2);
+	const char *argv[] = { exe, "problem=synthetic", "train_steps=200", "log_every=0", "target=0.9", "sync=1", NULL };
+	const struct start tasks[] = { { "ps", 0 }, { "ps", 1 }, { "master", 0 } };
+	char *out = run_cluster(&c, &t, argv, tasks, 3, 2);
+	DT_CHECK_CONTAINS(out, "mode ps_sync_in_graph step 200 ");
+	DT_CHECK(printed_accuracy(out) >= 0.9);
+	check_result(out, 200, LAYERS_PARAMS);
+	free(out);
+	char *err = task_read(&c.tasks[2], 1);
+	DT_CHECK_CONTAINS(err, "master:0 runs as ps_sync_in_graph");
+	free(err);
 }
 
 /* The layer graph with 2 workers and no ps: multi-worker mirrored. */
