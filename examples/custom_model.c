@@ -135,6 +135,12 @@ int main(int argc, char **argv)
 		       dtrain_cluster_task_index(cluster), mode, (long long)dtrain_session_global_step(s), loss);
 		if (target > 0 && !(loss < target))
 			rc = 1;
+		/* What the run did on this task, as the library measured it. */
+		dtrain_result r;
+		if (dtrain_session_result(s, &r, err))
+			goto fail;
+		printf("result steps %lld final_loss %.5f examples_per_sec %.0f num_params %lld\n", (long long)r.steps,
+		       r.final_loss, r.examples_per_sec, (long long)r.num_params);
 	}
 	goto out;
 fail:

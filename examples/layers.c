@@ -4,9 +4,10 @@
  * A small residual network classifies 28x28 images (Fashion-MNIST by
  * default). The mode comes from TF_CONFIG, as TensorFlow picks it: none →
  * one process (replicas=N: mirrored on N threads); a "ps" job →
- * parameter servers (sync=1: synchronous); several workers and no ps →
- * multi-worker mirrored (ring all-reduce); a ps or evaluator task serves or
- * evaluates. Every task runs this same program:
+ * parameter servers (sync=1: synchronous; with a "master" the only
+ * trainer, t2t's in-graph layout, the ps tasks computing); several
+ * workers and no ps → multi-worker mirrored (ring all-reduce); a ps or
+ * evaluator task serves or evaluates. Every task runs this same program:
  *
  *   cc layers.c -o layers $(pkg-config --cflags --libs dtrain)
  *   ./layers train_steps=500
@@ -81,6 +82,13 @@ int main(int argc, char **argv)
 		dtrain_session_mode(s));
 	if (dtrain_session_run(s, err))
 		goto fail;
+	/* What the run did on this task (a ps: nothing to say; an evaluator:
+	 * the last checkpoint it evaluated), as the library measured it. */
+	dtrain_result res;
+	if (dtrain_session_result(s, &res, err))
+		goto fail;
+	printf("result steps %lld final_loss %.5f examples_per_sec %.0f num_params %lld evaluated %d\n",
+	       (long long)res.steps, res.final_loss, res.examples_per_sec, (long long)res.num_params, res.evaluated);
 
 	if (dtrain_cluster_is_chief(cluster)) {
 		double loss, accuracy;

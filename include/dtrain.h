@@ -392,6 +392,14 @@ typedef struct dtrain_session dtrain_session;
  *   a "ps" job                      → parameter servers: "ps_async", or
  *                                     "ps_sync" with option sync=1;
  *                                     this task "ps_server" if it is a ps
+ *   a "ps" job, one trainer that is → "ps_sync_in_graph", t2t's in-graph
+ *   a "master", option sync=1          layout: the master is the only
+ *                                     trainer and the ps tasks compute, each
+ *                                     a replica's gradient on its shard of
+ *                                     the data (dtrain_session_options'
+ *                                     ps_gpu: replicas per ps); they run
+ *                                     this same program, so they build
+ *                                     your model and data too
  *   several trainers, no ps         → "multi_worker_mirrored" (ring all-reduce)
  *   one process, option replicas>1  → "mirrored" (replicas on threads)
  *   one process                     → "local"
@@ -402,7 +410,7 @@ typedef struct dtrain_session dtrain_session;
  * checks the model (dtrain_model_check) and freezes it.
  *
  * Every mode runs the same model code. A distributed trainer (ps_async,
- * ps_sync, multi_worker_mirrored) runs on a library thread that this
+ * ps_sync, ps_sync_in_graph's master, multi_worker_mirrored) runs on a library thread that this
  * session's calls drive one at a time; between calls nothing runs (the
  * variables may be read), and its peers wait: keep the time between two
  * steps under the cluster's deadlines (60 s). A ps_server's run serves,
@@ -617,9 +625,24 @@ typedef struct dtrain_result {
 } dtrain_result;
 
 /* The figures of the run dtrain_session_run or dtrain_session_close
- * finished: zeros before, on ps and evaluator tasks, and (but `steps`) for a
- * session of your own model in a distributed mode, whose trainer runs on a
- * library thread. DTRAIN_USAGE for a NULL s or out. */
+ * finished (zeros before), read from the engine that trained, in every mode:
+ *   a trainer task (local, mirrored, ps_async, ps_sync, ps_sync_in_graph's
+ *   master, multi_worker_mirrored; your own model or a built-in one): every
+ *   field but `eval` (set, with `evaluated`, on the chief with option
+ *   eval_at_end) and the sync figures (set, with `sync`, on a ps_sync
+ *   trainer and the in-graph master). `steps` is the
+ *   global step the run ended at (an async worker: the last it saw);
+ *   final_loss, train_seconds, examples_per_sec and steady_cpu_seconds are
+ *   this task's (examples_per_sec: the examples its steps took, all
+ *   workers' batches in multi_worker_mirrored, this trainer's own through a
+ *   ps); load_seconds is the trainer's setup before its session opened
+ *   (loading a built-in problem; 0 for local and mirrored sessions on your
+ *   dtrain_data, which you loaded).
+ *   a "ps_server" task: only blas_core; every figure 0 (the trainers hold them).
+ *   an "evaluator" task: `steps`, the global step of the last checkpoint it
+ *   evaluated, and `eval` that evaluation (`evaluated` 1); 0 if it evaluated
+ *   none. Every other figure 0.
+ * DTRAIN_USAGE for a NULL s or out. */
 DTRAIN_API dtrain_status dtrain_session_result(const dtrain_session *s, dtrain_result *out, dtrain_error *err);
 
 /* ======================================================================
@@ -637,9 +660,9 @@ DTRAIN_API dtrain_status dtrain_session_result(const dtrain_session *s, dtrain_r
  *
  * Such a session runs with dtrain_session_run only (the built-in roles turn
  * their own loops; dtrain_session_step, evaluate, gradients, save, restore
- * and the variable calls answer DTRAIN_USAGE), and its mode adds, to the
- * table at dtrain_session_new, "ps_sync_in_graph": t2t's in-graph layout,
- * a master as the only trainer with sync, the ps tasks computing.
+ * and the variable calls answer DTRAIN_USAGE); its modes are the table's at
+ * dtrain_session_new ("ps_sync_in_graph" included: hparams sync=1 selects
+ * it as option sync does).
  * A message about one field of dtrain_builtin starts with the field's name
  * and a colon ("hparams: ...", "keras_model: ...") unless it names the
  * model or the problem.

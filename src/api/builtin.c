@@ -167,7 +167,10 @@ static enum dt_status evaluate_checkpoints(dtrain_session *s, struct dt_err *e)
 		.split = s->eval_split, .mode = s->eval_walk, .once = s->eval_once, .train_steps = tc->train_steps,
 		.timeout_s = s->eval_timeout_s, .report = dt__api_report_eval, .report_ctx = s,
 	};
-	return dt_evaluator_run(&ec, NULL, e);
+	struct dt_eval_outcome o;
+	enum dt_status st = dt_evaluator_run(&ec, &o, e);
+	dt__api_evaluator_result(s, &o);
+	return st;
 }
 
 enum dt_status dt__api_run_builtin(dtrain_session *s, struct dt_err *e)

@@ -182,11 +182,12 @@ int64_t dt__api_reader_shard_size(const struct dt__api_reader *r);
 
 struct dt_session;
 struct dt_train_config;
-enum dt__api_role_kind { DT_API_ROLE_PS_ASYNC, DT_API_ROLE_PS_SYNC, DT_API_ROLE_RING };
+enum dt__api_role_kind { DT_API_ROLE_PS_ASYNC, DT_API_ROLE_PS_SYNC, DT_API_ROLE_RING, DT_API_ROLE_IN_GRAPH };
 struct dt__api_role;
 /* A request, run on the role's thread with its open engine session. */
 typedef enum dt_status (*dt__api_role_fn)(struct dt_session *s, void *arg, struct dt_err *err);
-/* Starts the role of `kind` for tc (borrowed, as cl and its options pc and
+/* Starts the role of `kind` (the async or sync ps trainer, a ring worker,
+ * t2t's in-graph master: train/ps_roles.h, sync_roles.h, allreduce_role.h) for tc (borrowed, as cl and its options pc and
  * ac, until dt__api_role_free;
  * tc->source's drive must call dt__api_role_drive with *out, which is set
  * before the thread starts) on its thread, and
@@ -208,6 +209,12 @@ enum dt_status dt__api_role_call(struct dt__api_role *r, dt__api_role_fn fn, voi
 /* As of the last request: the session's should_stop (1 once ended) and global step. */
 int dt__api_role_should_stop(struct dt__api_role *r);
 int64_t dt__api_role_global_step(struct dt__api_role *r);
+/* The engine's figures of the role's run (train/local.h's dt_train_result,
+ * as dt__role_train and dt_train_run fill them), once it has ended (after
+ * a `last` request); before that only `steps`, the global step. Returns 1
+ * when *stats holds a sync trainer's barrier figures (a ps_sync run that
+ * succeeded). */
+int dt__api_role_result(struct dt__api_role *r, struct dt_train_result *res, struct dt_sync_stats *stats);
 /* Ends a role still open (as a failure: its peers see it leave), joins; accepts NULL. */
 void dt__api_role_free(struct dt__api_role *r);
 
@@ -287,6 +294,9 @@ void dt__api_session_defaults(dtrain_session *s);
 enum dt_status dt__api_run_builtin(dtrain_session *s, struct dt_err *e) DT_MUST_CHECK;
 /* An evaluator's report, turned into dtrain_eval for the caller's callback (options.c). */
 void dt__api_report_eval(void *ctx, enum dt_split split, int64_t step, const struct dt_eval_result *r);
+/* An evaluator's figures for dtrain_session_result (options.c): the global
+ * step of the last checkpoint it evaluated and that evaluation (none: all 0). */
+void dt__api_evaluator_result(dtrain_session *s, const struct dt_eval_outcome *o);
 
 /* A public handle over a cluster the caller resolved itself (cluster/
  * resolve.h from its own option table: `dtrain train`'s t2t flags), moved

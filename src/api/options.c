@@ -160,6 +160,17 @@ void dt__api_report_eval(void *ctx, enum dt_split split, int64_t step, const str
 	s->eval_fn(s->eval_user, &ev);
 }
 
+void dt__api_evaluator_result(dtrain_session *s, const struct dt_eval_outcome *o)
+{
+	memset(&s->res, 0, sizeof(s->res));
+	s->evaluated = o->evaluated > 0 && o->last_step >= 0;
+	if (!s->evaluated)
+		return;
+	s->res.steps = o->last_step;
+	s->res.eval = o->last;
+	s->has_res = 1;
+}
+
 dtrain_status dtrain_session_result(const dtrain_session *s, dtrain_result *out, dtrain_error *err)
 {
 	struct dt_err *e = dt__api_err(err);

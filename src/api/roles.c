@@ -1,7 +1,7 @@
 /*
  * roles.c — a public session's trainer in a distributed mode: the engine's
- * role for it (async ps, sync ps, multi-worker mirrored; train/ps_roles.h,
- * sync_roles.h, allreduce_role.h) runs on a thread of its own, and the
+ * role for it (async ps, sync ps, multi-worker mirrored, t2t's in-graph
+ * master; train/ps_roles.h, sync_roles.h, allreduce_role.h) runs on a thread of its own, and the
  * caller's thread drives its open engine session one request at a time.
  *
  * Why a thread: a role owns its whole run (connect, the session, leaving
@@ -47,6 +47,9 @@ struct dt__api_role {
 	int64_t global_step;
 	enum dt_status st;
 	struct dt_err err;
+	/* the role's figures once it ended (ps sync: its barrier statistics) */
+	struct dt_train_result res;
+	struct dt_sync_stats stats;
 };
 
 static void *role_main(void *p)
@@ -54,6 +57,8 @@ static void *role_main(void *p)
 	struct dt__api_role *r = p;
 	struct dt_err e = DT_ERR_INIT;
 	struct dt_train_result res;
+	struct dt_sync_stats stats;
+	memset(&stats, 0, sizeof(stats));
 	enum dt_status st;
 	struct dt_ps_run_config pc = *r->pc;
 	pc.train = r->tc;
@@ -63,9 +68,9 @@ static void *role_main(void *p)
 		ac.train = r->tc;
 		ac.cluster = r->cl;
 		st = dt_train_allreduce(&ac, &res, &e);
-	} else if (r->kind == DT_API_ROLE_PS_SYNC) {
-		struct dt_sync_stats stats;
-		st = dt_train_sync_trainer(&pc, &res, &stats, &e);
+	} else if (r->kind == DT_API_ROLE_PS_SYNC || r->kind == DT_API_ROLE_IN_GRAPH) {
+		st = (r->kind == DT_API_ROLE_IN_GRAPH ? dt_train_sync_master : dt_train_sync_trainer)(&pc, &res, &stats,
+												       &e);
 	} else {
 		st = dt_train_ps_trainer(&pc, &res, &e);
 	}
@@ -74,6 +79,8 @@ static void *role_main(void *p)
 	r->open = 0;
 	r->st = st;
 	r->err = e;
+	r->res = res;
+	r->stats = stats;
 	pthread_cond_broadcast(&r->cv);
 	pthread_mutex_unlock(&r->mu);
 	return NULL;
@@ -216,6 +223,22 @@ int64_t dt__api_role_global_step(struct dt__api_role *r)
 	int64_t step = r->global_step;
 	pthread_mutex_unlock(&r->mu);
 	return step;
+}
+
+int dt__api_role_result(struct dt__api_role *r, struct dt_train_result *res, struct dt_sync_stats *stats)
+{
+	pthread_mutex_lock(&r->mu);
+	const int ended = r->ended;
+	if (ended) {
+		*res = r->res;
+		*stats = r->stats;
+	} else {
+		memset(res, 0, sizeof(*res));
+		res->steps = r->global_step;
+	}
+	const int sync = ended && !r->st && (r->kind == DT_API_ROLE_PS_SYNC || r->kind == DT_API_ROLE_IN_GRAPH);
+	pthread_mutex_unlock(&r->mu);
+	return sync;
 }
 
 void dt__api_role_free(struct dt__api_role *r)

@@ -58,8 +58,9 @@ enum dt__api_mode dt__api_mode(const dtrain_session *s)
 	if (s->evaluator || cl->task.job == DT_JOB_EVALUATOR)
 		return M_EVALUATOR;
 	if (cl->num_ps_replicas > 0) {
-		/* t2t's in-graph layout: the master the only trainer, the ps computing */
-		if (sync && s->builtin && cl->jobs[DT_JOB_MASTER].slots > 0 && cl->num_worker_replicas == 1)
+		/* t2t's in-graph layout: the master the only trainer, the ps computing
+		 * (a program's own model too: its ps tasks run the same program) */
+		if (sync && cl->jobs[DT_JOB_MASTER].slots > 0 && cl->num_worker_replicas == 1)
 			return M_PS_SYNC_IN_GRAPH;
 		return sync ? M_PS_SYNC : M_PS_ASYNC;
 	}
@@ -308,10 +309,11 @@ static enum dt_status start(dtrain_session *s, struct dt_err *e)
 		s->state = S_STARTED;
 		return DT_OK;
 	}
-	if (m == M_PS_ASYNC || m == M_PS_SYNC || m == M_RING) {
-		enum dt__api_role_kind kind = m == M_RING	 ? DT_API_ROLE_RING
-					      : m == M_PS_SYNC ? DT_API_ROLE_PS_SYNC
-							       : DT_API_ROLE_PS_ASYNC;
+	if (m == M_PS_ASYNC || m == M_PS_SYNC || m == M_RING || m == M_PS_SYNC_IN_GRAPH) {
+		enum dt__api_role_kind kind = m == M_RING	     ? DT_API_ROLE_RING
+					      : m == M_PS_SYNC	     ? DT_API_ROLE_PS_SYNC
+					      : m == M_PS_SYNC_IN_GRAPH ? DT_API_ROLE_IN_GRAPH
+								   : DT_API_ROLE_PS_ASYNC;
 		if ((st = dt__api_role_start(kind, &s->tc, s->cl, &s->pc, &s->ac, &s->role, e)))
 			goto undo;
 		s->state = S_STARTED;
@@ -388,7 +390,10 @@ static enum dt_status follow_checkpoints(dtrain_session *s, struct dt_err *e)
 		.split = s->eval_split, .mode = s->eval_walk, .once = s->eval_once, .train_steps = s->tc.train_steps,
 		.timeout_s = s->eval_timeout_s, .source = &s->src, .report = dt__api_report_eval, .report_ctx = s,
 	};
-	return dt_evaluator_run(&ec, NULL, e);
+	struct dt_eval_outcome o;
+	enum dt_status st = dt_evaluator_run(&ec, &o, e);
+	dt__api_evaluator_result(s, &o);
+	return st;
 }
 
 dtrain_status dtrain_session_step(dtrain_session *s, double *loss, dtrain_error *err)
@@ -442,6 +447,22 @@ int64_t dtrain_session_global_step(const dtrain_session *s)
 	return s && s->eng ? dt_session_global_step(s->eng) : 0;
 }
 
+/* dtrain_session_result's figures, from the engine session that trained:
+ * ours (local, mirrored), or the role's once its thread ended (the ps and
+ * ring trainers: dt__role_train and dt_train_run read them from their
+ * session as the built-in path does), with a sync trainer's barrier
+ * figures. The final evaluation is the chief's with eval_at_end. */
+static void collect_result(dtrain_session *s, enum dt_status st)
+{
+	if (s->eng)
+		dt_session_result(s->eng, &s->res);
+	else if (s->role)
+		s->has_sync = dt__api_role_result(s->role, &s->res, &s->sync_stats);
+	s->has_res = 1;
+	const enum dt__api_mode m = dt__api_mode(s);
+	s->evaluated = !st && s->tc.eval_at_end && (m == M_LOCAL || m == M_MIRRORED || s->cl->is_chief);
+}
+
 dtrain_status dtrain_session_close(dtrain_session *s, dtrain_error *err)
 {
 	struct dt_err *e = dt__api_err(err);
@@ -455,11 +476,7 @@ dtrain_status dtrain_session_close(dtrain_session *s, dtrain_error *err)
 		st = dt__api_role_call(s->role, req_finish, NULL, 1, e);
 	else if (s->eng)
 		st = dt_session_finish(s->eng, e);
-	/* dtrain_session_result's figures: the engine's here; a role's, its step */
-	if (s->eng)
-		dt_session_result(s->eng, &s->res);
-	else if (s->role)
-		s->res.steps = dt__api_role_global_step(s->role);
+	collect_result(s, st);
 	s->state = S_CLOSED;
 	return (dtrain_status)st;
 }
@@ -487,6 +504,7 @@ dtrain_status dtrain_session_run(dtrain_session *s, dtrain_error *err)
 	}
 	if (s->role) {
 		st = dt__api_role_call(s->role, req_run, NULL, 1, e);
+		collect_result(s, st);
 		s->state = S_CLOSED;
 		return (dtrain_status)st;
 	}

@@ -14,7 +14,8 @@
  * std server (ps_server.h): on PS_REPLICA_SETUP from the master (and only
  * from it) it loads the train split and builds a model and one pipeline per
  * replica (a text problem: one token input per replica, shard k of the
- * replicas, through the config's text ops); on each PS_REPLICA_STEP it computes every replica's gradient at
+ * replicas, through the config's text ops; a program's own model and data,
+ * the public API's, through its source ops, with nothing loaded by name); on each PS_REPLICA_STEP it computes every replica's gradient at
  * the master's variables, one after another, and replies with their sum.
  * Step s reads batch s of each shard, so a master resumed at step s > 0
  * repositions the pipelines without anything saved on the server. A master
@@ -102,6 +103,10 @@ struct dt_in_graph_replica_config {
 	uint32_t master_index;
 	size_t num_params;               /* the model's, as the server built it */
 	const struct dt_in_graph_text_ops *text; /* a text problem's model and batches; borrowed; NULL: images only */
+	/* The program's own model and batches (the public API's source, train/
+	 * local.h, through the same ops; `train` is empty for them): no problem
+	 * is loaded, the master must name none. Borrowed; NULL: by problem. */
+	const struct dt_in_graph_text_ops *source;
 };
 
 struct dt_in_graph_replica;

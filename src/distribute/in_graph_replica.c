@@ -25,7 +25,10 @@ struct dt_in_graph_replica {
 	struct dt_dataset train;
 	struct dt_model *model;
 	struct dt_pipeline *pipes[DT_PS_REPLICA_MAX_PER_TASK];
-	void *texts[DT_PS_REPLICA_MAX_PER_TASK]; /* a text problem's inputs (cfg.text), in place of pipes */
+	/* the replicas' model and batches when the train layer builds them:
+	 * cfg.source (the program's own), else cfg.text (a text problem's) */
+	const struct dt_in_graph_text_ops *ops;
+	void *texts[DT_PS_REPLICA_MAX_PER_TASK]; /* their inputs (ops), in place of pipes */
 	struct dt_hparams hp;       /* the server's, with the master's dropout and batch size */
 	struct dt_rng rngs[DT_PS_REPLICA_MAX_PER_TASK];
 	float *sum;                 /* (num_params) the replicas' summed gradients */
@@ -43,7 +46,7 @@ static void teardown(struct dt_in_graph_replica *r)
 		dt_pipeline_free(r->pipes[i]);
 		r->pipes[i] = NULL;
 		if (r->texts[i])
-			r->cfg.text->input_free(r->texts[i]);
+			r->ops->input_free(r->texts[i]);
 		r->texts[i] = NULL;
 	}
 	dt_model_free(r->model);
@@ -77,22 +80,33 @@ static enum dt_status set_up(struct dt_in_graph_replica *r, const struct dt_ps_r
 {
 	const struct dt_in_graph_replica_config *tc = &r->cfg;
 	teardown(r);
-	if (strcmp(s->problem, tc->problem) != 0) {
-		dt_err_set(err, DT_CONFIG, "the master trains on problem '%s' but this task was started with --problem=%s",
-			   s->problem, tc->problem);
-		return DT_CONFIG;
+	enum dt_status st;
+	if (tc->source) {
+		/* The program's own model and data (its std server runs the same
+		 * program as the master): nothing to load by name. */
+		if (s->problem[0])
+			return dt_err_set(err, DT_CONFIG, "the master trains on problem '%s' but this task trains the "
+							  "program's own model and data", s->problem);
+	} else {
+		if (!s->problem[0])
+			return dt_err_set(err, DT_CONFIG, "the master trains its program's own model and data but this "
+							  "task was started with --problem=%s", tc->problem);
+		if (strcmp(s->problem, tc->problem) != 0) {
+			dt_err_set(err, DT_CONFIG, "the master trains on problem '%s' but this task was started with "
+						   "--problem=%s", s->problem, tc->problem);
+			return DT_CONFIG;
+		}
+		if ((st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TRAIN, s->seed, &r->train, err)))
+			return st;
 	}
-	enum dt_status st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TRAIN, s->seed, &r->train, err);
-	if (st)
-		return st;
 	struct dt_hparams hp = *tc->hp;
 	hp.dropout = s->dropout;
-	const int text = r->train.text != NULL;
-	if (text && !tc->text)
+	const int text = tc->source || r->train.text != NULL;
+	if (text && !r->ops)
 		return dt_err_set(err, DT_INTERNAL, "problem '%s' is text and this std server has no text ops", tc->problem);
 	if (text) {
-		hp.batch_size = (int)s->batch_size; /* tokens */
-		st = tc->text->model_new(tc->text->arg, &hp, &r->train, &r->model, err);
+		hp.batch_size = (int)s->batch_size; /* tokens, or the program's examples */
+		st = r->ops->model_new(r->ops->arg, &hp, &r->train, &r->model, err);
 	} else {
 		st = dt_model_new(tc->models, &hp, r->train.height, r->train.width, r->train.channels, r->train.num_classes,
 				  (int)s->batch_size, &r->model, err);
@@ -106,7 +120,7 @@ static enum dt_status set_up(struct dt_in_graph_replica *r, const struct dt_ps_r
 	for (uint32_t i = 0; i < s->replicas && text; i++) {
 		/* Replica k reads shard k of the token batches, as sync trainer k
 		 * does through the ps (train/sync_roles.h). */
-		if ((st = tc->text->input_new(tc->text->arg, &r->train, &hp, s->seed, (int)(s->first_shard + i),
+		if ((st = r->ops->input_new(r->ops->arg, &r->train, &hp, s->seed, (int)(s->first_shard + i),
 					      (int)s->total_shards, 0, &r->texts[i], err)))
 			return st;
 		dt_rng_derive(&r->rngs[i], s->seed, "dropout", s->first_shard + i);
@@ -148,9 +162,9 @@ static enum dt_status pipeline_at(const struct dt_pipeline_config *pc, int64_t b
 /* Replica i's token input, positioned at step `batches`. */
 static enum dt_status text_at(struct dt_in_graph_replica *r, uint32_t i, int64_t batches, struct dt_err *err)
 {
-	r->cfg.text->input_free(r->texts[i]);
+	r->ops->input_free(r->texts[i]);
 	r->texts[i] = NULL;
-	return r->cfg.text->input_new(r->cfg.text->arg, &r->train, &r->hp, r->setup.seed, (int)(r->setup.first_shard + i),
+	return r->ops->input_new(r->ops->arg, &r->train, &r->hp, r->setup.seed, (int)(r->setup.first_shard + i),
 				      (int)r->setup.total_shards, batches, &r->texts[i], err);
 }
 
@@ -181,7 +195,7 @@ static void compute(struct dt_in_graph_replica *r, struct dt_conn *c, const stru
 		if (r->texts[i]) {
 			struct dt_err err = DT_ERR_INIT;
 			struct dt_step_result res;
-			if (r->cfg.text->input_next(r->texts[i], &b, &err) ||
+			if (r->ops->input_next(r->texts[i], &b, &err) ||
 			    dt_model_step(r->model, b->general, &r->rngs[i], NULL, NULL, &res, &err)) {
 				dt_err_prefix(&err, "in-graph replica %u at step %lld", r->setup.first_shard + i,
 					      (long long)m->step);
@@ -189,7 +203,8 @@ static void compute(struct dt_in_graph_replica *r, struct dt_conn *c, const stru
 				return;
 			}
 			loss_sum += (double)res.loss;
-			ok = res.seqs_correct; /* of the b->size examples, as an image batch's count */
+			/* of the b->size examples, as an image batch's count */
+			ok = r->cfg.source ? res.correct : res.seqs_correct;
 		} else {
 			b = dt_pipeline_next(r->pipes[i]);
 			loss_sum += (double)dt_model_train_batch(r->model, b->x, b->y, b->size, &r->rngs[i], &ok);
@@ -280,6 +295,7 @@ enum dt_status dt_in_graph_replica_new(const struct dt_in_graph_replica_config *
 	(void)err;
 	struct dt_in_graph_replica *r = dt_xcalloc(1, sizeof(*r));
 	r->cfg = *cfg;
+	r->ops = cfg->source ? cfg->source : cfg->text;
 	r->num_params = cfg->num_params;
 	r->ext = (struct dt_ps_server_extension){ .on_frame = on_frame, .on_close = on_close, .arg = r };
 	*out = r;

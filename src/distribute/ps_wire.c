@@ -305,7 +305,8 @@ enum dt_status dt_ps_replica_setup_decode(const uint8_t *p, size_t len, struct d
 	out->seed = dt_get_u64le(p + 16);
 	out->dropout = f32_of(dt_get_u32le(p + 24));
 	uint32_t plen = dt_get_u32le(p + 28);
-	if (plen < 1 || plen > DT_PS_REPLICA_PROBLEM_MAX || len != DT_PS_REPLICA_SETUP_HEADER + plen)
+	/* 0 bytes: no problem by name, the program's own data (in_graph.h's source) */
+	if (plen > DT_PS_REPLICA_PROBLEM_MAX || len != DT_PS_REPLICA_SETUP_HEADER + plen)
 		return dt_err_set(err, DT_PROTOCOL, "replica setup of %zu bytes with a problem name of %u bytes", len, plen);
 	for (uint32_t i = 0; i < plen; i++) {
 		uint8_t ch = p[DT_PS_REPLICA_SETUP_HEADER + i];

@@ -182,7 +182,7 @@ struct dt_ps_replica_setup {
 	uint32_t batch_size;     /* per replica */
 	uint64_t seed;
 	float dropout;
-	char problem[DT_PS_REPLICA_PROBLEM_MAX + 1];
+	char problem[DT_PS_REPLICA_PROBLEM_MAX + 1]; /* "": none, the program's own data (in_graph.h's source) */
 };
 /* Returns the payload size (at most DT_PS_REPLICA_SETUP_MAX). */
 size_t dt_ps_replica_setup_encode(const struct dt_ps_replica_setup *m, uint8_t out[DT_PS_REPLICA_SETUP_MAX]);

@@ -138,6 +138,35 @@ static enum dt_status text_input_next(void *in, const struct dt_batch **out, str
 
 static void text_input_free(void *in) { dt_input_free(in); }
 
+/* ---- a program's own model and data as in-graph replicas (the public API's source) ---- */
+
+static enum dt_status source_model_new(const void *arg, const struct dt_hparams *hp, const struct dt_dataset *train,
+				       struct dt_model **out, struct dt_err *err)
+{
+	const struct dt_train_source *src = ((const struct dt_ps_run_config *)arg)->train->source;
+	(void)train;
+	return src->make_model(src->arg, hp->batch_size, out, err);
+}
+
+/* Shard `index` of `count` of the program's data, `batches` batches in.
+ * The input is made for the source's own model (its inputs' types and
+ * sizes, which every instance of the model shares). */
+static enum dt_status source_input_new(const void *arg, const struct dt_dataset *train, const struct dt_hparams *hp,
+				       uint64_t seed, int index, int count, int64_t batches, void **out,
+				       struct dt_err *err)
+{
+	const struct dt_train_source *src = ((const struct dt_ps_run_config *)arg)->train->source;
+	(void)train;
+	struct dt_input *in = NULL;
+	enum dt_status st = src->make_input(src->arg, src->model, hp->batch_size, seed, &in, err);
+	if (!st && (st = dt_input_start_at_batch(in, index, count, hp->batch_size, batches, err))) {
+		dt_input_free(in);
+		in = NULL;
+	}
+	*out = in;
+	return st;
+}
+
 enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt_err *err)
 {
 	const struct dt_cluster *cl = cfg->cluster;
@@ -150,6 +179,9 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 	const struct dt_in_graph_text_ops text_ops = { .model_new = text_model_new, .input_new = text_input_new,
 						       .input_next = text_input_next, .input_free = text_input_free,
 						       .arg = cfg };
+	const struct dt_in_graph_text_ops source_ops = { .model_new = source_model_new, .input_new = source_input_new,
+							 .input_next = text_input_next, .input_free = text_input_free,
+							 .arg = cfg };
 	enum dt_status st = dt__role_setup(cfg, 0, 1, 0, &r, err);
 	const char *addr = dt_cluster_address(cl, DT_JOB_PS, cl->task.index);
 	char host[DT_HOST_MAX], bind_host[DT_HOST_MAX];
@@ -161,7 +193,7 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 			.problem = cfg->train->problem, .data_dir = cfg->train->data_dir, .data = cfg->train->data,
 			.hp = &cfg->train->hp, .models = cfg->train->models, .prefetch = cfg->train->prefetch, .master_role = dt_job_name(cl->chief.job),
 			.master_index = (uint32_t)cl->chief.index, .num_params = dt_model_num_params(r.model),
-			.text = &text_ops,
+			.text = &text_ops, .source = cfg->train->source ? &source_ops : NULL,
 		}, &replica, err);
 	if (!st) {
 		listen_host(host, bind_host, sizeof(bind_host));

@@ -34,7 +34,7 @@ enum dt_status dt__role_setup(const struct dt_ps_run_config *cfg, int load_train
 	const struct dt_train_config *tc = cfg->train;
 	const struct dt_cluster *cl = cfg->cluster;
 	enum dt_status st;
-	if (tc->source && load_train) {
+	if (tc->source) { /* the caller's model, trained (or, on a ps, its shapes read) in place */
 		r->model = tc->source->model;
 		r->model_borrowed = 1;
 	} else if (!tc->source) {

@@ -1,3 +1,12 @@
+/*
+ * session.c — the training engine's one loop (session.h): the session's
+ * start (the strategy's connect and start, restore or initialize, the
+ * summaries, the dropout stream, in-process replicas, the input at its
+ * position), each step (compute, apply, hook, summaries, progress lines,
+ * checkpoints, evaluations), the finish and the run's figures. What
+ * --deterministic changes (micro-batches dealt over the tasks, fixed-point
+ * sums) is session_deal.c; the state both files share, session_state.h.
+ */
 #include "train/session.h"
 
 #include <math.h>
@@ -14,8 +23,8 @@
 #include "train/checkpoint.h"
 #include "train/common.h"
 #include "train/evaluator.h"
-#include "train/fixed_point.h"
 #include "train/events.h"
+#include "train/session_state.h"
 #include "train/summary.h"
 
 /* This process's CPU time (every thread) in ns: the benchmarks' figure on
@@ -27,72 +36,7 @@ static int64_t cpu_ns(void)
 	return (int64_t)t.tv_sec * DT_NSEC_PER_SEC + t.tv_nsec;
 }
 
-/* Progress since the last progress line. */
-struct window {
-	double loss_sum;
-	int64_t correct, examples, steps;
-	int64_t counted, seqs_correct; /* text: tokens counted, sequences all right */
-	double nll_sum;
-	double bleu_sum; /* translation: approx_bleu_score summed over bleu_batches batches */
-	int64_t bleu_batches;
-	int64_t start_ns;
-};
-
-struct dt_session {
-	const struct dt_train_config *cfg;
-	const struct dt_strategy *strategy;
-	void *self;
-	struct dt_strategy_info info;
-	struct dt_model *model;       /* borrowed */
-	struct dt_input *input;       /* owned */
-	struct dt_dataset *test;      /* borrowed; may be empty */
-	const struct dt_dataset *train_split; /* borrowed; may be NULL */
-	int shape[4];                 /* height, width, channels, classes */
-	struct dt_optimizer opt;
-	struct dt_mirrored *mirror;   /* in-process replicas; NULL with one */
-	struct dt_rng dropout_rng;
-
-	/* The chief's files. */
-	int saving;
-	int global_position;          /* the input's position is global (slices, or one shard of 1) */
-	struct dt_saver saver;
-	char *hparams_json;
-	struct dt_summary *summary;
-	struct dt_events *eval_events; /* train_and_evaluate's eval/; NULL otherwise */
-
-	dt_session_hook_fn hook;
-	void *hook_arg;
-
-	struct dt_train_bg_eval *bg;  /* the evaluation copy (eval_where != DT_EVAL_INLINE) */
-	int ended;                    /* the strategy found the run over */
-	int64_t step0, step;          /* the step the run continued after; the global step now */
-	int64_t local_steps;          /* steps this session took */
-	int64_t seq_examples;         /* text problems: sequences in this task's batches after its first step */
-	int64_t evaluated_at;         /* the step of the last --eval_every evaluation (or step0) */
-	int64_t last_eval_step;       /* train_and_evaluate's last evaluation; -1: none */
-	struct dt_eval_result last_eval;
-	struct window w;
-	int64_t train_start_ns, after_first_ns, end_ns;
-	int64_t after_first_cpu_ns, end_cpu_ns; /* this process's CPU time, all threads */
-	int64_t compute_ns, apply_ns, eval_ns;
-	int finished;
-	struct dt_train_result res;
-
-	/* --deterministic (micro_batch > 0): this step's micro-batch gradients. */
-	int micro_local;              /* micro-batches per slice (batch_size / micro_batch) */
-	int fixed_slices;             /* slices of each global step: the full ring's worker count */
-	int deal_first, deal_stride, ndeal; /* this task's slices: deal_first + i * deal_stride, i < ndeal */
-	int micro_base, micro_final;  /* keep_micro: the slice's first index; whether its last may stay put */
-	float *micro_grads;           /* (ndeal * micro_local, num_params): the copies */
-	const float **micro_src;      /* (ndeal * micro_local): where each one's gradient lies (a copy or a model's own) */
-	const float **micro_var;      /* (ndeal * micro_local): scratch, micro_src + a variable's offset */
-	int *micro_exp;               /* (ndeal * micro_local, num_variables): dt_fixed_exponent of each */
-	float *micro_losses;          /* (ndeal * micro_local) */
-	int *micro_correct;           /* (ndeal * micro_local) */
-	int64_t *fixed_sum;           /* (num_params) */
-	int64_t *fixed_exp;           /* (fixed_slices, num_variables) */
-	int *fixed_scale;             /* (num_variables) */
-};
+/* (the session's state: train/session_state.h) */
 
 struct dt_model *dt__session_model(struct dt_session *s) { return s->model; }
 struct dt_optimizer *dt__session_optimizer(struct dt_session *s) { return &s->opt; }
@@ -238,40 +182,6 @@ static enum dt_status start_slices(struct dt_session *s, const struct dt_strateg
 	return DT_OK;
 }
 
-/* --deterministic: the buffers of the micro-batches, and the input as a
- * slice of the global batch (data/pipeline.h), so that a step's examples and
- * its micro-batches are the same at any task count. */
-static enum dt_status start_fixed(struct dt_session *s, const struct dt_strategy_start *at, struct dt_err *err)
-{
-	const struct dt_train_config *tc = s->cfg;
-	const int b = tc->hp.batch_size, m = tc->micro_batch, reps = tc->replicas > 1 ? tc->replicas : 1;
-	if (!s->strategy->fixed_point)
-		return dt_err_set(err, DT_USAGE, "--deterministic is not built for %s training", s->strategy->name);
-	if (!s->input->ops->start_slice)
-		return dt_err_set(err, DT_USAGE, "--deterministic needs an input that reads global batches in slices");
-	if (b % m || m > (b + reps - 1) / reps) {
-		enum dt_status st = dt_err_set(err, DT_USAGE,
-					       "--micro_batch=%d must divide the batch of %d per worker and fit each of "
-					       "its %d replica(s) (at most %d)", m, b, reps, (b + reps - 1) / reps);
-		return dt_err_hint(err, "pick --micro_batch dividing batch_size / replicas"), st;
-	}
-	const size_t np = dt_model_num_params(s->model);
-	const int nv = dt_model_num_variables(s->model);
-	s->micro_local = b / m;
-	s->fixed_slices = s->info.fixed_slices ? s->info.fixed_slices : s->info.shard_count;
-	s->fixed_sum = dt_xmallocarray(np ? np : 1, sizeof(int64_t));
-	s->fixed_exp = dt_xmallocarray((size_t)s->fixed_slices * (size_t)(nv ? nv : 1), sizeof(int64_t));
-	s->fixed_scale = dt_xmallocarray((size_t)(nv ? nv : 1), sizeof(int));
-	enum dt_status st = dt__session_deal(s, s->info.shard_index, s->info.shard_count, at->epoch, at->offset, err);
-	if (st)
-		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
-	dt_info("deterministic: micro-batches of %d, %d per step on this task (%d in all), gradients summed in 64-bit "
-		"fixed point; the data read in global batches of %d, this task slice %d of %d", m,
-		s->micro_local * s->ndeal, s->micro_local * s->fixed_slices, b * s->fixed_slices, s->info.shard_index,
-		s->fixed_slices);
-	return DT_OK;
-}
-
 /* An in-process replica of a text problem's model (distribute/mirrored.h's
  * make): the primary's vocabularies, and its max batch in tokens, since a
  * slice of B / N sequences is padded to the whole batch's length. */
@@ -280,29 +190,6 @@ static enum dt_status make_text_replica(void *arg, int max_batch, struct dt_mode
 	struct dt_session *s = arg;
 	(void)max_batch;
 	return dt_train_model_new(s->cfg->models, &s->cfg->hp, s->train_split, dt_model_max_batch(s->model), out, err);
-}
-
-enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int64_t epoch, int64_t offset,
-				struct dt_err *err)
-{
-	DT_ASSERT(s->cfg->micro_batch > 0 && count >= 1 && index < count && count <= s->fixed_slices);
-	const size_t np = dt_model_num_params(s->model);
-	const int nv = dt_model_num_variables(s->model);
-	const int was = s->ndeal * s->micro_local;
-	s->deal_first = index;
-	s->deal_stride = count;
-	s->ndeal = (s->fixed_slices - index + count - 1) / count;
-	const size_t n = (size_t)s->ndeal * (size_t)s->micro_local;
-	if ((int)n > was) {
-		s->micro_grads = dt_xrealloc(s->micro_grads, (n * np) * sizeof(float));
-		s->micro_src = dt_xrealloc(s->micro_src, (n) * sizeof(*s->micro_src));
-		s->micro_var = dt_xrealloc(s->micro_var, (n) * sizeof(*s->micro_var));
-		s->micro_exp = dt_xrealloc(s->micro_exp, (n * (size_t)(nv ? nv : 1)) * sizeof(int));
-		s->micro_losses = dt_xrealloc(s->micro_losses, (n) * sizeof(float));
-		s->micro_correct = dt_xrealloc(s->micro_correct, (n) * sizeof(int));
-	}
-	s->global_position = 1;
-	return s->input->ops->start_slice(s->input, index, s->fixed_slices, epoch, offset, err);
 }
 
 /* The dropout stream, the in-process replicas and the input, from where the
@@ -339,7 +226,7 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 	if (!s->input) /* the strategy computes elsewhere (t2t's in-graph master) */
 		return DT_OK;
 	if (tc->micro_batch > 0)
-		return start_fixed(s, at, err);
+		return dt__session_start_fixed(s, at, err);
 	if (at->units) {
 		st = s->input->ops->start_units(s->input, at->units, s->info.shard_index, at->epoch, at->offset, err);
 		return st ? dt_err_prefix(err, "cannot start the input of trainer %d of %d", s->info.shard_index,
@@ -420,15 +307,7 @@ void dt_session_free(struct dt_session *s)
 	dt_summary_free(s->summary);
 	dt_mirrored_free(s->mirror);
 	dt_input_free(s->input);
-	free(s->micro_grads);
-	free(s->micro_src);
-	free(s->micro_var);
-	free(s->micro_exp);
-	free(s->micro_losses);
-	free(s->micro_correct);
-	free(s->fixed_sum);
-	free(s->fixed_exp);
-	free(s->fixed_scale);
+	dt__session_free_fixed(s);
 	dt_optimizer_release(&s->opt);
 	free(s);
 }
@@ -501,6 +380,7 @@ static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *
 		return dt_err_prefix(err, "training stopped at step %lld", (long long)s->step);
 	double loss = v[0] / ((double)w->steps * (s->strategy->reduce ? s->info.shard_count : 1));
 	s->res.final_loss = loss;
+	s->loss_logged = 1;
 	if (tc->log_every > 0 || s->info.log_last_step) {
 		int64_t now = dt_now_ns();
 		double secs = (double)(now - w->start_ns) / 1e9, elapsed = (double)(now - s->train_start_ns) / 1e9;
@@ -609,134 +489,10 @@ enum dt_status dt__session_next_batch(struct dt_session *s, const struct dt_batc
 	return st ? dt_err_prefix(err, "cannot read the batch after step %lld", (long long)s->step) : DT_OK;
 }
 
-/* dt_micro_step's keep: micro-batch k's exponents per variable, and its
- * gradient copied in the same pass — unless it is the last its model
- * computes this step, which is read where it lies (mirrored.h). */
-static void keep_micro(void *arg, struct dt_model *m, int k, int last)
-{
-	struct dt_session *s = arg;
-	const size_t np = dt_model_num_params(m);
-	const int nv = dt_model_num_variables(m);
-	const float *src = dt_model_grads(m);
-	k += s->micro_base;
-	/* Only the step's last slice may leave its last gradient in place: a
-	 * next slice computes on the same model. */
-	float *slot = last && s->micro_final ? NULL : s->micro_grads + (size_t)k * np;
-	for (int v = 0; v < nv; v++) {
-		const struct dt_variable *var = dt_model_variable(m, v);
-		s->micro_exp[(size_t)k * (size_t)nv + (size_t)v] =
-			dt_fixed_copy_exponent(slot ? slot + var->offset : NULL, src + var->offset, var->count);
-	}
-	s->micro_src[k] = slot ? slot : src;
-}
-
-/* --deterministic: every micro-batch's gradient apart (their sum is apply's),
- * for each slice this task is dealt (one, unless an elastic ring lost a
- * worker: then the input is placed on each slice in turn, at the step's
- * global position). */
-static enum dt_status compute_micro(struct dt_session *s, struct dt_step_figures *out, struct dt_err *err)
-{
-	const int k = s->micro_local;
-	int64_t epoch = 0, offset = 0;
-	if (s->ndeal > 1)
-		dt_input_position(s->input, &epoch, &offset);
-	double loss = 0;
-	out->correct = 0;
-	out->examples = 0;
-	for (int d = 0; d < s->ndeal; d++) {
-		const int slice = s->deal_first + d * s->deal_stride;
-		enum dt_status st = s->ndeal > 1 ? s->input->ops->start_slice(s->input, slice, s->fixed_slices, epoch,
-									     offset, err)
-						 : DT_OK;
-		const struct dt_batch *b;
-		if (st || (st = dt__session_next_batch(s, &b, err)))
-			return st;
-		s->micro_base = d * k;
-		s->micro_final = d == s->ndeal - 1;
-		struct dt_micro_step ms = {
-			.x = b->x, .y = b->y, .batch = b->size, .micro = s->cfg->micro_batch,
-			.example_floats = (size_t)s->shape[0] * (size_t)s->shape[1] * (size_t)s->shape[2],
-			.seed = s->cfg->seed,
-			/* micro-batch j of the global step: the same stream whoever computes it */
-			.stream0 = (uint64_t)s->step * 1048576u + (uint64_t)slice * (uint64_t)k,
-			.keep = keep_micro, .keep_arg = s, .losses = s->micro_losses + d * k,
-			.correct = s->micro_correct + d * k,
-		};
-		dt_mirrored_micro_step(s->mirror, s->model, &ms);
-		out->examples += b->size;
-	}
-	for (int j = 0; j < k * s->ndeal; j++) {
-		loss += (double)s->micro_losses[j];
-		out->correct += s->micro_correct[j];
-	}
-	out->loss = (float)(loss / (k * s->ndeal));
-	return DT_OK;
-}
-
-enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t step, struct dt_err *err)
-{
-	struct dt_model *m = s->model;
-	const size_t np = dt_model_num_params(m);
-	const int nv = dt_model_num_variables(m), k = s->micro_local * s->ndeal, tasks = s->fixed_slices;
-	const int64_t terms = (int64_t)s->micro_local * tasks;
-	enum dt_status st;
-	/* 1. the exponents: this task's rows (one per slice it computed, each the
-	 * largest of its micro-batches': the maximum is the same), the others'
-	 * zero, summed = gathered */
-	memset(s->fixed_exp, 0, (size_t)tasks * (size_t)nv * sizeof(int64_t));
-	for (int v = 0; v < nv; v++) {
-		int e = DT_FIXED_EXP_ZERO;
-		for (int j = 0; j < k; j++) {
-			const int ej = s->micro_exp[(size_t)j * (size_t)nv + (size_t)v];
-			e = ej > e ? ej : e;
-		}
-		for (int d = 0; d < s->ndeal; d++)
-			s->fixed_exp[(size_t)(s->deal_first + d * s->deal_stride) * (size_t)nv + (size_t)v] = e;
-	}
-	if (s->strategy->reduce_i64 &&
-	    (st = s->strategy->reduce_i64(s, s->self, s->fixed_exp, (size_t)tasks * (size_t)nv, "grads/exponents", err)))
-		return st;
-	for (int v = 0; v < nv; v++) {
-		int64_t e = DT_FIXED_EXP_ZERO;
-		for (int t = 0; t < tasks; t++)
-			e = s->fixed_exp[(size_t)t * (size_t)nv + (size_t)v] > e ? s->fixed_exp[(size_t)t * (size_t)nv + (size_t)v]
-										  : e;
-		if (e >= DT_FIXED_EXP_NONFINITE)
-			return dt_err_set(err, DT_RUNTIME, "training diverged at step %lld: the gradient of '%s' is not finite",
-					  (long long)step, dt_model_variable(m, v)->name);
-		s->fixed_scale[v] = dt_fixed_scale((int)e, terms);
-	}
-	/* 2. this task's sum in fixed point, then every task's; 3. the mean.
-	 * One task has nothing to all-reduce: the sum and the mean in one pass,
-	 * the same bits (fixed_point.h's fast paths). */
-	float *g = dt_model_grads(m);
-	const int alone = s->ndeal == tasks || !s->strategy->reduce_i64;
-	for (int v = 0; v < nv; v++) {
-		const struct dt_variable *var = dt_model_variable(m, v);
-		for (int j = 0; j < k; j++)
-			s->micro_var[j] = s->micro_src[j] + var->offset;
-		if (alone) /* in place where the last micro-batch's gradient is the model's own */
-			dt_fixed_sum_mean_k(g + var->offset, s->micro_var, k, var->count, s->fixed_scale[v], terms);
-		else
-			dt_fixed_sum_k(s->fixed_sum + var->offset, s->micro_var, k, var->count, s->fixed_scale[v]);
-	}
-	if (!alone && (st = s->strategy->reduce_i64(s, s->self, s->fixed_sum, np, "grads/fixed", err)))
-		return st;
-	for (int v = 0; v < nv && !alone; v++) {
-		const struct dt_variable *var = dt_model_variable(m, v);
-		dt_fixed_mean(g + var->offset, s->fixed_sum + var->offset, var->count, s->fixed_scale[v], terms);
-	}
-	const float wd = (float)s->cfg->hp.weight_decay;
-	if (wd > 0)
-		dt_train_add_weight_decay(m, wd);
-	dt_optimizer_apply(&s->opt, dt_model_params(m), g, 0, np, lr, step);
-	return DT_OK;
-}
-
 enum dt_status dt__session_compute(struct dt_session *s, struct dt_step_figures *out, struct dt_err *err)
 {
 	if (s->cfg->micro_batch > 0)
-		return compute_micro(s, out, err);
+		return dt__session_compute_micro(s, out, err);
 	const struct dt_batch *b;
 	enum dt_status st = dt__session_next_batch(s, &b, err);
 	return st ? st : dt__session_compute_batch(s, b, NULL, NULL, out, err);
@@ -906,6 +662,11 @@ enum dt_status dt_session_finish(struct dt_session *s, struct dt_err *err)
 		s->end_ns = dt_now_ns();
 		s->end_cpu_ns = cpu_ns();
 	}
+	/* A trainer through a ps logs a window every log_every of its own steps
+	 * and only then: one that logged none (log_every 0, or fewer steps than
+	 * that) ends with its own steps' mean loss, as the run's last window. */
+	if (!s->loss_logged && s->w.steps > 0)
+		s->res.final_loss = s->w.loss_sum / (double)s->w.steps;
 	int64_t step = s->step;
 	enum dt_status st = s->strategy->finish ? s->strategy->finish(s, s->self, &step, err) : DT_OK;
 	s->step = step;

@@ -6,10 +6,14 @@
  * worker + ps) and synchronously, and with multi-worker mirrored (2
  * workers, ring all-reduce; the same program as the ps and the evaluator);
  * examples/custom_model.c (its own forward and backward) locally, mirrored,
- * through a ps (async and sync) and multi-worker mirrored; examples/
- * low_level_distributed.c as seed 003 runs it, from the four flags. The
+ * through a ps (async and sync), t2t's in-graph layout (a master and 2 ps
+ * computing) and multi-worker mirrored; examples/
+ * low_level_distributed.c as seed 003 runs it, from the four flags. Every
+ * trainer's dtrain_session_result is checked too (steps, a finite loss, a
+ * throughput, the parameter count), the ps's and the evaluator's. The
  * clusters are separate processes on free loopback ports (cluster_procs.h).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +26,37 @@ static double printed_accuracy(const char *out)
 {
 	const char *p = out ? strstr(out, " accuracy ") : NULL;
 	return p ? atof(p + 10) : -1;
+}
+
+/* The parameters of the examples' models: custom_model.c's W1 (2x32), b1,
+ * w2 (32x1), b2; layers.c's conv 3x3x1x8 + 8, dense 1568x64 + 64, dense
+ * 64x64 + 64, dense 64x10 + 10. */
+#define CUSTOM_PARAMS (2 * 32 + 32 + 32 + 1)
+#define LAYERS_PARAMS (3 * 3 * 8 + 8 + 14 * 14 * 8 * 64 + 64 + 64 * 64 + 64 + 64 * 10 + 10)
+
+/* The example's "result ..." line (dtrain_session_result on its task):
+ * every mode fills it from the engine that trained — the global step
+ * (`steps`; -1: any past 0, an async worker's last view of it), a
+ * training loss that is a loss (finite, above 0: both models' losses are),
+ * a throughput, the model's parameter count. */
+static void check_result(const char *out, long long steps, long long params)
+{
+	const char *p = out ? strstr(out, "result steps ") : NULL;
+	DT_CHECK(p != NULL);
+	if (!p)
+		return;
+	long long got_steps = -1, got_params = -1;
+	double loss = -1, eps = -1;
+	DT_CHECK_INT_EQ(sscanf(p, "result steps %lld final_loss %lf examples_per_sec %lf num_params %lld", &got_steps,
+			       &loss, &eps, &got_params),
+			4);
+	if (steps >= 0)
+		DT_CHECK_INT_EQ(got_steps, steps);
+	else
+		DT_CHECK(got_steps > 0);
+	DT_CHECK(isfinite(loss) && loss > 0);
+	DT_CHECK(eps > 0);
+	DT_CHECK_INT_EQ(got_params, params);
 }
 
 static void build(struct api_tree *t, const char *example, char *exe, size_t cap)
@@ -64,6 +99,7 @@ DT_TEST_TIMEOUT(api_train, layers_local, 240)
 	char *out = run_one(&t, exe, layers_args, 0);
 	DT_CHECK_CONTAINS(out, "mode local step 300 ");
 	DT_CHECK(printed_accuracy(out) >= 0.95);
+	check_result(out, 300, LAYERS_PARAMS);
 	free(out);
 }
 
@@ -75,6 +111,7 @@ DT_TEST_TIMEOUT(api_train, layers_mirrored, 240)
 	const char *args[] = { "problem=synthetic", "train_steps=300", "log_every=0", "target=0.95", "replicas=2", NULL };
 	char *out = run_one(&t, exe, args, 0);
 	DT_CHECK_CONTAINS(out, "mode mirrored step 300 ");
+	check_result(out, 300, LAYERS_PARAMS);
 	free(out);
 }
 
@@ -87,6 +124,7 @@ DT_TEST_TIMEOUT(api_train, custom_local, 240)
 	build(&t, "custom_model", exe, sizeof(exe));
 	char *out = run_one(&t, exe, custom_args, 0);
 	DT_CHECK_CONTAINS(out, "worker:0 mode local step 1500 loss ");
+	check_result(out, 1500, CUSTOM_PARAMS);
 	free(out);
 	/* The target is real: far too few steps miss it (exit 1). */
 	const char *few[] = { "train_steps=3", "log_every=0", "target=0.02", NULL };
@@ -102,6 +140,7 @@ DT_TEST_TIMEOUT(api_train, custom_mirrored, 240)
 	const char *args[] = { "train_steps=1500", "log_every=0", "target=0.02", "replicas=2", NULL };
 	char *out = run_one(&t, exe, args, 0);
 	DT_CHECK_CONTAINS(out, "mode mirrored step 1500 loss ");
+	check_result(out, 1500, CUSTOM_PARAMS);
 	free(out);
 }
 
@@ -144,11 +183,13 @@ DT_TEST_TIMEOUT(api_train, custom_ps_async, 60)
 	const struct start tasks[] = { { "ps", 0 }, { "worker", 0 }, { "chief", 0 } };
 	char *out = run_cluster(&c, &t, argv, tasks, 3, 2);
 	DT_CHECK_CONTAINS(out, "chief:0 mode ps_async step 6000 loss ");
+	check_result(out, 6000, CUSTOM_PARAMS);
 	free(out);
 	/* The worker took steps of its own and ended at the loss target too
 	 * (its global step: the last it saw before the chief ended the run). */
 	out = task_read(&c.tasks[1], 0);
 	DT_CHECK_CONTAINS(out, "worker:0 mode ps_async step ");
+	check_result(out, -1, CUSTOM_PARAMS);
 	free(out);
 	out = task_read(&c.tasks[1], 1);
 	DT_CHECK_CONTAINS(out, "I did ");
@@ -168,10 +209,38 @@ DT_TEST_TIMEOUT(api_train, custom_ps_sync, 60)
 	const struct start tasks[] = { { "ps", 0 }, { "worker", 0 }, { "chief", 0 } };
 	char *out = run_cluster(&c, &t, argv, tasks, 3, 2);
 	DT_CHECK_CONTAINS(out, "chief:0 mode ps_sync step 800 loss ");
+	check_result(out, 800, CUSTOM_PARAMS);
 	free(out);
 	out = task_read(&c.tasks[1], 0);
 	DT_CHECK_CONTAINS(out, "worker:0 mode ps_sync step 800 loss ");
+	check_result(out, 800, CUSTOM_PARAMS);
 	free(out);
+}
+
+/* t2t's in-graph layout with the program's own model: a master, the only
+ * trainer (sync=1), and 2 ps tasks running the same program, each of which
+ * computes a replica's gradient on its shard of the program's data at the
+ * master's variables every step. */
+DT_TEST_TIMEOUT(api_train, custom_ps_sync_in_graph, 60)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "custom_model", exe, sizeof(exe));
+	struct cluster c;
+	cluster_init(&c, "master", 0, 2);
+	const char *argv[] = { exe, "train_steps=800", "log_every=0", "target=0.02", "sync=1", NULL };
+	const struct start tasks[] = { { "ps", 0 }, { "ps", 1 }, { "master", 0 } };
+	char *out = run_cluster(&c, &t, argv, tasks, 3, 2);
+	DT_CHECK_CONTAINS(out, "master:0 mode ps_sync_in_graph step 800 loss ");
+	check_result(out, 800, CUSTOM_PARAMS);
+	free(out);
+	for (int i = 0; i < 2; i++) {
+		char *err = task_read(&c.tasks[i], 1), want[64];
+		snprintf(want, sizeof(want), "in-graph replica %d-%d of 2 for master:0", i, i);
+		DT_CHECK_CONTAINS(err, want);
+		DT_CHECK_CONTAINS(err, "computed 800 in-graph replica steps");
+		free(err);
+	}
 }
 
 /* Multi-worker mirrored: 2 workers, ring all-reduce, bit-identical variables. */
@@ -186,9 +255,16 @@ DT_TEST_TIMEOUT(api_train, custom_multi_worker_mirrored, 60)
 	const struct start tasks[] = { { "worker", 0 }, { "worker", 1 } };
 	char *out = run_cluster(&c, &t, argv, tasks, 2, 0);
 	DT_CHECK_CONTAINS(out, "worker:0 mode multi_worker_mirrored step 800 loss ");
+	check_result(out, 800, CUSTOM_PARAMS);
 	char *other = task_read(&c.tasks[1], 0);
+	check_result(other, 800, CUSTOM_PARAMS);
 	/* the same variables on both: the same loss, to the last digit */
-	DT_CHECK_STR_EQ(strstr(out, " loss "), strstr(other, " loss "));
+	const char *a = strstr(out, " loss "), *b = strstr(other, " loss ");
+	DT_CHECK(a && b);
+	if (a && b) {
+		const size_t n = strcspn(a, "\n");
+		DT_CHECK(n == strcspn(b, "\n") && strncmp(a, b, n) == 0);
+	}
 	free(other);
 	free(out);
 }
@@ -212,6 +288,14 @@ DT_TEST_TIMEOUT(api_train, layers_ps_async_with_an_evaluator, 60)
 	char *out = run_cluster(&c, &t, argv, tasks, 4, 3);
 	DT_CHECK_CONTAINS(out, "mode ps_async step 300 ");
 	DT_CHECK(printed_accuracy(out) >= 0.9);
+	check_result(out, 300, LAYERS_PARAMS);
+	free(out);
+	/* the ps has no figures; the evaluator's are its last checkpoint's */
+	out = task_read(&c.tasks[0], 0);
+	DT_CHECK_CONTAINS(out, "result steps 0 final_loss 0.00000 examples_per_sec 0 num_params 0 evaluated 0");
+	free(out);
+	out = task_read(&c.tasks[1], 0);
+	DT_CHECK_CONTAINS(out, "result steps 300 final_loss 0.00000 examples_per_sec 0 num_params 0 evaluated 1");
 	free(out);
 	const char *modes[] = { "ps:0 runs as ps_server", "evaluator:0 runs as evaluator", "worker:0 runs as ps_async",
 				"chief:0 runs as ps_async" };
@@ -222,6 +306,27 @@ DT_TEST_TIMEOUT(api_train, layers_ps_async_with_an_evaluator, 60)
 			DT_CHECK_CONTAINS(err, "global step 300, accuracy ");
 		free(err);
 	}
+}
+
+/* The layer graph in t2t's in-graph layout: the master trains, 2 ps tasks
+ * (the same program) compute a replica each, to the accuracy target. */
+DT_TEST_TIMEOUT(api_train, layers_ps_sync_in_graph, 60)
+{
+	struct api_tree t;
+	char exe[800];
+	build(&t, "layers", exe, sizeof(exe));
+	struct cluster c;
+	cluster_init(&c, "master", 0, 2);
+	const char *argv[] = { exe, "problem=synthetic", "train_steps=200", "log_every=0", "target=0.9", "sync=1", NULL };
+	const struct start tasks[] = { { "ps", 0 }, { "ps", 1 }, { "master", 0 } };
+	char *out = run_cluster(&c, &t, argv, tasks, 3, 2);
+	DT_CHECK_CONTAINS(out, "mode ps_sync_in_graph step 200 ");
+	DT_CHECK(printed_accuracy(out) >= 0.9);
+	check_result(out, 200, LAYERS_PARAMS);
+	free(out);
+	char *err = task_read(&c.tasks[2], 1);
+	DT_CHECK_CONTAINS(err, "master:0 runs as ps_sync_in_graph");
+	free(err);
 }
 
 /* The layer graph with 2 workers and no ps: multi-worker mirrored. */
@@ -237,6 +342,7 @@ DT_TEST_TIMEOUT(api_train, layers_multi_worker_mirrored, 60)
 	char *out = run_cluster(&c, &t, argv, tasks, 2, 0);
 	DT_CHECK_CONTAINS(out, "mode multi_worker_mirrored step 200 ");
 	DT_CHECK(printed_accuracy(out) >= 0.9);
+	check_result(out, 200, LAYERS_PARAMS);
 	free(out);
 }
 

@@ -394,6 +394,12 @@ DT_TEST(dist_sync, replica_setup_round_trips_and_checks_its_ranges)
 	len = dt_ps_replica_setup_encode(&s, b);
 	b[DT_PS_REPLICA_SETUP_HEADER] = '\n';
 	DT_CHECK_INT_EQ(dt_ps_replica_setup_decode(b, len, &s2, &err), DT_PROTOCOL);
+	/* no problem: a public API master's own model and data */
+	s.problem[0] = '\0';
+	len = dt_ps_replica_setup_encode(&s, b);
+	DT_CHECK_INT_EQ(len, DT_PS_REPLICA_SETUP_HEADER);
+	DT_CHECK_OK(dt_ps_replica_setup_decode(b, len, &s2, &err), &err);
+	DT_CHECK_STR_EQ(s2.problem, "");
 }
 
 DT_TEST(dist_sync, garbage_never_crashes_a_decoder)

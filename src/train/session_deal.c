@@ -1,0 +1,218 @@
+/*
+ * session_deal.c — --deterministic on the training session (session.h):
+ * the same bits at any worker or replica count.
+ *
+ * A global step is fixed_slices slices of the global batch, each cut into
+ * micro-batches of micro_batch examples; which task computes a slice does
+ * not change what it is (its examples come from the global order, its
+ * dropout stream from the step and its index). dt__session_deal deals the
+ * slices over the tasks there are (one each, or several when an elastic
+ * ring lost workers); compute keeps every micro-batch's gradient apart with
+ * its exponents; apply agrees on one scale per variable (the exponents'
+ * maximum over every task), sums the gradients in 64-bit fixed point,
+ * exactly and in any order, and applies their mean (train/fixed_point.h).
+ * The loop and everything else is session.c's; the state is
+ * session_state.h's.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "distribute/mirrored.h"
+#include "train/fixed_point.h"
+#include "train/session_state.h"
+
+/* --deterministic: the buffers of the micro-batches, and the input as a
+ * slice of the global batch (data/pipeline.h), so that a step's examples and
+ * its micro-batches are the same at any task count. */
+enum dt_status dt__session_start_fixed(struct dt_session *s, const struct dt_strategy_start *at, struct dt_err *err)
+{
+	const struct dt_train_config *tc = s->cfg;
+	const int b = tc->hp.batch_size, m = tc->micro_batch, reps = tc->replicas > 1 ? tc->replicas : 1;
+	if (!s->strategy->fixed_point)
+		return dt_err_set(err, DT_USAGE, "--deterministic is not built for %s training", s->strategy->name);
+	if (!s->input->ops->start_slice)
+		return dt_err_set(err, DT_USAGE, "--deterministic needs an input that reads global batches in slices");
+	if (b % m || m > (b + reps - 1) / reps) {
+		enum dt_status st = dt_err_set(err, DT_USAGE,
+					       "--micro_batch=%d must divide the batch of %d per worker and fit each of "
+					       "its %d replica(s) (at most %d)", m, b, reps, (b + reps - 1) / reps);
+		return dt_err_hint(err, "pick --micro_batch dividing batch_size / replicas"), st;
+	}
+	const size_t np = dt_model_num_params(s->model);
+	const int nv = dt_model_num_variables(s->model);
+	s->micro_local = b / m;
+	s->fixed_slices = s->info.fixed_slices ? s->info.fixed_slices : s->info.shard_count;
+	s->fixed_sum = dt_xmallocarray(np ? np : 1, sizeof(int64_t));
+	s->fixed_exp = dt_xmallocarray((size_t)s->fixed_slices * (size_t)(nv ? nv : 1), sizeof(int64_t));
+	s->fixed_scale = dt_xmallocarray((size_t)(nv ? nv : 1), sizeof(int));
+	enum dt_status st = dt__session_deal(s, s->info.shard_index, s->info.shard_count, at->epoch, at->offset, err);
+	if (st)
+		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
+	dt_info("deterministic: micro-batches of %d, %d per step on this task (%d in all), gradients summed in 64-bit "
+		"fixed point; the data read in global batches of %d, this task slice %d of %d", m,
+		s->micro_local * s->ndeal, s->micro_local * s->fixed_slices, b * s->fixed_slices, s->info.shard_index,
+		s->fixed_slices);
+	return DT_OK;
+}
+
+enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int64_t epoch, int64_t offset,
+				struct dt_err *err)
+{
+	DT_ASSERT(s->cfg->micro_batch > 0 && count >= 1 && index < count && count <= s->fixed_slices);
+	const size_t np = dt_model_num_params(s->model);
+	const int nv = dt_model_num_variables(s->model);
+	const int was = s->ndeal * s->micro_local;
+	s->deal_first = index;
+	s->deal_stride = count;
+	s->ndeal = (s->fixed_slices - index + count - 1) / count;
+	const size_t n = (size_t)s->ndeal * (size_t)s->micro_local;
+	if ((int)n > was) {
+		s->micro_grads = dt_xrealloc(s->micro_grads, (n * np) * sizeof(float));
+		s->micro_src = dt_xrealloc(s->micro_src, (n) * sizeof(*s->micro_src));
+		s->micro_var = dt_xrealloc(s->micro_var, (n) * sizeof(*s->micro_var));
+		s->micro_exp = dt_xrealloc(s->micro_exp, (n * (size_t)(nv ? nv : 1)) * sizeof(int));
+		s->micro_losses = dt_xrealloc(s->micro_losses, (n) * sizeof(float));
+		s->micro_correct = dt_xrealloc(s->micro_correct, (n) * sizeof(int));
+	}
+	s->global_position = 1;
+	return s->input->ops->start_slice(s->input, index, s->fixed_slices, epoch, offset, err);
+}
+
+/* dt_micro_step's keep: micro-batch k's exponents per variable, and its
+ * gradient copied in the same pass — unless it is the last its model
+ * computes this step, which is read where it lies (mirrored.h). */
+static void keep_micro(void *arg, struct dt_model *m, int k, int last)
+{
+	struct dt_session *s = arg;
+	const size_t np = dt_model_num_params(m);
+	const int nv = dt_model_num_variables(m);
+	const float *src = dt_model_grads(m);
+	k += s->micro_base;
+	/* Only the step's last slice may leave its last gradient in place: a
+	 * next slice computes on the same model. */
+	float *slot = last && s->micro_final ? NULL : s->micro_grads + (size_t)k * np;
+	for (int v = 0; v < nv; v++) {
+		const struct dt_variable *var = dt_model_variable(m, v);
+		s->micro_exp[(size_t)k * (size_t)nv + (size_t)v] =
+			dt_fixed_copy_exponent(slot ? slot + var->offset : NULL, src + var->offset, var->count);
+	}
+	s->micro_src[k] = slot ? slot : src;
+}
+
+/* --deterministic: every micro-batch's gradient apart (their sum is apply's),
+ * for each slice this task is dealt (one, unless an elastic ring lost a
+ * worker: then the input is placed on each slice in turn, at the step's
+ * global position). */
+enum dt_status dt__session_compute_micro(struct dt_session *s, struct dt_step_figures *out, struct dt_err *err)
+{
+	const int k = s->micro_local;
+	int64_t epoch = 0, offset = 0;
+	if (s->ndeal > 1)
+		dt_input_position(s->input, &epoch, &offset);
+	double loss = 0;
+	out->correct = 0;
+	out->examples = 0;
+	for (int d = 0; d < s->ndeal; d++) {
+		const int slice = s->deal_first + d * s->deal_stride;
+		enum dt_status st = s->ndeal > 1 ? s->input->ops->start_slice(s->input, slice, s->fixed_slices, epoch,
+									     offset, err)
+						 : DT_OK;
+		const struct dt_batch *b;
+		if (st || (st = dt__session_next_batch(s, &b, err)))
+			return st;
+		s->micro_base = d * k;
+		s->micro_final = d == s->ndeal - 1;
+		struct dt_micro_step ms = {
+			.x = b->x, .y = b->y, .batch = b->size, .micro = s->cfg->micro_batch,
+			.example_floats = (size_t)s->shape[0] * (size_t)s->shape[1] * (size_t)s->shape[2],
+			.seed = s->cfg->seed,
+			/* micro-batch j of the global step: the same stream whoever computes it */
+			.stream0 = (uint64_t)s->step * 1048576u + (uint64_t)slice * (uint64_t)k,
+			.keep = keep_micro, .keep_arg = s, .losses = s->micro_losses + d * k,
+			.correct = s->micro_correct + d * k,
+		};
+		dt_mirrored_micro_step(s->mirror, s->model, &ms);
+		out->examples += b->size;
+	}
+	for (int j = 0; j < k * s->ndeal; j++) {
+		loss += (double)s->micro_losses[j];
+		out->correct += s->micro_correct[j];
+	}
+	out->loss = (float)(loss / (k * s->ndeal));
+	return DT_OK;
+}
+
+enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t step, struct dt_err *err)
+{
+	struct dt_model *m = s->model;
+	const size_t np = dt_model_num_params(m);
+	const int nv = dt_model_num_variables(m), k = s->micro_local * s->ndeal, tasks = s->fixed_slices;
+	const int64_t terms = (int64_t)s->micro_local * tasks;
+	enum dt_status st;
+	/* 1. the exponents: this task's rows (one per slice it computed, each the
+	 * largest of its micro-batches': the maximum is the same), the others'
+	 * zero, summed = gathered */
+	memset(s->fixed_exp, 0, (size_t)tasks * (size_t)nv * sizeof(int64_t));
+	for (int v = 0; v < nv; v++) {
+		int e = DT_FIXED_EXP_ZERO;
+		for (int j = 0; j < k; j++) {
+			const int ej = s->micro_exp[(size_t)j * (size_t)nv + (size_t)v];
+			e = ej > e ? ej : e;
+		}
+		for (int d = 0; d < s->ndeal; d++)
+			s->fixed_exp[(size_t)(s->deal_first + d * s->deal_stride) * (size_t)nv + (size_t)v] = e;
+	}
+	if (s->strategy->reduce_i64 &&
+	    (st = s->strategy->reduce_i64(s, s->self, s->fixed_exp, (size_t)tasks * (size_t)nv, "grads/exponents", err)))
+		return st;
+	for (int v = 0; v < nv; v++) {
+		int64_t e = DT_FIXED_EXP_ZERO;
+		for (int t = 0; t < tasks; t++)
+			e = s->fixed_exp[(size_t)t * (size_t)nv + (size_t)v] > e ? s->fixed_exp[(size_t)t * (size_t)nv + (size_t)v]
+										  : e;
+		if (e >= DT_FIXED_EXP_NONFINITE)
+			return dt_err_set(err, DT_RUNTIME, "training diverged at step %lld: the gradient of '%s' is not finite",
+					  (long long)step, dt_model_variable(m, v)->name);
+		s->fixed_scale[v] = dt_fixed_scale((int)e, terms);
+	}
+	/* 2. this task's sum in fixed point, then every task's; 3. the mean.
+	 * One task has nothing to all-reduce: the sum and the mean in one pass,
+	 * the same bits (fixed_point.h's fast paths). */
+	float *g = dt_model_grads(m);
+	const int alone = s->ndeal == tasks || !s->strategy->reduce_i64;
+	for (int v = 0; v < nv; v++) {
+		const struct dt_variable *var = dt_model_variable(m, v);
+		for (int j = 0; j < k; j++)
+			s->micro_var[j] = s->micro_src[j] + var->offset;
+		if (alone) /* in place where the last micro-batch's gradient is the model's own */
+			dt_fixed_sum_mean_k(g + var->offset, s->micro_var, k, var->count, s->fixed_scale[v], terms);
+		else
+			dt_fixed_sum_k(s->fixed_sum + var->offset, s->micro_var, k, var->count, s->fixed_scale[v]);
+	}
+	if (!alone && (st = s->strategy->reduce_i64(s, s->self, s->fixed_sum, np, "grads/fixed", err)))
+		return st;
+	for (int v = 0; v < nv && !alone; v++) {
+		const struct dt_variable *var = dt_model_variable(m, v);
+		dt_fixed_mean(g + var->offset, s->fixed_sum + var->offset, var->count, s->fixed_scale[v], terms);
+	}
+	const float wd = (float)s->cfg->hp.weight_decay;
+	if (wd > 0)
+		dt_train_add_weight_decay(m, wd);
+	dt_optimizer_apply(&s->opt, dt_model_params(m), g, 0, np, lr, step);
+	return DT_OK;
+}
+
+void dt__session_free_fixed(struct dt_session *s)
+{
+	free(s->micro_grads);
+	free(s->micro_src);
+	free(s->micro_var);
+	free(s->micro_exp);
+	free(s->micro_losses);
+	free(s->micro_correct);
+	free(s->fixed_sum);
+	free(s->fixed_exp);
+	free(s->fixed_scale);
+}
