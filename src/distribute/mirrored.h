@@ -127,6 +127,12 @@ struct dt_micro_step {
 	uint64_t seed, stream0;
 	void (*keep)(void *arg, struct dt_model *m, int k, int last);
 	void *keep_arg;
+	/* Not NULL: micro-batch k's gradient is computed into into[k]
+	 * (dt_model_set_grads, no copy), except that with keep_last the last
+	 * one a model computes stays in the model's own buffer; every model is
+	 * pointed back at its own buffer before this returns. */
+	float *const *into;
+	int keep_last;
 	float *losses;             /* (batch / micro), written */
 	int *correct;              /* (batch / micro), written */
 };

@@ -83,7 +83,10 @@ struct dt_session {
 	int fixed_slices;             /* slices of each global step: the full ring's worker count */
 	int deal_first, deal_stride, ndeal; /* this task's slices: deal_first + i * deal_stride, i < ndeal */
 	int micro_base, micro_final;  /* keep_micro: the slice's first index; whether its last may stay put */
-	float *micro_grads;           /* (ndeal * micro_local, num_params): the copies */
+	float *micro_grads;           /* (ndeal * micro_local, micro_stride): each one's own gradient buffer */
+	size_t micro_stride;          /* num_params rounded up to 16 floats (each buffer 64-byte aligned) */
+	float **micro_into;           /* (ndeal * micro_local): the buffers, when the model computes into them
+				       * (dt_model_set_grads); NULL: it cannot, so keep_micro copies there */
 	const float **micro_src;      /* (ndeal * micro_local): where each one's gradient lies (a copy or a model's own) */
 	const float **micro_var;      /* (ndeal * micro_local): scratch, micro_src + a variable's offset */
 	int *micro_exp;               /* (ndeal * micro_local, num_variables): dt_fixed_exponent of each */
@@ -294,7 +297,16 @@ enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int6
 	s->ndeal = (s->fixed_slices - index + count - 1) / count;
 	const size_t n = (size_t)s->ndeal * (size_t)s->micro_local;
 	if ((int)n > was) {
-		s->micro_grads = dt_xrealloc(s->micro_grads, (n * np) * sizeof(float));
+		/* Zeroed: a gradient no loss reaches is never written (model.h) */
+		s->micro_stride = (np + 15) / 16 * 16;
+		free(s->micro_grads);
+		s->micro_grads = dt_xalloc_aligned(n * s->micro_stride + 1, sizeof(float));
+		memset(s->micro_grads, 0, (n * s->micro_stride + 1) * sizeof(float));
+		if (dt_model_set_grads(s->model, NULL)) {
+			s->micro_into = dt_xrealloc(s->micro_into, n * sizeof(*s->micro_into));
+			for (size_t j = 0; j < n; j++)
+				s->micro_into[j] = s->micro_grads + j * s->micro_stride;
+		}
 		s->micro_src = dt_xrealloc(s->micro_src, (n) * sizeof(*s->micro_src));
 		s->micro_var = dt_xrealloc(s->micro_var, (n) * sizeof(*s->micro_var));
 		s->micro_exp = dt_xrealloc(s->micro_exp, (n * (size_t)(nv ? nv : 1)) * sizeof(int));
@@ -421,6 +433,7 @@ void dt_session_free(struct dt_session *s)
 	dt_mirrored_free(s->mirror);
 	dt_input_free(s->input);
 	free(s->micro_grads);
+	free(s->micro_into);
 	free(s->micro_src);
 	free(s->micro_var);
 	free(s->micro_exp);
@@ -609,19 +622,20 @@ enum dt_status dt__session_next_batch(struct dt_session *s, const struct dt_batc
 	return st ? dt_err_prefix(err, "cannot read the batch after step %lld", (long long)s->step) : DT_OK;
 }
 
-/* dt_micro_step's keep: micro-batch k's exponents per variable, and its
- * gradient copied in the same pass — unless it is the last its model
- * computes this step, which is read where it lies (mirrored.h). */
+/* dt_micro_step's keep: micro-batch k's exponents per variable, read where
+ * the backward pass just wrote its gradient (its own buffer, micro_into;
+ * or the model's, for the last one it computes this step: mirrored.h).
+ * A model that cannot compute into micro_into has the gradient copied
+ * there in the same pass. */
 static void keep_micro(void *arg, struct dt_model *m, int k, int last)
 {
 	struct dt_session *s = arg;
-	const size_t np = dt_model_num_params(m);
 	const int nv = dt_model_num_variables(m);
 	const float *src = dt_model_grads(m);
 	k += s->micro_base;
 	/* Only the step's last slice may leave its last gradient in place: a
 	 * next slice computes on the same model. */
-	float *slot = last && s->micro_final ? NULL : s->micro_grads + (size_t)k * np;
+	float *slot = s->micro_into || (last && s->micro_final) ? NULL : s->micro_grads + (size_t)k * s->micro_stride;
 	for (int v = 0; v < nv; v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
 		s->micro_exp[(size_t)k * (size_t)nv + (size_t)v] =
@@ -661,6 +675,7 @@ static enum dt_status compute_micro(struct dt_session *s, struct dt_step_figures
 			.stream0 = (uint64_t)s->step * 1048576u + (uint64_t)slice * (uint64_t)k,
 			.keep = keep_micro, .keep_arg = s, .losses = s->micro_losses + d * k,
 			.correct = s->micro_correct + d * k,
+			.into = s->micro_into ? s->micro_into + d * k : NULL, .keep_last = s->micro_final,
 		};
 		dt_mirrored_micro_step(s->mirror, s->model, &ms);
 		out->examples += b->size;
