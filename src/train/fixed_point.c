@@ -153,16 +153,35 @@ static inline void to_fixed8_bits(v8i64 *out, const float *x, int64_t sh0)
 	*out = (q ^ neg) - neg;
 }
 
+/* How to_fixed8 rounds: */
+enum {
+	BY_BITS,   /* the portable rounding above */
+	BY_DOUBLE, /* AVX-512DQ, through double */
+	BY_FLOAT,  /* AVX-512DQ, in float: 0 <= scale <= 127 */
+};
+
 /* With AVX-512DQ the hardware has llrint in vectors: vcvtpd2qq rounds as
  * the rounding mode says (to nearest, ties to even, as llrint does), after
  * the exact conversion to double and the exact product. A fifth of the
  * instructions of the portable rounding above, which double-pumped 512-bit
- * units (AMD's Zen 4) ran no faster than the scalar llrint. `bits` picks
- * the portable one (for the unit test, on any machine). */
-static inline void to_fixed8(v8i64 *out, const float *x, int64_t sh0, double f, int bits)
+ * units (AMD's Zen 4) ran no faster than the scalar llrint. When 2^scale is
+ * a normal float (0 <= scale <= 127, the usual case: a variable's largest
+ * gradient between 2^-65 and 2^62), x * 2^scale is exact in float too (the
+ * mantissa is x's, the result below 2^62, and scaling up never rounds),
+ * and vcvtps2qq rounds it as vcvtpd2qq does the same value in double: two
+ * 256-bit instructions instead of three 512-bit ones (the conversion to
+ * double and the product), which the unit test checks bit for bit at every
+ * scale. `how` is a constant at each call; BY_BITS is for the unit test on
+ * any machine. */
+static inline void to_fixed8(v8i64 *out, const float *x, int64_t sh0, double f, float ff, int how)
 {
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
-	if (!bits) {
+	if (how == BY_FLOAT) {
+		const __m512i q = _mm512_cvtps_epi64(_mm256_mul_ps(_mm256_loadu_ps(x), _mm256_set1_ps(ff)));
+		memcpy(out, &q, sizeof(*out));
+		return;
+	}
+	if (how == BY_DOUBLE) {
 		const __m512d d = _mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x)), _mm512_set1_pd(f));
 		const __m512i q = _mm512_cvtpd_epi64(d);
 		memcpy(out, &q, sizeof(*out));
@@ -170,17 +189,29 @@ static inline void to_fixed8(v8i64 *out, const float *x, int64_t sh0, double f, 
 	}
 #else
 	(void)f;
-	(void)bits;
+	(void)ff;
+	(void)how;
 #endif
 	to_fixed8_bits(out, x, sh0);
 }
 
-static inline void sum_k8(v8i64 *a, const float *const *x, int k, size_t i, int64_t sh0, double f, int bits)
+/* Which rounding the build and the scale allow. */
+static int fast_rounding(int scale)
 {
-	to_fixed8(a, x[0] + i, sh0, f, bits);
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+	return scale >= 0 && scale <= 127 ? BY_FLOAT : BY_DOUBLE;
+#else
+	(void)scale;
+	return BY_BITS;
+#endif
+}
+
+static inline void sum_k8(v8i64 *a, const float *const *x, int k, size_t i, int64_t sh0, double f, float ff, int how)
+{
+	to_fixed8(a, x[0] + i, sh0, f, ff, how);
 	for (int j = 1; j < k; j++) {
 		v8i64 t;
-		to_fixed8(&t, x[j] + i, sh0, f, bits);
+		to_fixed8(&t, x[j] + i, sh0, f, ff, how);
 		*a += t;
 	}
 }
@@ -193,14 +224,15 @@ static inline void mean8(float *out, const v8i64 *acc, double m)
 	memcpy(out, &f, sizeof(f));
 }
 
-static inline void fixed_sum_k(int64_t *acc, const float *const *x, int k, size_t n, int scale, int bits)
+static inline void fixed_sum_k(int64_t *acc, const float *const *x, int k, size_t n, int scale, int how)
 {
 	const double f = ldexp(1.0, scale);
+	const float ff = how == BY_FLOAT ? ldexpf(1.0f, scale) : 0.0f;
 	const int64_t sh0 = (int64_t)scale - 150;
 	size_t i = 0;
 	for (; k > 0 && i + 8 <= n; i += 8) {
 		v8i64 a;
-		sum_k8(&a, x, k, i, sh0, f, bits);
+		sum_k8(&a, x, k, i, sh0, f, ff, how);
 		memcpy(acc + i, &a, sizeof(a));
 	}
 	for (; i < n; i++)
@@ -209,26 +241,51 @@ static inline void fixed_sum_k(int64_t *acc, const float *const *x, int k, size_
 
 void dt_fixed_sum_k(int64_t *acc, const float *const *x, int k, size_t n, int scale)
 {
-	fixed_sum_k(acc, x, k, n, scale, 0);
+	switch (fast_rounding(scale)) { /* a loop for each, `how` a constant in it */
+	case BY_FLOAT:
+		fixed_sum_k(acc, x, k, n, scale, BY_FLOAT);
+		break;
+	case BY_DOUBLE:
+		fixed_sum_k(acc, x, k, n, scale, BY_DOUBLE);
+		break;
+	default:
+		fixed_sum_k(acc, x, k, n, scale, BY_BITS);
+	}
 }
 
 void dt__fixed_sum_k_bits(int64_t *acc, const float *const *x, int k, size_t n, int scale)
 {
-	fixed_sum_k(acc, x, k, n, scale, 1);
+	fixed_sum_k(acc, x, k, n, scale, BY_BITS);
 }
 
-void dt_fixed_sum_mean_k(float *out, const float *const *x, int k, size_t n, int scale, int64_t terms)
+static inline void fixed_sum_mean_k(float *out, const float *const *x, int k, size_t n, int scale, int64_t terms,
+				    int how)
 {
 	const double f = ldexp(1.0, scale), m = ldexp(1.0, -scale) / (double)terms;
+	const float ff = how == BY_FLOAT ? ldexpf(1.0f, scale) : 0.0f;
 	const int64_t sh0 = (int64_t)scale - 150;
 	size_t i = 0;
 	for (; k > 0 && i + 8 <= n; i += 8) {
 		v8i64 a;
-		sum_k8(&a, x, k, i, sh0, f, 0);
+		sum_k8(&a, x, k, i, sh0, f, ff, how);
 		mean8(out + i, &a, m);
 	}
 	for (; i < n; i++)
 		out[i] = (float)((double)sum_k(x, k, i, f) * m);
+}
+
+void dt_fixed_sum_mean_k(float *out, const float *const *x, int k, size_t n, int scale, int64_t terms)
+{
+	switch (fast_rounding(scale)) {
+	case BY_FLOAT:
+		fixed_sum_mean_k(out, x, k, n, scale, terms, BY_FLOAT);
+		break;
+	case BY_DOUBLE:
+		fixed_sum_mean_k(out, x, k, n, scale, terms, BY_DOUBLE);
+		break;
+	default:
+		fixed_sum_mean_k(out, x, k, n, scale, terms, BY_BITS);
+	}
 }
 
 void dt_fixed_mean(float *out, const int64_t *acc, size_t n, int scale, int64_t terms)
