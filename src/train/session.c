@@ -297,11 +297,10 @@ enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int6
 	s->ndeal = (s->fixed_slices - index + count - 1) / count;
 	const size_t n = (size_t)s->ndeal * (size_t)s->micro_local;
 	if ((int)n > was) {
-		/* Zeroed: a gradient no loss reaches is never written (model.h) */
+		/* zero-filled: a gradient no loss reaches is never written (model.h) */
 		s->micro_stride = (np + 15) / 16 * 16;
 		free(s->micro_grads);
 		s->micro_grads = dt_xalloc_aligned(n * s->micro_stride + 1, sizeof(float));
-		memset(s->micro_grads, 0, (n * s->micro_stride + 1) * sizeof(float));
 		if (dt_model_set_grads(s->model, NULL)) {
 			s->micro_into = dt_xrealloc(s->micro_into, n * sizeof(*s->micro_into));
 			for (size_t j = 0; j < n; j++)
