@@ -16,34 +16,33 @@
  * one vpmaxsd: an unsigned compare, which AVX2 lacks, took three dependent
  * instructions a vector, and with one accumulator that chain, not the
  * memory, set the pass's speed (about 30 us for mlp's 235k floats, a tenth
- * of its step). Four accumulators hide the maximum's latency. `copy` is a
- * constant at each call, so each caller gets a loop without the branch. */
+ * of its step). Four accumulators hide the maximum's latency. */
 typedef int32_t v8i32 __attribute__((vector_size(32)));
 
-/* max(m, |x[i..i+8)|'s bits), copying the eight floats to dst when copy. */
-static inline v8i32 max8(v8i32 m, float *dst, const float *x, size_t i, int copy)
+/* *m = max(*m, |x[i..i+8)|'s bits). Through a pointer: a 32-byte vector
+ * argument or result changes the ABI where AVX is not enabled (-Wpsabi), as
+ * in the sanitizer build. */
+static inline void max8(v8i32 *m, const float *x, size_t i)
 {
 	v8i32 b;
 	memcpy(&b, x + i, sizeof(b));
-	if (copy)
-		memcpy(dst + i, &b, sizeof(b));
 	b &= 0x7fffffff;
-	const v8i32 gt = b > m;
-	return (b & gt) | (m & ~gt);
+	const v8i32 gt = b > *m;
+	*m = (b & gt) | (*m & ~gt);
 }
 
-static inline int copy_exponent(float *dst, const float *x, size_t n, int copy)
+int dt_fixed_exponent(const float *x, size_t n)
 {
 	v8i32 m0 = { 0 }, m1 = { 0 }, m2 = { 0 }, m3 = { 0 };
 	size_t i = 0;
 	for (; i + 32 <= n; i += 32) {
-		m0 = max8(m0, dst, x, i, copy);
-		m1 = max8(m1, dst, x, i + 8, copy);
-		m2 = max8(m2, dst, x, i + 16, copy);
-		m3 = max8(m3, dst, x, i + 24, copy);
+		max8(&m0, x, i);
+		max8(&m1, x, i + 8);
+		max8(&m2, x, i + 16);
+		max8(&m3, x, i + 24);
 	}
 	for (; i + 8 <= n; i += 8)
-		m0 = max8(m0, dst, x, i, copy);
+		max8(&m0, x, i);
 	const v8i32 g1 = m1 > m0, g3 = m3 > m2;
 	m0 = (m1 & g1) | (m0 & ~g1);
 	m2 = (m3 & g3) | (m2 & ~g3);
@@ -55,8 +54,6 @@ static inline int copy_exponent(float *dst, const float *x, size_t n, int copy)
 	for (; i < n; i++) {
 		uint32_t b;
 		memcpy(&b, &x[i], sizeof(b));
-		if (copy)
-			dst[i] = x[i];
 		b &= 0x7fffffffu;
 		m = b > m ? b : m;
 	}
@@ -69,13 +66,6 @@ static inline int copy_exponent(float *dst, const float *x, size_t n, int copy)
 	int e;
 	(void)frexpf(f, &e); /* f = g * 2^e, 0.5 <= g < 1, so every |x| < 2^e */
 	return e;
-}
-
-int dt_fixed_exponent(const float *x, size_t n) { return copy_exponent(NULL, x, n, 0); }
-
-int dt_fixed_copy_exponent(float *dst, const float *src, size_t n)
-{
-	return dst ? copy_exponent(dst, src, n, 1) : copy_exponent(NULL, src, n, 0);
 }
 
 int dt_fixed_scale(int e, int64_t terms)

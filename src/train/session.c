@@ -85,8 +85,8 @@ struct dt_session {
 	int micro_base, micro_final;  /* keep_micro: the slice's first index; whether its last may stay put */
 	float *micro_grads;           /* (ndeal * micro_local, micro_stride): each one's own gradient buffer */
 	size_t micro_stride;          /* num_params rounded up to 16 floats (each buffer 64-byte aligned) */
-	float **micro_into;           /* (ndeal * micro_local): the buffers, when the model computes into them
-				       * (dt_model_set_grads); NULL: it cannot, so keep_micro copies there */
+	float **micro_into;           /* (ndeal * micro_local): the buffers, which the model computes into
+				       * (dt_model_set_grads) */
 	const float **micro_src;      /* (ndeal * micro_local): where each one's gradient lies (a copy or a model's own) */
 	const float **micro_var;      /* (ndeal * micro_local): scratch, micro_src + a variable's offset */
 	int *micro_exp;               /* (ndeal * micro_local, num_variables): dt_fixed_exponent of each */
@@ -252,6 +252,9 @@ static enum dt_status start_fixed(struct dt_session *s, const struct dt_strategy
 		return dt_err_set(err, DT_USAGE, "--deterministic is not built for %s training", s->strategy->name);
 	if (!s->input->ops->start_slice)
 		return dt_err_set(err, DT_USAGE, "--deterministic needs an input that reads global batches in slices");
+	if (!dt_model_set_grads(s->model, NULL)) /* each micro-batch computes into a buffer of its own */
+		return dt_err_set(err, DT_USAGE, "--deterministic is built for layer-graph models, not custom or "
+				  "sequence models");
 	if (b % m || m > (b + reps - 1) / reps) {
 		enum dt_status st = dt_err_set(err, DT_USAGE,
 					       "--micro_batch=%d must divide the batch of %d per worker and fit each of "
@@ -301,11 +304,9 @@ enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int6
 		s->micro_stride = (np + 15) / 16 * 16;
 		free(s->micro_grads);
 		s->micro_grads = dt_xalloc_aligned(n * s->micro_stride + 1, sizeof(float));
-		if (dt_model_set_grads(s->model, NULL)) {
-			s->micro_into = dt_xrealloc(s->micro_into, n * sizeof(*s->micro_into));
-			for (size_t j = 0; j < n; j++)
-				s->micro_into[j] = s->micro_grads + j * s->micro_stride;
-		}
+		s->micro_into = dt_xrealloc(s->micro_into, n * sizeof(*s->micro_into));
+		for (size_t j = 0; j < n; j++)
+			s->micro_into[j] = s->micro_grads + j * s->micro_stride;
 		s->micro_src = dt_xrealloc(s->micro_src, (n) * sizeof(*s->micro_src));
 		s->micro_var = dt_xrealloc(s->micro_var, (n) * sizeof(*s->micro_var));
 		s->micro_exp = dt_xrealloc(s->micro_exp, (n * (size_t)(nv ? nv : 1)) * sizeof(int));
@@ -622,25 +623,21 @@ enum dt_status dt__session_next_batch(struct dt_session *s, const struct dt_batc
 }
 
 /* dt_micro_step's keep: micro-batch k's exponents per variable, read where
- * the backward pass just wrote its gradient (its own buffer, micro_into;
- * or the model's, for the last one it computes this step: mirrored.h).
- * A model that cannot compute into micro_into has the gradient copied
- * there in the same pass. */
+ * the backward pass just wrote its gradient, while it is in cache: its own
+ * buffer (micro_into), or the model's for the last one that model computes
+ * in the step's last slice (mirrored.h), which is then read there. */
 static void keep_micro(void *arg, struct dt_model *m, int k, int last)
 {
 	struct dt_session *s = arg;
+	(void)last;
 	const int nv = dt_model_num_variables(m);
 	const float *src = dt_model_grads(m);
 	k += s->micro_base;
-	/* Only the step's last slice may leave its last gradient in place: a
-	 * next slice computes on the same model. */
-	float *slot = s->micro_into || (last && s->micro_final) ? NULL : s->micro_grads + (size_t)k * s->micro_stride;
 	for (int v = 0; v < nv; v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
-		s->micro_exp[(size_t)k * (size_t)nv + (size_t)v] =
-			dt_fixed_copy_exponent(slot ? slot + var->offset : NULL, src + var->offset, var->count);
+		s->micro_exp[(size_t)k * (size_t)nv + (size_t)v] = dt_fixed_exponent(src + var->offset, var->count);
 	}
-	s->micro_src[k] = slot ? slot : src;
+	s->micro_src[k] = src;
 }
 
 /* --deterministic: every micro-batch's gradient apart (their sum is apply's),
@@ -674,7 +671,9 @@ static enum dt_status compute_micro(struct dt_session *s, struct dt_step_figures
 			.stream0 = (uint64_t)s->step * 1048576u + (uint64_t)slice * (uint64_t)k,
 			.keep = keep_micro, .keep_arg = s, .losses = s->micro_losses + d * k,
 			.correct = s->micro_correct + d * k,
-			.into = s->micro_into ? s->micro_into + d * k : NULL, .keep_last = s->micro_final,
+			/* only the step's last slice may leave its last gradient in the
+			 * model's buffer: a next slice computes on the same model */
+			.into = s->micro_into + d * k, .keep_last = s->micro_final,
 		};
 		dt_mirrored_micro_step(s->mirror, s->model, &ms);
 		out->examples += b->size;
