@@ -84,7 +84,7 @@ struct dt_session {
 	int deal_first, deal_stride, ndeal; /* this task's slices: deal_first + i * deal_stride, i < ndeal */
 	int micro_base, micro_final;  /* keep_micro: the slice's first index; whether its last may stay put */
 	float *micro_grads;           /* (ndeal * micro_local, micro_stride): each one's own gradient buffer */
-	size_t micro_stride;          /* num_params rounded up to 16 floats (each buffer 64-byte aligned) */
+	size_t micro_stride;          /* num_params + 1 rounded up to 16 floats (each buffer 64-byte aligned) */
 	float **micro_into;           /* (ndeal * micro_local): the buffers, which the model computes into
 				       * (dt_model_set_grads) */
 	const float **micro_src;      /* (ndeal * micro_local): where each one's gradient lies (a copy or a model's own) */
@@ -301,7 +301,7 @@ enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int6
 	const size_t n = (size_t)s->ndeal * (size_t)s->micro_local;
 	if ((int)n > was) {
 		/* zero-filled: a gradient no loss reaches is never written (model.h) */
-		s->micro_stride = (np + 15) / 16 * 16;
+		s->micro_stride = (np + 1 + 15) / 16 * 16; /* a spare float after each, as the model's own */
 		free(s->micro_grads);
 		s->micro_grads = dt_xalloc_aligned(n * s->micro_stride + 1, sizeof(float));
 		s->micro_into = dt_xrealloc(s->micro_into, n * sizeof(*s->micro_into));
