@@ -195,11 +195,20 @@ static void micro_range(struct dt_model *m, const struct dt_micro_step *ms, int 
 		struct dt_rng rng;
 		dt_rng_derive(&rng, ms->seed, "dropout/micro", ms->stream0 + (uint64_t)k);
 		int right = 0;
+		const int last = k == first + count - 1;
 		const size_t at = (size_t)k * (size_t)ms->micro;
+		if (ms->into) {
+			const int moved = dt_model_set_grads(m, last && ms->keep_last ? NULL : ms->into[k]);
+			DT_ASSERT(moved);
+		}
 		ms->losses[k] = dt_model_train_batch(m, ms->x + at * ms->example_floats, ms->y + at, ms->micro, &rng,
 						     &right);
 		ms->correct[k] = right;
-		ms->keep(ms->keep_arg, m, k, k == first + count - 1);
+		ms->keep(ms->keep_arg, m, k, last);
+	}
+	if (ms->into) {
+		const int back = dt_model_set_grads(m, NULL);
+		DT_ASSERT(back);
 	}
 }
 

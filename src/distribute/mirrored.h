@@ -112,7 +112,8 @@ float dt_mirrored_step(struct dt_mirrored *g, struct dt_model *model, const floa
  * gradient buffer is then left alone until the next step, so the caller may
  * read it there instead of copying it (the copy of each micro-batch's
  * gradient, and a pass over the copies for their scale, were a fifth of an
- * mlp step; `keep` does both in one pass while the gradient is in cache).
+ * mlp step; with `into` nothing is copied, and `keep` takes the scale
+ * while the gradient is in cache).
  * Calls for different k may run at once on different threads. Nothing is
  * summed: the caller sums in fixed point. With g NULL `model` computes them
  * one after another; with a group the replicas take contiguous runs of
@@ -127,6 +128,12 @@ struct dt_micro_step {
 	uint64_t seed, stream0;
 	void (*keep)(void *arg, struct dt_model *m, int k, int last);
 	void *keep_arg;
+	/* Not NULL: micro-batch k's gradient is computed into into[k]
+	 * (dt_model_set_grads, no copy), except that with keep_last the last
+	 * one a model computes stays in the model's own buffer; every model is
+	 * pointed back at its own buffer before this returns. */
+	float *const *into;
+	int keep_last;
 	float *losses;             /* (batch / micro), written */
 	int *correct;              /* (batch / micro), written */
 };

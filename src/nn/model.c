@@ -82,7 +82,7 @@ void dt_model_free(struct dt_model *m)
 	free(m->var_sync_mean);
 	free(m->var_init);
 	free(m->params);
-	free(m->grads);
+	free(m->grads_own);
 	free(m->acts);
 	free(m->dacts);
 	free(m->scratch);
@@ -186,7 +186,7 @@ void dt__model_alloc_params(struct dt_model *m)
 {
 	const size_t n = m->num_params ? m->num_params : 1;
 	m->params = dt_xalloc_aligned(n, sizeof(float));
-	m->grads = dt_xalloc_aligned(m->num_params + 1, sizeof(float)); /* the spare float (model.h) */
+	m->grads = m->grads_own = dt_xalloc_aligned(m->num_params + 1, sizeof(float)); /* the spare float (model.h) */
 	memset(m->params, 0, n * sizeof(float));
 	memset(m->grads, 0, (m->num_params + 1) * sizeof(float));
 }
@@ -414,6 +414,26 @@ float *dt_model_params(struct dt_model *m)
 float *dt_model_grads(struct dt_model *m)
 {
 	return m->grads;
+}
+
+int dt_model_set_grads(struct dt_model *m, float *grads)
+{
+	if (m->custom || m->seq_max_len > 0) /* views bound elsewhere (custom.c, exec_seq.c's shared tables) */
+		return 0;
+	float *to = grads ? grads : m->grads_own;
+	if (to == m->grads)
+		return 1;
+	m->grads = to;
+	size_t off = 0;
+	for (int i = 0; i < m->num_nodes; i++) {
+		struct dt_layer *l = &m->nodes[i].layer;
+		if (m->nodes[i].fused)
+			continue;
+		dt_layer_bind(l, m->params + off, m->grads + off);
+		off += dt_layer_num_params(l);
+	}
+	DT_ASSERT(off == m->num_params);
+	return 1;
 }
 
 int dt_model_num_variables(const struct dt_model *m)

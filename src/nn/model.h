@@ -171,6 +171,17 @@ float *dt_model_params(struct dt_model *m);        /* (num_params) */
  * strategy's own, to send one more value with a collective over the
  * gradient's last range (the elastic ring's join flag, train/allreduce_role.c). */
 float *dt_model_grads(struct dt_model *m);
+/* Points the backward pass at `grads` (num_params floats, the caller's,
+ * 64-byte aligned, outliving its use), or back at the model's own buffer
+ * (NULL); dt_model_grads then returns it. Every training step writes each
+ * variable's whole gradient there (the backward pass overwrites, it never
+ * adds to what was there), except the gradients of variables no loss
+ * reaches, which it never writes: the caller zeroes a new buffer once, as
+ * the model's own was. --deterministic computes each micro-batch into its
+ * own buffer this way instead of copying it out (train/session_deal.c). Returns
+ * 0, and changes nothing, for models whose gradient views are bound
+ * elsewhere (custom models, sequence models); 1 when done. */
+int dt_model_set_grads(struct dt_model *m, float *grads);
 int dt_model_num_variables(const struct dt_model *m);
 const struct dt_variable *dt_model_variable(const struct dt_model *m, int i);
 /* True for kernels and embeddings (weight decay applies), false for

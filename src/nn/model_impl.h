@@ -70,7 +70,9 @@ struct dt_model {
 	int *var_sync_mean;                /* 1: synchronized on read by the mean (dt_model_variable_sync_mean) */
 	struct dt_init *var_init;
 	size_t num_params;
-	float *params, *grads;             /* (num_params) each, 64-byte aligned, owned */
+	float *params, *grads;             /* (num_params) each, 64-byte aligned; params owned, grads the
+					    * buffer the backward pass writes now (dt_model_set_grads) */
+	float *grads_own;                  /* (num_params), owned: grads unless redirected */
 	float *acts, *dacts;               /* node outputs and their gradients, owned */
 	float *scratch;                    /* the largest any layer needs */
 	float *tmp;                        /* (max_batch, largest output): gradients to accumulate */

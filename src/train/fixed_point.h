@@ -74,9 +74,5 @@ void dt__fixed_sum_k_bits(int64_t *acc, const float *const *x, int k, size_t n, 
  * (nothing to all-reduce), the same bits as the two steps. out may be one
  * of the x[j] (each element is read before it is written). */
 void dt_fixed_sum_mean_k(float *out, const float *const *x, int k, size_t n, int scale, int64_t terms);
-/* dt_fixed_exponent(src, n), copying src to dst in the same pass when dst is
- * not NULL (one read of a gradient still in cache instead of two, one of them
- * from memory). */
-int dt_fixed_copy_exponent(float *dst, const float *src, size_t n);
 
 #endif

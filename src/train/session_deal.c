@@ -34,6 +34,9 @@ enum dt_status dt__session_start_fixed(struct dt_session *s, const struct dt_str
 		return dt_err_set(err, DT_USAGE, "--deterministic is not built for %s training", s->strategy->name);
 	if (!s->input->ops->start_slice)
 		return dt_err_set(err, DT_USAGE, "--deterministic needs an input that reads global batches in slices");
+	if (!dt_model_set_grads(s->model, NULL)) /* each micro-batch computes into a buffer of its own */
+		return dt_err_set(err, DT_USAGE, "--deterministic is built for layer-graph models, not custom or "
+				  "sequence models");
 	if (b % m || m > (b + reps - 1) / reps) {
 		enum dt_status st = dt_err_set(err, DT_USAGE,
 					       "--micro_batch=%d must divide the batch of %d per worker and fit each of "
@@ -69,7 +72,13 @@ enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int6
 	s->ndeal = (s->fixed_slices - index + count - 1) / count;
 	const size_t n = (size_t)s->ndeal * (size_t)s->micro_local;
 	if ((int)n > was) {
-		s->micro_grads = dt_xrealloc(s->micro_grads, (n * np) * sizeof(float));
+		/* zero-filled: a gradient no loss reaches is never written (model.h) */
+		s->micro_stride = (np + 1 + 15) / 16 * 16; /* a spare float after each, as the model's own */
+		free(s->micro_grads);
+		s->micro_grads = dt_xalloc_aligned(n * s->micro_stride + 1, sizeof(float));
+		s->micro_into = dt_xrealloc(s->micro_into, n * sizeof(*s->micro_into));
+		for (size_t j = 0; j < n; j++)
+			s->micro_into[j] = s->micro_grads + j * s->micro_stride;
 		s->micro_src = dt_xrealloc(s->micro_src, (n) * sizeof(*s->micro_src));
 		s->micro_var = dt_xrealloc(s->micro_var, (n) * sizeof(*s->micro_var));
 		s->micro_exp = dt_xrealloc(s->micro_exp, (n * (size_t)(nv ? nv : 1)) * sizeof(int));
@@ -80,25 +89,22 @@ enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int6
 	return s->input->ops->start_slice(s->input, index, s->fixed_slices, epoch, offset, err);
 }
 
-/* dt_micro_step's keep: micro-batch k's exponents per variable, and its
- * gradient copied in the same pass — unless it is the last its model
- * computes this step, which is read where it lies (mirrored.h). */
+/* dt_micro_step's keep: micro-batch k's exponents per variable, read where
+ * the backward pass just wrote its gradient, while it is in cache: its own
+ * buffer (micro_into), or the model's for the last one that model computes
+ * in the step's last slice (mirrored.h), which is then read there. */
 static void keep_micro(void *arg, struct dt_model *m, int k, int last)
 {
 	struct dt_session *s = arg;
-	const size_t np = dt_model_num_params(m);
+	(void)last;
 	const int nv = dt_model_num_variables(m);
 	const float *src = dt_model_grads(m);
 	k += s->micro_base;
-	/* Only the step's last slice may leave its last gradient in place: a
-	 * next slice computes on the same model. */
-	float *slot = last && s->micro_final ? NULL : s->micro_grads + (size_t)k * np;
 	for (int v = 0; v < nv; v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
-		s->micro_exp[(size_t)k * (size_t)nv + (size_t)v] =
-			dt_fixed_copy_exponent(slot ? slot + var->offset : NULL, src + var->offset, var->count);
+		s->micro_exp[(size_t)k * (size_t)nv + (size_t)v] = dt_fixed_exponent(src + var->offset, var->count);
 	}
-	s->micro_src[k] = slot ? slot : src;
+	s->micro_src[k] = src;
 }
 
 /* --deterministic: every micro-batch's gradient apart (their sum is apply's),
@@ -132,6 +138,9 @@ enum dt_status dt__session_compute_micro(struct dt_session *s, struct dt_step_fi
 			.stream0 = (uint64_t)s->step * 1048576u + (uint64_t)slice * (uint64_t)k,
 			.keep = keep_micro, .keep_arg = s, .losses = s->micro_losses + d * k,
 			.correct = s->micro_correct + d * k,
+			/* only the step's last slice may leave its last gradient in the
+			 * model's buffer: a next slice computes on the same model */
+			.into = s->micro_into + d * k, .keep_last = s->micro_final,
 		};
 		dt_mirrored_micro_step(s->mirror, s->model, &ms);
 		out->examples += b->size;
@@ -207,6 +216,7 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 void dt__session_free_fixed(struct dt_session *s)
 {
 	free(s->micro_grads);
+	free(s->micro_into);
 	free(s->micro_src);
 	free(s->micro_var);
 	free(s->micro_exp);

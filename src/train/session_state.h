@@ -83,7 +83,10 @@ struct dt_session {
 	int fixed_slices;             /* slices of each global step: the full ring's worker count */
 	int deal_first, deal_stride, ndeal; /* this task's slices: deal_first + i * deal_stride, i < ndeal */
 	int micro_base, micro_final;  /* keep_micro: the slice's first index; whether its last may stay put */
-	float *micro_grads;           /* (ndeal * micro_local, num_params): the copies */
+	float *micro_grads;           /* (ndeal * micro_local, micro_stride): each one's own gradient buffer */
+	size_t micro_stride;          /* num_params + 1 rounded up to 16 floats (each buffer 64-byte aligned) */
+	float **micro_into;           /* (ndeal * micro_local): the buffers, which the model computes into
+				       * (dt_model_set_grads) */
 	const float **micro_src;      /* (ndeal * micro_local): where each one's gradient lies (a copy or a model's own) */
 	const float **micro_var;      /* (ndeal * micro_local): scratch, micro_src + a variable's offset */
 	int *micro_exp;               /* (ndeal * micro_local, num_variables): dt_fixed_exponent of each */

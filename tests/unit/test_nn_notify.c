@@ -1,12 +1,15 @@
 /* dt_model_train_batch_notify: the ranges it reports cover every parameter
  * once, from the end of the flat buffer backwards, and each range's
  * gradient is already final when it is reported (the all-reduce of
- * multi-worker mirrored training starts on it during the backward pass). */
+ * multi-worker mirrored training starts on it during the backward pass).
+ * dt_model_set_grads: a step computed into another buffer writes there the
+ * bits it writes into the model's own (--deterministic's micro-batches). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dt_test.h"
+#include "base/alloc.h"
 #include "base/rng.h"
 #include "nn/hparams.h"
 #include "models/builtin.h"
@@ -108,4 +111,58 @@ DT_TEST(nn_model, notify_reports_each_layer_range_once_backwards_when_final_lene
 DT_TEST(nn_model, notify_reports_each_layer_range_once_backwards_when_final_cnn)
 {
 	check_model("cnn");
+}
+
+/* The same step into a buffer of the caller's (dt_model_set_grads) and into
+ * the model's own: the same bits, the own buffer untouched meanwhile, and
+ * back to it after NULL. */
+static void check_set_grads(const char *name)
+{
+	enum { B = 5 };
+	struct dt_model *a = new_model(name, B), *b = new_model(name, B);
+	const size_t np = dt_model_num_params(a);
+	float *x = calloc((size_t)B * 28 * 28, sizeof(float));
+	uint8_t labels[B];
+	struct dt_rng data;
+	dt_rng_seed(&data, 12);
+	for (size_t i = 0; i < (size_t)B * 28 * 28; i++)
+		x[i] = dt_rng_uniform(&data);
+	for (int i = 0; i < B; i++)
+		labels[i] = (uint8_t)(i * 7 % 10);
+	float *own = dt_model_grads(b);
+	for (size_t i = 0; i < np; i++)
+		own[i] = 12345.0f; /* must stay so while b computes elsewhere */
+	float *buf = dt_xalloc_aligned(np, sizeof(float)); /* zero-filled */
+	struct dt_rng r1, r2;
+	dt_rng_seed(&r1, 4);
+	dt_rng_seed(&r2, 4);
+	float la = dt_model_train_batch(a, x, labels, B, &r1, NULL);
+	DT_CHECK_INT_EQ(dt_model_set_grads(b, buf), 1);
+	DT_CHECK(dt_model_grads(b) == buf);
+	float lb = dt_model_train_batch(b, x, labels, B, &r2, NULL);
+	DT_CHECK(la == lb);
+	DT_CHECK_INT_EQ(memcmp(buf, dt_model_grads(a), np * sizeof(float)), 0);
+	size_t touched = 0;
+	for (size_t i = 0; i < np; i++)
+		touched += own[i] != 12345.0f;
+	DT_CHECK_UINT_EQ(touched, 0);
+	DT_CHECK_INT_EQ(dt_model_set_grads(b, NULL), 1);
+	DT_CHECK(dt_model_grads(b) == own);
+	dt_rng_seed(&r2, 4);
+	(void)dt_model_train_batch(b, x, labels, B, &r2, NULL);
+	DT_CHECK_INT_EQ(memcmp(own, dt_model_grads(a), np * sizeof(float)), 0);
+	free(buf);
+	free(x);
+	dt_model_free(a);
+	dt_model_free(b);
+}
+
+DT_TEST(nn_model, set_grads_computes_the_same_bits_elsewhere_mlp)
+{
+	check_set_grads("mlp");
+}
+
+DT_TEST(nn_model, set_grads_computes_the_same_bits_elsewhere_cnn)
+{
+	check_set_grads("cnn");
 }
