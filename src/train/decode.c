@@ -97,7 +97,9 @@ enum dt_status dt_decode(struct dt_model *m, struct dt_transformer_decoder *fast
 				  c->positions);
 	const int stride = max_out + 1, L = c->positions;
 	int32_t *seqs = dt_xcalloc((size_t)K * stride, sizeof(int32_t)), *next = dt_xcalloc((size_t)K * stride, sizeof(int32_t));
-	int32_t *bin = dt_xmallocarray((size_t)K * L, sizeof(int32_t)), *btg = dt_xmallocarray((size_t)K * L, sizeof(int32_t));
+	/* the graph's batch: K sequences of up to L positions */
+	int32_t *bin = fast ? NULL : dt_xmallocarray((size_t)K * L, sizeof(int32_t));
+	int32_t *btg = fast ? NULL : dt_xmallocarray((size_t)K * L, sizeof(int32_t));
 	float *lp = dt_xmallocarray((size_t)K * V, sizeof(float));
 	int parent[64], nparent[64];
 	int32_t ids[64];
