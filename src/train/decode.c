@@ -87,14 +87,25 @@ enum dt_status dt_decode(struct dt_model *m, struct dt_transformer_decoder *fast
 			 struct dt_err *err)
 {
 	const int K = c->beam_size > 1 ? c->beam_size : 1, V = t->target_vocab;
-	int max_out = n_in + c->extra_length;
+	/* A language model's input is a prompt: its ids (without the EOS)
+	 * begin every beam, and the output is what follows (t2t's partial
+	 * targets, stripped from the decode). */
+	const int32_t *prompt = NULL;
+	int n_p = 0;
+	if (!t->has_inputs) {
+		prompt = in;
+		n_p = n_in > 0 && in[n_in - 1] == DT_TEXT_EOS ? n_in - 1 : n_in;
+		in = NULL, n_in = 0;
+	}
+	if (n_in > c->positions || n_p >= c->positions - 1)
+		return dt_err_set(err, DT_USAGE, "the %s has %d tokens, and the model has %d positions: shorten it",
+				  prompt ? "prompt" : "input", prompt ? n_p : n_in, c->positions);
+	/* max_out: the positions decoded, prompt included */
+	int max_out = n_p + n_in + c->extra_length;
 	if (max_out > c->positions - 1)
 		max_out = c->positions - 1;
-	if (max_out > cap)
-		max_out = cap;
-	if (n_in > c->positions)
-		return dt_err_set(err, DT_USAGE, "the input has %d tokens, more than the model's %d positions", n_in,
-				  c->positions);
+	if (max_out > n_p + cap)
+		max_out = n_p + cap;
 	const int stride = max_out + 1, L = c->positions;
 	int32_t *seqs = dt_xcalloc((size_t)K * stride, sizeof(int32_t)), *next = dt_xcalloc((size_t)K * stride, sizeof(int32_t));
 	/* the graph's batch: K sequences of up to L positions */
@@ -109,7 +120,16 @@ enum dt_status dt_decode(struct dt_model *m, struct dt_transformer_decoder *fast
 	double best_score = -INFINITY;
 	enum dt_status st = fast ? dt_transformer_decoder_start(fast, in, n_in, err) : DT_OK;
 	parent[0] = 0;
-	for (int len = 0; len < max_out && alive > 0 && !st; len++) {
+	if (n_p)
+		memcpy(seqs, prompt, (size_t)n_p * sizeof(int32_t));
+	/* the fast decoder's caches take the prompt's positions but the last,
+	 * whose step the search's first one is */
+	for (int j = 0; fast && j < n_p && !st; j++) {
+		const int32_t id = j ? prompt[j - 1] : 0;
+		const float *ignored;
+		st = dt_transformer_decoder_step(fast, &id, 1, &ignored, err);
+	}
+	for (int len = n_p; len < max_out && alive > 0 && !st; len++) {
 		st = fast ? fast_step(fast, seqs, stride, alive, len, parent, ids, lp, V, err)
 			  : graph_step(m, t, in, n_in, seqs, stride, alive, len, bin, btg, lp, err);
 		if (st)
@@ -169,8 +189,8 @@ enum dt_status dt_decode(struct dt_model *m, struct dt_transformer_decoder *fast
 		memcpy(best, seqs, (size_t)max_out * sizeof(int32_t));
 	}
 	if (!st) {
-		memcpy(out, best, (size_t)best_len * sizeof(int32_t));
-		*n_out = best_len;
+		memcpy(out, best + n_p, (size_t)(best_len - n_p) * sizeof(int32_t));
+		*n_out = best_len - n_p;
 	}
 	free(seqs), free(next), free(bin), free(btg), free(lp), free(score), free(nscore), free(best);
 	return st;

@@ -37,9 +37,11 @@ struct dt_decode_config {
 	int cache;            /* 1: the fast decoder (the default); 0: the graph (the reference) */
 };
 
-/* Decodes `in` (n_in ids ending in EOS, or none for a model without
- * inputs) into out (at most cap ids, EOS not included); *n_out gets the
- * count. fast: a decoder over m for at least beam_size beams of positions
+/* Decodes `in` (n_in ids ending in EOS) into out (at most cap ids, EOS
+ * not included); *n_out gets the count. For a problem without inputs (a
+ * language model) `in` is a prompt (a final EOS dropped; n_in 0: none)
+ * that begins every beam, and out gets what follows it (t2t's partial
+ * targets). fast: a decoder over m for at least beam_size beams of positions
  * positions (dt_transformer_decoder_new), or NULL for the graph. Failures
  * are the model's (dt_model_evaluate) or the decoder's (an id out of
  * range: DT_USAGE). */
