@@ -122,8 +122,8 @@ enum dt_status dt_decode(struct dt_model *m, struct dt_transformer_decoder *fast
 	parent[0] = 0;
 	if (n_p)
 		memcpy(seqs, prompt, (size_t)n_p * sizeof(int32_t));
-	/* the fast decoder's caches take the prompt's positions but the last,
-	 * whose step the search's first one is */
+	/* the fast decoder's caches take positions 0 .. n_p - 1 (inputs 0 and
+	 * the prompt but its last token, which the search's first step feeds) */
 	for (int j = 0; fast && j < n_p && !st; j++) {
 		const int32_t id = j ? prompt[j - 1] : 0;
 		const float *ignored;
