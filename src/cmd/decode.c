@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "cmd/cmd.h"
 #include "data/text.h"
@@ -77,6 +78,8 @@ struct decoder {
 	struct dt_decode_config dc;
 	int32_t in[MAX_IDS], out[MAX_IDS];
 	char text[4 * MAX_IDS];
+	long long tokens;           /* decoded so far, an EOS each */
+	double seconds;             /* spent in dt_decode */
 };
 
 static enum dt_status setup(const struct decode_args *a, struct decoder *d, struct dt_err *err)
@@ -132,8 +135,11 @@ static enum dt_status decode_line(struct decoder *d, const char *line, struct dt
 {
 	int n_in = 0, n_out = 0;
 	enum dt_status st = dt_text_encode(d->data.text, 1, line, d->in, MAX_IDS, &n_in, err);
+	const double t0 = dt_wall_seconds();
 	if (!st)
 		st = dt_decode(d->model, d->fast, d->data.text, &d->dc, d->in, n_in, d->out, MAX_IDS, &n_out, err);
+	d->seconds += dt_wall_seconds() - t0;
+	d->tokens += st ? 0 : n_out + 1;
 	if (!st)
 		dt_text_decode(d->data.text, d->out, n_out, d->text, sizeof(d->text));
 	return st;
@@ -181,7 +187,9 @@ static int run(const struct decode_args *a)
 	if (out != stdout && fclose(out) != 0 && !st)
 		st = dt_err_set(&err, DT_IO, "cannot write --decode_to_file '%s'", a->to_file);
 	if (!st && !interactive)
-		dt_info("decoded %ld line(s) of '%s'%s%s", lines, a->from_file, *a->to_file ? " into " : "", a->to_file);
+		dt_info("decoded %ld line(s) of '%s'%s%s: %lld tokens in %.2f s (%.0f tokens/s)", lines, a->from_file,
+			*a->to_file ? " into " : "", a->to_file, d->tokens, d->seconds,
+			d->seconds > 0 ? (double)d->tokens / d->seconds : 0.0);
 	dt_transformer_decoder_free(d->fast);
 	dt_model_free(d->model);
 	dt_dataset_release(&d->data);
