@@ -35,9 +35,10 @@
 struct dt_transformer_decoder;
 
 /* A decoder over m (a dt_transformer_graph model) for up to `beams`
- * hypotheses of `positions` positions (1 .. the model's). A model that is
- * not such a transformer (a variable missing or of another shape) →
- * DT_CONFIG naming the variable. */
+ * hypotheses of `positions` positions (1 .. 65536; the timing signal is
+ * no variable, so more than the model's training length work as in the
+ * graph). A model that is not such a transformer (a variable missing or
+ * of another shape) → DT_CONFIG naming the variable. */
 enum dt_status dt_transformer_decoder_new(struct dt_model *m, int beams, int positions,
 					  struct dt_transformer_decoder **out, struct dt_err *err) DT_MUST_CHECK;
 void dt_transformer_decoder_free(struct dt_transformer_decoder *d);
