@@ -9,7 +9,9 @@
  *                          decoded and printed at once
  *   --decode_hparams='beam_size=4,alpha=0.6'   t2t's names; beam_size 1 is
  *                          greedy (the default), extra_length t2t's
- *                          decode_length (50)
+ *                          decode_length (50), cache=0 the reference
+ *                          decoder that reruns the graph over the prefix
+ *                          (train/decode.h; for checks and timings)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "cmd/cmd.h"
 #include "data/text.h"
@@ -57,10 +60,12 @@ static enum dt_status parse_decode_hparams(const char *text, struct dt_decode_co
 			c->alpha = v;
 		else if (strcmp(kv, "extra_length") == 0 && v >= 0 && v == (int)v)
 			c->extra_length = (int)v;
+		else if (strcmp(kv, "cache") == 0 && (v == 0 || v == 1))
+			c->cache = (int)v;
 		else
 			return dt_err_set(err, DT_USAGE,
 					  "--decode_hparams: '%s=%s' is not one of beam_size (1 to 64), alpha (>= 0), "
-					  "extra_length (>= 0)",
+					  "extra_length (>= 0), cache (0 or 1)",
 					  kv, eq + 1);
 	}
 	return DT_OK;
@@ -69,9 +74,12 @@ static enum dt_status parse_decode_hparams(const char *text, struct dt_decode_co
 struct decoder {
 	struct dt_dataset data;     /* the problem's vocabulary (its test split) */
 	struct dt_model *model;
+	struct dt_transformer_decoder *fast; /* NULL with cache=0 */
 	struct dt_decode_config dc;
 	int32_t in[MAX_IDS], out[MAX_IDS];
 	char text[4 * MAX_IDS];
+	long long tokens;           /* decoded so far, an EOS each */
+	double seconds;             /* spent in dt_decode */
 };
 
 static enum dt_status setup(const struct decode_args *a, struct decoder *d, struct dt_err *err)
@@ -93,7 +101,7 @@ static enum dt_status setup(const struct decode_args *a, struct decoder *d, stru
 				  a->problem);
 	if (!*a->output_dir)
 		return dt_err_set(err, DT_USAGE, "dtrain decode needs --output_dir (the training run's)");
-	d->dc = (struct dt_decode_config){ .beam_size = 1, .alpha = 0.6, .extra_length = 50 };
+	d->dc = (struct dt_decode_config){ .beam_size = 1, .alpha = 0.6, .extra_length = 50, .cache = 1 };
 	if ((st = parse_decode_hparams(a->decode_hparams, &d->dc, err)))
 		return st;
 	if ((st = dt_blas_load(a->threads, err)))
@@ -101,7 +109,12 @@ static enum dt_status setup(const struct decode_args *a, struct decoder *d, stru
 	if ((st = dt_problem_load(a->problem, a->data_dir, NULL, DT_SPLIT_TEST, 1, &d->data, err)))
 		return st;
 	d->dc.positions = hp.max_length > d->data.text->max_len ? hp.max_length : d->data.text->max_len;
-	if ((st = dt_train_model_new(&dt_models_builtin, &hp, &d->data, d->dc.beam_size * d->dc.positions, &d->model, err)))
+	/* the graph reruns all beams at once; the fast decoder keeps its own state */
+	const int max_batch = d->dc.cache ? d->dc.positions : d->dc.beam_size * d->dc.positions;
+	if ((st = dt_train_model_new(&dt_models_builtin, &hp, &d->data, max_batch, &d->model, err)))
+		return st;
+	if (d->dc.cache &&
+	    (st = dt_transformer_decoder_new(d->model, d->dc.beam_size, d->dc.positions, &d->fast, err)))
 		return st;
 	struct dt_ckpt_contents c;
 	dt_ckpt_contents_for_model(&c, d->model);
@@ -111,8 +124,9 @@ static enum dt_status setup(const struct decode_args *a, struct decoder *d, stru
 		return st;
 	if (!found)
 		return dt_err_set(err, DT_CKPT, "no checkpoint in '%s' to decode with: train first", a->output_dir);
-	dt_info("decoding with '%s' (global step %lld), %s", path, (long long)c.global_step,
-		d->dc.beam_size > 1 ? "beam search" : "greedy");
+	dt_info("decoding with '%s' (global step %lld), %s, %s", path, (long long)c.global_step,
+		d->dc.beam_size > 1 ? "beam search" : "greedy",
+		d->fast ? "cached keys and values" : "the whole graph per step (cache=0)");
 	return DT_OK;
 }
 
@@ -121,8 +135,11 @@ static enum dt_status decode_line(struct decoder *d, const char *line, struct dt
 {
 	int n_in = 0, n_out = 0;
 	enum dt_status st = dt_text_encode(d->data.text, 1, line, d->in, MAX_IDS, &n_in, err);
+	const double t0 = dt_wall_seconds();
 	if (!st)
-		st = dt_decode(d->model, d->data.text, &d->dc, d->in, n_in, d->out, MAX_IDS, &n_out, err);
+		st = dt_decode(d->model, d->fast, d->data.text, &d->dc, d->in, n_in, d->out, MAX_IDS, &n_out, err);
+	d->seconds += dt_wall_seconds() - t0;
+	d->tokens += st ? 0 : n_out + 1;
 	if (!st)
 		dt_text_decode(d->data.text, d->out, n_out, d->text, sizeof(d->text));
 	return st;
@@ -170,7 +187,10 @@ static int run(const struct decode_args *a)
 	if (out != stdout && fclose(out) != 0 && !st)
 		st = dt_err_set(&err, DT_IO, "cannot write --decode_to_file '%s'", a->to_file);
 	if (!st && !interactive)
-		dt_info("decoded %ld line(s) of '%s'%s%s", lines, a->from_file, *a->to_file ? " into " : "", a->to_file);
+		dt_info("decoded %ld line(s) of '%s'%s%s: %lld tokens in %.2f s (%.0f tokens/s)", lines, a->from_file,
+			*a->to_file ? " into " : "", a->to_file, d->tokens, d->seconds,
+			d->seconds > 0 ? (double)d->tokens / d->seconds : 0.0);
+	dt_transformer_decoder_free(d->fast);
 	dt_model_free(d->model);
 	dt_dataset_release(&d->data);
 	free(d);
@@ -192,7 +212,7 @@ int dt_cmd_decode(int argc, char **argv)
 		DT_OPT_STRING("decode_from_file", &a.from_file, "FILE", "inputs, one per line [default: stdin, interactive]"),
 		DT_OPT_STRING("decode_to_file", &a.to_file, "FILE", "outputs, one per line [default: stdout]"),
 		DT_OPT_STRING("decode_hparams", &a.decode_hparams, "K=V,...",
-			      "beam_size (1: greedy), alpha (length penalty), extra_length [default: 1, 0.6, 50]"),
+			      "beam_size (1: greedy), alpha (length penalty), extra_length, cache [default: 1, 0.6, 50, 1]"),
 		DT_OPT_INT("threads", &a.threads, "N", "compute threads (OpenBLAS's pool)"),
 		DT_OPT_STRING("log_level", &a.log_level, "LEVEL", "debug, info, warn or error"),
 		DT_OPT_END,

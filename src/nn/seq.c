@@ -18,30 +18,21 @@ size_t dt_attention_scratch_floats(const struct dt_attn_dims *d)
 	return 4 * R * (size_t)d->D + 2 * LL; /* dctx, dq, dk, dv; pd and dpd */
 }
 
-/* Adds the mask's bias to s (L, L) and turns each row into its softmax.
- * pad (L): the bias of each key for padding (0 or DT_ATTN_NEG); a causal
- * row's later keys get DT_ATTN_NEG once whether or not they are padding.
- * The loops are elementwise or in eight lanes (-O2 leaves reductions
- * scalar); only expf is a call per element. */
+/* dt_softmax_rows' loops are elementwise or in eight lanes (-O2 leaves
+ * reductions scalar); only expf is a call per element. */
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 
-static void masked_softmax(const struct dt_attn_dims *d, const float *pad, float *s)
+void dt_softmax_rows(float *s, int R, int N)
 {
-	const int L = d->L, L8 = L & ~7;
-	for (int i = 0; i < L; i++) {
-		float *row = s + (size_t)i * (size_t)L;
-		const int open = d->causal ? i + 1 : L;
-		if (pad)
-			for (int j = 0; j < open; j++)
-				row[j] += pad[j];
-		for (int j = open; j < L; j++)
-			row[j] += DT_ATTN_NEG;
+	const int N8 = N & ~7;
+	for (int i = 0; i < R; i++) {
+		float *row = s + (size_t)i * (size_t)N;
 		v8f m8;
 		float mx = row[0];
-		if (L8) {
+		if (N8) {
 			memcpy(&m8, row, sizeof(m8));
-			for (int j = 8; j < L8; j += 8) {
+			for (int j = 8; j < N8; j += 8) {
 				v8f v;
 				memcpy(&v, row + j, sizeof(v));
 				const v8i gt = v > m8; /* C has no ?: on vectors */
@@ -50,23 +41,41 @@ static void masked_softmax(const struct dt_attn_dims *d, const float *pad, float
 			for (int k = 0; k < 8; k++)
 				mx = m8[k] > mx ? m8[k] : mx;
 		}
-		for (int j = L8; j < L; j++)
+		for (int j = N8; j < N; j++)
 			mx = row[j] > mx ? row[j] : mx;
-		for (int j = 0; j < L; j++)
+		for (int j = 0; j < N; j++)
 			row[j] = expf(row[j] - mx);
 		v8f acc = { 0 };
-		for (int j = 0; j < L8; j += 8) {
+		for (int j = 0; j < N8; j += 8) {
 			v8f v;
 			memcpy(&v, row + j, sizeof(v));
 			acc += v;
 		}
 		float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-		for (int j = L8; j < L; j++)
+		for (int j = N8; j < N; j++)
 			sum += row[j];
 		const float inv = 1.0f / sum;
-		for (int j = 0; j < L; j++)
+		for (int j = 0; j < N; j++)
 			row[j] *= inv;
 	}
+}
+
+/* Adds the mask's bias to s (L, L) and turns each row into its softmax.
+ * pad (L): the bias of each key for padding (0 or DT_ATTN_NEG); a causal
+ * row's later keys get DT_ATTN_NEG once whether or not they are padding. */
+static void masked_softmax(const struct dt_attn_dims *d, const float *pad, float *s)
+{
+	const int L = d->L;
+	for (int i = 0; i < L; i++) {
+		float *row = s + (size_t)i * (size_t)L;
+		const int open = d->causal ? i + 1 : L;
+		if (pad)
+			for (int j = 0; j < open; j++)
+				row[j] += pad[j];
+		for (int j = open; j < L; j++)
+			row[j] += DT_ATTN_NEG;
+	}
+	dt_softmax_rows(s, L, L);
 }
 
 /* pd = p * keep / (1 - rate) into out (n). */

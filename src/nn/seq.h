@@ -71,6 +71,10 @@ void dt_attention_backward_naive(const struct dt_attn_dims *d, const float *xq, 
 				 const struct dt_attn_buf *buf, float rate, const float *dy, float *dxq, float *dxkv,
 				 float *dw);
 
+/* Each row of s (R, N) into its softmax, in place (the attention's, and
+ * the fast decoder's for one query: nn/transformer_decode.h). */
+void dt_softmax_rows(float *s, int R, int N);
+
 /* t2t's add_timing_signal_1d: y = x + [sin(pos * inv_t) | cos(pos * inv_t)]
  * over the channels, inv_t_i = exp(-i * log(1e4) / max(D/2 - 1, 1)), an odd
  * last channel 0. x, y (B, L, D); y may be x. */

@@ -309,4 +309,42 @@ DT_TEST_TIMEOUT(bible, languagemodel_kjv8k_is_targets_only_and_trains_decoder_on
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.out, "neg_log_perplexity = ");
 	dt_run_release(&r);
+	/* Decoding a language model: each line is a prompt (the empty one
+	 * none) continued up to extra_length tokens; the fast decoder and the
+	 * graph (cache=0) give the same text, greedy and beam. */
+	char in_path[600], to_path[600], flag_from[640], flag_to[640], first[8192] = "";
+	dt_test_path(in_path, sizeof(in_path), "prompts.txt");
+	dt_test_path(to_path, sizeof(to_path), "continued.txt");
+	snprintf(flag_from, sizeof(flag_from), "--decode_from_file=%s", in_path);
+	snprintf(flag_to, sizeof(flag_to), "--decode_to_file=%s", to_path);
+	const char prompts[] = "In the beginning\n\nAnd God said\n";
+	dt_test_write_file(in_path, prompts, strlen(prompts));
+	const char *hp[] = { "--decode_hparams=beam_size=1,extra_length=12",
+			     "--decode_hparams=beam_size=1,extra_length=12,cache=0",
+			     "--decode_hparams=beam_size=4,extra_length=12",
+			     "--decode_hparams=beam_size=4,extra_length=12,cache=0" };
+	for (int i = 0; i < 4; i++) {
+		dt_test_run(&r, (const char *[]){ "dtrain", "decode", "--hparams_set=transformer_test",
+						 "--problem=languagemodel_kjv8k", "--data_dir", data, "--output_dir", out,
+						 "--hparams=batch_size=512", flag_from, flag_to, hp[i], NULL }, NULL, 120);
+		if (r.exit_code)
+			fprintf(stderr, "%s", r.err);
+		DT_CHECK_INT_EQ(r.exit_code, 0);
+		DT_CHECK_CONTAINS(r.err, "decoded 3 line(s)");
+		dt_run_release(&r);
+		char got[8192];
+		FILE *f = fopen(to_path, "r");
+		DT_CHECK(f != NULL);
+		const size_t n = fread(got, 1, sizeof(got) - 1, f);
+		fclose(f);
+		got[n] = '\0';
+		int lines = 0;
+		for (size_t j = 0; j < n; j++)
+			lines += got[j] == '\n';
+		DT_CHECK_INT_EQ(lines, 3);
+		if (i % 2 == 0)
+			memcpy(first, got, n + 1);
+		else
+			DT_CHECK_STR_EQ(got, first);
+	}
 }

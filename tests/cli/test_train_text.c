@@ -247,9 +247,12 @@ DT_TEST_TIMEOUT(train_text, decode_greedy_beam_files_and_stdin_from_the_newest_c
 	dt_run_release(&r);
 	const char text[] = "1 0 0 1 1\n0 1\n1 1 1 0 0 0 1\n";
 	dt_test_write_file(in_path, text, strlen(text));
-	const char *beams[] = { "--decode_hparams=beam_size=1", "--decode_hparams=beam_size=4,alpha=0.6" };
-	char *greedy = NULL;
-	for (int i = 0; i < 2; i++) {
+	/* Greedy and beam search, each through the fast decoder (the default)
+	 * and the graph over the whole prefix (cache=0): the same decodes. */
+	const char *beams[] = { "--decode_hparams=beam_size=1", "--decode_hparams=beam_size=1,cache=0",
+				"--decode_hparams=beam_size=4,alpha=0.6", "--decode_hparams=beam_size=4,alpha=0.6,cache=0" };
+	char *greedy = NULL, *fast = NULL;
+	for (int i = 0; i < 4; i++) {
 		dt_test_run(&r, (const char *[]){ "dtrain", "decode", "--hparams_set=transformer_test",
 						 "--hparams=batch_size=1024,learning_rate_warmup_steps=100,"
 						 "learning_rate_constant=0.5",
@@ -257,7 +260,8 @@ DT_TEST_TIMEOUT(train_text, decode_greedy_beam_files_and_stdin_from_the_newest_c
 						 beams[i], NULL }, NULL, 60);
 		DT_CHECK_INT_EQ(r.exit_code, 0);
 		DT_CHECK_CONTAINS(r.err, "(global step 100)");
-		DT_CHECK_CONTAINS(r.err, i ? "beam search" : "greedy");
+		DT_CHECK_CONTAINS(r.err, i >= 2 ? "beam search" : "greedy");
+		DT_CHECK_CONTAINS(r.err, i % 2 ? "the whole graph per step (cache=0)" : "cached keys and values");
 		DT_CHECK_CONTAINS(r.err, "decoded 3 line(s)");
 		FILE *f = fopen(to_path, "r");
 		DT_CHECK(f != NULL);
@@ -268,8 +272,15 @@ DT_TEST_TIMEOUT(train_text, decode_greedy_beam_files_and_stdin_from_the_newest_c
 		DT_CHECK_INT_EQ(lines_of_symbols(buf, 3), 3);
 		if (i == 0)
 			greedy = strdup(buf);
+		if (i % 2 == 0) {
+			free(fast);
+			fast = strdup(buf);
+		} else {
+			DT_CHECK_STR_EQ(buf, fast);
+		}
 		dt_run_release(&r);
 	}
+	free(fast);
 	/* Interactive: lines from stdin, decodes on stdout; greedy by default,
 	 * the same as the file's; a bad symbol costs its line only. */
 	snprintf(cmd, sizeof(cmd),
