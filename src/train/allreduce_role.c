@@ -525,22 +525,33 @@ static enum dt_status ring_compute(struct dt_session *s, void *self, struct dt_s
 	return dt__session_compute_batch(s, b, grads_ready, &r->ct, out, err);
 }
 
-/* Applies the optimizer to bucket b of the summed gradient: the mean over the
- * ranks, weight decay included (size * wd * p added to the sum). */
-static void apply_bucket(struct dt_session *s, struct ring *r, const struct dt_allreduce_bucket *b, float lr,
-			 int64_t step)
+/* Adds weight decay to bucket b of the summed gradient (size * wd * p, so
+ * that its mean over the ranks carries wd * p). */
+static void decay_bucket(struct dt_session *s, struct ring *r, const struct dt_allreduce_bucket *b)
 {
-	struct dt_model *m = dt__session_model(s);
 	const float wd = (float)r->cfg->train->hp.weight_decay;
 	if (wd > 0)
-		dt_train_add_weight_decay_range(m, wd * (float)r->size, b->offset, b->offset + b->count);
+		dt_train_add_weight_decay_range(dt__session_model(s), wd * (float)r->size, b->offset,
+						b->offset + b->count);
+}
+
+/* Applies the optimizer to bucket b of the summed gradient: the mean over the
+ * ranks; `decayed`: weight decay is already in it. */
+static void apply_bucket(struct dt_session *s, struct ring *r, const struct dt_allreduce_bucket *b, float lr,
+			 int64_t step, int decayed)
+{
+	struct dt_model *m = dt__session_model(s);
+	if (!decayed)
+		decay_bucket(s, r, b);
 	dt_optimizer_apply_mean(dt__session_optimizer(s), dt_model_params(m), dt_model_grads(m) + b->offset, r->size,
 				b->offset, b->count, lr, step);
 }
 
 /* The gradient all-reduce and update of one step: buckets on the
  * communication thread (or inline when there is one), the optimizer on
- * each as it arrives. */
+ * each as it arrives. With clip_grad_norm the global norm needs every
+ * bucket: all of them are reduced first, then the sum is clipped (the same
+ * bits on every rank, as the all-reduce leaves them) and applied. */
 static enum dt_status reduce_and_apply(struct dt_session *s, struct ring *r, float lr, int64_t step,
 				       struct dt_err *err)
 {
@@ -549,9 +560,12 @@ static enum dt_status reduce_and_apply(struct dt_session *s, struct ring *r, flo
 						  r->step_s, err);
 		if (st)
 			return st;
-		apply_bucket(s, r, &r->buckets[0], lr, step);
+		decay_bucket(s, r, &r->buckets[0]);
+		dt_train_clip_grads(dt__session_model(s), &r->cfg->train->hp, r->size);
+		apply_bucket(s, r, &r->buckets[0], lr, step, 1);
 		return DT_OK;
 	}
+	const int clip = r->cfg->train->hp.clip_grad_norm > 0;
 	struct comm_thread *c = &r->ct;
 	comm_thread_announce(c, r->nbuckets); /* the backward pass is over: every bucket is final */
 	for (int k = 0; k < r->nbuckets; k++) {
@@ -564,7 +578,15 @@ static enum dt_status reduce_and_apply(struct dt_session *s, struct ring *r, flo
 		pthread_mutex_unlock(&c->mu);
 		if (st)
 			return st;
-		apply_bucket(s, r, &r->buckets[k], lr, step);
+		if (clip)
+			decay_bucket(s, r, &r->buckets[k]);
+		else
+			apply_bucket(s, r, &r->buckets[k], lr, step, 0);
+	}
+	if (clip) {
+		dt_train_clip_grads(dt__session_model(s), &r->cfg->train->hp, r->size);
+		for (int k = 0; k < r->nbuckets; k++)
+			apply_bucket(s, r, &r->buckets[k], lr, step, 1);
 	}
 	return DT_OK;
 }
@@ -714,6 +736,7 @@ static const struct dt_strategy strategy_ring = {
 	.name = "multi_worker_mirrored", .connect = ring_connect, .start = ring_start, .compute = ring_compute,
 	.apply = ring_apply, .reduce = ring_reduce, .reduce_i64 = ring_reduce_i64, .finish = ring_finish,
 	.fixed_point = 1,
+	.clip_where = "the all-reduced mean (every bucket reduced first; with --deterministic after the fixed-point sum)",
 };
 
 enum dt_status dt_train_allreduce(const struct dt_allreduce_run_config *cfg, struct dt_train_result *res,

@@ -390,6 +390,9 @@ enum dt_status dt_session_new(const struct dt_session_config *cfg, struct dt_ses
 		st = s->strategy->connect(s, s->self, &s->info, err);
 	if (!st)
 		st = s->strategy->start(s, s->self, &at, err);
+	if (!st && tc->hp.clip_grad_norm > 0)
+		dt_info("clip_grad_norm=%g: %s is scaled to global norm <= %g before the update", tc->hp.clip_grad_norm,
+			s->strategy->clip_where ? s->strategy->clip_where : "the gradient", tc->hp.clip_grad_norm);
 	if (!st)
 		st = open_summaries(s, err);
 	if (!st)
@@ -729,6 +732,7 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 	const float wd = (float)s->cfg->hp.weight_decay;
 	if (wd > 0)
 		dt_train_add_weight_decay(m, wd);
+	dt_train_clip_grads(m, &s->cfg->hp, 1); /* the mean, the same bits on every task */
 	dt_optimizer_apply(&s->opt, dt_model_params(m), g, 0, np, lr, step);
 	return DT_OK;
 }
@@ -779,6 +783,8 @@ enum dt_status dt__session_compute_decayed(struct dt_session *s, struct dt_step_
 	const float wd = (float)s->cfg->hp.weight_decay;
 	if (!st && isfinite(out->loss) && wd > 0)
 		dt_train_add_weight_decay(s->model, wd);
+	if (!st && isfinite(out->loss))
+		dt_train_clip_grads(s->model, &s->cfg->hp, 1);
 	return st;
 }
 

@@ -153,6 +153,9 @@ struct dt_strategy {
 	 * sums and applies through dt__session_apply_fixed; the session refuses
 	 * --deterministic with a strategy that does not. */
 	int fixed_point;
+	/* Where its apply (or compute) clips the gradient to hp.clip_grad_norm
+	 * (dt_train_clip_grads), said in the log at the start when that is on. */
+	const char *clip_where;
 	/* (optional) While the session waits on a background evaluation: at
 	 * most about a second of keeping the task's connections alive. */
 	enum dt_status (*wait)(struct dt_session *s, void *self, struct dt_err *err);
