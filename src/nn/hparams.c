@@ -375,7 +375,7 @@ static void defaults(struct dt_hparams *hp, const char *model)
 	hp->lr_decay_end = 0;
 	hp->dropout = 0;
 	hp->weight_decay = 0;
-	hp->clip_grad_norm = 0; /* t2t's basic_params1 and transformer_base: off */
+	hp->clip_grad_norm = 0; /* off: Keras's default, and t2t's transformer_base (its basic_params1 has 2) */
 	/* t2t's basic_params1 and transformer_base for the transformer fields */
 	hp->hidden_size = 512;
 	hp->filter_size = 2048;

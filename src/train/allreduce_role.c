@@ -736,7 +736,8 @@ static const struct dt_strategy strategy_ring = {
 	.name = "multi_worker_mirrored", .connect = ring_connect, .start = ring_start, .compute = ring_compute,
 	.apply = ring_apply, .reduce = ring_reduce, .reduce_i64 = ring_reduce_i64, .finish = ring_finish,
 	.fixed_point = 1,
-	.clip_where = "the all-reduced mean (every bucket reduced first; with --deterministic after the fixed-point sum)",
+	.clip_where = "after the all-reduce, once every bucket has arrived (with --deterministic, after the fixed-point "
+		      "sum): the same bits on every worker",
 };
 
 enum dt_status dt_train_allreduce(const struct dt_allreduce_run_config *cfg, struct dt_train_result *res,

@@ -50,7 +50,7 @@ static enum dt_status local_apply(struct dt_session *s, void *self, const struct
 
 const struct dt_strategy dt_strategy_local = {
 	.name = "local", .start = local_start, .apply = local_apply, .fixed_point = 1,
-	.clip_where = "the gradient (the in-process replicas' reduced sum, with --deterministic the fixed-point mean)",
+	.clip_where = "before the update (after the replicas' reduce; with --deterministic, the fixed-point mean)",
 };
 
 enum dt_status dt_train_local(const struct dt_train_config *cfg, struct dt_train_result *res, struct dt_err *err)

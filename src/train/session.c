@@ -391,8 +391,8 @@ enum dt_status dt_session_new(const struct dt_session_config *cfg, struct dt_ses
 	if (!st)
 		st = s->strategy->start(s, s->self, &at, err);
 	if (!st && tc->hp.clip_grad_norm > 0)
-		dt_info("clip_grad_norm=%g: %s is scaled to global norm <= %g before the update", tc->hp.clip_grad_norm,
-			s->strategy->clip_where ? s->strategy->clip_where : "the gradient", tc->hp.clip_grad_norm);
+		dt_info("clip_grad_norm=%g: the gradient is scaled to global norm <= %g %s", tc->hp.clip_grad_norm,
+			tc->hp.clip_grad_norm, s->strategy->clip_where ? s->strategy->clip_where : "before the update");
 	if (!st)
 		st = open_summaries(s, err);
 	if (!st)

@@ -154,7 +154,8 @@ struct dt_strategy {
 	 * --deterministic with a strategy that does not. */
 	int fixed_point;
 	/* Where its apply (or compute) clips the gradient to hp.clip_grad_norm
-	 * (dt_train_clip_grads), said in the log at the start when that is on. */
+	 * (dt_train_clip_grads), said in the log at the start when that is on:
+	 * the end of "the gradient is scaled to global norm <= C ...". */
 	const char *clip_where;
 	/* (optional) While the session waits on a background evaluation: at
 	 * most about a second of keeping the task's connections alive. */

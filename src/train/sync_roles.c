@@ -328,7 +328,8 @@ static const struct dt_strategy strategy_ps_sync = {
 	 * worker clips what it pushes and the ps averages the clipped gradients
 	 * (a norm of the mean would need every ps shard's sum of squares: one
 	 * more round each step) */
-	.clip_where = "this trainer's gradient, before its push (the ps averages clipped gradients, as TF's sync replicas)",
+	.clip_where = "on each trainer before its push; the ps averages the clipped gradients (as TensorFlow's "
+		      "SyncReplicasOptimizer under t2t's optimize_loss)",
 };
 
 enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct dt_train_result *res,
@@ -486,7 +487,7 @@ static enum dt_status master_finish(struct dt_session *s, void *self, int64_t *s
 static const struct dt_strategy strategy_in_graph = {
 	.name = "in_graph_sync", .connect = master_connect, .start = master_start, .compute = master_compute,
 	.apply = master_apply, .wait = loop_for_a_second, .note = barrier_note, .finish = master_finish,
-	.clip_where = "the replicas' mean, on the master",
+	.clip_where = "on the master, the replicas' mean",
 };
 
 enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct dt_train_result *res,

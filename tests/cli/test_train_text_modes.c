@@ -267,8 +267,8 @@ DT_TEST_TIMEOUT(train_text_modes, clip_grad_norm_clips_locally_and_after_the_all
 	DT_CHECK_INT_EQ(off.exit_code, 0);
 	DT_CHECK_INT_EQ(on.exit_code, 0);
 	DT_CHECK(!strstr(off.err, "clip_grad_norm"));
-	DT_CHECK_CONTAINS(on.err, "clip_grad_norm=0.001: the gradient (the in-process replicas' reduced sum, with "
-				  "--deterministic the fixed-point mean) is scaled to global norm <= 0.001");
+	DT_CHECK_CONTAINS(on.err, "clip_grad_norm=0.001: the gradient is scaled to global norm <= 0.001 before the "
+				  "update (after the replicas' reduce; with --deterministic, the fixed-point mean)");
 	check_final_eval(on.out, "200");
 	check_loss_falls("local, clip_grad_norm=0.001", on.err);
 	DT_CHECK(strcmp(progress(off.err), progress(on.err)) != 0);
@@ -283,8 +283,8 @@ DT_TEST_TIMEOUT(train_text_modes, clip_grad_norm_clips_locally_and_after_the_all
 	EXPECT_EXIT(&c, w0, 0, TASK_WAIT_S);
 	EXPECT_EXIT(&c, w1, 0, 30);
 	char *out0 = task_read(w0, 0), *err0 = task_read(w0, 1);
-	DT_CHECK_CONTAINS(err0, "clip_grad_norm=0.001: the all-reduced mean (every bucket reduced first; with "
-				"--deterministic after the fixed-point sum) is scaled");
+	DT_CHECK_CONTAINS(err0, "clip_grad_norm=0.001: the gradient is scaled to global norm <= 0.001 after the "
+				"all-reduce, once every bucket has arrived");
 	check_final_eval(out0, "200");
 	check_loss_falls("2 all-reduce workers, clip_grad_norm=0.001", err0);
 	free(out0), free(err0);

@@ -123,7 +123,7 @@ DT_TEST(nn_clip, the_hparam_parses_validates_and_defaults_to_off)
 	for (size_t i = 0; i < DT_ARRAY_LEN(sets); i++) {
 		struct dt_hparams hp;
 		DT_CHECK_OK(dt_hparams_from_set(sets[i], &hp, &err), &err);
-		DT_CHECK(hp.clip_grad_norm == 0.0); /* t2t's basic_params1 and transformer_base */
+		DT_CHECK(hp.clip_grad_norm == 0.0); /* t2t's transformer_base; Keras's */
 	}
 	struct dt_hparams hp;
 	DT_CHECK_OK(dt_hparams_from_set("transformer_tiny", &hp, &err), &err);
