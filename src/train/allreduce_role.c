@@ -553,7 +553,7 @@ static void apply_bucket(struct dt_session *s, struct ring *r, const struct dt_a
  * bucket: all of them are reduced first, then the sum is clipped (the same
  * bits on every rank, as the all-reduce leaves them) and applied. */
 static enum dt_status reduce_and_apply(struct dt_session *s, struct ring *r, float lr, int64_t step,
-				       struct dt_err *err)
+				       double *norm, struct dt_err *err)
 {
 	if (r->nbuckets == 1) {
 		enum dt_status st = reduce_bucket(r->comm, dt_model_grads(dt__session_model(s)), &r->buckets[0], 0,
@@ -561,7 +561,7 @@ static enum dt_status reduce_and_apply(struct dt_session *s, struct ring *r, flo
 		if (st)
 			return st;
 		decay_bucket(s, r, &r->buckets[0]);
-		dt_train_clip_grads(dt__session_model(s), &r->cfg->train->hp, r->size);
+		*norm = dt_train_clip_grads(dt__session_model(s), &r->cfg->train->hp, r->size);
 		apply_bucket(s, r, &r->buckets[0], lr, step, 1);
 		return DT_OK;
 	}
@@ -584,7 +584,7 @@ static enum dt_status reduce_and_apply(struct dt_session *s, struct ring *r, flo
 			apply_bucket(s, r, &r->buckets[k], lr, step, 0);
 	}
 	if (clip) {
-		dt_train_clip_grads(dt__session_model(s), &r->cfg->train->hp, r->size);
+		*norm = dt_train_clip_grads(dt__session_model(s), &r->cfg->train->hp, r->size);
 		for (int k = 0; k < r->nbuckets; k++)
 			apply_bucket(s, r, &r->buckets[k], lr, step, 1);
 	}
@@ -600,7 +600,7 @@ static enum dt_status ring_apply(struct dt_session *s, void *self, const struct 
 	if (r->el.min_workers)
 		dt_elastic_snapshot(&r->el, s);
 	enum dt_status st = r->cfg->train->micro_batch > 0 ? dt__session_apply_fixed(s, lr, step, err)
-							    : reduce_and_apply(s, r, lr, step, err);
+							    : reduce_and_apply(s, r, lr, step, &io->grad_norm, err);
 	if (!st)
 		st = sync_mean(r, dt__session_model(s), step, err);
 	int grow = 0;

@@ -42,7 +42,7 @@ static enum dt_status local_apply(struct dt_session *s, void *self, const struct
 	const float wd = (float)dt__session_config(s)->hp.weight_decay;
 	if (wd > 0)
 		dt_train_add_weight_decay(m, wd);
-	dt_train_clip_grads(m, &dt__session_config(s)->hp, 1);
+	io->grad_norm = dt_train_clip_grads(m, &dt__session_config(s)->hp, 1);
 	dt_optimizer_apply(dt__session_optimizer(s), dt_model_params(m), dt_model_grads(m), 0, dt_model_num_params(m),
 			   lr, io->step);
 	return DT_OK;

@@ -98,7 +98,7 @@ enum dt_status dt__sparse_rows_compute(struct dt__sparse_rows *sp, struct dt_ses
 	 * zeros, so the global norm is the touched rows' and the dense variables'. */
 	st = dt__session_compute_batch(s, b, NULL, NULL, out, err);
 	if (!st && isfinite(out->loss))
-		dt_train_clip_grads(sp->model, &dt__session_config(s)->hp, 1);
+		out->grad_norm = dt_train_clip_grads(sp->model, &dt__session_config(s)->hp, 1);
 	return st;
 }
 

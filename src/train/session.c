@@ -35,6 +35,8 @@ struct window {
 	double nll_sum;
 	double bleu_sum; /* translation: approx_bleu_score summed over bleu_batches batches */
 	int64_t bleu_batches;
+	double norm_sum, norm_max; /* clip_grad_norm on: the gradient's norms before clipping */
+	int64_t clipped;           /* ... and the steps whose norm was over the threshold */
 	int64_t start_ns;
 };
 
@@ -72,6 +74,7 @@ struct dt_session {
 	int64_t last_eval_step;       /* train_and_evaluate's last evaluation; -1: none */
 	struct dt_eval_result last_eval;
 	struct window w;
+	double fixed_norm; /* --deterministic with clip_grad_norm: the last apply's norm before clipping */
 	int64_t train_start_ns, after_first_ns, end_ns;
 	int64_t after_first_cpu_ns, end_cpu_ns; /* this process's CPU time, all threads */
 	int64_t compute_ns, apply_ns, eval_ns;
@@ -518,17 +521,21 @@ static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *
 				 (long long)s->step, (long long)tc->train_steps);
 		else
 			snprintf(at, sizeof(at), "step %lld/%lld", (long long)s->step, (long long)tc->train_steps);
+		char clip[96] = ""; /* this task's norms (an all-reduce's are every rank's) */
+		if (tc->hp.clip_grad_norm > 0)
+			snprintf(clip, sizeof(clip), " grad_norm %.3g (max %.3g, clipped %lld of %lld steps)",
+				 w->norm_sum / (double)w->steps, w->norm_max, (long long)w->clipped, (long long)w->steps);
 		char bleu[48] = ""; /* translation: the mean of the batches' approx_bleu_score, as t2t's */
 		if (v[7] > 0)
 			snprintf(bleu, sizeof(bleu), " approx_bleu_score %.4f", v[6] / v[7]);
 		if (v[3] > 0) /* text: t2t's metrics, tokens counted */
-			dt_info("%s loss %.4f accuracy %.4f accuracy_per_sequence %.4f neg_log_perplexity %.4f%s lr %.3g "
+			dt_info("%s loss %.4f accuracy %.4f accuracy_per_sequence %.4f neg_log_perplexity %.4f%s lr %.3g%s "
 				"%.0f examples/s %.0f tokens/s%s%s eta %s",
-				at, loss, v[1] / v[3], v[4] / v[2], -v[5] / v[3], bleu, (double)lr, secs > 0 ? v[2] / secs : 0,
-				secs > 0 ? v[3] / secs : 0, s->info.examples_note, note, eta);
+				at, loss, v[1] / v[3], v[4] / v[2], -v[5] / v[3], bleu, (double)lr, clip,
+				secs > 0 ? v[2] / secs : 0, secs > 0 ? v[3] / secs : 0, s->info.examples_note, note, eta);
 		else
-			dt_info("%s loss %.4f acc %.3f lr %.3g %.0f examples/s%s%s eta %s", at, loss, v[1] / v[2],
-				(double)lr, secs > 0 ? v[2] / secs : 0, s->info.examples_note, note, eta);
+			dt_info("%s loss %.4f acc %.3f lr %.3g%s %.0f examples/s%s%s eta %s", at, loss, v[1] / v[2],
+				(double)lr, clip, secs > 0 ? v[2] / secs : 0, s->info.examples_note, note, eta);
 	}
 	*w = (struct window){ .start_ns = dt_now_ns() };
 	return DT_OK;
@@ -732,7 +739,7 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 	const float wd = (float)s->cfg->hp.weight_decay;
 	if (wd > 0)
 		dt_train_add_weight_decay(m, wd);
-	dt_train_clip_grads(m, &s->cfg->hp, 1); /* the mean, the same bits on every task */
+	s->fixed_norm = dt_train_clip_grads(m, &s->cfg->hp, 1); /* the mean, the same bits on every task */
 	dt_optimizer_apply(&s->opt, dt_model_params(m), g, 0, np, lr, step);
 	return DT_OK;
 }
@@ -784,7 +791,7 @@ enum dt_status dt__session_compute_decayed(struct dt_session *s, struct dt_step_
 	if (!st && isfinite(out->loss) && wd > 0)
 		dt_train_add_weight_decay(s->model, wd);
 	if (!st && isfinite(out->loss))
-		dt_train_clip_grads(s->model, &s->cfg->hp, 1);
+		out->grad_norm = dt_train_clip_grads(s->model, &s->cfg->hp, 1);
 	return st;
 }
 
@@ -847,6 +854,13 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 	s->w.nll_sum += fig.nll_sum;
 	s->w.bleu_sum += fig.bleu_sum;
 	s->w.bleu_batches += fig.bleu_batches;
+	if (tc->hp.clip_grad_norm > 0) { /* clipped where the strategy says: in its compute or its apply */
+		const double norm = io.grad_norm > 0 ? io.grad_norm : fig.grad_norm > 0 ? fig.grad_norm : s->fixed_norm;
+		s->w.norm_sum += norm;
+		s->w.norm_max = norm > s->w.norm_max ? norm : s->w.norm_max;
+		s->w.clipped += norm > tc->hp.clip_grad_norm;
+	}
+	s->fixed_norm = 0;
 	s->w.steps++;
 	if (s->hook)
 		s->hook(s->hook_arg, s->step, fig.loss, fig.examples);

@@ -465,7 +465,7 @@ static enum dt_status master_apply(struct dt_session *s, void *self, const struc
 	const float wd = (float)g->k.cfg->train->hp.weight_decay;
 	if (wd > 0)
 		dt_train_add_weight_decay(model, wd * (float)g->total);
-	dt_train_clip_grads(model, &g->k.cfg->train->hp, g->total);
+	io->grad_norm = dt_train_clip_grads(model, &g->k.cfg->train->hp, g->total);
 	dt_optimizer_apply_mean(dt__session_optimizer(s), dt_model_params(model), dt_model_grads(model), g->total, 0,
 				dt_model_num_params(model), lr, io->step);
 	return DT_OK;

@@ -252,10 +252,10 @@ static const char *progress(const char *log)
 }
 
 /* t2t's clip_grad_norm through the one engine: a local run with a threshold
- * under every step's norm says where it clips and trains (Adam follows the
- * direction), and takes other steps than the same run without it (the
- * clipping is applied, not only parsed); two all-reduce workers clip the
- * all-reduced mean. */
+ * under every step's norm says where it clips, counts every step clipped in
+ * its progress lines and trains (Adam follows the direction), and takes
+ * other steps than the same run without it (the clipping is applied, not
+ * only parsed); two all-reduce workers clip the all-reduced mean. */
 DT_TEST_TIMEOUT(train_text_modes, clip_grad_norm_clips_locally_and_after_the_all_reduce, 150)
 {
 	struct dt_run off, on;
@@ -269,6 +269,9 @@ DT_TEST_TIMEOUT(train_text_modes, clip_grad_norm_clips_locally_and_after_the_all
 	DT_CHECK(!strstr(off.err, "clip_grad_norm"));
 	DT_CHECK_CONTAINS(on.err, "clip_grad_norm=0.001: the gradient is scaled to global norm <= 0.001 before the "
 				  "update (after the replicas' reduce; with --deterministic, the fixed-point mean)");
+	DT_CHECK_CONTAINS(on.err, " step 200/200 loss "); /* each window's norms: every step over 0.001 */
+	DT_CHECK_CONTAINS(on.err, ", clipped 25 of 25 steps) ");
+	DT_CHECK(!strstr(off.err, " grad_norm "));
 	check_final_eval(on.out, "200");
 	check_loss_falls("local, clip_grad_norm=0.001", on.err);
 	DT_CHECK(strcmp(progress(off.err), progress(on.err)) != 0);
@@ -285,6 +288,7 @@ DT_TEST_TIMEOUT(train_text_modes, clip_grad_norm_clips_locally_and_after_the_all
 	char *out0 = task_read(w0, 0), *err0 = task_read(w0, 1);
 	DT_CHECK_CONTAINS(err0, "clip_grad_norm=0.001: the gradient is scaled to global norm <= 0.001 after the "
 				"all-reduce, once every bucket has arrived");
+	DT_CHECK_CONTAINS(err0, ", clipped 25 of 25 steps) ");
 	check_final_eval(out0, "200");
 	check_loss_falls("2 all-reduce workers, clip_grad_norm=0.001", err0);
 	free(out0), free(err0);
