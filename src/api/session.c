@@ -150,7 +150,7 @@ static const struct opt opts[] = {
 };
 static const char hparam_names[] = "batch_size, learning_rate, optimizer, momentum, beta1, beta2, epsilon, "
 				   "initial_accumulator_value, lr_schedule, warmup_steps, lr_decay_end, dropout, "
-				   "weight_decay, scale_lr_by_workers";
+				   "weight_decay, clip_grad_norm, scale_lr_by_workers";
 
 static enum dt_status set_opt(dtrain_session *s, const struct opt *o, const char *value, struct dt_err *e)
 {

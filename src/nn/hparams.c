@@ -47,6 +47,7 @@ static const struct field fields[] = {
 	DBL_FIELD(lr_decay_end, 0, 1, 0, 0),
 	DBL_FIELD(dropout, 0, 1, 0, 1),
 	DBL_FIELD(weight_decay, 0, HUGE_VAL, 0, 1),
+	DBL_FIELD(clip_grad_norm, 0, HUGE_VAL, 0, 1),
 	STR_FIELD(model, dt_hparams_model_names),
 	BOOL_FIELD(sync),
 	BOOL_FIELD(scale_lr_by_workers),
@@ -374,6 +375,7 @@ static void defaults(struct dt_hparams *hp, const char *model)
 	hp->lr_decay_end = 0;
 	hp->dropout = 0;
 	hp->weight_decay = 0;
+	hp->clip_grad_norm = 0; /* off: Keras's default, and t2t's transformer_base (its basic_params1 has 2) */
 	/* t2t's basic_params1 and transformer_base for the transformer fields */
 	hp->hidden_size = 512;
 	hp->filter_size = 2048;

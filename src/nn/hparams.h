@@ -29,6 +29,7 @@ struct dt_hparams {
 	double lr_decay_end;              /* final lr as a fraction of learning_rate, at train_steps */
 	double dropout;                   /* drop probability in dropout layers; 0 disables */
 	double weight_decay;              /* L2 added to gradients of kernels; 0 disables */
+	double clip_grad_norm;            /* t2t's: the gradient scaled to global norm <= this; 0 disables */
 	int sync;                         /* synchronous distributed training (later issues) */
 	int scale_lr_by_workers;          /* async: lr /= sqrt(workers), as t2t does */
 	/* t2t's transformer (nn/transformer.h), by t2t's names; t2t's aliases

@@ -287,3 +287,23 @@ float dt_lr_at(const struct dt_hparams *hp, int64_t step, int64_t total_steps)
 		frac = 1;
 	return (float)(lr * (1.0 - frac * (1.0 - hp->lr_decay_end)));
 }
+
+double dt_clip_by_global_norm(float *grads, size_t n, int summed, double clip)
+{
+	/* four partial sums: independent chains the compiler keeps in registers,
+	 * in a fixed order (the result depends on the buffer alone) */
+	double acc[4] = { 0, 0, 0, 0 };
+	size_t i = 0;
+	for (; i + 4 <= n; i += 4)
+		for (int k = 0; k < 4; k++)
+			acc[k] += (double)grads[i + (size_t)k] * (double)grads[i + (size_t)k];
+	for (; i < n; i++)
+		acc[0] += (double)grads[i] * (double)grads[i];
+	const double norm = sqrt((acc[0] + acc[1]) + (acc[2] + acc[3])) / (summed > 0 ? summed : 1);
+	if (!(clip > 0) || !isfinite(norm) || norm <= clip)
+		return norm;
+	const float scale = (float)(clip / norm);
+	for (size_t j = 0; j < n; j++)
+		grads[j] *= scale;
+	return norm;
+}

@@ -57,6 +57,22 @@ void dt_optimizer_apply(struct dt_optimizer *opt, float *params, const float *gr
 void dt_optimizer_apply_mean(struct dt_optimizer *opt, float *params, const float *grad_sum, int summed, size_t offset,
 			     size_t n, float lr, int64_t step);
 
+/*
+ * t2t's clip_grad_norm, with tf.clip_by_global_norm's rule: the gradient g
+ * is scaled by clip / max(||g||, clip), ||g|| the L2 norm over every
+ * variable together. `grads` (n) holds the sum of `summed` gradients (1: the
+ * gradient itself; all-reduce and in-graph sync hold their sum), so the
+ * gradient applied is grads / summed and its norm ||grads|| / summed. Above
+ * the threshold every element is multiplied in place by clip / norm; at or
+ * below it, with clip <= 0 (off) or a norm that is not finite (the step's
+ * divergence check reports that), grads stay exactly as they are. The sum
+ * of squares is taken in double, in index order: equal buffers give equal
+ * bits, so workers holding the same all-reduced sum clip it identically.
+ * Rows a step does not touch hold zeros, so over a row-sparse table the
+ * norm is that of the touched rows. Returns the norm before clipping.
+ */
+double dt_clip_by_global_norm(float *grads, size_t n, int summed, double clip);
+
 /* The learning rate at `step` (0-based) of `total_steps` under hp's schedule. */
 float dt_lr_at(const struct dt_hparams *hp, int64_t step, int64_t total_steps);
 

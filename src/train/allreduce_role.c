@@ -531,15 +531,24 @@ static enum dt_status ring_compute(struct dt_session *s, void *self, struct dt_s
 	return dt__session_compute_batch(s, b, grads_ready, &r->ct, out, err);
 }
 
-/* Applies the optimizer to bucket b of the summed gradient: the mean over the
- * ranks, weight decay included (size * wd * p added to the sum). */
-static void apply_bucket(struct dt_session *s, struct ring *r, const struct dt_allreduce_bucket *b, float lr,
-			 int64_t step)
+/* Adds weight decay to bucket b of the summed gradient (size * wd * p, so
+ * that its mean over the ranks carries wd * p). */
+static void decay_bucket(struct dt_session *s, struct ring *r, const struct dt_allreduce_bucket *b)
 {
-	struct dt_model *m = dt__session_model(s);
 	const float wd = (float)r->cfg->train->hp.weight_decay;
 	if (wd > 0)
-		dt_train_add_weight_decay_range(m, wd * (float)r->size, b->offset, b->offset + b->count);
+		dt_train_add_weight_decay_range(dt__session_model(s), wd * (float)r->size, b->offset,
+						b->offset + b->count);
+}
+
+/* Applies the optimizer to bucket b of the summed gradient: the mean over the
+ * ranks; `decayed`: weight decay is already in it. */
+static void apply_bucket(struct dt_session *s, struct ring *r, const struct dt_allreduce_bucket *b, float lr,
+			 int64_t step, int decayed)
+{
+	struct dt_model *m = dt__session_model(s);
+	if (!decayed)
+		decay_bucket(s, r, b);
 	dt_optimizer_apply_mean(dt__session_optimizer(s), dt_model_params(m), dt_model_grads(m) + b->offset, r->size,
 				b->offset, b->count, lr, step);
 }
@@ -556,19 +565,24 @@ static void keep_for_rollback(struct dt_session *s, struct ring *r, size_t offse
 
 /* The gradient all-reduce and update of one step: buckets on the
  * communication thread (or inline when there is one), the optimizer on
- * each as it arrives. */
+ * each as it arrives. With clip_grad_norm the global norm needs every
+ * bucket: all of them are reduced first, then the sum is clipped (the same
+ * bits on every rank, as the all-reduce leaves them) and applied. */
 static enum dt_status reduce_and_apply(struct dt_session *s, struct ring *r, float lr, int64_t step,
-				       struct dt_err *err)
+				       double *norm, struct dt_err *err)
 {
 	if (r->nbuckets == 1) {
 		enum dt_status st = reduce_bucket(r->comm, dt_model_grads(dt__session_model(s)), &r->buckets[0], 0,
 						  r->el.min_workers ? 1 : 0, r->step_s, err);
 		if (st)
 			return st;
+		decay_bucket(s, r, &r->buckets[0]);
+		*norm = dt_train_clip_grads(dt__session_model(s), &r->cfg->train->hp, r->size);
 		keep_for_rollback(s, r, r->buckets[0].offset, r->buckets[0].count, 1);
-		apply_bucket(s, r, &r->buckets[0], lr, step);
+		apply_bucket(s, r, &r->buckets[0], lr, step, 1);
 		return DT_OK;
 	}
+	const int clip = r->cfg->train->hp.clip_grad_norm > 0;
 	struct comm_thread *c = &r->ct;
 	comm_thread_announce(c, r->nbuckets); /* the backward pass is over: every bucket is final */
 	for (int k = 0; k < r->nbuckets; k++) {
@@ -581,8 +595,19 @@ static enum dt_status reduce_and_apply(struct dt_session *s, struct ring *r, flo
 		pthread_mutex_unlock(&c->mu);
 		if (st)
 			return st;
+		if (clip) {
+			decay_bucket(s, r, &r->buckets[k]);
+			continue;
+		}
 		keep_for_rollback(s, r, r->buckets[k].offset, r->buckets[k].count, k == r->nbuckets - 1);
-		apply_bucket(s, r, &r->buckets[k], lr, step);
+		apply_bucket(s, r, &r->buckets[k], lr, step, 0);
+	}
+	if (clip) { /* every bucket's all-reduce is done: only the moving statistics' may follow */
+		*norm = dt_train_clip_grads(dt__session_model(s), &r->cfg->train->hp, r->size);
+		for (int k = 0; k < r->nbuckets; k++) {
+			keep_for_rollback(s, r, r->buckets[k].offset, r->buckets[k].count, 1);
+			apply_bucket(s, r, &r->buckets[k], lr, step, 1);
+		}
 	}
 	return DT_OK;
 }
@@ -601,7 +626,8 @@ static enum dt_status ring_apply(struct dt_session *s, void *self, const struct 
 		if (fixed) /* its update comes after its all-reduces */
 			keep_for_rollback(s, r, 0, dt_model_num_params(dt__session_model(s)), 1);
 	}
-	enum dt_status st = fixed ? dt__session_apply_fixed(s, lr, step, err) : reduce_and_apply(s, r, lr, step, err);
+	enum dt_status st = fixed ? dt__session_apply_fixed(s, lr, step, err)
+				  : reduce_and_apply(s, r, lr, step, &io->grad_norm, err);
 	if (st)
 		r->join_pending = 0; /* it may have failed before its exponents */
 	else
@@ -745,6 +771,8 @@ static const struct dt_strategy strategy_ring = {
 	.name = "multi_worker_mirrored", .connect = ring_connect, .start = ring_start, .compute = ring_compute,
 	.apply = ring_apply, .reduce = ring_reduce, .reduce_i64 = ring_reduce_i64, .finish = ring_finish,
 	.fixed_point = 1,
+	.clip_where = "after the all-reduce, once every bucket has arrived (with --deterministic, after the fixed-point "
+		      "sum): the same bits on every worker",
 };
 
 enum dt_status dt_train_allreduce(const struct dt_allreduce_run_config *cfg, struct dt_train_result *res,

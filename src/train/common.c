@@ -48,6 +48,13 @@ void dt_train_add_weight_decay(struct dt_model *m, float wd)
 	dt_train_add_weight_decay_range(m, wd, 0, dt_model_num_params(m));
 }
 
+double dt_train_clip_grads(struct dt_model *m, const struct dt_hparams *hp, int summed)
+{
+	if (!(hp->clip_grad_norm > 0))
+		return 0;
+	return dt_clip_by_global_norm(dt_model_grads(m), dt_model_num_params(m), summed, hp->clip_grad_norm);
+}
+
 enum dt_status dt_train_evaluate_shard(struct dt_model *model, const struct dt_dataset *ds, int shard_index,
 				       int shard_count, double sums[DT_EVAL_SUMS], struct dt_err *err)
 {

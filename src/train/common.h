@@ -83,6 +83,14 @@ void dt_train_bg_eval_free(struct dt_train_bg_eval *e);
  * n * wd, so that the mean carries wd * p. */
 void dt_train_add_weight_decay(struct dt_model *m, float wd);
 void dt_train_add_weight_decay_range(struct dt_model *m, float wd, size_t lo, size_t hi);
+/* t2t's clip_grad_norm: scales the model's gradient, the sum of `summed`
+ * gradients (weight decay added: in t2t it is part of the loss), to global
+ * norm <= hp->clip_grad_norm (nn/optimizer.h, dt_clip_by_global_norm);
+ * nothing when that is 0. Returns the norm before clipping (0 when off),
+ * which the strategy hands to the session's progress lines (strategy.h,
+ * grad_norm). The one place clipping is written: each strategy calls it
+ * where its gradient is final (strategy.h, clip_where). */
+double dt_train_clip_grads(struct dt_model *m, const struct dt_hparams *hp, int summed);
 
 /*
  * What a task trains on with a built-in problem: the train split (and the

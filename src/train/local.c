@@ -42,6 +42,7 @@ static enum dt_status local_apply(struct dt_session *s, void *self, const struct
 	const float wd = (float)dt__session_config(s)->hp.weight_decay;
 	if (wd > 0)
 		dt_train_add_weight_decay(m, wd);
+	io->grad_norm = dt_train_clip_grads(m, &dt__session_config(s)->hp, 1);
 	dt_optimizer_apply(dt__session_optimizer(s), dt_model_params(m), dt_model_grads(m), 0, dt_model_num_params(m),
 			   lr, io->step);
 	return DT_OK;
@@ -49,6 +50,7 @@ static enum dt_status local_apply(struct dt_session *s, void *self, const struct
 
 const struct dt_strategy dt_strategy_local = {
 	.name = "local", .start = local_start, .apply = local_apply, .fixed_point = 1,
+	.clip_where = "before the update (after the replicas' reduce; with --deterministic, the fixed-point mean)",
 };
 
 enum dt_status dt_train_local(const struct dt_train_config *cfg, struct dt_train_result *res, struct dt_err *err)

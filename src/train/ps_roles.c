@@ -524,6 +524,8 @@ static enum dt_status async_before_eval(struct dt_session *s, void *self, struct
 static const struct dt_strategy strategy_ps_async = {
 	.name = "parameter_server_async", .connect = async_connect, .start = async_start, .compute = async_compute,
 	.apply = async_apply, .wait = loop_for_a_second, .before_eval = async_before_eval, .finish = async_finish,
+	.clip_where = "on each trainer before its push, as TensorFlow's trainers do (tables moved by rows: the touched "
+		      "rows)",
 };
 
 enum dt_status dt_train_ps_trainer(const struct dt_ps_run_config *cfg, struct dt_train_result *res,

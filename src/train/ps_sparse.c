@@ -4,11 +4,13 @@
  * batch reads are pulled, and the round after it pushes those rows only;
  * before an --eval_every evaluation every row is pulled.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "train/common.h"
 #include "train/ps_recovery.h"
 #include "train/roles.h"
 #include "train/session.h"
@@ -91,7 +93,13 @@ enum dt_status dt__sparse_rows_compute(struct dt__sparse_rows *sp, struct dt_ses
 			dt_warn("pulling the batch's embedding rows: %s; the step's round recovers",
 				err ? err->msg : "a ps was lost");
 	}
-	return dt__session_compute_batch(s, b, NULL, NULL, out, err);
+	/* Clipped before the push as a dense gradient is (weight decay, which
+	 * would make the tables dense, is off here): the rows no id touched hold
+	 * zeros, so the global norm is the touched rows' and the dense variables'. */
+	st = dt__session_compute_batch(s, b, NULL, NULL, out, err);
+	if (!st && isfinite(out->loss))
+		out->grad_norm = dt_train_clip_grads(sp->model, &dt__session_config(s)->hp, 1);
+	return st;
 }
 
 enum dt_status dt__sparse_rows_pull_all(struct dt__sparse_rows *sp, struct dt_ps_client *c, int64_t deadline,

@@ -277,6 +277,9 @@ enum dt_status dt_session_new(const struct dt_session_config *cfg, struct dt_ses
 		st = s->strategy->connect(s, s->self, &s->info, err);
 	if (!st)
 		st = s->strategy->start(s, s->self, &at, err);
+	if (!st && tc->hp.clip_grad_norm > 0)
+		dt_info("clip_grad_norm=%g: the gradient is scaled to global norm <= %g %s", tc->hp.clip_grad_norm,
+			tc->hp.clip_grad_norm, s->strategy->clip_where ? s->strategy->clip_where : "before the update");
 	if (!st)
 		st = open_summaries(s, err);
 	if (!st)
@@ -395,17 +398,21 @@ static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *
 				 (long long)s->step, (long long)tc->train_steps);
 		else
 			snprintf(at, sizeof(at), "step %lld/%lld", (long long)s->step, (long long)tc->train_steps);
+		char clip[96] = ""; /* this task's norms (an all-reduce's are every rank's) */
+		if (tc->hp.clip_grad_norm > 0)
+			snprintf(clip, sizeof(clip), " grad_norm %.3g (max %.3g, clipped %lld of %lld steps)",
+				 w->norm_sum / (double)w->steps, w->norm_max, (long long)w->clipped, (long long)w->steps);
 		char bleu[48] = ""; /* translation: the mean of the batches' approx_bleu_score, as t2t's */
 		if (v[7] > 0)
 			snprintf(bleu, sizeof(bleu), " approx_bleu_score %.4f", v[6] / v[7]);
 		if (v[3] > 0) /* text: t2t's metrics, tokens counted */
-			dt_info("%s loss %.4f accuracy %.4f accuracy_per_sequence %.4f neg_log_perplexity %.4f%s lr %.3g "
+			dt_info("%s loss %.4f accuracy %.4f accuracy_per_sequence %.4f neg_log_perplexity %.4f%s lr %.3g%s "
 				"%.0f examples/s %.0f tokens/s%s%s eta %s",
-				at, loss, v[1] / v[3], v[4] / v[2], -v[5] / v[3], bleu, (double)lr, secs > 0 ? v[2] / secs : 0,
-				secs > 0 ? v[3] / secs : 0, s->info.examples_note, note, eta);
+				at, loss, v[1] / v[3], v[4] / v[2], -v[5] / v[3], bleu, (double)lr, clip,
+				secs > 0 ? v[2] / secs : 0, secs > 0 ? v[3] / secs : 0, s->info.examples_note, note, eta);
 		else
-			dt_info("%s loss %.4f acc %.3f lr %.3g %.0f examples/s%s%s eta %s", at, loss, v[1] / v[2],
-				(double)lr, secs > 0 ? v[2] / secs : 0, s->info.examples_note, note, eta);
+			dt_info("%s loss %.4f acc %.3f lr %.3g%s %.0f examples/s%s%s eta %s", at, loss, v[1] / v[2],
+				(double)lr, clip, secs > 0 ? v[2] / secs : 0, s->info.examples_note, note, eta);
 	}
 	*w = (struct window){ .start_ns = dt_now_ns() };
 	return DT_OK;
@@ -535,6 +542,8 @@ enum dt_status dt__session_compute_decayed(struct dt_session *s, struct dt_step_
 	const float wd = (float)s->cfg->hp.weight_decay;
 	if (!st && isfinite(out->loss) && wd > 0)
 		dt_train_add_weight_decay(s->model, wd);
+	if (!st && isfinite(out->loss))
+		out->grad_norm = dt_train_clip_grads(s->model, &s->cfg->hp, 1);
 	return st;
 }
 
@@ -597,6 +606,13 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 	s->w.nll_sum += fig.nll_sum;
 	s->w.bleu_sum += fig.bleu_sum;
 	s->w.bleu_batches += fig.bleu_batches;
+	if (tc->hp.clip_grad_norm > 0) { /* clipped where the strategy says: in its compute or its apply */
+		const double norm = io.grad_norm > 0 ? io.grad_norm : fig.grad_norm > 0 ? fig.grad_norm : s->fixed_norm;
+		s->w.norm_sum += norm;
+		s->w.norm_max = norm > s->w.norm_max ? norm : s->w.norm_max;
+		s->w.clipped += norm > tc->hp.clip_grad_norm;
+	}
+	s->fixed_norm = 0;
 	s->w.steps++;
 	if (s->hook)
 		s->hook(s->hook_arg, s->step, fig.loss, fig.examples);

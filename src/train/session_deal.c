@@ -209,6 +209,7 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 	const float wd = (float)s->cfg->hp.weight_decay;
 	if (wd > 0)
 		dt_train_add_weight_decay(m, wd);
+	s->fixed_norm = dt_train_clip_grads(m, &s->cfg->hp, 1); /* the mean, the same bits on every task */
 	dt_optimizer_apply(&s->opt, dt_model_params(m), g, 0, np, lr, step);
 	return DT_OK;
 }

@@ -34,6 +34,8 @@ struct window {
 	double nll_sum;
 	double bleu_sum; /* translation: approx_bleu_score summed over bleu_batches batches */
 	int64_t bleu_batches;
+	double norm_sum, norm_max; /* clip_grad_norm on: the gradient's norms before clipping */
+	int64_t clipped;           /* ... and the steps whose norm was over the threshold */
 	int64_t start_ns;
 };
 
@@ -71,6 +73,7 @@ struct dt_session {
 	int64_t last_eval_step;       /* train_and_evaluate's last evaluation; -1: none */
 	struct dt_eval_result last_eval;
 	struct window w;
+	double fixed_norm; /* --deterministic with clip_grad_norm: the last apply's norm before clipping */
 	int loss_logged;              /* a window's loss reached res.final_loss */
 	int64_t train_start_ns, after_first_ns, end_ns;
 	int64_t after_first_cpu_ns, end_cpu_ns; /* this process's CPU time, all threads */

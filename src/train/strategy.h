@@ -128,6 +128,9 @@ struct dt_step_figures {
 	 * batch in bleu_sum, bleu_batches 1 (nn/bleu.h); 0 otherwise */
 	double bleu_sum;
 	int bleu_batches;
+	/* clip_grad_norm on, clipped in compute (ps trainers): the gradient's
+	 * global norm before clipping; 0 otherwise */
+	double grad_norm;
 };
 
 /* What apply did. */
@@ -135,6 +138,7 @@ struct dt_strategy_step {
 	int64_t step;              /* in: s's step + 1; out: the global step now */
 	int taken;                 /* in: 1; out: 0 when the step was not counted (a recovery redoes it, or the
 				      run turned out to be over: dt__session_end_run) */
+	double grad_norm;          /* out: clip_grad_norm on, clipped in apply: the norm before clipping */
 };
 
 struct dt_strategy {
@@ -153,6 +157,10 @@ struct dt_strategy {
 	 * sums and applies through dt__session_apply_fixed; the session refuses
 	 * --deterministic with a strategy that does not. */
 	int fixed_point;
+	/* Where its apply (or compute) clips the gradient to hp.clip_grad_norm
+	 * (dt_train_clip_grads), said in the log at the start when that is on:
+	 * the end of "the gradient is scaled to global norm <= C ...". */
+	const char *clip_where;
 	/* (optional) While the session waits on a background evaluation: at
 	 * most about a second of keeping the task's connections alive. */
 	enum dt_status (*wait)(struct dt_session *s, void *self, struct dt_err *err);

@@ -324,6 +324,12 @@ static const struct dt_strategy strategy_ps_sync = {
 	.name = "parameter_server_sync", .connect = trainer_connect, .start = trainer_start, .compute = trainer_compute,
 	.apply = trainer_apply, .wait = loop_for_a_second, .note = barrier_note, .before_eval = trainer_before_eval,
 	.finish = trainer_finish,
+	/* As TensorFlow's SyncReplicasOptimizer under t2t's optimize_loss: each
+	 * worker clips what it pushes and the ps averages the clipped gradients
+	 * (a norm of the mean would need every ps shard's sum of squares: one
+	 * more round each step) */
+	.clip_where = "on each trainer before its push; the ps averages the clipped gradients (as TensorFlow's "
+		      "SyncReplicasOptimizer under t2t's optimize_loss)",
 };
 
 enum dt_status dt_train_sync_trainer(const struct dt_ps_run_config *cfg, struct dt_train_result *res,
@@ -459,6 +465,7 @@ static enum dt_status master_apply(struct dt_session *s, void *self, const struc
 	const float wd = (float)g->k.cfg->train->hp.weight_decay;
 	if (wd > 0)
 		dt_train_add_weight_decay(model, wd * (float)g->total);
+	io->grad_norm = dt_train_clip_grads(model, &g->k.cfg->train->hp, g->total);
 	dt_optimizer_apply_mean(dt__session_optimizer(s), dt_model_params(model), dt_model_grads(model), g->total, 0,
 				dt_model_num_params(model), lr, io->step);
 	return DT_OK;
@@ -480,6 +487,7 @@ static enum dt_status master_finish(struct dt_session *s, void *self, int64_t *s
 static const struct dt_strategy strategy_in_graph = {
 	.name = "in_graph_sync", .connect = master_connect, .start = master_start, .compute = master_compute,
 	.apply = master_apply, .wait = loop_for_a_second, .note = barrier_note, .finish = master_finish,
+	.clip_where = "on the master, the replicas' mean",
 };
 
 enum dt_status dt_train_sync_master(const struct dt_ps_run_config *cfg, struct dt_train_result *res,

@@ -57,11 +57,12 @@ static void expect_same_tensors(const char *a, const char *b, int step)
 }
 
 /* `workers` all-reduce workers (or one plain process when 1), batch
- * 64 / workers each, with `common` args; the chief's output dir `dir`. */
-static void train_workers(int workers, const char *dir, const char *const *common)
+ * 64 / workers each (and the hparams `more`: "" or ",name=value..."), with
+ * `common` args; the chief's output dir `dir`. */
+static void train_workers_hp(int workers, const char *dir, const char *const *common, const char *more)
 {
-	char batch[64], out[2400];
-	snprintf(batch, sizeof(batch), "--hparams=batch_size=%d", 64 / workers);
+	char batch[128], out[2400];
+	snprintf(batch, sizeof(batch), "--hparams=batch_size=%d%s", 64 / workers, more);
 	snprintf(out, sizeof(out), "--output_dir=%s/%s", dt_test_tmpdir(), dir);
 	const char *args[24];
 	int n = 0;
@@ -96,6 +97,11 @@ static void train_workers(int workers, const char *dir, const char *const *commo
 	free(err0);
 }
 
+static void train_workers(int workers, const char *dir, const char *const *common)
+{
+	train_workers_hp(workers, dir, common, "");
+}
+
 static void dir_path(char *buf, size_t cap, const char *name)
 {
 	snprintf(buf, cap, "%s/%s", dt_test_tmpdir(), name);
@@ -116,6 +122,30 @@ DT_TEST_TIMEOUT(deterministic, one_two_and_four_workers_write_the_same_checkpoin
 	dir_path(a, sizeof(a), "w1"), dir_path(b, sizeof(b), "w2"), dir_path(d, sizeof(d), "w4");
 	expect_same_tensors(a, b, 40);
 	expect_same_tensors(a, d, 40);
+}
+
+/* clip_grad_norm with --deterministic: clipped after the fixed-point sum,
+ * so 1 and 2 workers clip the same mean to the same bits (every step's norm
+ * is over 0.05 here: each progress line says 20 of 20 clipped). */
+DT_TEST_TIMEOUT(deterministic, clip_grad_norm_on_one_and_two_workers_writes_the_same_checkpoint, 600)
+{
+	const char *common[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=40", "--log_every=20",
+				 "--noeval", "--deterministic", "--micro_batch=16", "--save_checkpoints_steps=40",
+				 "--connect_timeout=60", "--hparams_set=mlp_base", NULL };
+	train_workers_hp(1, "c1", common, ",clip_grad_norm=0.05");
+	train_workers_hp(2, "c2", common, ",clip_grad_norm=0.05");
+	train_workers(1, "c0", common);
+	char a[2200], b[2200], d[2200];
+	dir_path(a, sizeof(a), "c1"), dir_path(b, sizeof(b), "c2"), dir_path(d, sizeof(d), "c0");
+	expect_same_tensors(a, b, 40);
+	/* and clipping changed the run: the unclipped checkpoint differs */
+	char pa[2400], pd[2400];
+	snprintf(pa, sizeof(pa), "%s/model.ckpt-40.safetensors", a);
+	snprintf(pd, sizeof(pd), "%s/model.ckpt-40.safetensors", d);
+	size_t la, ld;
+	uint8_t *da = tensor_bytes(pa, &la), *dd = tensor_bytes(pd, &ld);
+	DT_CHECK(la == ld && memcmp(da, dd, la) != 0);
+	free(da), free(dd);
 }
 
 /* cnn (dropout 0.3: each micro-batch's masks come from its own stream) on

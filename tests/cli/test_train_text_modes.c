@@ -4,7 +4,8 @@
  * servers), and an evaluator task following a run's checkpoints with t2t's
  * metric names in its summaries (approx_bleu_score on text2text_tmpdir). The
  * ps chief's --eval_every with tables moving by rows equals the evaluator's
- * figures for the same checkpoint. */
+ * figures for the same checkpoint. clip_grad_norm clips locally and after
+ * the all-reduce. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,4 +236,60 @@ DT_TEST_TIMEOUT(train_text_modes, ps_chief_mid_run_eval_with_sparse_rows_equals_
 		mid[3], ckpt[0], ckpt[3]);
 	for (int i = 0; i < 4; i++)
 		DT_CHECK(mid[i] == ckpt[i]); /* the same 4 printed decimals */
+}
+
+#define CLIP_ARGS                                                                                          \
+	"--model=transformer", "--hparams_set=transformer_test", "--problem=algorithmic_reverse_binary40", \
+		"--log_every=25", "--train_steps=200"
+#define CLIP_HP "--hparams=batch_size=1024,learning_rate_warmup_steps=100,learning_rate_constant=0.5"
+
+/* The progress lines of a log (from the first " loss "): what two runs
+ * compare to tell whether they took the same steps. */
+static const char *progress(const char *log)
+{
+	const char *p = strstr(log, " loss ");
+	return p ? p : "";
+}
+
+/* t2t's clip_grad_norm through the one engine: a local run with a threshold
+ * under every step's norm says where it clips, counts every step clipped in
+ * its progress lines and trains (Adam follows the direction), and takes
+ * other steps than the same run without it (the clipping is applied, not
+ * only parsed); two all-reduce workers clip the all-reduced mean. */
+DT_TEST_TIMEOUT(train_text_modes, clip_grad_norm_clips_locally_and_after_the_all_reduce, 150)
+{
+	struct dt_run off, on;
+	dt_test_run(&off, (const char *[]){ "dtrain", "train", CLIP_ARGS, CLIP_HP, NULL }, NULL, TASK_WAIT_S);
+	dt_test_run(&on, (const char *[]){ "dtrain", "train", CLIP_ARGS, CLIP_HP ",clip_grad_norm=0.001", NULL }, NULL,
+		    TASK_WAIT_S);
+	if (off.exit_code || on.exit_code)
+		fprintf(stderr, "%s\n%s", off.err, on.err);
+	DT_CHECK_INT_EQ(off.exit_code, 0);
+	DT_CHECK_INT_EQ(on.exit_code, 0);
+	DT_CHECK(!strstr(off.err, "clip_grad_norm"));
+	DT_CHECK_CONTAINS(on.err, "clip_grad_norm=0.001: the gradient is scaled to global norm <= 0.001 before the "
+				  "update (after the replicas' reduce; with --deterministic, the fixed-point mean)");
+	DT_CHECK_CONTAINS(on.err, " step 200/200 loss "); /* each window's norms: every step over 0.001 */
+	DT_CHECK_CONTAINS(on.err, ", clipped 25 of 25 steps) ");
+	DT_CHECK(!strstr(off.err, " grad_norm "));
+	check_final_eval(on.out, "200");
+	check_loss_falls("local, clip_grad_norm=0.001", on.err);
+	DT_CHECK(strcmp(progress(off.err), progress(on.err)) != 0);
+	dt_run_release(&off);
+	dt_run_release(&on);
+
+	const char *args[] = { CLIP_ARGS, CLIP_HP ",clip_grad_norm=0.001", "--connect_timeout=30", NULL };
+	struct cluster c;
+	cluster_init(&c, NULL, 2, 0);
+	struct task *w1 = cluster_start_train(&c, "worker", 1, args);
+	struct task *w0 = cluster_start_train(&c, "worker", 0, args);
+	EXPECT_EXIT(&c, w0, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, w1, 0, 30);
+	char *out0 = task_read(w0, 0), *err0 = task_read(w0, 1);
+	DT_CHECK_CONTAINS(err0, "clip_grad_norm=0.001: the gradient is scaled to global norm <= 0.001 after the "
+				"all-reduce, once every bucket has arrived");
+	DT_CHECK_CONTAINS(err0, ", clipped 25 of 25 steps) ");
+	check_final_eval(out0, "200");
+	check_loss_falls("2 all-reduce workers, clip_grad_norm=0.001", err0);
+	free(out0), free(err0);
 }
