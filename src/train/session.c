@@ -223,6 +223,9 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 		dt_info("mirrored: %d replicas on threads split each batch of %d%s, OpenBLAS 1 thread each", tc->replicas,
 			tc->hp.batch_size, text ? " tokens" : "");
 	}
+	/* before the in-graph master's return: its replicas would not sum in fixed point */
+	if (tc->micro_batch > 0 && !s->strategy->fixed_point)
+		return dt_err_set(err, DT_USAGE, "--deterministic is not built for %s training", s->strategy->name);
 	if (!s->input) /* the strategy computes elsewhere (t2t's in-graph master) */
 		return DT_OK;
 	if (tc->micro_batch > 0)

@@ -30,8 +30,6 @@ enum dt_status dt__session_start_fixed(struct dt_session *s, const struct dt_str
 {
 	const struct dt_train_config *tc = s->cfg;
 	const int b = tc->hp.batch_size, m = tc->micro_batch, reps = tc->replicas > 1 ? tc->replicas : 1;
-	if (!s->strategy->fixed_point)
-		return dt_err_set(err, DT_USAGE, "--deterministic is not built for %s training", s->strategy->name);
 	if (!s->input->ops->start_slice)
 		return dt_err_set(err, DT_USAGE, "--deterministic needs an input that reads global batches in slices");
 	if (!dt_model_set_grads(s->model, NULL)) /* each micro-batch computes into a buffer of its own */
