@@ -48,19 +48,27 @@ static struct dt_model *new_model(const char *name, int max_batch)
 	return m;
 }
 
+/* A batch of B 28x28 images (uniform noise from `seed`) with labels
+ * i * step mod 10; the caller frees the images. */
+static float *new_batch(int B, uint64_t seed, int step, uint8_t *labels)
+{
+	float *x = calloc((size_t)B * 28 * 28, sizeof(float));
+	struct dt_rng data;
+	dt_rng_seed(&data, seed);
+	for (size_t i = 0; i < (size_t)B * 28 * 28; i++)
+		x[i] = dt_rng_uniform(&data);
+	for (int i = 0; i < B; i++)
+		labels[i] = (uint8_t)(i * step % 10);
+	return x;
+}
+
 static void check_model(const char *name)
 {
 	enum { B = 6 };
 	struct dt_model *plain = new_model(name, B), *notified = new_model(name, B);
 	const size_t np = dt_model_num_params(plain);
-	float *x = calloc((size_t)B * 28 * 28, sizeof(float));
 	uint8_t labels[B];
-	struct dt_rng data;
-	dt_rng_seed(&data, 11);
-	for (size_t i = 0; i < (size_t)B * 28 * 28; i++)
-		x[i] = dt_rng_uniform(&data);
-	for (int i = 0; i < B; i++)
-		labels[i] = (uint8_t)(i * 3 % 10);
+	float *x = new_batch(B, 11, 3, labels);
 	/* Stale values in the notifying model's gradients: a range reported
 	 * before its layer wrote it would not match. */
 	float *g = dt_model_grads(notified);
@@ -121,14 +129,8 @@ static void check_set_grads(const char *name)
 	enum { B = 5 };
 	struct dt_model *a = new_model(name, B), *b = new_model(name, B);
 	const size_t np = dt_model_num_params(a);
-	float *x = calloc((size_t)B * 28 * 28, sizeof(float));
 	uint8_t labels[B];
-	struct dt_rng data;
-	dt_rng_seed(&data, 12);
-	for (size_t i = 0; i < (size_t)B * 28 * 28; i++)
-		x[i] = dt_rng_uniform(&data);
-	for (int i = 0; i < B; i++)
-		labels[i] = (uint8_t)(i * 7 % 10);
+	float *x = new_batch(B, 12, 7, labels);
 	float *own = dt_model_grads(b);
 	for (size_t i = 0; i < np; i++)
 		own[i] = 12345.0f; /* must stay so while b computes elsewhere */
