@@ -66,19 +66,24 @@ static const char *slot_suffix(enum dt_optimizer_kind k, int slot)
 	return "?";
 }
 
-/* True when `name` is "<var>/<any optimizer's slot suffix>" for a variable of vars. */
-static int is_slot_of_any(const char *name, const struct dt_variable *vars, int n)
+size_t dt__ckpt_slot_base(const char *name)
 {
 	static const char *const suffixes[] = { "Adam", "Adam_1", "Momentum", "Adagrad" };
 	const char *slash = strrchr(name, '/');
 	if (!slash)
 		return 0;
-	int known = 0;
 	for (size_t i = 0; i < DT_ARRAY_LEN(suffixes); i++)
-		known |= strcmp(slash + 1, suffixes[i]) == 0;
-	if (!known)
+		if (strcmp(slash + 1, suffixes[i]) == 0)
+			return (size_t)(slash - name);
+	return 0;
+}
+
+/* True when `name` is "<var>/<any optimizer's slot suffix>" for a variable of vars. */
+static int is_slot_of_any(const char *name, const struct dt_variable *vars, int n)
+{
+	const size_t base = dt__ckpt_slot_base(name);
+	if (!base)
 		return 0;
-	size_t base = (size_t)(slash - name);
 	for (int i = 0; i < n; i++)
 		if (strlen(vars[i].name) == base && strncmp(vars[i].name, name, base) == 0)
 			return 1;

@@ -62,16 +62,9 @@ void dt_ckpt_model_signature(const struct dt_variable *vars, int num_vars, char 
 /* True when `name` is "<another tensor of f>/<an optimizer's slot suffix>". */
 static int is_slot_in_file(const struct dt_st_file *f, const char *name)
 {
-	static const char *const suffixes[] = { "Adam", "Adam_1", "Momentum", "Adagrad" };
-	const char *slash = strrchr(name, '/');
-	if (!slash)
+	const size_t base = dt__ckpt_slot_base(name);
+	if (!base)
 		return 0;
-	int known = 0;
-	for (size_t i = 0; i < DT_ARRAY_LEN(suffixes); i++)
-		known |= strcmp(slash + 1, suffixes[i]) == 0;
-	if (!known)
-		return 0;
-	size_t base = (size_t)(slash - name);
 	for (int i = 0; i < f->num_tensors; i++)
 		if (strlen(f->tensors[i].name) == base && strncmp(f->tensors[i].name, name, base) == 0)
 			return 1;

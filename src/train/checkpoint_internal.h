@@ -1,6 +1,6 @@
 /*
- * checkpoint_internal.h — what checkpoint.c, checkpoint_st.c and
- * checkpoint_state.c share; not for other modules.
+ * checkpoint_internal.h — what checkpoint.c, checkpoint_st.c,
+ * checkpoint_state.c and checkpoint_integrity.c share; not for other modules.
  */
 #ifndef DT_TRAIN_CHECKPOINT_INTERNAL_H
 #define DT_TRAIN_CHECKPOINT_INTERNAL_H
@@ -25,6 +25,11 @@ void dt__ckpt_file_signature(const struct dt_st_file *f, char *buf, size_t cap);
 /* f's model_signature against `want`; `whose` names want's source in the message. */
 enum dt_status dt__ckpt_check_signature(const struct dt_st_file *f, const char *want, const char *whose,
 					struct dt_err *err) DT_MUST_CHECK;
+
+/* The length of the variable name in `name` when it is "<variable>/<an
+ * optimizer's slot suffix>" (TensorFlow's names: Adam, Adam_1, Momentum,
+ * Adagrad); 0 otherwise. */
+size_t dt__ckpt_slot_base(const char *name);
 
 /* mkdir -p; DT_IO naming the part that could not be made. */
 enum dt_status dt__ckpt_make_dirs(const char *dir, struct dt_err *err) DT_MUST_CHECK;
