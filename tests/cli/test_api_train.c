@@ -161,6 +161,9 @@ static char *run_cluster(struct cluster *c, const struct api_tree *t, const char
 	for (int i = 0; i < n; i++)
 		if (task_wait(started[i], 50) != 0) {
 			tasks_dump(c->tasks, c->n);
+			char *out = task_read(started[i], 0); /* the example's own verdict is on stdout */
+			fprintf(stderr, "    | ---- %s:%d's stdout:\n%s", tasks[i].type, tasks[i].index, out ? out : "");
+			free(out);
 			dt_test_fail(__FILE__, __LINE__, "%s:%d exited %d", tasks[i].type, tasks[i].index, started[i]->status);
 		}
 	return task_read(started[want], 0);
