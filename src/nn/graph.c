@@ -765,6 +765,12 @@ enum dt_status dt_model_from_graph(const struct dt_graph *g, const char *name, i
 	} else {
 		io_info(&m->target, "targets", DT_FLOAT32, o->rank, o->dims);
 	}
+	if (m->num_params > (size_t)MAX_PARAMS) { /* each layer's limit still lets their sum grow past memory */
+		const size_t np = m->num_params;
+		dt_model_free(m);
+		return dt_err_set(err, DT_CONFIG, "model '%s': %zu parameters, more than the %ld (1 GiB of float32) a "
+				  "model may hold", name, np, MAX_PARAMS);
+	}
 	dt__graph_allocate(m);
 	*out = m;
 	return DT_OK;

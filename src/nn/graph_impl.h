@@ -14,6 +14,7 @@
 /* Per-example tensors and single variables stay far below int and size_t
  * overflow in every index computation. */
 #define MAX_ELEMS (1L << 28)
+#define MAX_PARAMS (1L << 28) /* a model's variables in all, float32s */
 
 /* Default node names: the kind's prefix and the next free number. */
 enum dt__prefix { P_INPUT, P_DENSE, P_CONV, P_POOL, P_AVG_POOL, P_FLATTEN, P_RESHAPE, P_ACT, P_DROPOUT, P_EMB, P_NORM,
