@@ -423,7 +423,9 @@ DTRAIN_API dtrain_status dtrain_session_new(dtrain_model *model, dtrain_data *tr
  * Options, by the names of `dtrain train`'s flags and --hparams (values as
  * text), before the first step: train_steps (1000), batch_size (per trainer),
  * learning_rate, optimizer (sgd, momentum, adam, adagrad), momentum, beta1,
- * beta2, epsilon, lr_schedule, warmup_steps, weight_decay, clip_grad_norm
+ * beta2, epsilon, lr_schedule (constant, linear_warmup_decay, or a product of
+ * t2t's factors such as constant*linear_warmup*rsqrt_decay: docs/MODELS.md),
+ * warmup_steps, weight_decay, clip_grad_norm
  * (0: off; t2t's, tf.clip_by_global_norm on the step's gradient), seed (1),
  * replicas (1), sync (0), threads (1), log_every (100; 0: quiet),
  * output_dir ("": no checkpoints), eval_timeout_secs (3600: an evaluator's

@@ -203,7 +203,7 @@ dtrain_status dtrain_session_set(dtrain_session *s, const char *key, const char 
 		s->tc.hp = hp;
 		return DTRAIN_OK;
 	}
-	if (!strstr(he.msg, "unknown"))
+	if (!strstr(he.msg, "unknown hparam")) /* a known name with a bad value */
 		return (dtrain_status)dt_err_set(e, DT_USAGE, "option %s: %s", key, he.msg);
 unknown:
 	dt_err_set(e, DT_USAGE, "unknown option '%s'", key);

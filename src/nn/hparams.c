@@ -22,16 +22,22 @@ struct field {
 	double min, max;              /* F_INT, F_DOUBLE: allowed range */
 	int max_open;                 /* F_DOUBLE: max itself not allowed ([min, max)) */
 	int min_open;                 /* F_DOUBLE: min itself not allowed ((min, max]) */
-	const char *const *(*choices)(size_t *count); /* F_STRING: valid values */
+	const char *const *(*choices)(size_t *count); /* F_STRING: valid values, listed in errors */
+	/* F_STRING: instead of choices, a check of values not drawn from a list
+	 * (a schedule is a product of factor names); `what` starts its message */
+	enum dt_status (*check)(const char *value, const char *what, struct dt_err *err);
 	int alias;                    /* t2t's other name for a field listed before: parsed, not printed or validated */
 };
 
-#define INT_FIELD(name, lo, hi) { #name, F_INT, offsetof(struct dt_hparams, name), lo, hi, 0, 0, NULL, 0 }
+#define INT_FIELD(name, lo, hi) { #name, F_INT, offsetof(struct dt_hparams, name), lo, hi, 0, 0, NULL, NULL, 0 }
 #define DBL_FIELD(name, lo, hi, lo_open, hi_open) \
-	{ #name, F_DOUBLE, offsetof(struct dt_hparams, name), lo, hi, hi_open, lo_open, NULL, 0 }
-#define STR_FIELD(name, choices) { #name, F_STRING, offsetof(struct dt_hparams, name), 0, 0, 0, 0, choices, 0 }
-#define BOOL_FIELD(name) { #name, F_BOOL, offsetof(struct dt_hparams, name), 0, 1, 0, 0, NULL, 0 }
-#define ALIAS(t2t, type, name, lo, hi, choices) { #t2t, type, offsetof(struct dt_hparams, name), lo, hi, 0, 0, choices, 1 }
+	{ #name, F_DOUBLE, offsetof(struct dt_hparams, name), lo, hi, hi_open, lo_open, NULL, NULL, 0 }
+#define STR_FIELD(name, choices) { #name, F_STRING, offsetof(struct dt_hparams, name), 0, 0, 0, 0, choices, NULL, 0 }
+#define CHECKED_STR_FIELD(name, check) \
+	{ #name, F_STRING, offsetof(struct dt_hparams, name), 0, 0, 0, 0, NULL, check, 0 }
+#define BOOL_FIELD(name) { #name, F_BOOL, offsetof(struct dt_hparams, name), 0, 1, 0, 0, NULL, NULL, 0 }
+#define ALIAS(t2t, type, name, lo, hi, choices, check) \
+	{ #t2t, type, offsetof(struct dt_hparams, name), lo, hi, 0, 0, choices, check, 1 }
 
 static const struct field fields[] = {
 	INT_FIELD(batch_size, 1, 1 << 20),
@@ -42,7 +48,7 @@ static const struct field fields[] = {
 	DBL_FIELD(beta2, 0, 1, 0, 1),
 	DBL_FIELD(epsilon, 0, HUGE_VAL, 1, 1),
 	DBL_FIELD(initial_accumulator_value, 0, HUGE_VAL, 0, 1),
-	STR_FIELD(lr_schedule, dt_lr_schedule_names),
+	CHECKED_STR_FIELD(lr_schedule, dt_lr_schedule_check),
 	INT_FIELD(warmup_steps, 0, INT32_MAX),
 	DBL_FIELD(lr_decay_end, 0, 1, 0, 0),
 	DBL_FIELD(dropout, 0, 1, 0, 1),
@@ -63,15 +69,18 @@ static const struct field fields[] = {
 	DBL_FIELD(layer_prepostprocess_dropout, 0, 1, 0, 1),
 	DBL_FIELD(label_smoothing, 0, 1, 0, 1),
 	DBL_FIELD(learning_rate_constant, 0, HUGE_VAL, 1, 1),
+	INT_FIELD(learning_rate_decay_steps, 1, INT32_MAX),
+	DBL_FIELD(learning_rate_decay_rate, 0, HUGE_VAL, 1, 1),
+	BOOL_FIELD(learning_rate_decay_staircase),
 	BOOL_FIELD(shared_embedding_and_softmax_weights),
 	BOOL_FIELD(shared_embedding),
 	INT_FIELD(min_length_bucket, 1, 65536),
 	DBL_FIELD(length_bucket_step, 1, HUGE_VAL, 1, 1),
-	ALIAS(learning_rate_schedule, F_STRING, lr_schedule, 0, 0, dt_lr_schedule_names),
-	ALIAS(learning_rate_warmup_steps, F_INT, warmup_steps, 0, INT32_MAX, NULL),
-	ALIAS(optimizer_adam_beta1, F_DOUBLE, beta1, 0, 1, NULL),
-	ALIAS(optimizer_adam_beta2, F_DOUBLE, beta2, 0, 1, NULL),
-	ALIAS(optimizer_adam_epsilon, F_DOUBLE, epsilon, 0, HUGE_VAL, NULL),
+	ALIAS(learning_rate_schedule, F_STRING, lr_schedule, 0, 0, NULL, dt_lr_schedule_check),
+	ALIAS(learning_rate_warmup_steps, F_INT, warmup_steps, 0, INT32_MAX, NULL, NULL),
+	ALIAS(optimizer_adam_beta1, F_DOUBLE, beta1, 0, 1, NULL, NULL),
+	ALIAS(optimizer_adam_beta2, F_DOUBLE, beta2, 0, 1, NULL, NULL),
+	ALIAS(optimizer_adam_epsilon, F_DOUBLE, epsilon, 0, HUGE_VAL, NULL, NULL),
 };
 
 #define NUM_FIELDS DT_ARRAY_LEN(fields)
@@ -122,6 +131,8 @@ static int double_in_range(const struct field *f, double v)
 /* Checks a string value against the field's choices; `what` starts the message. */
 static enum dt_status check_choice(const struct field *f, const char *value, const char *what, struct dt_err *err)
 {
+	if (f->check)
+		return f->check(value, what, err);
 	size_t n = 0;
 	const char *const *valid = f->choices(&n);
 	for (size_t i = 0; i < n; i++)
@@ -383,6 +394,9 @@ static void defaults(struct dt_hparams *hp, const char *model)
 	hp->num_hidden_layers = 6;
 	hp->max_length = 256;
 	hp->learning_rate_constant = 1.0;
+	hp->learning_rate_decay_steps = 5000; /* t2t's basic_params1 */
+	hp->learning_rate_decay_rate = 1.0;
+	hp->learning_rate_decay_staircase = 0;
 	hp->min_length_bucket = 8;
 	hp->length_bucket_step = 1.1;
 }

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include "base/err.h"
 
-#define DT_HP_NAME_MAX 64 /* t2t's longest schedule name has 52 characters */
+#define DT_HP_NAME_MAX 128 /* t2t's schedules are products of factor names: its base one has 52 characters */
 
 struct dt_hparams {
 	char model[DT_HP_NAME_MAX];       /* "mlp", "lenet", "cnn" */
@@ -24,7 +24,7 @@ struct dt_hparams {
 	double momentum;                  /* momentum optimizer */
 	double beta1, beta2, epsilon;     /* adam (epsilon also adagrad) */
 	double initial_accumulator_value; /* adagrad */
-	char lr_schedule[DT_HP_NAME_MAX]; /* "constant", "linear_warmup_decay" */
+	char lr_schedule[DT_HP_NAME_MAX]; /* "constant", "linear_warmup_decay", or t2t's factors "a*b*c" */
 	int warmup_steps;                 /* linear warm-up from 0 to learning_rate */
 	double lr_decay_end;              /* final lr as a fraction of learning_rate, at train_steps */
 	double dropout;                   /* drop probability in dropout layers; 0 disables */
@@ -42,6 +42,9 @@ struct dt_hparams {
 	double attention_dropout, relu_dropout, layer_prepostprocess_dropout;
 	double label_smoothing;
 	double learning_rate_constant;    /* the schedule's "constant" factor */
+	int learning_rate_decay_steps;    /* t2t's decay factors: linear_decay, cosdecay, exp_decay, ... */
+	double learning_rate_decay_rate;  /* exp_decay's base */
+	int learning_rate_decay_staircase; /* exp_decay's exponent floored */
 	int shared_embedding_and_softmax_weights, shared_embedding;
 	int min_length_bucket;            /* t2t's length buckets: 8, then x * length_bucket_step */
 	double length_bucket_step;

@@ -47,14 +47,91 @@ const char *const *dt_optimizer_names(size_t *count)
 	return optimizer_names;
 }
 
-static const char *const schedule_names[] = { "constant", "linear_warmup_decay",
-					      "constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size" };
+/*
+ * Learning-rate schedules. Two are dtrain's own, on `learning_rate`:
+ * "constant" and "linear_warmup_decay". Any other schedule is t2t's
+ * (tensor2tensor/utils/learning_rate.py): a product of the factors below,
+ * written "constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size", each
+ * computed from the hparams and the step. The one-word schedule "constant"
+ * stays dtrain's (`learning_rate`); as a factor, "constant" is t2t's
+ * `learning_rate_constant`.
+ */
+enum lr_factor {
+	LR_CONSTANT,
+	LR_LINEAR_WARMUP,
+	LR_LINEAR_DECAY,
+	LR_COSDECAY,
+	LR_SINGLE_CYCLE_COS_DECAY,
+	LR_RSQRT_DECAY,
+	LR_RSQRT_NORMALIZED_DECAY,
+	LR_EXP_DECAY,
+	LR_RSQRT_HIDDEN_SIZE,
+};
 
-const char *const *dt_lr_schedule_names(size_t *count)
+static const char *const lr_factor_names[] = {
+	[LR_CONSTANT] = "constant",
+	[LR_LINEAR_WARMUP] = "linear_warmup",
+	[LR_LINEAR_DECAY] = "linear_decay",
+	[LR_COSDECAY] = "cosdecay",
+	[LR_SINGLE_CYCLE_COS_DECAY] = "single_cycle_cos_decay",
+	[LR_RSQRT_DECAY] = "rsqrt_decay",
+	[LR_RSQRT_NORMALIZED_DECAY] = "rsqrt_normalized_decay",
+	[LR_EXP_DECAY] = "exp_decay",
+	[LR_RSQRT_HIDDEN_SIZE] = "rsqrt_hidden_size",
+};
+
+/* The factor named by [name, name + len), or -1. */
+static int lr_factor_of(const char *name, size_t len)
 {
-	if (count)
-		*count = DT_ARRAY_LEN(schedule_names);
-	return schedule_names;
+	for (size_t i = 0; i < DT_ARRAY_LEN(lr_factor_names); i++)
+		if (strlen(lr_factor_names[i]) == len && strncmp(lr_factor_names[i], name, len) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int is_dtrain_schedule(const char *schedule)
+{
+	return strcmp(schedule, "constant") == 0 || strcmp(schedule, "linear_warmup_decay") == 0;
+}
+
+enum dt_status dt_lr_schedule_check(const char *schedule, const char *what, struct dt_err *err)
+{
+	if (is_dtrain_schedule(schedule))
+		return DT_OK;
+	char valid[256];
+	dt_join(valid, sizeof(valid), lr_factor_names, DT_ARRAY_LEN(lr_factor_names), ", ");
+	const char *p = schedule;
+	int factors = 0;
+	for (;;) {
+		while (*p == ' ')
+			p++;
+		size_t len = strcspn(p, "*");
+		size_t end = len;
+		while (end > 0 && p[end - 1] == ' ')
+			end--;
+		if (end > 0) {
+			if (lr_factor_of(p, end) < 0) {
+				char name[DT_HP_NAME_MAX];
+				snprintf(name, sizeof(name), "%.*s", (int)end, p);
+				const char *near = dt_nearest(name, lr_factor_names, DT_ARRAY_LEN(lr_factor_names));
+				return dt_err_set(err, DT_USAGE,
+						  "%s: unknown learning-rate factor '%s'%s%s%s in schedule '%s'; a schedule "
+						  "is constant, linear_warmup_decay, or a product of t2t's factors "
+						  "(e.g. constant*linear_warmup*rsqrt_decay): %s",
+						  what, name, near ? " (did you mean '" : "", near ? near : "",
+						  near ? "'?)" : "", schedule, valid);
+			}
+			factors++;
+		}
+		if (!p[len])
+			break;
+		p += len + 1;
+	}
+	if (factors == 0)
+		return dt_err_set(err, DT_USAGE,
+				  "%s: empty schedule; use constant, linear_warmup_decay, or a product of t2t's factors: %s",
+				  what, valid);
+	return DT_OK;
 }
 
 enum dt_status dt_optimizer_init(struct dt_optimizer *opt, const struct dt_hparams *hp, size_t count,
@@ -261,31 +338,77 @@ void dt_optimizer_apply_mean(struct dt_optimizer *opt, float *params, const floa
 	apply_rule(opt, params, grad_sum, 1.0f / (float)summed, offset, n, lr, step);
 }
 
-float dt_lr_at(const struct dt_hparams *hp, int64_t step, int64_t total_steps)
+/* dtrain's linear_warmup_decay on learning_rate. */
+static double linear_warmup_decay(const struct dt_hparams *hp, int64_t step, int64_t total_steps)
 {
 	const double lr = hp->learning_rate;
-	if (strcmp(hp->lr_schedule, "constant") == 0)
-		return (float)lr;
-	if (strcmp(hp->lr_schedule, schedule_names[2]) == 0) {
-		/* t2t's factors, at global step `step` (t2t's learning_rate
-		 * is not read): constant * min(1, step / warmup) *
-		 * rsqrt(max(step, warmup)) * rsqrt(hidden_size) */
-		const double w = hp->warmup_steps > 0 ? (double)hp->warmup_steps : 1.0, s = (double)(step > 0 ? step : 0);
-		return (float)(hp->learning_rate_constant * fmin(1.0, s / w) / sqrt(fmax(s, w)) /
-			       sqrt((double)(hp->hidden_size > 0 ? hp->hidden_size : 1)));
-	}
-	DT_ASSERT(strcmp(hp->lr_schedule, "linear_warmup_decay") == 0);
-	if (step < 0)
-		step = 0;
 	const int64_t warm = hp->warmup_steps > 0 ? hp->warmup_steps : 0;
 	if (step < warm)
-		return (float)(lr * (double)step / (double)warm);
+		return lr * (double)step / (double)warm;
 	if (total_steps <= warm)
-		return (float)lr;
+		return lr;
 	double frac = (double)(step - warm) / (double)(total_steps - warm);
 	if (frac > 1)
 		frac = 1;
-	return (float)(lr * (1.0 - frac * (1.0 - hp->lr_decay_end)));
+	return lr * (1.0 - frac * (1.0 - hp->lr_decay_end));
+}
+
+/* One of t2t's factors at step s (as t2t's step_num) of total_steps (t2t's
+ * train_steps). A warm-up of 0 steps counts as 1 where t2t would divide by it
+ * or take rsqrt(0) at step 0. */
+static double lr_factor_at(enum lr_factor factor, const struct dt_hparams *hp, double s, double total_steps)
+{
+	const double warm = hp->warmup_steps > 0 ? (double)hp->warmup_steps : 1.0;
+	const double decay = (double)hp->learning_rate_decay_steps;
+	switch (factor) {
+	case LR_CONSTANT:
+		return hp->learning_rate_constant;
+	case LR_LINEAR_WARMUP:
+		return fmin(1.0, s / warm);
+	case LR_LINEAR_DECAY:
+		return fmin(1.0, fmax(0.0, (total_steps - s) / decay));
+	case LR_COSDECAY: /* OpenAI GPT's: 1 through the warm-up, then cos from step 0's phase */
+		return s <= warm ? 1.0 : 0.5 * (1.0 + cos(M_PI * s / decay));
+	case LR_SINGLE_CYCLE_COS_DECAY:
+		return cos((fmax(s, warm) - warm) * M_PI / decay) / 2.0 + 0.5;
+	case LR_RSQRT_DECAY:
+		return 1.0 / sqrt(fmax(s, warm));
+	case LR_RSQRT_NORMALIZED_DECAY:
+		return sqrt(warm) / sqrt(fmax(s, warm));
+	case LR_EXP_DECAY: {
+		double p = fmax(0.0, (s - warm) / decay);
+		if (hp->learning_rate_decay_staircase)
+			p = floor(p);
+		return pow(hp->learning_rate_decay_rate, p);
+	}
+	case LR_RSQRT_HIDDEN_SIZE:
+		return 1.0 / sqrt((double)(hp->hidden_size > 0 ? hp->hidden_size : 1));
+	}
+	return 1.0;
+}
+
+float dt_lr_at(const struct dt_hparams *hp, int64_t step, int64_t total_steps)
+{
+	if (step < 0)
+		step = 0;
+	if (strcmp(hp->lr_schedule, "constant") == 0)
+		return (float)hp->learning_rate;
+	if (strcmp(hp->lr_schedule, "linear_warmup_decay") == 0)
+		return (float)linear_warmup_decay(hp, step, total_steps);
+	/* t2t's product of factors; dt_hparams_validate has checked the names */
+	double lr = 1.0;
+	for (const char *p = hp->lr_schedule; *p;) {
+		while (*p == ' ')
+			p++;
+		size_t len = strcspn(p, "*"), end = len;
+		while (end > 0 && p[end - 1] == ' ')
+			end--;
+		const int factor = end > 0 ? lr_factor_of(p, end) : -1;
+		if (factor >= 0)
+			lr *= lr_factor_at((enum lr_factor)factor, hp, (double)step, (double)total_steps);
+		p += len + (p[len] != '\0');
+	}
+	return (float)lr;
 }
 
 double dt_clip_by_global_norm(float *grads, size_t n, int summed, double clip)

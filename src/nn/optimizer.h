@@ -34,10 +34,16 @@ struct dt_optimizer {
 	float *slots;   /* (num_slots, count), owned */
 };
 
-/* Names of the optimizers ("sgd", "momentum", "adam", "adagrad") and of the
- * learning-rate schedules ("constant", "linear_warmup_decay"). */
+/* Names of the optimizers ("sgd", "momentum", "adam", "adagrad"). */
 const char *const *dt_optimizer_names(size_t *count);
-const char *const *dt_lr_schedule_names(size_t *count);
+
+/* Checks a learning-rate schedule: dtrain's "constant" or
+ * "linear_warmup_decay" (on learning_rate), or a '*'-product of t2t's factors
+ * (constant, linear_warmup, linear_decay, cosdecay, single_cycle_cos_decay,
+ * rsqrt_decay, rsqrt_normalized_decay, exp_decay, rsqrt_hidden_size; blanks
+ * around names ignored). An unknown factor is DT_USAGE whose message starts
+ * with `what`, names the factor and lists the valid ones. */
+enum dt_status dt_lr_schedule_check(const char *schedule, const char *what, struct dt_err *err) DT_MUST_CHECK;
 
 /* Sets up an optimizer for `count` parameters from the hparams. */
 enum dt_status dt_optimizer_init(struct dt_optimizer *opt, const struct dt_hparams *hp, size_t count,
@@ -73,7 +79,9 @@ void dt_optimizer_apply_mean(struct dt_optimizer *opt, float *params, const floa
  */
 double dt_clip_by_global_norm(float *grads, size_t n, int summed, double clip);
 
-/* The learning rate at `step` (0-based) of `total_steps` under hp's schedule. */
+/* The learning rate at `step` (0-based) of `total_steps` under hp's schedule
+ * (a checked one; docs/MODELS.md gives each factor's formula). total_steps is
+ * t2t's train_steps for linear_decay. */
 float dt_lr_at(const struct dt_hparams *hp, int64_t step, int64_t total_steps);
 
 #endif

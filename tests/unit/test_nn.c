@@ -161,7 +161,16 @@ DT_TEST(nn_hparams, validate_checks_ranges_and_names)
 	hp = set("lenet_base");
 	snprintf(hp.lr_schedule, sizeof(hp.lr_schedule), "cosine");
 	DT_CHECK_INT_EQ(dt_hparams_validate(&hp, &err), DT_USAGE);
-	DT_CHECK_CONTAINS(err.msg, "valid: constant, linear_warmup_decay");
+	DT_CHECK_CONTAINS(err.msg, "unknown learning-rate factor 'cosine' in schedule 'cosine'");
+	DT_CHECK_CONTAINS(err.msg, "a schedule is constant, linear_warmup_decay, or a product of t2t's factors");
+	hp = set("lenet_base");
+	DT_CHECK_INT_EQ(dt_hparams_parse(&hp, "learning_rate_schedule=constant*linear_warmup*rsqrt_dekay", &err),
+			DT_USAGE);
+	DT_CHECK_CONTAINS(err.msg, "invalid hparam 'learning_rate_schedule=constant*linear_warmup*rsqrt_dekay'");
+	DT_CHECK_CONTAINS(err.msg, "'rsqrt_dekay' (did you mean 'rsqrt_decay'?)");
+	DT_CHECK_STR_EQ(hp.lr_schedule, "constant"); /* a failed parse changes nothing */
+	DT_CHECK_INT_EQ(dt_hparams_parse(&hp, "lr_schedule= * ", &err), DT_USAGE);
+	DT_CHECK_CONTAINS(err.msg, "empty schedule");
 }
 
 DT_TEST(nn_hparams, json_has_every_field_once_and_reads_back)
@@ -179,7 +188,7 @@ DT_TEST(nn_hparams, json_has_every_field_once_and_reads_back)
 	json_t *root = json_loads(buf, 0, &jerr);
 	if (!root)
 		dt_test_fail(__FILE__, __LINE__, "not JSON (%s): %s", jerr.text, buf);
-	DT_CHECK_INT_EQ(json_object_size(root), 33); /* t2t's aliases are not printed */
+	DT_CHECK_INT_EQ(json_object_size(root), 36); /* t2t's aliases are not printed */
 	DT_CHECK_STR_EQ(json_string_value(json_object_get(root, "model")), "cnn");
 	DT_CHECK_INT_EQ(json_integer_value(json_object_get(root, "batch_size")), 64);
 	DT_CHECK(json_real_value(json_object_get(root, "learning_rate")) == 0.1);
@@ -359,6 +368,61 @@ DT_TEST(nn_optim, learning_rate_schedules)
 	DT_CHECK_NEAR(dt_lr_at(&hp, 75, 100), 0.25, 1e-7);
 	hp.warmup_steps = 200; /* warm-up longer than the run */
 	DT_CHECK_NEAR(dt_lr_at(&hp, 100, 100), 0.5, 1e-7);
+}
+
+/* t2t's factors (tensor2tensor/utils/learning_rate.py), each against its
+ * formula worked by hand, and their product. */
+DT_TEST(nn_optim, t2t_learning_rate_factors)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_hparams hp = set("transformer_tiny"); /* hidden 128, warm-up 8000, constant 2 */
+	const double rsqrt_h = 1.0 / sqrt(128.0);
+	/* t2t's transformer schedule: 2 * min(1, s/8000) * max(s, 8000)^-1/2 * 128^-1/2 */
+	DT_CHECK_NEAR(dt_lr_at(&hp, 0, 100000), 0.0, 0);
+	DT_CHECK_NEAR(dt_lr_at(&hp, 4000, 100000), 2.0 * 0.5 / sqrt(8000.0) * rsqrt_h, 1e-9);
+	DT_CHECK_NEAR(dt_lr_at(&hp, 32000, 100000), 2.0 / sqrt(32000.0) * rsqrt_h, 1e-9);
+	struct {
+		const char *overrides;
+		int64_t step, total;
+		double want;
+	} cases[] = {
+		{ "learning_rate_schedule=constant,learning_rate=0.5", 7, 10, 0.5 }, /* dtrain's: learning_rate */
+		{ "learning_rate_schedule=constant*linear_warmup,learning_rate_warmup_steps=100", 25, 1000, 2.0 * 0.25 },
+		{ "learning_rate_schedule=linear_decay,learning_rate_decay_steps=400", 100, 1000, 1.0 },
+		{ "learning_rate_schedule=linear_decay,learning_rate_decay_steps=400", 700, 1000, 0.75 },
+		{ "learning_rate_schedule=linear_decay,learning_rate_decay_steps=400", 1200, 1000, 0.0 },
+		{ "learning_rate_schedule=cosdecay,learning_rate_warmup_steps=10,learning_rate_decay_steps=100", 10, 100,
+		  1.0 },
+		{ "learning_rate_schedule=cosdecay,learning_rate_warmup_steps=10,learning_rate_decay_steps=100", 50, 100,
+		  0.5 },
+		{ "learning_rate_schedule=single_cycle_cos_decay,learning_rate_warmup_steps=10,"
+		  "learning_rate_decay_steps=100",
+		  60, 1000, 0.5 },
+		{ "learning_rate_schedule=single_cycle_cos_decay,learning_rate_warmup_steps=10,"
+		  "learning_rate_decay_steps=100",
+		  5, 1000, 1.0 },
+		{ "learning_rate_schedule=rsqrt_normalized_decay,learning_rate_warmup_steps=100", 400, 1000, 0.5 },
+		{ "learning_rate_schedule=rsqrt_normalized_decay,learning_rate_warmup_steps=100", 50, 1000, 1.0 },
+		{ "learning_rate_schedule=exp_decay,learning_rate_warmup_steps=100,learning_rate_decay_steps=100,"
+		  "learning_rate_decay_rate=0.5",
+		  250, 1000, pow(0.5, 1.5) },
+		{ "learning_rate_schedule=exp_decay,learning_rate_warmup_steps=100,learning_rate_decay_steps=100,"
+		  "learning_rate_decay_rate=0.5,learning_rate_decay_staircase=true",
+		  250, 1000, 0.5 }, /* floor(1.5) */
+		{ "learning_rate_schedule= rsqrt_hidden_size * constant ", 3, 10, 2.0 * rsqrt_h },
+		{ "learning_rate_schedule=constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size*linear_decay,"
+		  "learning_rate_warmup_steps=1000,learning_rate_decay_steps=2000",
+		  8000, 9000, 2.0 / sqrt(8000.0) * rsqrt_h * 0.5 },
+	};
+	for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+		hp = set("transformer_tiny");
+		DT_CHECK_OK(dt_hparams_parse(&hp, cases[i].overrides, &err), &err);
+		DT_CHECK_OK(dt_hparams_validate(&hp, &err), &err);
+		const double got = dt_lr_at(&hp, cases[i].step, cases[i].total);
+		if (fabs(got - cases[i].want) > 1e-6 * fmax(1.0, fabs(cases[i].want)))
+			dt_test_fail(__FILE__, __LINE__, "%s at step %lld of %lld: %.9g, want %.9g", cases[i].overrides, (long long)cases[i].step,
+				(long long)cases[i].total, got, cases[i].want);
+	}
 }
 
 /* ---- models ---------------------------------------------------------------------- */
