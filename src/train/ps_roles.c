@@ -193,6 +193,7 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 			.problem = cfg->train->problem, .data_dir = cfg->train->data_dir, .data = cfg->train->data,
 			.hp = &cfg->train->hp, .models = cfg->train->models, .prefetch = cfg->train->prefetch, .master_role = dt_job_name(cl->chief.job),
 			.master_index = (uint32_t)cl->chief.index, .num_params = dt_model_num_params(r.model),
+			.features = r.hello.features,
 			.text = &text_ops, .source = cfg->train->source ? &source_ops : NULL,
 		}, &replica, err);
 	if (!st) {

@@ -78,6 +78,27 @@ double cli_accuracy_of(const char *text)
 	return p ? atof(p + strlen("accuracy = ")) : -1;
 }
 
+int cli_check_t2t_lines(const char *who, const char *log)
+{
+	int lines = 0;
+	for (const char *p = log; (p = strstr(p, " loss ")) != NULL; p += 6) {
+		const char *end = strchr(p, '\n');
+		const int n = (int)(end ? (size_t)(end - p) : strlen(p));
+		char line[600];
+		snprintf(line, sizeof(line), "%.*s", n, p);
+		if (!strstr(line, " eta ")) /* not a progress line (the run's summary, an evaluation) */
+			continue;
+		lines++;
+		if (!strstr(line, " accuracy ") || !strstr(line, " accuracy_per_sequence ") ||
+		    !strstr(line, " neg_log_perplexity ") || !strstr(line, " tokens/s")) {
+			fprintf(stderr, "%s: a progress line without t2t's metrics and tokens/s:%s\n", who, line);
+			DT_CHECK(0);
+		}
+	}
+	fprintf(stderr, "%s: %d progress line(s) with t2t's metrics and tokens/s\n", who, lines);
+	return lines;
+}
+
 void cli_private_home(void)
 {
 	char home[600];

@@ -33,6 +33,13 @@ void cli_free_ports(int *ports, int n);
  * printed); -1 when there is none or `text` is NULL. */
 double cli_accuracy_of(const char *text);
 
+/* Checks that every progress line of a text problem's `log` (a line with
+ * " loss " and " eta ") carries t2t's metrics and tokens/s (" accuracy ",
+ * " accuracy_per_sequence ", " neg_log_perplexity ", " tokens/s"), failing
+ * the test naming `who` and the line where one does not; returns how many
+ * progress lines it saw. */
+int cli_check_t2t_lines(const char *who, const char *log);
+
 /* ---- `dtrain launch` and the commands around it ---- */
 
 /* Points $DTRAIN_HOME at "<tmpdir>/home" and unsets the cluster variables

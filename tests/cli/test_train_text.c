@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_util.h"
 #include "cluster_procs.h"
 #include "dt_test.h"
 
@@ -68,6 +69,7 @@ DT_TEST_TIMEOUT(train_text, transformer_on_reverse_binary40_loss_falls, 90)
 	DT_CHECK_CONTAINS(r.out, "eval (test split, 10000 examples) at global step 300: accuracy = ");
 	DT_CHECK_CONTAINS(r.out, "accuracy_per_sequence = ");
 	check_loss_falls("local", r.err);
+	DT_CHECK(cli_check_t2t_lines("local", r.err) >= 10);
 	/* The summary's examples/s counts sequences, not batch_size's tokens
 	 * (it was 1024 x steps/s): a run's mean lies within its windows'. */
 	const char *summary = strstr(r.err, " steps in ");

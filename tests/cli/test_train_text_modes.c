@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli_util.h"
 #include "cluster_procs.h"
 #include "dt_test.h"
 
@@ -100,6 +101,23 @@ DT_TEST_TIMEOUT(train_text_modes, in_graph_master_trains_the_transformer_on_two_
 	DT_CHECK_CONTAINS(perr, "computed 200 in-graph replica steps");
 	check_final_eval(out, "200");
 	check_loss_falls("in-graph master", merr);
+	/* The master's lines are every mode's (the std servers reply with the
+	 * token figures): t2t's metrics and tokens/s, not the image line's
+	 * `acc` over sequences. */
+	DT_CHECK(!strstr(merr, " acc "));
+	DT_CHECK(cli_check_t2t_lines("in-graph master", merr) >= 8);
+	/* Per token, not per sequence: above it, and above chance at the end. */
+	const char *last = NULL;
+	for (const char *p = merr; (p = strstr(p, " accuracy ")) != NULL; p++)
+		last = p;
+	const char *seq = last ? strstr(last, " accuracy_per_sequence ") : NULL;
+	DT_CHECK(seq != NULL);
+	if (seq) {
+		const double tok = atof(last + strlen(" accuracy ")), per_seq = atof(seq + strlen(" accuracy_per_sequence "));
+		fprintf(stderr, "in-graph master: last accuracy %.4f, per sequence %.4f\n", tok, per_seq);
+		DT_CHECK(tok > 0.52);
+		DT_CHECK(tok > per_seq);
+	}
 	free(out), free(merr), free(perr);
 }
 
