@@ -447,7 +447,7 @@ static enum dt_status async_apply(struct dt_session *s, void *self, const struct
 	}
 	enum dt_status st = dt_ps_client_round(a->c, 1, lr, 1, 1, &gstep, dt_deadline_in(a->round_s), err);
 	if (!st && a->chief) /* checkpoints, snapshot from the ps when due */
-		st = dt_ps_chief_after_step(&a->ch, a->c, gstep, fig->loss, fig->correct, lr, err);
+		st = dt_ps_chief_after_step(&a->ch, a->c, gstep, fig, lr, err);
 	if (a->round_grads) {
 		helper_join(&a->h);
 		a->have = !st; /* after a failure the recovery replaces the parameters it was computed on */

@@ -271,7 +271,7 @@ static enum dt_status trainer_apply(struct dt_session *s, void *self, const stru
 	/* Checkpoints when due: with no backups the step cannot move on without
 	 * this trainer, so the snapshot is one step's. */
 	note_position(s, t);
-	if (t->chief && (st = dt_ps_chief_after_step(&t->ch, t->c, sr.global_step, fig->loss, fig->correct, lr, err))) {
+	if (t->chief && (st = dt_ps_chief_after_step(&t->ch, t->c, sr.global_step, fig, lr, err))) {
 		if (!dt_ps_any_lost(t->c, num_ps))
 			return st;
 		t->gstep = sr.global_step;

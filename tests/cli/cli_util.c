@@ -99,6 +99,34 @@ int cli_check_t2t_lines(const char *who, const char *log)
 	return lines;
 }
 
+int cli_events_name(const char *dir, const char *tag)
+{
+	char cmd[1200];
+	snprintf(cmd, sizeof(cmd), "grep -aqF '%s' '%s'/events.out.tfevents.*", tag, dir);
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "/bin/sh", "-c", cmd, NULL }, NULL, 20);
+	const int found = r.exit_code == 0;
+	dt_run_release(&r);
+	return found;
+}
+
+void cli_check_t2t_summaries(const char *who, const char *dir, const char *problem, int bleu)
+{
+	static const char *const metrics[] = { "accuracy", "accuracy_per_sequence", "neg_log_perplexity",
+					       "approx_bleu_score" };
+	for (int i = 0; i < 4; i++) {
+		char t2t[200];
+		snprintf(t2t, sizeof(t2t), "metrics-%s/targets/%s", problem, metrics[i]);
+		const int want = i < 3 || bleu, plain = cli_events_name(dir, metrics[i]), theirs = cli_events_name(dir, t2t);
+		if (plain != want || theirs != want) {
+			fprintf(stderr, "%s: the summaries in '%s' %s '%s' (%s) and %s '%s' (%s)\n", who, dir,
+				plain ? "have" : "lack", metrics[i], want ? "wanted" : "unwanted", theirs ? "have" : "lack",
+				t2t, want ? "wanted" : "unwanted");
+			DT_CHECK(0);
+		}
+	}
+}
+
 void cli_private_home(void)
 {
 	char home[600];

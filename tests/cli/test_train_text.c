@@ -106,9 +106,10 @@ DT_TEST_TIMEOUT(train_text, an_image_model_on_a_text_problem_is_refused, 30)
 
 DT_TEST_TIMEOUT(train_text, two_allreduce_workers_train_the_transformer, 90)
 {
-	const char *args[] = { TEXT_ARGS, "--train_steps=200", "--connect_timeout=30", NULL };
 	struct cluster c;
 	cluster_init(&c, NULL, 2, 0);
+	cluster_output_dir(&c, "allreduce");
+	const char *args[] = { TEXT_ARGS, "--train_steps=200", "--connect_timeout=30", c.out_flag, NULL };
 	struct task *w1 = cluster_start_train(&c, "worker", 1, args);
 	struct task *w0 = cluster_start_train(&c, "worker", 0, args);
 	EXPECT_EXIT(&c, w0, 0, TASK_WAIT_S);
@@ -118,16 +119,18 @@ DT_TEST_TIMEOUT(train_text, two_allreduce_workers_train_the_transformer, 90)
 	DT_CHECK_CONTAINS(out0, "accuracy_per_sequence = ");
 	DT_CHECK_CONTAINS(err0, "gradient all-reduce");
 	check_loss_falls("2 all-reduce workers", err0);
+	cli_check_t2t_summaries("all-reduce chief (worker 0)", c.out_dir, "algorithmic_reverse_binary40", 0);
 	free(out0), free(err0);
 }
 
 DT_TEST_TIMEOUT(train_text, async_ps_trains_the_transformer, 90)
 {
-	const char *args[] = { TEXT_ARGS, "--train_steps=300", NULL };
 	struct cluster c;
 	cluster_init(&c, "chief", 1, 1);
+	cluster_output_dir(&c, "async_ps");
+	const char *args[] = { TEXT_ARGS, "--train_steps=300", c.out_flag, NULL };
 	struct task *ps0 = cluster_start_train(&c, "ps", 0, (const char *[]){ "--schedule=run_std_server", TEXT_ARGS,
-									      NULL });
+									      c.out_flag, NULL });
 	struct task *worker = cluster_start_train(&c, "worker", 0, args);
 	struct task *chief = cluster_start_train(&c, "chief", 0, args);
 	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
@@ -138,6 +141,7 @@ DT_TEST_TIMEOUT(train_text, async_ps_trains_the_transformer, 90)
 	DT_CHECK_CONTAINS(out, "accuracy_per_sequence = ");
 	DT_CHECK_CONTAINS(werr, "(global ");
 	check_loss_falls("async ps chief", cerr);
+	cli_check_t2t_summaries("async ps chief", c.out_dir, "algorithmic_reverse_binary40", 0);
 	free(out), free(cerr), free(werr);
 }
 

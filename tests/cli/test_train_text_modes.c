@@ -87,11 +87,14 @@ DT_TEST_TIMEOUT(train_text_modes, in_graph_master_trains_the_transformer_on_two_
 {
 	struct cluster c;
 	cluster_init(&c, "master", 0, 2);
+	cluster_output_dir(&c, "in_graph");
 	const char *std_args[] = { "--schedule=run_std_server", TEXT_ARGS, NULL };
 	struct task *ps0 = cluster_start_train(&c, "ps", 0, std_args);
 	struct task *ps1 = cluster_start_train(&c, "ps", 1, std_args);
 	struct task *master = cluster_start_train(&c, "master", 0,
-						  (const char *[]){ "--sync", TEXT_ARGS, "--train_steps=200", NULL });
+						  (const char *[]){ "--sync", TEXT_ARGS, "--train_steps=200", c.out_flag,
+								    "--schedule=train_and_evaluate",
+								    NULL });
 	EXPECT_EXIT(&c, master, 0, TASK_WAIT_S);
 	EXPECT_EXIT(&c, ps0, 0, 30);
 	EXPECT_EXIT(&c, ps1, 0, 30);
@@ -118,19 +121,11 @@ DT_TEST_TIMEOUT(train_text_modes, in_graph_master_trains_the_transformer_on_two_
 		DT_CHECK(tok > 0.52);
 		DT_CHECK(tok > per_seq);
 	}
+	cli_check_t2t_summaries("in-graph master", c.out_dir, "algorithmic_reverse_binary40", 0);
+	char eval_dir[700];
+	snprintf(eval_dir, sizeof(eval_dir), "%s/eval", c.out_dir); /* train_and_evaluate's, after its last save */
+	cli_check_t2t_summaries("in-graph master's evaluation", eval_dir, "algorithmic_reverse_binary40", 0);
 	free(out), free(merr), free(perr);
-}
-
-/* Whether the event files under `dir` name scalar `tag` (its bytes). */
-static int events_name(const char *dir, const char *tag)
-{
-	char cmd[1200];
-	snprintf(cmd, sizeof(cmd), "grep -aqF '%s' '%s'/events.out.tfevents.*", tag, dir);
-	struct dt_run r;
-	dt_test_run(&r, (const char *[]){ "/bin/sh", "-c", cmd, NULL }, NULL, 20);
-	const int found = r.exit_code == 0;
-	dt_run_release(&r);
-	return found;
 }
 
 /* An evaluator task beside a transformer run: every checkpoint evaluated,
@@ -160,9 +155,8 @@ DT_TEST_TIMEOUT(train_text_modes, an_evaluator_follows_the_transformer_checkpoin
 	free(out);
 	char eval_dir[700];
 	snprintf(eval_dir, sizeof(eval_dir), "%s/eval", out_dir);
-	DT_CHECK(events_name(eval_dir, "accuracy_per_sequence"));
-	DT_CHECK(events_name(eval_dir, "neg_log_perplexity"));
-	DT_CHECK(!events_name(eval_dir, "approx_bleu_score"));
+	cli_check_t2t_summaries("evaluator", eval_dir, "algorithmic_reverse_binary40", 0);
+	cli_check_t2t_summaries("one process's training", out_dir, "algorithmic_reverse_binary40", 0);
 
 	/* A translation-shaped problem (text2text_tmpdir): approx_bleu_score too. */
 	char data[700], path[760], flag_data[720], flag_out[720];
@@ -198,8 +192,9 @@ DT_TEST_TIMEOUT(train_text_modes, an_evaluator_follows_the_transformer_checkpoin
 	DT_CHECK_CONTAINS(r.out, "approx_bleu_score = ");
 	dt_run_release(&r);
 	snprintf(eval_dir, sizeof(eval_dir), "%s/t2t_run/eval", dt_test_tmpdir());
-	DT_CHECK(events_name(eval_dir, "approx_bleu_score"));
-	DT_CHECK(events_name(eval_dir, "accuracy_per_sequence"));
+	cli_check_t2t_summaries("text2text_tmpdir's evaluation", eval_dir, "text2text_tmpdir", 1);
+	snprintf(eval_dir, sizeof(eval_dir), "%s/t2t_run", dt_test_tmpdir());
+	cli_check_t2t_summaries("text2text_tmpdir's training", eval_dir, "text2text_tmpdir", 1);
 }
 
 /* The figures of "eval at step S: accuracy A accuracy_per_sequence P
