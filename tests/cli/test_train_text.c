@@ -299,6 +299,54 @@ DT_TEST_TIMEOUT(train_text, decode_greedy_beam_files_and_stdin_from_the_newest_c
 	DT_CHECK_CONTAINS(r.err, "symbol '7' is not one of 0 to 1");
 	DT_CHECK_STR_EQ(r.out, greedy);
 	dt_run_release(&r);
+	/* t2t's --decode_interactive: its commands (dl= taken, ns= and it=
+	 * refused with a message, q quits: the line after it is not decoded)
+	 * print no decode; bad lines cost themselves only. */
+	const char *model_flags = "--hparams_set=transformer_test --hparams=batch_size=1024,learning_rate_warmup_steps=100,"
+				  "learning_rate_constant=0.5 --problem=algorithmic_reverse_binary40";
+	snprintf(cmd, sizeof(cmd),
+		 "printf '1 0 0 1 1\\nns=3\\ndl=x\\n7\\nit=image\\ndl=50\\n0 1\\n1 1 1 0 0 0 1\\nq\\n1 1\\n' | "
+		 "'%s' decode --decode_interactive %s '%s'", dt_test_dtrain_bin(), model_flags, flag_out);
+	dt_test_run(&r, (const char *[]){ "/bin/sh", "-c", cmd, NULL }, NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_STR_EQ(r.out, greedy);
+	DT_CHECK_CONTAINS(r.err, "error: line 2: 'ns=3': dtrain decodes text by greedy search");
+	DT_CHECK_CONTAINS(r.err, "error: line 3: 'dl=x': the decode length is a whole number of tokens");
+	DT_CHECK_CONTAINS(r.err, "error: line 4: symbol '7' is not one of 0 to 1");
+	DT_CHECK_CONTAINS(r.err, "error: line 5: 'it=image'");
+	dt_run_release(&r);
+	/* One line in, its decode out before the next line is read: the
+	 * feeder waits (at most 30 s) for the first decode in the output file
+	 * before it sends the second line, then ends the input (EOF, exit 0). */
+	char got[700];
+	snprintf(got, sizeof(got), "%s/interactive.out", dt_test_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+		 "( printf '1 0 0 1 1\\n'; i=0; while [ ! -s '%s' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; "
+		 "echo \"feeder waited $i\" >&2; printf '0 1\\n' ) | '%s' decode --decode_interactive %s '%s' > '%s'; "
+		 "echo \"exit $?\" >&2",
+		 got, dt_test_dtrain_bin(), model_flags, flag_out, got);
+	dt_test_run(&r, (const char *[]){ "/bin/sh", "-c", cmd, NULL }, NULL, 60);
+	DT_CHECK_CONTAINS(r.err, "exit 0");
+	const char *waited = strstr(r.err, "feeder waited ");
+	DT_CHECK(waited != NULL && atoi(waited + strlen("feeder waited ")) < 300);
+	char *decoded = cli_read_file(got);
+	DT_CHECK(decoded != NULL);
+	const char *first = greedy ? strchr(greedy, '\n') : NULL; /* greedy's first two lines are these inputs' */
+	const char *second = first ? strchr(first + 1, '\n') : NULL;
+	DT_CHECK(second != NULL);
+	if (decoded && second) {
+		char want[8192];
+		snprintf(want, sizeof(want), "%.*s", (int)(second + 1 - greedy), greedy);
+		DT_CHECK_STR_EQ(decoded, want);
+	}
+	free(decoded);
+	dt_run_release(&r);
+	/* Files and --decode_interactive do not mix. */
+	dt_test_run(&r, (const char *[]){ "dtrain", "decode", "--decode_interactive", flag_from,
+					 "--problem=algorithmic_reverse_binary40", flag_out, NULL }, NULL, 30);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "--decode_interactive reads stdin and writes stdout: drop --decode_from_file");
+	dt_run_release(&r);
 	free(greedy);
 }
 
