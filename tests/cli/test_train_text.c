@@ -114,13 +114,16 @@ DT_TEST_TIMEOUT(train_text, two_allreduce_workers_train_the_transformer, 90)
 	struct task *w0 = cluster_start_train(&c, "worker", 0, args);
 	EXPECT_EXIT(&c, w0, 0, TASK_WAIT_S);
 	EXPECT_EXIT(&c, w1, 0, 30);
-	char *out0 = task_read(w0, 0), *err0 = task_read(w0, 1);
+	char *out0 = task_read(w0, 0), *err0 = task_read(w0, 1), *err1 = task_read(w1, 1);
 	DT_CHECK_CONTAINS(out0, "at global step 200: accuracy = ");
 	DT_CHECK_CONTAINS(out0, "accuracy_per_sequence = ");
 	DT_CHECK_CONTAINS(err0, "gradient all-reduce");
 	check_loss_falls("2 all-reduce workers", err0);
 	cli_check_t2t_summaries("all-reduce chief (worker 0)", c.out_dir, "algorithmic_reverse_binary40", 0);
-	free(out0), free(err0);
+	/* every worker's progress lines: t2t's metrics and tokens/s (summed over the ring) */
+	DT_CHECK(cli_check_t2t_lines("all-reduce worker 0", err0) >= 7);
+	DT_CHECK(cli_check_t2t_lines("all-reduce worker 1", err1) >= 7);
+	free(out0), free(err0), free(err1);
 }
 
 DT_TEST_TIMEOUT(train_text, async_ps_trains_the_transformer, 90)
@@ -142,6 +145,9 @@ DT_TEST_TIMEOUT(train_text, async_ps_trains_the_transformer, 90)
 	DT_CHECK_CONTAINS(werr, "(global ");
 	check_loss_falls("async ps chief", cerr);
 	cli_check_t2t_summaries("async ps chief", c.out_dir, "algorithmic_reverse_binary40", 0);
+	/* every trainer's progress lines: t2t's metrics and tokens/s (its own steps') */
+	DT_CHECK(cli_check_t2t_lines("async ps chief", cerr) >= 3);
+	DT_CHECK(cli_check_t2t_lines("async ps worker", werr) >= 3);
 	free(out), free(cerr), free(werr);
 }
 

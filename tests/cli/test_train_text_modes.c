@@ -56,7 +56,7 @@ DT_TEST_TIMEOUT(train_text_modes, mirrored_replicas_train_the_transformer, 90)
 		fprintf(stderr, "%s", r.err);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.err, "mirrored: 2 replicas on threads split each batch of 1024 tokens");
-	DT_CHECK_CONTAINS(r.err, " accuracy_per_sequence "); /* the replicas' text figures summed */
+	DT_CHECK(cli_check_t2t_lines("2 mirrored replicas", r.err) >= 8); /* the replicas' text figures summed */
 	check_final_eval(r.out, "200");
 	check_loss_falls("2 mirrored replicas", r.err);
 	dt_run_release(&r);
@@ -74,12 +74,14 @@ DT_TEST_TIMEOUT(train_text_modes, sync_ps_trains_the_transformer_with_shared_wei
 	EXPECT_EXIT(&c, chief, 0, 2 * TASK_WAIT_S); /* the barrier is slow on a loaded machine */
 	EXPECT_EXIT(&c, worker, 0, 30);
 	EXPECT_EXIT(&c, ps0, 0, 30);
-	char *out = task_read(chief, 0), *cerr = task_read(chief, 1);
+	char *out = task_read(chief, 0), *cerr = task_read(chief, 1), *werr = task_read(worker, 1);
 	DT_CHECK_CONTAINS(cerr, "synchronous: 2 of 2 trainers per step");
+	DT_CHECK(cli_check_t2t_lines("sync ps chief", cerr) >= 3); /* each trainer's own steps' figures */
+	DT_CHECK(cli_check_t2t_lines("sync ps worker", werr) >= 3);
 	DT_CHECK(!strstr(cerr, "dec.emb/weights (embedding) moves by rows")); /* shared: every logit reads it */
 	check_final_eval(out, "200");
 	check_loss_falls("sync ps chief, shared weights", cerr);
-	free(out), free(cerr);
+	free(out), free(cerr), free(werr);
 }
 
 /* t2t's one-master layout: the std servers compute (tests/cli/test_sync_train.c's start). */
