@@ -5,8 +5,15 @@
  *
  *   --decode_from_file=F   one input per line; outputs one per line to
  *                          --decode_to_file (default: stdout)
- *   (neither)              interactive: each line read from stdin is
- *                          decoded and printed at once
+ *   --decode_interactive   t2t's interactive mode (also without either
+ *                          flag): each line read from stdin is decoded and
+ *                          printed at once; t2t's commands `q` (quit) and
+ *                          `dl=N` (decode length: extra_length) work, its
+ *                          `ns=` and `it=` are refused as dtrain has no
+ *                          sampling and no image input; end of input ends
+ *                          it (exit 0); a line that cannot be decoded (a
+ *                          symbol outside the vocabulary, too long) gets an
+ *                          error line on stderr and the session goes on
  *   --decode_hparams='beam_size=4,alpha=0.6'   t2t's names; beam_size 1 is
  *                          greedy (the default), extra_length t2t's
  *                          decode_length (50), cache=0 the reference
@@ -31,14 +38,15 @@
 #include "train/decode.h"
 
 static const char usage[] = "dtrain decode --problem=NAME --output_dir=DIR [--hparams_set=NAME] [--hparams='k=v,...'] "
-			    "[--decode_from_file=F [--decode_to_file=G]] [--decode_hparams='beam_size=4,alpha=0.6']";
+			    "[--decode_from_file=F [--decode_to_file=G] | --decode_interactive] "
+			    "[--decode_hparams='beam_size=4,alpha=0.6']";
 
 #define MAX_IDS 4096
 
 struct decode_args {
 	const char *model, *hparams_set, *hparams, *problem, *data_dir, *output_dir;
 	const char *from_file, *to_file, *decode_hparams, *log_level;
-	int threads;
+	int threads, interactive;
 };
 
 static enum dt_status parse_decode_hparams(const char *text, struct dt_decode_config *c, struct dt_err *err)
@@ -145,13 +153,45 @@ static enum dt_status decode_line(struct decoder *d, const char *line, struct dt
 	return st;
 }
 
+/* t2t's interactive commands (decoding.py's _interactive_input_fn): 1 when
+ * `line` was one (done, or refused on stderr), *quit set by `q`; 0 when it
+ * is text to decode. */
+static int interactive_command(struct decoder *d, const char *line, long lineno, int *quit)
+{
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "%.*s", (int)strcspn(line, "\r\n"), line);
+	if (strcmp(cmd, "q") == 0) {
+		*quit = 1;
+		return 1;
+	}
+	if (strncmp(cmd, "dl=", 3) == 0) {
+		char *end;
+		long v = strtol(cmd + 3, &end, 10);
+		if (end == cmd + 3 || *end || v < 0 || v > MAX_IDS)
+			fprintf(stderr, "error: line %ld: 'dl=%s': the decode length is a whole number of tokens, 0 to %d\n",
+				lineno, cmd + 3, MAX_IDS);
+		else
+			d->dc.extra_length = (int)v;
+		return 1;
+	}
+	if (strncmp(cmd, "ns=", 3) == 0 || strncmp(cmd, "it=", 3) == 0) {
+		fprintf(stderr, "error: line %ld: '%s': dtrain decodes text by %s, one output per line (t2t's ns= and it= "
+				"are for sampling and images)\n", lineno, cmd, d->dc.beam_size > 1 ? "beam search" : "greedy search");
+		return 1;
+	}
+	return 0;
+}
+
 static int run(const struct decode_args *a)
 {
 	struct dt_err err = DT_ERR_INIT;
 	struct decoder *d = dt_xcalloc(1, sizeof(*d));
 	FILE *in = NULL, *out = stdout;
-	enum dt_status st = setup(a, d, &err);
-	const int interactive = !*a->from_file;
+	const int interactive = a->interactive || !*a->from_file;
+	enum dt_status st = a->interactive && (*a->from_file || *a->to_file)
+		? dt_err_set(&err, DT_USAGE, "--decode_interactive reads stdin and writes stdout: drop --decode_%s_file",
+			     *a->from_file ? "from" : "to")
+		: setup(a, d, &err);
 	if (!st && !interactive && !(in = fopen(a->from_file, "r")))
 		st = dt_err_set(&err, DT_IO, "cannot open --decode_from_file '%s'", a->from_file);
 	if (!st && *a->to_file && !(out = fopen(a->to_file, "w")))
@@ -162,15 +202,21 @@ static int run(const struct decode_args *a)
 	size_t cap = 0;
 	long lines = 0;
 	const int prompt = interactive && isatty(STDIN_FILENO);
-	while (!st) {
+	if (!st && prompt)
+		fprintf(stderr, "interactive decoding (%s): one %s per line; q quits, dl=N sets the decode length (%d)\n",
+			d->dc.beam_size > 1 ? "beam search" : "greedy", d->data.text->has_inputs ? "input" : "prompt",
+			d->dc.extra_length);
+	for (int quit = 0; !st && !quit;) {
 		if (prompt)
 			fputs("> ", stderr);
 		if (getline(&line, &cap, in) < 0)
 			break;
 		lines++;
+		if (interactive && interactive_command(d, line, lines, &quit))
+			continue;
 		if ((st = decode_line(d, line, &err))) {
 			if (interactive && st == DT_USAGE) { /* a typo costs the line, not the session */
-				fprintf(stderr, "error: %s\n", err.msg);
+				fprintf(stderr, "error: line %ld: %s\n", lines, err.msg);
 				err = (struct dt_err)DT_ERR_INIT;
 				st = DT_OK;
 				continue;
@@ -211,6 +257,9 @@ int dt_cmd_decode(int argc, char **argv)
 		DT_OPT_STRING("output_dir", &a.output_dir, "DIR", "the training run's directory: its newest checkpoint"),
 		DT_OPT_STRING("decode_from_file", &a.from_file, "FILE", "inputs, one per line [default: stdin, interactive]"),
 		DT_OPT_STRING("decode_to_file", &a.to_file, "FILE", "outputs, one per line [default: stdout]"),
+		DT_OPT_BOOL("decode_interactive", &a.interactive,
+			    "t2t's interactive mode: a line of stdin in, its decode out; q quits, dl=N sets the decode "
+			    "length [also without --decode_from_file]"),
 		DT_OPT_STRING("decode_hparams", &a.decode_hparams, "K=V,...",
 			      "beam_size (1: greedy), alpha (length penalty), extra_length, cache [default: 1, 0.6, 50, 1]"),
 		DT_OPT_INT("threads", &a.threads, "N", "compute threads (OpenBLAS's pool)"),

@@ -6,7 +6,9 @@
  * dials every std server, sets each up as `replicas` compute replicas
  * (PS_REPLICA_SETUP: problem, batch, seed, its data shards), and then each
  * step sends every server the variables (PS_REPLICA_STEP) and sums the
- * gradients they reply with. It holds the variables and the optimizer
+ * gradients and figures they reply with (a text problem's token counts and
+ * t2t's metrics when both sides announce DT_PS_FEATURE_REPLICA_TEXT in
+ * their hellos, as the trainer's roles do). It holds the variables and the optimizer
  * itself (train/sync_roles.c); this module only moves bytes. Every call has
  * a deadline; a server that fails or does not answer fails the call naming it.
  *
@@ -45,10 +47,16 @@ struct dt_in_graph_master;
 struct dt_model_zoo;
 struct dt_model;
 
-/* One step's figures summed over every replica. */
+/* One step's figures summed over every replica: dt_ps_replica_figures's
+ * meanings (a text problem's token figures from every std server that
+ * announced DT_PS_FEATURE_REPLICA_TEXT; `text` says whether all did). */
 struct dt_in_graph_figures {
 	double loss_sum;     /* of the replicas' mean batch losses */
 	int64_t correct, examples;
+	int64_t counted, seqs_correct;
+	double nll_sum, bleu_sum;
+	int64_t bleu_batches;
+	int text;
 };
 
 /* Dials the `ntasks` std servers at `addrs` ("host:port") as `hello`,
@@ -102,6 +110,9 @@ struct dt_in_graph_replica_config {
 	const char *master_role;         /* only this task sets up replicas ("master", index 0) */
 	uint32_t master_index;
 	size_t num_params;               /* the model's, as the server built it */
+	uint32_t features;               /* what the server's hello announces (DT_PS_FEATURE_*): with
+					  * DT_PS_FEATURE_REPLICA_TEXT, replies to a master that announced
+					  * it too carry the text figures */
 	const struct dt_in_graph_text_ops *text; /* a text problem's model and batches; borrowed; NULL: images only */
 	/* The program's own model and batches (the public API's source, train/
 	 * local.h, through the same ops; `train` is empty for them): no problem

@@ -24,9 +24,17 @@ struct replica_task {
 struct dt_in_graph_master {
 	struct replica_task *tasks; /* (ntasks) one per std server */
 	int ntasks;
+	uint32_t features;          /* the master's hello's */
 	size_t num_params;          /* set up for; 0 before dt_in_graph_setup */
 	struct dt_loop *loop;
 };
+
+/* Whether task t's replies carry the text figures: both hellos announced them. */
+static int replies_text(const struct dt_in_graph_master *m, const struct replica_task *t)
+{
+	const struct dt_hello *them = dt_conn_remote(t->conn);
+	return them && (them->features & m->features & DT_PS_FEATURE_REPLICA_TEXT) != 0;
+}
 
 static int all_replied(void *arg)
 {
@@ -122,6 +130,7 @@ enum dt_status dt_in_graph_connect(struct dt_loop *loop, const char *const *addr
 	struct dt_in_graph_master *m = dt_xcalloc(1, sizeof(*m));
 	m->loop = loop;
 	m->ntasks = ntasks;
+	m->features = hello->features;
 	m->tasks = dt_xcalloc((size_t)(ntasks > 0 ? ntasks : 1), sizeof(*m->tasks));
 	struct dt_conn_config cc = { 0 };
 	int64_t deadline = dt_deadline_in(connect_s);
@@ -155,7 +164,7 @@ enum dt_status dt_in_graph_setup(struct dt_in_graph_master *m, const struct dt_p
 	for (int i = 0; i < m->ntasks; i++) {
 		lens[i] = dt_ps_replica_setup_encode(&setups[i], m->tasks[i].setup);
 		free(m->tasks[i].reply);
-		m->tasks[i].reply = dt_xmalloc(DT_PS_REPLICA_REPLY_HEADER + num_params * sizeof(float));
+		m->tasks[i].reply = dt_xmalloc(DT_PS_REPLICA_REPLY_TEXT_HEADER + num_params * sizeof(float));
 	}
 	enum dt_status st = round_trip(m, DT_MSG_PS_REPLICA_SETUP, fill_setup, lens, 0, deadline, err);
 	free(lens);
@@ -168,18 +177,25 @@ enum dt_status dt_in_graph_step(struct dt_in_graph_master *m, int64_t step, cons
 	const size_t n = m->num_params;
 	struct step_args a = { step, params, n };
 	enum dt_status st = round_trip(m, DT_MSG_PS_REPLICA_STEP, fill_step, &a,
-				       DT_PS_REPLICA_REPLY_HEADER + n * sizeof(float), deadline, err);
+				       DT_PS_REPLICA_REPLY_TEXT_HEADER + n * sizeof(float), deadline, err);
 	if (st)
 		return st;
-	*out = (struct dt_in_graph_figures){ 0 };
+	*out = (struct dt_in_graph_figures){ .text = 1 };
 	for (int i = 0; i < m->ntasks; i++) {
 		struct dt_ps_replica_step rep;
 		struct replica_task *t = &m->tasks[i];
-		if ((st = dt_ps_replica_reply_decode(t->reply, (size_t)t->req.reply.length, n, &rep, err)))
+		const int text = replies_text(m, t);
+		if ((st = dt_ps_replica_reply_decode(t->reply, (size_t)t->req.reply.length, n, text, &rep, err)))
 			return dt_err_prefix(err, "%s", dt_conn_peer(t->conn));
-		out->loss_sum += rep.loss_sum;
-		out->correct += rep.correct;
-		out->examples += rep.examples;
+		out->loss_sum += rep.fig.loss_sum;
+		out->correct += rep.fig.correct;
+		out->examples += rep.fig.examples;
+		out->counted += rep.fig.counted;
+		out->seqs_correct += rep.fig.seqs_correct;
+		out->nll_sum += rep.fig.nll_sum;
+		out->bleu_sum += rep.fig.bleu_sum;
+		out->bleu_batches += rep.fig.bleu_batches;
+		out->text &= text;
 		if (i == 0)
 			memcpy(grad_sum, rep.values, n * sizeof(float));
 		else

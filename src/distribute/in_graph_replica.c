@@ -33,7 +33,7 @@ struct dt_in_graph_replica {
 	struct dt_rng rngs[DT_PS_REPLICA_MAX_PER_TASK];
 	float *sum;                 /* (num_params) the replicas' summed gradients */
 	struct dt_pipeline_config pcs[DT_PS_REPLICA_MAX_PER_TASK];
-	uint8_t header[DT_PS_REPLICA_REPLY_HEADER];
+	uint8_t header[DT_PS_REPLICA_REPLY_TEXT_HEADER];
 	int64_t next_step;          /* the step the pipelines are positioned for */
 	int64_t steps;
 	int failed;
@@ -187,8 +187,12 @@ static void compute(struct dt_in_graph_replica *r, struct dt_conn *c, const stru
 	r->next_step = m->step + 1;
 	memcpy(dt_model_params(r->model), m->values, r->num_params * sizeof(float));
 	float *grads = dt_model_grads(r->model);
-	double loss_sum = 0;
-	uint32_t correct = 0, examples = 0;
+	/* The text figures go to a master that reads them (both hellos announce
+	 * them); an older one gets the sequences right as `correct`, of the
+	 * examples, as an image batch's count. */
+	const struct dt_hello *mh = dt_conn_remote(c);
+	const int text = mh && (mh->features & r->cfg.features & DT_PS_FEATURE_REPLICA_TEXT) != 0;
+	struct dt_ps_replica_figures fig = { 0 };
 	for (uint32_t i = 0; i < r->setup.replicas; i++) {
 		int ok = 0;
 		const struct dt_batch *b;
@@ -202,15 +206,21 @@ static void compute(struct dt_in_graph_replica *r, struct dt_conn *c, const stru
 				refuse(c, h, err.status, err.msg);
 				return;
 			}
-			loss_sum += (double)res.loss;
-			/* of the b->size examples, as an image batch's count */
-			ok = r->cfg.source ? res.correct : res.seqs_correct;
+			fig.loss_sum += (double)res.loss;
+			ok = res.seqs > 0 && !text ? res.seqs_correct : res.correct;
+			if (res.seqs > 0 && text) { /* as the session's own step (dt__session_compute_batch) */
+				fig.counted += (uint32_t)res.counted;
+				fig.seqs_correct += (uint32_t)res.seqs_correct;
+				fig.nll_sum += res.nll_sum;
+				fig.bleu_sum += res.bleu;
+				fig.bleu_batches += (uint32_t)res.bleu_batches;
+			}
 		} else {
 			b = dt_pipeline_next(r->pipes[i]);
-			loss_sum += (double)dt_model_train_batch(r->model, b->x, b->y, b->size, &r->rngs[i], &ok);
+			fig.loss_sum += (double)dt_model_train_batch(r->model, b->x, b->y, b->size, &r->rngs[i], &ok);
 		}
-		correct += (uint32_t)ok;
-		examples += (uint32_t)b->size;
+		fig.correct += (uint32_t)ok;
+		fig.examples += (uint32_t)b->size;
 		if (r->setup.replicas == 1)
 			break;
 		if (i == 0)
@@ -220,10 +230,10 @@ static void compute(struct dt_in_graph_replica *r, struct dt_conn *c, const stru
 				r->sum[j] += grads[j];
 	}
 	r->steps++;
-	dt_ps_replica_reply_encode_header(loss_sum, correct, examples, r->num_params, r->header);
+	const size_t header = dt_ps_replica_reply_encode_header(&fig, r->num_params, text, r->header);
 	/* Sent from the model's (or the sum's) buffer: the master sends the next
 	 * step only after this reply arrived. */
-	struct iovec parts[2] = { { r->header, sizeof(r->header) },
+	struct iovec parts[2] = { { r->header, header },
 				  { r->setup.replicas == 1 ? grads : r->sum,
 				    r->num_params * sizeof(float) } };
 	replied(c, dt_conn_sendv_ref(c, h->type, DT_FRAME_F_REPLY, h->request_id, parts, 2, NULL, NULL, NULL));

@@ -359,32 +359,56 @@ enum dt_status dt_ps_replica_step_decode(const uint8_t *p, size_t len, uint64_t 
 	return st;
 }
 
-void dt_ps_replica_reply_encode_header(double loss_sum, uint32_t correct, uint32_t examples, uint64_t count,
-				       uint8_t out[DT_PS_REPLICA_REPLY_HEADER])
+size_t dt_ps_replica_reply_encode_header(const struct dt_ps_replica_figures *f, uint64_t count, int text,
+					 uint8_t out[DT_PS_REPLICA_REPLY_TEXT_HEADER])
 {
-	dt_put_u64le(out, bits_of_f64(loss_sum));
-	dt_put_u32le(out + 8, correct);
-	dt_put_u32le(out + 12, examples);
+	dt_put_u64le(out, bits_of_f64(f->loss_sum));
+	dt_put_u32le(out + 8, f->correct);
+	dt_put_u32le(out + 12, f->examples);
 	dt_put_u64le(out + 16, count);
+	if (!text)
+		return DT_PS_REPLICA_REPLY_HEADER;
+	dt_put_u32le(out + 24, f->counted);
+	dt_put_u32le(out + 28, f->seqs_correct);
+	dt_put_u64le(out + 32, bits_of_f64(f->nll_sum));
+	dt_put_u64le(out + 40, bits_of_f64(f->bleu_sum));
+	dt_put_u32le(out + 48, f->bleu_batches);
+	dt_put_u32le(out + 52, 0);
+	return DT_PS_REPLICA_REPLY_TEXT_HEADER;
 }
 
-enum dt_status dt_ps_replica_reply_decode(const uint8_t *p, size_t len, uint64_t want_count,
+enum dt_status dt_ps_replica_reply_decode(const uint8_t *p, size_t len, uint64_t want_count, int text,
 					  struct dt_ps_replica_step *out, struct dt_err *err)
 {
 	memset(out, 0, sizeof(*out));
-	if (len < DT_PS_REPLICA_REPLY_HEADER)
-		return dt_err_set(err, DT_PROTOCOL, "replica reply of %zu bytes is shorter than its 24-byte header", len);
-	out->loss_sum = f64_of(dt_get_u64le(p));
-	out->correct = dt_get_u32le(p + 8);
-	out->examples = dt_get_u32le(p + 12);
+	const size_t header = text ? DT_PS_REPLICA_REPLY_TEXT_HEADER : DT_PS_REPLICA_REPLY_HEADER;
+	if (len < header)
+		return dt_err_set(err, DT_PROTOCOL, "replica reply of %zu bytes is shorter than its %zu-byte header", len,
+				  header);
+	struct dt_ps_replica_figures *f = &out->fig;
+	f->loss_sum = f64_of(dt_get_u64le(p));
+	f->correct = dt_get_u32le(p + 8);
+	f->examples = dt_get_u32le(p + 12);
 	out->count = dt_get_u64le(p + 16);
-	if (out->correct > out->examples)
-		return dt_err_set(err, DT_PROTOCOL, "replica reply: %u correct of %u examples", out->correct, out->examples);
-	enum dt_status st = exact_values("replica reply", len, DT_PS_REPLICA_REPLY_HEADER, out->count, err);
+	if (text) {
+		f->counted = dt_get_u32le(p + 24);
+		f->seqs_correct = dt_get_u32le(p + 28);
+		f->nll_sum = f64_of(dt_get_u64le(p + 32));
+		f->bleu_sum = f64_of(dt_get_u64le(p + 40));
+		f->bleu_batches = dt_get_u32le(p + 48);
+	}
+	const uint32_t of = f->counted > 0 ? f->counted : f->examples;
+	if (f->correct > of)
+		return dt_err_set(err, DT_PROTOCOL, "replica reply: %u correct of %u %s", f->correct, of,
+				  f->counted > 0 ? "tokens" : "examples");
+	if (f->seqs_correct > f->examples || f->bleu_batches > DT_PS_REPLICA_MAX_PER_TASK)
+		return dt_err_set(err, DT_PROTOCOL, "replica reply: %u of %u sequences right, %u BLEU batches (at most %u)",
+				  f->seqs_correct, f->examples, f->bleu_batches, DT_PS_REPLICA_MAX_PER_TASK);
+	enum dt_status st = exact_values("replica reply", len, header, out->count, err);
 	if (!st)
 		st = want_count_ok("replica reply", out->count, want_count, err);
 	if (!st)
-		out->values = (const float *)(const void *)(p + DT_PS_REPLICA_REPLY_HEADER);
+		out->values = (const float *)(const void *)(p + header);
 	return st;
 }
 

@@ -37,6 +37,10 @@
  *   PS_REPLICA_STEP  request u64 step, u64 count, then count f32: the variables
  *                    reply   f64 sum of the replicas' mean losses, u32 correct, u32 examples,
  *                            u64 count, then count f32: the sum of the replicas' mean gradients
+ *                    with text figures (both sides announce DT_PS_FEATURE_REPLICA_TEXT):
+ *                            the same 24 bytes, then u32 tokens counted, u32 sequences right,
+ *                            f64 summed unsmoothed loss, f64 summed approx_bleu_score,
+ *                            u32 BLEU batches, u32 zero, then the count f32
  *
  * Row-sparse variables (TensorFlow's IndexedSlices; docs/DISTRIBUTED.md,
  * "Sparse rows"): a shard of R rows of W elements (count = R * W) moved by rows,
@@ -173,6 +177,7 @@ enum dt_status dt_ps_sync_pull_reply_decode(const uint8_t *p, size_t len, uint64
 #define DT_PS_REPLICA_SETUP_MAX (DT_PS_REPLICA_SETUP_HEADER + DT_PS_REPLICA_PROBLEM_MAX)
 #define DT_PS_REPLICA_STEP_HEADER 16u   /* step, count */
 #define DT_PS_REPLICA_REPLY_HEADER 24u  /* loss sum, correct, examples, count */
+#define DT_PS_REPLICA_REPLY_TEXT_HEADER 56u /* ... then counted, seqs right, nll, bleu, bleu batches */
 #define DT_PS_REPLICA_MAX_PER_TASK 64u
 
 struct dt_ps_replica_setup {
@@ -189,25 +194,46 @@ size_t dt_ps_replica_setup_encode(const struct dt_ps_replica_setup *m, uint8_t o
 enum dt_status dt_ps_replica_setup_decode(const uint8_t *p, size_t len, struct dt_ps_replica_setup *out,
 					  struct dt_err *err) DT_MUST_CHECK;
 
+/* A step's figures summed over the task's replicas (train/strategy.h's
+ * dt_step_figures). Without text figures `correct` is out of `examples`;
+ * with them, and counted > 0 (a padded sequence loss), it is out of the
+ * `counted` non-pad tokens and seqs_correct of the `examples` sequences are
+ * right in every token. */
+struct dt_ps_replica_figures {
+	double loss_sum;             /* of the replicas' mean batch losses */
+	uint32_t correct, examples;
+	uint32_t counted, seqs_correct; /* text figures only */
+	double nll_sum, bleu_sum;    /* text figures only: t2t's neg_log_perplexity and approx_bleu_score sums */
+	uint32_t bleu_batches;       /* text figures only: <= DT_PS_REPLICA_MAX_PER_TASK */
+};
+
 struct dt_ps_replica_step {
 	int64_t step;
 	uint64_t count;
 	const float *values;     /* (count) into the payload: variables (request) or gradients (reply) */
-	double loss_sum;         /* reply only */
-	uint32_t correct, examples; /* reply only */
+	struct dt_ps_replica_figures fig; /* reply only */
 };
 void dt_ps_replica_step_encode_header(int64_t step, uint64_t count, uint8_t out[DT_PS_REPLICA_STEP_HEADER]);
 /* The request; `count` must equal `want_count` (the model's parameters). */
 enum dt_status dt_ps_replica_step_decode(const uint8_t *p, size_t len, uint64_t want_count,
 					 struct dt_ps_replica_step *out, struct dt_err *err) DT_MUST_CHECK;
-void dt_ps_replica_reply_encode_header(double loss_sum, uint32_t correct, uint32_t examples, uint64_t count,
-				       uint8_t out[DT_PS_REPLICA_REPLY_HEADER]);
-enum dt_status dt_ps_replica_reply_decode(const uint8_t *p, size_t len, uint64_t want_count,
+/* The reply's header, with the text figures when `text` (both sides
+ * announced DT_PS_FEATURE_REPLICA_TEXT); returns its size,
+ * DT_PS_REPLICA_REPLY_HEADER or DT_PS_REPLICA_REPLY_TEXT_HEADER. */
+size_t dt_ps_replica_reply_encode_header(const struct dt_ps_replica_figures *f, uint64_t count, int text,
+					 uint8_t out[DT_PS_REPLICA_REPLY_TEXT_HEADER]);
+/* The reply of either layout (`text` as encoded); counts that cannot be
+ * (more right than counted, more BLEU batches than replicas) are DT_PROTOCOL. */
+enum dt_status dt_ps_replica_reply_decode(const uint8_t *p, size_t len, uint64_t want_count, int text,
 					  struct dt_ps_replica_step *out, struct dt_err *err) DT_MUST_CHECK;
 
 /* ---- row-sparse pushes and pulls ---- */
 
 #define DT_PS_FEATURE_SPARSE_ROWS 0x1u  /* dt_hello.features: PS_PUSH_ROWS and PS_PULL_ROWS served */
+/* dt_hello.features: PS_REPLICA_STEP replies with text figures, sent by a
+ * std server (HELLO_OK) and understood by a master (HELLO) that announce it;
+ * the older 24-byte header when either side does not. */
+#define DT_PS_FEATURE_REPLICA_TEXT 0x2u
 #define DT_PS_ROWS_HEADER 32u           /* either request: offset, count, step/after, lr/n, n/zero */
 #define DT_PS_PULL_ROWS_REPLY_HEADER 16u /* step, ns held */
 

@@ -14,6 +14,7 @@
 #include "tensor/blas.h"
 #include "train/checkpoint.h"
 #include "train/common.h"
+#include "train/summary.h"
 
 const char *dt_eval_dir_name(enum dt_split split)
 {
@@ -25,17 +26,26 @@ const char *dt_split_name(enum dt_split split)
 	return split == DT_SPLIT_TRAIN ? "train" : split == DT_SPLIT_DEV ? "dev" : "test";
 }
 
-void dt_eval_write_summary(struct dt_events *w, int64_t step, const struct dt_eval_result *r)
+void dt_eval_write_summary(struct dt_events *w, int64_t step, const char *problem, const struct dt_eval_result *r)
 {
-	const struct dt_scalar v[] = {
+	struct dt_scalar v[9] = {
 		{ "accuracy", (float)r->accuracy },
 		{ "loss", (float)r->loss },
 		{ "accuracy_per_sequence", (float)r->accuracy_per_sequence },
 		{ "neg_log_perplexity", (float)r->neg_log_perplexity },
 		{ "approx_bleu_score", (float)r->approx_bleu_score },
 	};
+	const size_t plain = !r->text ? 2 : r->bleu ? 5 : 4;
+	size_t n = plain;
+	/* t2t's own tags (the evaluation's loss is Estimator's, untagged): accuracy (v[0]) and v[2 .. plain) */
+	char tags[4][DT_SUMMARY_TAG_MAX];
+	for (size_t i = 0; r->text && problem && problem[0] && i < plain; i = i == 0 ? 2 : i + 1) {
+		dt_summary_t2t_tag(tags[n - plain], problem, v[i].tag);
+		v[n] = (struct dt_scalar){ tags[n - plain], v[i].value };
+		n++;
+	}
 	struct dt_err err = DT_ERR_INIT;
-	if (dt_events_write_scalars(w, step, v, !r->text ? 2 : r->bleu ? DT_ARRAY_LEN(v) : DT_ARRAY_LEN(v) - 1, &err))
+	if (dt_events_write_scalars(w, step, v, n, &err))
 		dt_warn("eval summaries at step %lld lost: %s", (long long)step, err.msg);
 }
 
@@ -51,14 +61,14 @@ enum dt_status dt_eval_open_events(const char *output_dir, enum dt_split split, 
 }
 
 enum dt_status dt_eval_in_process(struct dt_events *w, struct dt_model *model, const struct dt_dataset *data,
-				  int64_t step, struct dt_eval_result *out, struct dt_err *err)
+				  const char *problem, int64_t step, struct dt_eval_result *out, struct dt_err *err)
 {
 	struct dt_eval_result r;
 	enum dt_status st = dt_train_evaluate(model, data, &r, err);
 	if (st)
 		return st;
 	dt_train_log_eval(step, &r);
-	dt_eval_write_summary(w, step, &r);
+	dt_eval_write_summary(w, step, problem, &r);
 	if (out)
 		*out = r;
 	return DT_OK;
@@ -212,7 +222,7 @@ static enum dt_status evaluate_one(struct evaluator *e, const char *path, int64_
 	snprintf(note, sizeof(note), "eval at global step %lld: accuracy %.4f, loss %.4f", (long long)loaded,
 		 r.accuracy, r.loss);
 	dt_progress_note(loaded, cfg->train_steps, note); /* `dtrain status` shows the newest evaluation */
-	dt_eval_write_summary(e->events, loaded, &r);
+	dt_eval_write_summary(e->events, loaded, cfg->source ? NULL : cfg->problem, &r);
 	if (cfg->report)
 		cfg->report(cfg->report_ctx, cfg->split, loaded, &r);
 	e->last_step = step > loaded ? step : loaded;

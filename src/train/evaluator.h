@@ -92,17 +92,21 @@ enum dt_status dt_evaluator_run(const struct dt_eval_config *cfg, struct dt_eval
 const char *dt_eval_dir_name(enum dt_split split);
 /* "test" or "train". */
 const char *dt_split_name(enum dt_split split);
-/* Writes `accuracy` and `loss` at `step` to an eval events file; a failure
- * is logged as a warning (the evaluation is still reported). */
-void dt_eval_write_summary(struct dt_events *w, int64_t step, const struct dt_eval_result *r);
+/* Writes `accuracy` and `loss` at `step` to an eval events file, and for a
+ * text problem accuracy_per_sequence, neg_log_perplexity, (translation)
+ * approx_bleu_score and, with `problem` (NULL or "": none), t2t's own tags
+ * of its metrics (train/summary.h, dt_summary_t2t_tag); a failure is logged
+ * as a warning (the evaluation is still reported). */
+void dt_eval_write_summary(struct dt_events *w, int64_t step, const char *problem, const struct dt_eval_result *r);
 /* Opens a new events file in <output_dir>/eval (or eval_train). */
 enum dt_status dt_eval_open_events(const char *output_dir, enum dt_split split, struct dt_events **out,
 				   struct dt_err *err) DT_MUST_CHECK;
 
 /* train_and_evaluate in one process: evaluates the model in memory on
  * `data` (dt_train_evaluate), logs the figures and writes them to `w` at
- * `step`. `out` may be NULL. */
+ * `step` (dt_eval_write_summary's, `problem` its). `out` may be NULL. */
 enum dt_status dt_eval_in_process(struct dt_events *w, struct dt_model *model, const struct dt_dataset *data,
-				  int64_t step, struct dt_eval_result *out, struct dt_err *err) DT_MUST_CHECK;
+				  const char *problem, int64_t step, struct dt_eval_result *out,
+				  struct dt_err *err) DT_MUST_CHECK;
 
 #endif

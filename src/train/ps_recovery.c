@@ -10,6 +10,7 @@
 #include "base/retry.h"
 #include "net/conn.h"
 #include "train/roles.h"
+#include "train/strategy.h"
 
 static double or_default(double v, double d) { return v > 0 ? v : d; }
 
@@ -48,7 +49,7 @@ enum dt_status dt_ps_chief_init(struct dt_ps_chief *ch, const struct dt_ps_run_c
 	if (tc->save_summary_steps > 0) {
 		struct dt_summary_config sc = { .dir = tc->output_dir, .every = tc->save_summary_steps,
 						.last_step = tc->train_steps, .batch_size = tc->hp.batch_size,
-						.hp = &tc->hp };
+						.hp = &tc->hp, .problem = tc->source ? NULL : tc->problem };
 		if ((st = dt_summary_new(&sc, &ch->summary, err)))
 			return st;
 	}
@@ -237,15 +238,17 @@ static int due(const struct dt_saver *s, int64_t step)
 	return dt_saver_due(s, step);
 }
 
-enum dt_status dt_ps_chief_after_step(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t gstep, float loss,
-				      int correct, float lr, struct dt_err *err)
+enum dt_status dt_ps_chief_after_step(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t gstep,
+				      const struct dt_step_figures *fig, float lr, struct dt_err *err)
 {
 	/* Other trainers move the global step too, so the chief's steps skip
 	 * numbers: a record (and a checkpoint by steps) is due when the step
 	 * crosses a multiple of the cadence, not only when it lands on one. */
 	int64_t every = ch->cfg->train->save_summary_steps, prev = ch->last_gstep;
 	int64_t tag = every > 0 && gstep / every > prev / every && gstep % every ? gstep / every * every : gstep;
-	dt_summary_step(ch->summary, tag, loss, correct, lr);
+	dt_summary_text(ch->summary, fig->counted, fig->examples, fig->seqs_correct, fig->nll_sum, fig->bleu_sum,
+			fig->bleu_batches); /* a text problem's t2t metrics, as the session's own summaries */
+	dt_summary_step(ch->summary, tag, fig->loss, fig->correct, lr);
 	ch->last_gstep = gstep;
 	if (!ch->saving || !due(&ch->saver, gstep) || gstep >= ch->cfg->train->train_steps)
 		return DT_OK; /* the last one is dt_ps_chief_final's */

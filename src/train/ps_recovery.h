@@ -80,8 +80,9 @@ enum dt_status dt_ps_chief_start(struct dt_ps_chief *ch, struct dt_ps_client *c,
 
 /* After a chief's step at global step `gstep`: the summary record and, when
  * due, a checkpoint. */
-enum dt_status dt_ps_chief_after_step(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t gstep, float loss,
-				      int correct, float lr, struct dt_err *err) DT_MUST_CHECK;
+struct dt_step_figures;
+enum dt_status dt_ps_chief_after_step(struct dt_ps_chief *ch, struct dt_ps_client *c, int64_t gstep,
+				      const struct dt_step_figures *fig, float lr, struct dt_err *err) DT_MUST_CHECK;
 
 /* At the end of the run, with an output dir: snapshots and saves the final
  * checkpoint and copies its values into the model; *gstep gets its step.

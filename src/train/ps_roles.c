@@ -193,6 +193,7 @@ enum dt_status dt_train_std_server(const struct dt_ps_run_config *cfg, struct dt
 			.problem = cfg->train->problem, .data_dir = cfg->train->data_dir, .data = cfg->train->data,
 			.hp = &cfg->train->hp, .models = cfg->train->models, .prefetch = cfg->train->prefetch, .master_role = dt_job_name(cl->chief.job),
 			.master_index = (uint32_t)cl->chief.index, .num_params = dt_model_num_params(r.model),
+			.features = r.hello.features,
 			.text = &text_ops, .source = cfg->train->source ? &source_ops : NULL,
 		}, &replica, err);
 	if (!st) {
@@ -446,7 +447,7 @@ static enum dt_status async_apply(struct dt_session *s, void *self, const struct
 	}
 	enum dt_status st = dt_ps_client_round(a->c, 1, lr, 1, 1, &gstep, dt_deadline_in(a->round_s), err);
 	if (!st && a->chief) /* checkpoints, snapshot from the ps when due */
-		st = dt_ps_chief_after_step(&a->ch, a->c, gstep, fig->loss, fig->correct, lr, err);
+		st = dt_ps_chief_after_step(&a->ch, a->c, gstep, fig, lr, err);
 	if (a->round_grads) {
 		helper_join(&a->h);
 		a->have = !st; /* after a failure the recovery replaces the parameters it was computed on */

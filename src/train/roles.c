@@ -64,8 +64,12 @@ enum dt_status dt__role_setup(const struct dt_ps_run_config *cfg, int load_train
 
 	dt_hello_init(&r->hello, dt_ps_role_name(cl->task.job), (uint32_t)cl->task.index, dt_ps_cluster_fingerprint(cl));
 	r->hello.auth = cfg->train->auth; /* every connection of this task authenticates with it */
-	if (cl->task.job == DT_JOB_PS) /* its server serves row pushes and pulls (distribute/ps_wire.h) */
-		r->hello.features = DT_PS_FEATURE_SPARSE_ROWS;
+	/* A ps's server serves row pushes and pulls, and its in-graph replicas
+	 * reply with text figures; an in-graph master reads them (distribute/ps_wire.h). */
+	if (cl->task.job == DT_JOB_PS)
+		r->hello.features = DT_PS_FEATURE_SPARSE_ROWS | DT_PS_FEATURE_REPLICA_TEXT;
+	else
+		r->hello.features = DT_PS_FEATURE_REPLICA_TEXT;
 	if ((st = dt_ps_signature_add_vars(&r->hello.signature, r->vars, r->nvars, err)))
 		return st;
 	return dt_loop_new(&r->loop, err);

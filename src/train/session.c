@@ -123,6 +123,12 @@ enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strat
 	return DT_OK;
 }
 
+/* The problem for t2t's summary tags: none for a program's own data. */
+static const char *tc_problem(const struct dt_session *s)
+{
+	return s->cfg->source ? NULL : s->cfg->problem;
+}
+
 /* The chief's TensorBoard files, when there is an output dir. */
 static enum dt_status open_summaries(struct dt_session *s, struct dt_err *err)
 {
@@ -135,7 +141,7 @@ static enum dt_status open_summaries(struct dt_session *s, struct dt_err *err)
 		return DT_OK;
 	if (tc->save_summary_steps > 0) {
 		struct dt_summary_config sc = { .dir = tc->output_dir, .every = tc->save_summary_steps,
-						.last_step = tc->train_steps, .hp = &tc->hp,
+						.last_step = tc->train_steps, .hp = &tc->hp, .problem = tc_problem(s),
 						.batch_size = s->info.summary_batch ? s->info.summary_batch
 										   : s->info.global_batch };
 		if ((st = dt_summary_new(&sc, &s->summary, err)))
@@ -430,7 +436,7 @@ static enum dt_status maybe_save(struct dt_session *s, struct dt_err *err)
 	enum dt_status st = dt_session_save(s, err);
 	if (!st && s->eval_events) {
 		int64_t e0 = dt_now_ns();
-		st = dt_eval_in_process(s->eval_events, s->model, s->test, s->step, &s->last_eval, err);
+		st = dt_eval_in_process(s->eval_events, s->model, s->test, tc_problem(s), s->step, &s->last_eval, err);
 		s->last_eval_step = s->step;
 		s->eval_ns += dt_now_ns() - e0;
 	}

@@ -14,6 +14,7 @@ struct dt_summary {
 	struct dt_events *events;
 	int64_t every, last_step;
 	int batch_size;
+	char problem[64];   /* "": no t2t tags */
 	/* The window since the last record. */
 	double loss_sum;
 	int64_t correct, steps;
@@ -52,6 +53,8 @@ enum dt_status dt_summary_new(const struct dt_summary_config *cfg, struct dt_sum
 	s->every = cfg->every;
 	s->last_step = cfg->last_step;
 	s->batch_size = cfg->batch_size;
+	if (cfg->problem && strlen(cfg->problem) < sizeof(s->problem))
+		snprintf(s->problem, sizeof(s->problem), "%s", cfg->problem);
 	s->start_ns = dt_now_ns();
 	if (cfg->hp) {
 		struct dt_pb pd = { 0 };
@@ -83,6 +86,11 @@ void dt_summary_scalars(struct dt_summary *s, int64_t step, const char *const *t
 	free(v);
 }
 
+void dt_summary_t2t_tag(char tag[DT_SUMMARY_TAG_MAX], const char *problem, const char *metric)
+{
+	snprintf(tag, DT_SUMMARY_TAG_MAX, "metrics-%.64s/targets/%.40s", problem, metric);
+}
+
 static void write_window(struct dt_summary *s, int64_t step, float lr)
 {
 	int64_t now = dt_now_ns();
@@ -90,7 +98,7 @@ static void write_window(struct dt_summary *s, int64_t step, float lr)
 	double steps_per_sec = secs > 0 ? (double)s->steps / secs : 0;
 	const int text = s->counted > 0;
 	const double secs_per_step = s->steps > 0 && secs > 0 ? secs / (double)s->steps : 0;
-	const struct dt_scalar v[] = {
+	struct dt_scalar v[12] = {
 		{ "loss", (float)(s->loss_sum / (double)s->steps) },
 		{ "accuracy", (float)(text ? (double)s->correct / (double)s->counted
 				   : (double)s->correct / ((double)s->steps * s->batch_size)) },
@@ -102,7 +110,15 @@ static void write_window(struct dt_summary *s, int64_t step, float lr)
 		{ "neg_log_perplexity", (float)(text ? -s->nll_sum / (double)s->counted : 0) },
 		{ "approx_bleu_score", (float)(s->bleu_batches > 0 ? s->bleu_sum / (double)s->bleu_batches : 0) },
 	};
-	const size_t n = !text ? DT_ARRAY_LEN(v) - 3 : s->bleu_batches > 0 ? DT_ARRAY_LEN(v) : DT_ARRAY_LEN(v) - 1;
+	const size_t plain = !text ? 5 : s->bleu_batches > 0 ? 8 : 7;
+	size_t n = plain;
+	/* t2t's own tags for its metrics: accuracy (v[1]) and v[5 .. plain) */
+	char tags[4][DT_SUMMARY_TAG_MAX];
+	for (size_t i = 1; text && s->problem[0] && i < plain; i = i == 1 ? 5 : i + 1) {
+		dt_summary_t2t_tag(tags[n - plain], s->problem, v[i].tag);
+		v[n] = (struct dt_scalar){ tags[n - plain], v[i].value };
+		n++;
+	}
 	struct dt_err err = DT_ERR_INIT;
 	if (dt_events_write_scalars(s->events, step, v, n, &err))
 		dt_warn("summaries at step %lld lost (training goes on): %s", (long long)step, err.msg);

@@ -16,6 +16,14 @@
  *                    evaluation count, as they do in TensorFlow)
  *   examples/sec     global_step/sec × batch size
  *
+ * A text problem's records add t2t's metrics: accuracy_per_sequence,
+ * neg_log_perplexity and (translation) approx_bleu_score, and, when the
+ * config names the problem, each of accuracy, accuracy_per_sequence,
+ * neg_log_perplexity and approx_bleu_score again under t2t's own tag,
+ * "metrics-<problem>/targets/<metric>" (t2t's metrics.py
+ * create_evaluation_metrics), so a t2t user's TensorBoard layouts find them;
+ * the evaluator's eval/ records carry the same tags (train/evaluator.h).
+ *
  * The per-step call is a few additions and a modulo; a record costs one
  * write(2) of ~240 bytes every `every` steps. A failed write is logged as a
  * warning and training goes on (the writer keeps the file to whole records;
@@ -50,7 +58,12 @@ struct dt_summary_config {
 	int64_t last_step;  /* train_steps: a record is also written at this step */
 	int batch_size;     /* examples per step, for examples/sec */
 	const struct dt_hparams *hp; /* NULL: no HParams summaries; else borrowed for dt_summary_new only */
+	const char *problem; /* t2t's tags for a text problem (copied); NULL or "": the plain tags only */
 };
+
+#define DT_SUMMARY_TAG_MAX 128
+/* t2t's tag of `metric` for `problem`, "metrics-<problem>/targets/<metric>", into tag. */
+void dt_summary_t2t_tag(char tag[DT_SUMMARY_TAG_MAX], const char *problem, const char *metric);
 
 struct dt_summary;
 

@@ -271,7 +271,7 @@ static enum dt_status trainer_apply(struct dt_session *s, void *self, const stru
 	/* Checkpoints when due: with no backups the step cannot move on without
 	 * this trainer, so the snapshot is one step's. */
 	note_position(s, t);
-	if (t->chief && (st = dt_ps_chief_after_step(&t->ch, t->c, sr.global_step, fig->loss, fig->correct, lr, err))) {
+	if (t->chief && (st = dt_ps_chief_after_step(&t->ch, t->c, sr.global_step, fig, lr, err))) {
 		if (!dt_ps_any_lost(t->c, num_ps))
 			return st;
 		t->gstep = sr.global_step;
@@ -446,11 +446,16 @@ static enum dt_status master_compute(struct dt_session *s, void *self, struct dt
 	if (st)
 		return dt_err_prefix(err, "in-graph training stopped at step %lld", (long long)step);
 	g->k.barrier_ns += (uint64_t)(dt_now_ns() - sent);
-	const double loss = f.loss_sum;
-	const int64_t correct = f.correct, examples = f.examples;
-	out->loss = (float)(loss / g->total);
-	out->correct = (int)correct;
-	out->examples = (int)examples;
+	out->loss = (float)(f.loss_sum / g->total);
+	out->correct = (int)f.correct;
+	out->examples = (int)f.examples;
+	if (f.text && f.counted > 0) { /* t2t's metrics in the progress lines and summaries, as every mode's */
+		out->counted = (int)f.counted;
+		out->seqs_correct = (int)f.seqs_correct;
+		out->nll_sum = f.nll_sum;
+		out->bleu_sum = f.bleu_sum;
+		out->bleu_batches = (int)f.bleu_batches;
+	}
 	return DT_OK;
 }
 

@@ -78,6 +78,55 @@ double cli_accuracy_of(const char *text)
 	return p ? atof(p + strlen("accuracy = ")) : -1;
 }
 
+int cli_check_t2t_lines(const char *who, const char *log)
+{
+	int lines = 0;
+	for (const char *p = log; (p = strstr(p, " loss ")) != NULL; p += 6) {
+		const char *end = strchr(p, '\n');
+		const int n = (int)(end ? (size_t)(end - p) : strlen(p));
+		char line[600];
+		snprintf(line, sizeof(line), "%.*s", n, p);
+		if (!strstr(line, " eta ")) /* not a progress line (the run's summary, an evaluation) */
+			continue;
+		lines++;
+		if (!strstr(line, " accuracy ") || !strstr(line, " accuracy_per_sequence ") ||
+		    !strstr(line, " neg_log_perplexity ") || !strstr(line, " tokens/s")) {
+			fprintf(stderr, "%s: a progress line without t2t's metrics and tokens/s:%s\n", who, line);
+			DT_CHECK(0);
+		}
+	}
+	fprintf(stderr, "%s: %d progress line(s) with t2t's metrics and tokens/s\n", who, lines);
+	return lines;
+}
+
+int cli_events_name(const char *dir, const char *tag)
+{
+	char cmd[1200];
+	snprintf(cmd, sizeof(cmd), "grep -aqF '%s' '%s'/events.out.tfevents.*", tag, dir);
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "/bin/sh", "-c", cmd, NULL }, NULL, 20);
+	const int found = r.exit_code == 0;
+	dt_run_release(&r);
+	return found;
+}
+
+void cli_check_t2t_summaries(const char *who, const char *dir, const char *problem, int bleu)
+{
+	static const char *const metrics[] = { "accuracy", "accuracy_per_sequence", "neg_log_perplexity",
+					       "approx_bleu_score" };
+	for (int i = 0; i < 4; i++) {
+		char t2t[200];
+		snprintf(t2t, sizeof(t2t), "metrics-%s/targets/%s", problem, metrics[i]);
+		const int want = i < 3 || bleu, plain = cli_events_name(dir, metrics[i]), theirs = cli_events_name(dir, t2t);
+		if (plain != want || theirs != want) {
+			fprintf(stderr, "%s: the summaries in '%s' %s '%s' (%s) and %s '%s' (%s)\n", who, dir,
+				plain ? "have" : "lack", metrics[i], want ? "wanted" : "unwanted", theirs ? "have" : "lack",
+				t2t, want ? "wanted" : "unwanted");
+			DT_CHECK(0);
+		}
+	}
+}
+
 void cli_private_home(void)
 {
 	char home[600];

@@ -33,6 +33,21 @@ void cli_free_ports(int *ports, int n);
  * printed); -1 when there is none or `text` is NULL. */
 double cli_accuracy_of(const char *text);
 
+/* Checks that every progress line of a text problem's `log` (a line with
+ * " loss " and " eta ") carries t2t's metrics and tokens/s (" accuracy ",
+ * " accuracy_per_sequence ", " neg_log_perplexity ", " tokens/s"), failing
+ * the test naming `who` and the line where one does not; returns how many
+ * progress lines it saw. */
+int cli_check_t2t_lines(const char *who, const char *log);
+
+/* Whether the event files under `dir` name scalar `tag` (its bytes). */
+int cli_events_name(const char *dir, const char *tag);
+/* Checks that the event files under `dir` carry a text problem's t2t
+ * metrics under the plain tags and under t2t's own,
+ * "metrics-<problem>/targets/<metric>" (approx_bleu_score only when `bleu`,
+ * and then under both), failing the test naming `who` and the tag. */
+void cli_check_t2t_summaries(const char *who, const char *dir, const char *problem, int bleu);
+
 /* ---- `dtrain launch` and the commands around it ---- */
 
 /* Points $DTRAIN_HOME at "<tmpdir>/home" and unsets the cluster variables

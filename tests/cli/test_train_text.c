@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_util.h"
 #include "cluster_procs.h"
 #include "dt_test.h"
 
@@ -68,6 +69,7 @@ DT_TEST_TIMEOUT(train_text, transformer_on_reverse_binary40_loss_falls, 90)
 	DT_CHECK_CONTAINS(r.out, "eval (test split, 10000 examples) at global step 300: accuracy = ");
 	DT_CHECK_CONTAINS(r.out, "accuracy_per_sequence = ");
 	check_loss_falls("local", r.err);
+	DT_CHECK(cli_check_t2t_lines("local", r.err) >= 10);
 	/* The summary's examples/s counts sequences, not batch_size's tokens
 	 * (it was 1024 x steps/s): a run's mean lies within its windows'. */
 	const char *summary = strstr(r.err, " steps in ");
@@ -104,28 +106,34 @@ DT_TEST_TIMEOUT(train_text, an_image_model_on_a_text_problem_is_refused, 30)
 
 DT_TEST_TIMEOUT(train_text, two_allreduce_workers_train_the_transformer, 90)
 {
-	const char *args[] = { TEXT_ARGS, "--train_steps=200", "--connect_timeout=30", NULL };
 	struct cluster c;
 	cluster_init(&c, NULL, 2, 0);
+	cluster_output_dir(&c, "allreduce");
+	const char *args[] = { TEXT_ARGS, "--train_steps=200", "--connect_timeout=30", c.out_flag, NULL };
 	struct task *w1 = cluster_start_train(&c, "worker", 1, args);
 	struct task *w0 = cluster_start_train(&c, "worker", 0, args);
 	EXPECT_EXIT(&c, w0, 0, TASK_WAIT_S);
 	EXPECT_EXIT(&c, w1, 0, 30);
-	char *out0 = task_read(w0, 0), *err0 = task_read(w0, 1);
+	char *out0 = task_read(w0, 0), *err0 = task_read(w0, 1), *err1 = task_read(w1, 1);
 	DT_CHECK_CONTAINS(out0, "at global step 200: accuracy = ");
 	DT_CHECK_CONTAINS(out0, "accuracy_per_sequence = ");
 	DT_CHECK_CONTAINS(err0, "gradient all-reduce");
 	check_loss_falls("2 all-reduce workers", err0);
-	free(out0), free(err0);
+	cli_check_t2t_summaries("all-reduce chief (worker 0)", c.out_dir, "algorithmic_reverse_binary40", 0);
+	/* every worker's progress lines: t2t's metrics and tokens/s (summed over the ring) */
+	DT_CHECK(cli_check_t2t_lines("all-reduce worker 0", err0) >= 7);
+	DT_CHECK(cli_check_t2t_lines("all-reduce worker 1", err1) >= 7);
+	free(out0), free(err0), free(err1);
 }
 
 DT_TEST_TIMEOUT(train_text, async_ps_trains_the_transformer, 90)
 {
-	const char *args[] = { TEXT_ARGS, "--train_steps=300", NULL };
 	struct cluster c;
 	cluster_init(&c, "chief", 1, 1);
+	cluster_output_dir(&c, "async_ps");
+	const char *args[] = { TEXT_ARGS, "--train_steps=300", c.out_flag, NULL };
 	struct task *ps0 = cluster_start_train(&c, "ps", 0, (const char *[]){ "--schedule=run_std_server", TEXT_ARGS,
-									      NULL });
+									      c.out_flag, NULL });
 	struct task *worker = cluster_start_train(&c, "worker", 0, args);
 	struct task *chief = cluster_start_train(&c, "chief", 0, args);
 	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
@@ -136,6 +144,10 @@ DT_TEST_TIMEOUT(train_text, async_ps_trains_the_transformer, 90)
 	DT_CHECK_CONTAINS(out, "accuracy_per_sequence = ");
 	DT_CHECK_CONTAINS(werr, "(global ");
 	check_loss_falls("async ps chief", cerr);
+	cli_check_t2t_summaries("async ps chief", c.out_dir, "algorithmic_reverse_binary40", 0);
+	/* every trainer's progress lines: t2t's metrics and tokens/s (its own steps') */
+	DT_CHECK(cli_check_t2t_lines("async ps chief", cerr) >= 3);
+	DT_CHECK(cli_check_t2t_lines("async ps worker", werr) >= 3);
 	free(out), free(cerr), free(werr);
 }
 
@@ -292,6 +304,54 @@ DT_TEST_TIMEOUT(train_text, decode_greedy_beam_files_and_stdin_from_the_newest_c
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.err, "symbol '7' is not one of 0 to 1");
 	DT_CHECK_STR_EQ(r.out, greedy);
+	dt_run_release(&r);
+	/* t2t's --decode_interactive: its commands (dl= taken, ns= and it=
+	 * refused with a message, q quits: the line after it is not decoded)
+	 * print no decode; bad lines cost themselves only. */
+	const char *model_flags = "--hparams_set=transformer_test --hparams=batch_size=1024,learning_rate_warmup_steps=100,"
+				  "learning_rate_constant=0.5 --problem=algorithmic_reverse_binary40";
+	snprintf(cmd, sizeof(cmd),
+		 "printf '1 0 0 1 1\\nns=3\\ndl=x\\n7\\nit=image\\ndl=50\\n0 1\\n1 1 1 0 0 0 1\\nq\\n1 1\\n' | "
+		 "'%s' decode --decode_interactive %s '%s'", dt_test_dtrain_bin(), model_flags, flag_out);
+	dt_test_run(&r, (const char *[]){ "/bin/sh", "-c", cmd, NULL }, NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_STR_EQ(r.out, greedy);
+	DT_CHECK_CONTAINS(r.err, "error: line 2: 'ns=3': dtrain decodes text by greedy search");
+	DT_CHECK_CONTAINS(r.err, "error: line 3: 'dl=x': the decode length is a whole number of tokens");
+	DT_CHECK_CONTAINS(r.err, "error: line 4: symbol '7' is not one of 0 to 1");
+	DT_CHECK_CONTAINS(r.err, "error: line 5: 'it=image'");
+	dt_run_release(&r);
+	/* One line in, its decode out before the next line is read: the
+	 * feeder waits (at most 30 s) for the first decode in the output file
+	 * before it sends the second line, then ends the input (EOF, exit 0). */
+	char got[700];
+	snprintf(got, sizeof(got), "%s/interactive.out", dt_test_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+		 "( printf '1 0 0 1 1\\n'; i=0; while [ ! -s '%s' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; "
+		 "echo \"feeder waited $i\" >&2; printf '0 1\\n' ) | '%s' decode --decode_interactive %s '%s' > '%s'; "
+		 "echo \"exit $?\" >&2",
+		 got, dt_test_dtrain_bin(), model_flags, flag_out, got);
+	dt_test_run(&r, (const char *[]){ "/bin/sh", "-c", cmd, NULL }, NULL, 60);
+	DT_CHECK_CONTAINS(r.err, "exit 0");
+	const char *waited = strstr(r.err, "feeder waited ");
+	DT_CHECK(waited != NULL && atoi(waited + strlen("feeder waited ")) < 300);
+	char *decoded = cli_read_file(got);
+	DT_CHECK(decoded != NULL);
+	const char *first = greedy ? strchr(greedy, '\n') : NULL; /* greedy's first two lines are these inputs' */
+	const char *second = first ? strchr(first + 1, '\n') : NULL;
+	DT_CHECK(second != NULL);
+	if (decoded && second) {
+		char want[8192];
+		snprintf(want, sizeof(want), "%.*s", (int)(second + 1 - greedy), greedy);
+		DT_CHECK_STR_EQ(decoded, want);
+	}
+	free(decoded);
+	dt_run_release(&r);
+	/* Files and --decode_interactive do not mix. */
+	dt_test_run(&r, (const char *[]){ "dtrain", "decode", "--decode_interactive", flag_from,
+					 "--problem=algorithmic_reverse_binary40", flag_out, NULL }, NULL, 30);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "--decode_interactive reads stdin and writes stdout: drop --decode_from_file");
 	dt_run_release(&r);
 	free(greedy);
 }

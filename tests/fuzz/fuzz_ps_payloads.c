@@ -102,7 +102,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct dt_ps_replica_step step;
 	if (dt_ps_replica_step_decode(p, len, count, &step, NULL) == DT_OK)
 		DT_ASSERT(len == DT_PS_REPLICA_STEP_HEADER + count * 4 && step.count == count);
-	if (dt_ps_replica_reply_decode(p, len, count, &step, NULL) == DT_OK)
-		DT_ASSERT(len == DT_PS_REPLICA_REPLY_HEADER + count * 4 && step.correct <= step.examples);
+	for (int text = 0; text <= 1; text++)
+		if (dt_ps_replica_reply_decode(p, len, count, text, &step, NULL) == DT_OK)
+			DT_ASSERT(len == (text ? DT_PS_REPLICA_REPLY_TEXT_HEADER : DT_PS_REPLICA_REPLY_HEADER) + count * 4 &&
+				  step.fig.correct <= (step.fig.counted ? step.fig.counted : step.fig.examples) &&
+				  step.fig.seqs_correct <= step.fig.examples);
 	return 0;
 }

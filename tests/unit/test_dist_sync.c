@@ -362,14 +362,52 @@ DT_TEST(dist_sync, value_payloads_must_hold_exactly_their_count)
 	DT_CHECK_CONTAINS(err.msg, "carries 3 values, the model has 2");
 	CHECK_PREFIXES_FAIL(b, len, dt_ps_replica_step_decode(p_, l_, 3, &st, &e_));
 
-	dt_ps_replica_reply_encode_header(1.25, 5, 8, 3, b);
+	struct dt_ps_replica_figures fig = { .loss_sum = 1.25, .correct = 5, .examples = 8, .counted = 40 };
+	DT_CHECK_INT_EQ(dt_ps_replica_reply_encode_header(&fig, 3, 0, b), DT_PS_REPLICA_REPLY_HEADER);
 	memcpy(b + DT_PS_REPLICA_REPLY_HEADER, g, sizeof(g));
 	len = DT_PS_REPLICA_REPLY_HEADER + sizeof(g);
-	DT_CHECK_OK(dt_ps_replica_reply_decode(b, len, 3, &st, &err), &err);
-	DT_CHECK(st.loss_sum == 1.25 && st.correct == 5 && st.examples == 8 && st.values[2] == 3.25f);
-	CHECK_PREFIXES_FAIL(b, len, dt_ps_replica_reply_decode(p_, l_, 3, &st, &e_));
-	dt_ps_replica_reply_encode_header(1.25, 9, 8, 3, b); /* more correct than examples */
-	DT_CHECK_INT_EQ(dt_ps_replica_reply_decode(b, len, 3, &st, &err), DT_PROTOCOL);
+	DT_CHECK_OK(dt_ps_replica_reply_decode(b, len, 3, 0, &st, &err), &err);
+	DT_CHECK(st.fig.loss_sum == 1.25 && st.fig.correct == 5 && st.fig.examples == 8 && st.values[2] == 3.25f);
+	DT_CHECK(st.fig.counted == 0); /* the older layout carries no token figures */
+	CHECK_PREFIXES_FAIL(b, len, dt_ps_replica_reply_decode(p_, l_, 3, 0, &st, &e_));
+	fig.correct = 9; /* more correct than examples */
+	dt_ps_replica_reply_encode_header(&fig, 3, 0, b);
+	DT_CHECK_INT_EQ(dt_ps_replica_reply_decode(b, len, 3, 0, &st, &err), DT_PROTOCOL);
+	DT_CHECK_CONTAINS(err.msg, "9 correct of 8 examples");
+}
+
+DT_TEST(dist_sync, replica_reply_with_text_figures_round_trips_and_checks_its_counts)
+{
+	struct dt_err err = DT_ERR_INIT;
+	uint64_t store[(DT_PS_REPLICA_REPLY_TEXT_HEADER + 12) / 8 + 1];
+	uint8_t *b = (uint8_t *)store;
+	const float g[3] = { 1.5f, -2.0f, 3.25f };
+	struct dt_ps_replica_figures fig = { .loss_sum = 0.75, .correct = 37, .examples = 4, .counted = 41,
+					     .seqs_correct = 3, .nll_sum = 12.5, .bleu_sum = 0.625, .bleu_batches = 2 };
+	DT_CHECK_INT_EQ(dt_ps_replica_reply_encode_header(&fig, 3, 1, b), DT_PS_REPLICA_REPLY_TEXT_HEADER);
+	memcpy(b + DT_PS_REPLICA_REPLY_TEXT_HEADER, g, sizeof(g));
+	size_t len = DT_PS_REPLICA_REPLY_TEXT_HEADER + sizeof(g);
+	struct dt_ps_replica_step st;
+	DT_CHECK_OK(dt_ps_replica_reply_decode(b, len, 3, 1, &st, &err), &err);
+	DT_CHECK(st.fig.loss_sum == 0.75 && st.fig.correct == 37 && st.fig.examples == 4 && st.fig.counted == 41 &&
+		 st.fig.seqs_correct == 3 && st.fig.nll_sum == 12.5 && st.fig.bleu_sum == 0.625 &&
+		 st.fig.bleu_batches == 2 && st.count == 3 && st.values[0] == 1.5f && st.values[2] == 3.25f);
+	/* The first 24 bytes are the older layout's: read as one, the length is off by the text part. */
+	DT_CHECK_INT_EQ(dt_ps_replica_reply_decode(b, len, 3, 0, &st, &err), DT_PROTOCOL);
+	CHECK_PREFIXES_FAIL(b, len, dt_ps_replica_reply_decode(p_, l_, 3, 1, &st, &e_));
+	fig.correct = 42; /* more tokens right than counted */
+	dt_ps_replica_reply_encode_header(&fig, 3, 1, b);
+	DT_CHECK_INT_EQ(dt_ps_replica_reply_decode(b, len, 3, 1, &st, &err), DT_PROTOCOL);
+	DT_CHECK_CONTAINS(err.msg, "42 correct of 41 tokens");
+	fig.correct = 37;
+	fig.seqs_correct = 5; /* more sequences right than sent */
+	dt_ps_replica_reply_encode_header(&fig, 3, 1, b);
+	DT_CHECK_INT_EQ(dt_ps_replica_reply_decode(b, len, 3, 1, &st, &err), DT_PROTOCOL);
+	DT_CHECK_CONTAINS(err.msg, "5 of 4 sequences right");
+	fig.seqs_correct = 3;
+	fig.bleu_batches = DT_PS_REPLICA_MAX_PER_TASK + 1;
+	dt_ps_replica_reply_encode_header(&fig, 3, 1, b);
+	DT_CHECK_INT_EQ(dt_ps_replica_reply_decode(b, len, 3, 1, &st, &err), DT_PROTOCOL);
 }
 
 DT_TEST(dist_sync, replica_setup_round_trips_and_checks_its_ranges)
@@ -436,7 +474,8 @@ DT_TEST(dist_sync, garbage_never_crashes_a_decoder)
 		if (!dt_ps_replica_setup_decode(b, len, &s, NULL))
 			DT_CHECK(s.first_shard + s.replicas <= s.total_shards && strlen(s.problem) > 0);
 		ok += !dt_ps_replica_step_decode(b, len, 3, &st, NULL);
-		ok += !dt_ps_replica_reply_decode(b, len, 3, &st, NULL);
+		ok += !dt_ps_replica_reply_decode(b, len, 3, 0, &st, NULL);
+		ok += !dt_ps_replica_reply_decode(b, len, 3, 1, &st, NULL);
 		ok += !dt_ps_range_decode(b, len, (int)(iter & 1), &rg, NULL);
 		ok += !dt_ps_status_decode(b, len, &sm, NULL);
 		ok += !dt_ps_u64_decode(b, len, 1000000, &u, NULL);
