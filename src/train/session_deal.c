@@ -182,54 +182,6 @@ enum dt_status dt__session_compute_micro(struct dt_session *s, struct dt_step_fi
 	return DT_OK;
 }
 
-/* Elements a chunk of the one-pass update: its mean, parameters and
- * optimizer slots (Adam: four floats an element, 32 KiB) stay in L1 from
- * the mean to the update. A multiple of 8, so that every element takes the
- * same vector or scalar path as in one call over the variable (the bits do
- * not depend on it anyway: no path contracts a multiply-add). */
-#define FUSE_CHUNK 2048
-
-/* The mean of `n` micro-batch gradients (micro_src[0..n)) summed in fixed
- * point into the model's gradient, weight decay and the update. Without
- * clipping (whose norm needs the whole mean first) a chunk at a time: the
- * mean is read by the update while in cache instead of a pass over the
- * 4-byte-a-parameter buffer written and read again (every step of it is
- * element by element, so the bits are those of the passes one after the
- * other). */
-static void apply_one_pass(struct dt_session *s, int n, int64_t terms, float wd, float lr, int64_t step)
-{
-	struct dt_model *m = s->model;
-	float *g = dt_model_grads(m), *params = dt_model_params(m);
-	const int nv = dt_model_num_variables(m), fuse = !(s->cfg->hp.clip_grad_norm > 0);
-	size_t done = 0;
-	for (int v = 0; v < nv; v++) {
-		const struct dt_variable *var = dt_model_variable(m, v);
-		DT_ASSERT(var->offset == done); /* the variables tile the buffer the optimizer covers */
-		for (int j = 0; j < n; j++)
-			s->micro_var[j] = s->micro_src[j] + var->offset;
-		for (size_t o = 0; o < var->count; o += fuse ? FUSE_CHUNK : var->count) {
-			const size_t len = fuse && var->count - o > FUSE_CHUNK ? FUSE_CHUNK : var->count - o;
-			dt_fixed_sum_mean_k(g + var->offset + o, s->micro_var, n, len, s->fixed_scale[v], terms);
-			for (int j = 0; j < n; j++)
-				s->micro_var[j] += len;
-			if (!fuse)
-				continue;
-			if (wd > 0)
-				dt_train_add_weight_decay_range(m, wd, var->offset + o, var->offset + o + len);
-			dt_optimizer_apply(&s->opt, params, g + var->offset + o, var->offset + o, len, lr, step);
-		}
-		done = var->offset + var->count;
-	}
-	DT_ASSERT(done == dt_model_num_params(m));
-	s->fixed_norm = 0;
-	if (fuse)
-		return;
-	if (wd > 0)
-		dt_train_add_weight_decay(m, wd);
-	s->fixed_norm = dt_train_clip_grads(m, &s->cfg->hp, 1); /* the mean, the same bits on every task */
-	dt_optimizer_apply(&s->opt, params, g, 0, done, lr, step);
-}
-
 enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t step, struct dt_err *err)
 {
 	struct dt_model *m = s->model;
@@ -264,35 +216,43 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 		s->fixed_scale[v] = dt_fixed_scale((int)e, terms);
 	}
 	float *g = dt_model_grads(m);
-	const float wd = (float)s->cfg->hp.weight_decay;
-	const int alone = s->ndeal == tasks || !s->strategy->reduce_i64;
-	if (s->gather && (st = s->strategy->allgather(s, s->self, s->micro_grads,
-						      (size_t)k * s->micro_stride * sizeof(float), "grads/raw", err)))
-		return st;
-	if (alone || s->gather) {
-		/* 2-3. one task's micro-batches, or every task's raw gradients
-		 * gathered: their sum in fixed point and its mean in one pass (the
-		 * same bits as the int64 sums below: the integers are exact, and the
-		 * conversion is the same function on every task), in place where the
-		 * last micro-batch's gradient is the model's own */
-		const int terms_here = s->gather ? (int)terms : k;
-		for (int j = 0; j < terms_here; j++)
-			s->micro_src[j] = s->gather ? s->micro_grads + (size_t)j * s->micro_stride : s->micro_src[j];
-		return apply_one_pass(s, terms_here, terms, wd, lr, step), DT_OK;
+	if (s->gather) {
+		/* 2. every task's raw gradients; 3. the sum of all of them in fixed
+		 * point and the mean, in one pass (the same bits as below: the
+		 * integers are exact, and the conversion is the same function on
+		 * every task) */
+		const size_t stride = s->micro_stride;
+		if ((st = s->strategy->allgather(s, s->self, s->micro_grads, (size_t)k * stride * sizeof(float),
+						 "grads/raw", err)))
+			return st;
+		for (int v = 0; v < nv; v++) {
+			const struct dt_variable *var = dt_model_variable(m, v);
+			for (int64_t j = 0; j < terms; j++)
+				s->micro_var[j] = s->micro_grads + (size_t)j * stride + var->offset;
+			dt_fixed_sum_mean_k(g + var->offset, s->micro_var, (int)terms, var->count, s->fixed_scale[v],
+					    terms);
+		}
 	}
-	/* 2. this task's sum in fixed point, then every task's; 3. the mean. */
-	for (int v = 0; v < nv; v++) {
+	/* 2. this task's sum in fixed point, then every task's; 3. the mean.
+	 * One task has nothing to all-reduce: the sum and the mean in one pass,
+	 * the same bits (fixed_point.h's fast paths). */
+	const int alone = s->ndeal == tasks || !s->strategy->reduce_i64;
+	for (int v = 0; v < nv && !s->gather; v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
 		for (int j = 0; j < k; j++)
 			s->micro_var[j] = s->micro_src[j] + var->offset;
-		dt_fixed_sum_k(s->fixed_sum + var->offset, s->micro_var, k, var->count, s->fixed_scale[v]);
+		if (alone) /* in place where the last micro-batch's gradient is the model's own */
+			dt_fixed_sum_mean_k(g + var->offset, s->micro_var, k, var->count, s->fixed_scale[v], terms);
+		else
+			dt_fixed_sum_k(s->fixed_sum + var->offset, s->micro_var, k, var->count, s->fixed_scale[v]);
 	}
-	if ((st = s->strategy->reduce_i64(s, s->self, s->fixed_sum, np, "grads/fixed", err)))
+	if (!alone && !s->gather && (st = s->strategy->reduce_i64(s, s->self, s->fixed_sum, np, "grads/fixed", err)))
 		return st;
-	for (int v = 0; v < nv; v++) {
+	for (int v = 0; v < nv && !alone && !s->gather; v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
 		dt_fixed_mean(g + var->offset, s->fixed_sum + var->offset, var->count, s->fixed_scale[v], terms);
 	}
+	const float wd = (float)s->cfg->hp.weight_decay;
 	if (wd > 0)
 		dt_train_add_weight_decay(m, wd);
 	s->fixed_norm = dt_train_clip_grads(m, &s->cfg->hp, 1); /* the mean, the same bits on every task */
