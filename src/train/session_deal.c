@@ -87,11 +87,14 @@ enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int6
 	DT_ASSERT(s->cfg->micro_batch > 0 && count >= 1 && index < count && count <= s->fixed_slices);
 	const size_t np = dt_model_num_params(s->model);
 	const int nv = dt_model_num_variables(s->model);
-	const int was_gather = s->gather;
+	const int was_gather = s->gather, again = s->micro_slots > 0;
 	s->deal_first = index;
 	s->deal_stride = count;
 	s->ndeal = (s->fixed_slices - index + count - 1) / count;
 	s->gather = use_gather(s, count);
+	if (again && s->gather != was_gather)
+		dt_info("deterministic: %s", s->gather ? "every task's gradients all-gathered again, one slice a task"
+						       : "the slices dealt over fewer tasks: their sums all-reduced in int64");
 	const size_t n = (size_t)(s->gather ? count : s->ndeal) * (size_t)s->micro_local;
 	if (n > s->micro_slots || s->gather != was_gather) {
 		/* zero-filled: a gradient no loss reaches is never written
