@@ -10,7 +10,9 @@
  * ring lost workers); compute keeps every micro-batch's gradient apart with
  * its exponents; apply agrees on one scale per variable (the exponents'
  * maximum over every task), sums the gradients in 64-bit fixed point,
- * exactly and in any order, and applies their mean (train/fixed_point.h).
+ * exactly and in any order, and applies their mean (train/fixed_point.h):
+ * each task its own and an int64 all-reduce, or for a small step every
+ * task all of them after an all-gather of the raw floats (use_gather).
  * The loop and everything else is session.c's; the state is
  * session_state.h's.
  */
