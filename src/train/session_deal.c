@@ -89,7 +89,7 @@ enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int6
 	DT_ASSERT(s->cfg->micro_batch > 0 && count >= 1 && index < count && count <= s->fixed_slices);
 	const size_t np = dt_model_num_params(s->model);
 	const int nv = dt_model_num_variables(s->model);
-	const int was_gather = s->gather, again = s->micro_slots > 0;
+	const int was_gather = s->gather, was_first = s->deal_first, again = s->micro_slots > 0;
 	s->deal_first = index;
 	s->deal_stride = count;
 	s->ndeal = (s->fixed_slices - index + count - 1) / count;
@@ -98,10 +98,11 @@ enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int6
 		dt_info("deterministic: %s", s->gather ? "every task's gradients all-gathered again, one slice a task"
 						       : "the slices dealt over fewer tasks: their sums all-reduced in int64");
 	const size_t n = (size_t)(s->gather ? count : s->ndeal) * (size_t)s->micro_local;
-	if (n > s->micro_slots || s->gather != was_gather) {
+	if (n > s->micro_slots || s->gather != was_gather || (s->gather && index != was_first)) {
 		/* zero-filled: a gradient no loss reaches is never written
-		 * (model.h); afresh when the layout changes, so that no slot holds
-		 * another task's gradient from before */
+		 * (model.h); afresh when the layout or this task's block changes,
+		 * so that no slot of its own holds another task's gradient from
+		 * before */
 		s->micro_stride = (np + 1 + 15) / 16 * 16; /* a spare float after each, as the model's own */
 		free(s->micro_grads);
 		s->micro_grads = dt_xalloc_aligned(n * s->micro_stride + 1, sizeof(float));
