@@ -65,12 +65,13 @@ enum dt_status dt__session_start_fixed(struct dt_session *s, const struct dt_str
  * all-gathered and every task sums them all itself, instead of each task
  * converting its own to int64, an int64 all-reduce and the mean: at n tasks
  * of k micro-batches, a task receives (n - 1) k float gradients against the
- * ring's 4 (n - 1) / n of float's bytes for int64, and makes one pass over
- * n k gradients instead of three over its own and the sums. Up to n k = 4
- * both move about as many bytes, and the gather makes the fewer passes
- * (measured for mlp, 2 workers: BENCHMARKS.md). The same answer on every
- * task: it depends on the ring's size and micro_local alone. */
-#define GATHER_MAX_TERMS 4
+ * ring's 4 (n - 1) / n gradients' worth for int64 (fewer bytes while
+ * n k < 4), and makes one pass over n k gradients instead of three over its
+ * own and the sums. Measured for mlp on 2 workers (BENCHMARKS.md): k = 1
+ * 0.86-0.89x the int64 path's CPU time, k = 2 (as many bytes) no gain. The
+ * same answer on every task: it depends on the ring's size and micro_local
+ * alone. */
+#define GATHER_MAX_TERMS 3
 
 /* Whether this deal's gradients are all-gathered: every slice has a task of
  * its own (one each: a lost worker's slices are dealt to others, who then

@@ -58,8 +58,10 @@ static void expect_same_tensors(const char *a, const char *b, int step)
 
 /* `workers` all-reduce workers (or one plain process when 1), batch
  * 64 / workers each (and the hparams `more`: "" or ",name=value..."), with
- * `common` args; the chief's output dir `dir`. */
-static void train_workers_hp(int workers, const char *dir, const char *const *common, const char *more)
+ * `common` args (--micro_batch=`micro` among them); the chief's output dir
+ * `dir`. With one micro-batch a worker on 2 or 3 workers the raw gradients
+ * are all-gathered (session_deal.c), and the chief says so. */
+static void train_workers_at(int workers, const char *dir, const char *const *common, const char *more, int micro)
 {
 	char batch[128], out[2400];
 	snprintf(batch, sizeof(batch), "--hparams=batch_size=%d%s", 64 / workers, more);
@@ -80,7 +82,10 @@ static void train_workers_hp(int workers, const char *dir, const char *const *co
 		if (r.exit_code != 0)
 			fprintf(stderr, "%s", r.err);
 		DT_CHECK_INT_EQ(r.exit_code, 0);
-		DT_CHECK_CONTAINS(r.err, "deterministic: micro-batches of 16, 4 per step on this task (4 in all)");
+		char want[160];
+		snprintf(want, sizeof(want), "deterministic: micro-batches of %d, %d per step on this task (%d in all)",
+			 micro, 64 / micro, 64 / micro);
+		DT_CHECK_CONTAINS(r.err, want);
 		dt_run_release(&r);
 		return;
 	}
@@ -93,8 +98,16 @@ static void train_workers_hp(int workers, const char *dir, const char *const *co
 		EXPECT_EXIT(&c, t[w], 0, TASK_WAIT_S);
 	char *err0 = task_read(t[0], 1);
 	DT_CHECK_CONTAINS(err0, "in 64-bit fixed point after the backward pass (--deterministic)");
-	DT_CHECK_CONTAINS(err0, "(4 in all)");
+	char want[64];
+	snprintf(want, sizeof(want), "(%d in all)", 64 / micro);
+	DT_CHECK_CONTAINS(err0, want);
+	DT_CHECK_INT_EQ(strstr(err0, "(every task's all-gathered and summed by each)") != NULL, 64 / micro < 4);
 	free(err0);
+}
+
+static void train_workers_hp(int workers, const char *dir, const char *const *common, const char *more)
+{
+	train_workers_at(workers, dir, common, more, 16);
 }
 
 static void train_workers(int workers, const char *dir, const char *const *common)
@@ -109,7 +122,8 @@ static void dir_path(char *buf, size_t cap, const char *name)
 
 /* mlp with Adam and weight decay: 1, 2 and 4 workers, global batch 64 in
  * micro-batches of 16 (fixed_point's unit test shows the float sums of the
- * same terms in two orders differ). */
+ * same terms in two orders differ), the workers' int64 sums all-reduced;
+ * then 1 and 2 at micro-batches of 32, the two's raw gradients gathered. */
 DT_TEST_TIMEOUT(deterministic, one_two_and_four_workers_write_the_same_checkpoint, 600)
 {
 	const char *common[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=40", "--log_every=20",
@@ -122,6 +136,14 @@ DT_TEST_TIMEOUT(deterministic, one_two_and_four_workers_write_the_same_checkpoin
 	dir_path(a, sizeof(a), "w1"), dir_path(b, sizeof(b), "w2"), dir_path(d, sizeof(d), "w4");
 	expect_same_tensors(a, b, 40);
 	expect_same_tensors(a, d, 40);
+	/* one micro-batch of 32 a worker: the two workers' raw gradients all-gathered */
+	const char *one_each[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=40", "--log_every=20",
+				   "--noeval", "--deterministic", "--micro_batch=32", "--save_checkpoints_steps=40",
+				   "--connect_timeout=60", "--hparams_set=mlp_base", NULL };
+	train_workers_at(1, "g1", one_each, "", 32);
+	train_workers_at(2, "g2", one_each, "", 32);
+	dir_path(a, sizeof(a), "g1"), dir_path(b, sizeof(b), "g2");
+	expect_same_tensors(a, b, 40);
 }
 
 /* clip_grad_norm with --deterministic: clipped after the fixed-point sum,
