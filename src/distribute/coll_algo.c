@@ -425,6 +425,27 @@ enum dt_status dt_allreduce_sum_i64(struct dt_comm *comm, int64_t *buf, size_t c
 	return allreduce_sum(comm, buf, count, DT_WIRE_I64, name, deadline, err);
 }
 
+/* The ring all-gather: n - 1 steps of one block, each forwarded as it
+ * arrives (ring_plan.c); large blocks read from the neighbour's memory
+ * where the link allows it, as the ring all-reduce's segments. Blocks are
+ * copied, never added, so any algorithm would give the same bytes; the ring
+ * moves the fewest ((n - 1) blocks in and out of each rank). */
+enum dt_status dt_allgather(struct dt_comm *comm, void *buf, size_t block, const char *name, int64_t deadline,
+			    struct dt_err *err)
+{
+	if (block > SIZE_MAX / 16 / (size_t)comm->n)
+		return dt_err_set(err, DT_INTERNAL, "allgather '%s' of %d blocks of %zu bytes is larger than memory",
+				  name ? name : "", comm->n, block);
+	struct dt__ring_run r;
+	enum dt_status st = dt__ring_begin(&r, comm, DT_COLL_ALLGATHER, DT_WIRE_U8, block, 0, buf, name, deadline, err);
+	if (st || comm->n == 1)
+		return st;
+	struct dt__plan p;
+	dt__plan_ring_allgather(comm, block, &p);
+	int refs = comm->cma_send && block > 0 && reads_by_reference(comm, block);
+	return dt__ring_step(&r, &p, buf, (comm->rank + 1) % comm->n, (comm->rank - 1 + comm->n) % comm->n, refs, err);
+}
+
 /* Whether a connected socket's peer is on another host: its address is
  * neither loopback nor the socket's own (two processes on one host that use
  * the host's address are on one host; network namespaces with addresses of

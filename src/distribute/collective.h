@@ -198,6 +198,14 @@ enum dt_status dt_allreduce_sum_f32(struct dt_comm *comm, float *buf, size_t cou
 enum dt_status dt_allreduce_sum_i64(struct dt_comm *comm, int64_t *buf, size_t count, const char *name,
 				    int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
 
+/* All-gather: buf holds n blocks of `block` bytes, block r at r * block;
+ * each rank fills in its own (block `rank`) and gets every other rank's,
+ * copied byte for byte (ring order, n - 1 steps of one block; its START is
+ * kind ALLGATHER, count = block, so a rank calling another collective or
+ * another block size at the same point fails the match). */
+enum dt_status dt_allgather(struct dt_comm *comm, void *buf, size_t block, const char *name, int64_t deadline,
+			    struct dt_err *err) DT_MUST_CHECK;
+
 /* Copies `bytes` bytes of root's buf into every other rank's buf (pipelined
  * along the ring). */
 enum dt_status dt_broadcast(struct dt_comm *comm, void *buf, size_t bytes, int root, const char *name,

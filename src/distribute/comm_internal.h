@@ -176,6 +176,9 @@ void dt__plan_chunk(size_t count, int n, int c, size_t *off, size_t *len);
 /* Ring all-reduce of count elements of `esize` bytes (4: float32, 8: int64),
  * items relative to the caller's buffer; no item splits an element. */
 void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, size_t esize, struct dt__plan *p);
+/* Ring all-gather of n blocks of `block` bytes (block r at r * block, this
+ * rank's filled in), items relative to the caller's buffer. */
+void dt__plan_ring_allgather(struct dt_comm *c, size_t block, struct dt__plan *p);
 /* One message out (s_off, s_len) and/or in (r_off, r_len; reduce: added),
  * in bytes, cut into segments of a multiple of `esize` bytes (the element:
  * 1 for bytes, 4 float32, 8 int64), so no item splits an element when the

@@ -10,7 +10,10 @@
  *   - span: one message out and one in (a step of recursive doubling,
  *     halving-doubling or a tree, coll_algo.c), in segments of whole
  *     elements, no dependencies;
- *   - broadcast: segments forwarded along the ring from the root.
+ *   - broadcast: segments forwarded along the ring from the root;
+ *   - ring all-gather: step s (0 .. n-2) sends block me - s to the right and
+ *     receives block me - s - 1 from the left (copies); send segment j of
+ *     step s depends on recv segment j of step s-1 (the same block).
  */
 #include "distribute/comm_internal.h"
 
@@ -74,6 +77,30 @@ void dt__plan_ring_allreduce(struct dt_comm *c, size_t count, size_t esize, stru
 			size_t l = len - j * seg < seg ? len - j * seg : seg;
 			c->recv_items[nr++] = (struct dt__coll_item){ (off + j * seg) * esize, l * esize, -1,
 								      reduce };
+		}
+	}
+	*p = (struct dt__plan){ c->send_items, c->recv_items, ns, nr };
+}
+
+void dt__plan_ring_allgather(struct dt_comm *c, size_t block, struct dt__plan *p)
+{
+	int n = c->n, me = c->rank;
+	size_t seg = c->seg_bytes ? c->seg_bytes : 1, per_step = segs_of(block, seg);
+	size_t steps = (size_t)(n - 1);
+	reserve(&c->send_items, &c->send_cap, steps * per_step + 1);
+	reserve(&c->recv_items, &c->recv_cap, steps * per_step + 1);
+	long ns = 0, nr = 0, prev_first = -1;
+	for (size_t s = 0; s < steps; s++) {
+		size_t sb = (size_t)((((long)me - (long)s) % n + n) % n), rb = (sb + (size_t)n - 1) % (size_t)n;
+		for (size_t j = 0; j * seg < block; j++) {
+			size_t l = block - j * seg < seg ? block - j * seg : seg;
+			c->send_items[ns++] = (struct dt__coll_item){ sb * block + j * seg, l,
+								      s == 0 ? -1 : prev_first + (long)j, 0 };
+		}
+		prev_first = nr;
+		for (size_t j = 0; j * seg < block; j++) {
+			size_t l = block - j * seg < seg ? block - j * seg : seg;
+			c->recv_items[nr++] = (struct dt__coll_item){ rb * block + j * seg, l, -1, 0 };
 		}
 	}
 	*p = (struct dt__plan){ c->send_items, c->recv_items, ns, nr };

@@ -14,6 +14,7 @@ const char *dt_coll_kind_name(unsigned kind)
 	case DT_COLL_ALLREDUCE: return "allreduce";
 	case DT_COLL_BROADCAST: return "broadcast";
 	case DT_COLL_BARRIER: return "barrier";
+	case DT_COLL_ALLGATHER: return "allgather";
 	default: return "unknown collective";
 	}
 }
@@ -58,7 +59,7 @@ enum dt_status dt_coll_start_decode(struct dt_coll_start *out, const uint8_t *p,
 	out->count = dt_get_u64le(p + 16);
 	out->rank = dt_get_u32le(p + 24);
 	out->nranks = dt_get_u32le(p + 28);
-	if (out->kind < DT_COLL_ALLREDUCE || out->kind > DT_COLL_BARRIER)
+	if (out->kind < DT_COLL_ALLREDUCE || out->kind > DT_COLL_ALLGATHER)
 		return dt_err_set(err, DT_PROTOCOL, "coll_start has unknown kind %u", out->kind);
 	memcpy(out->name, name, n);
 	out->name[n] = '\0';
@@ -185,6 +186,10 @@ void dt_coll_describe(const struct dt_coll_start *s, char *buf, size_t cap)
 	case DT_COLL_BROADCAST:
 		snprintf(buf, cap, "broadcast '%s' (#%llu, %llu bytes from rank %u)", s->name,
 			 (unsigned long long)s->seq, (unsigned long long)s->count, s->root);
+		break;
+	case DT_COLL_ALLGATHER:
+		snprintf(buf, cap, "allgather '%s' (#%llu, %llu bytes a rank)", s->name, (unsigned long long)s->seq,
+			 (unsigned long long)s->count);
 		break;
 	default:
 		snprintf(buf, cap, "%s '%s' (#%llu)", dt_coll_kind_name(s->kind), s->name, (unsigned long long)s->seq);

@@ -68,6 +68,7 @@ enum dt_coll_kind {
 	DT_COLL_ALLREDUCE = 1,
 	DT_COLL_BROADCAST = 2,
 	DT_COLL_BARRIER = 3,
+	DT_COLL_ALLGATHER = 4,
 };
 const char *dt_coll_kind_name(unsigned kind);
 

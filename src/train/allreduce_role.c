@@ -733,6 +733,16 @@ static enum dt_status ring_reduce_i64(struct dt_session *s, void *self, int64_t 
 				       &r->join_seen, err);
 }
 
+/* --deterministic's raw gradients (session_deal.c): the exponents' reduce_i64
+ * before it carried the join flag. */
+static enum dt_status ring_allgather(struct dt_session *s, void *self, void *buf, size_t block, const char *what,
+				     struct dt_err *err)
+{
+	(void)s;
+	struct ring *r = self;
+	return dt_allgather(r->comm, buf, block, what, dt_deadline_in(r->step_s), err);
+}
+
 static enum dt_status ring_finish(struct dt_session *s, void *self, int64_t *step, struct dt_err *err)
 {
 	(void)step;
@@ -769,7 +779,8 @@ static enum dt_status ring_finish(struct dt_session *s, void *self, int64_t *ste
 
 static const struct dt_strategy strategy_ring = {
 	.name = "multi_worker_mirrored", .connect = ring_connect, .start = ring_start, .compute = ring_compute,
-	.apply = ring_apply, .reduce = ring_reduce, .reduce_i64 = ring_reduce_i64, .finish = ring_finish,
+	.apply = ring_apply, .reduce = ring_reduce, .reduce_i64 = ring_reduce_i64,
+	.allgather = ring_allgather, .finish = ring_finish,
 	.fixed_point = 1,
 	.clip_where = "after the all-reduce, once every bucket has arrived (with --deterministic, after the fixed-point "
 		      "sum): the same bits on every worker",

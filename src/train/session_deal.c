@@ -10,7 +10,9 @@
  * ring lost workers); compute keeps every micro-batch's gradient apart with
  * its exponents; apply agrees on one scale per variable (the exponents'
  * maximum over every task), sums the gradients in 64-bit fixed point,
- * exactly and in any order, and applies their mean (train/fixed_point.h).
+ * exactly and in any order, and applies their mean (train/fixed_point.h):
+ * each task its own and an int64 all-reduce, or for a small step every
+ * task all of them after an all-gather of the raw floats (use_gather).
  * The loop and everything else is session.c's; the state is
  * session_state.h's.
  */
@@ -52,10 +54,34 @@ enum dt_status dt__session_start_fixed(struct dt_session *s, const struct dt_str
 	if (st)
 		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
 	dt_info("deterministic: micro-batches of %d, %d per step on this task (%d in all), gradients summed in 64-bit "
-		"fixed point; the data read in global batches of %d, this task slice %d of %d", m,
-		s->micro_local * s->ndeal, s->micro_local * s->fixed_slices, b * s->fixed_slices, s->info.shard_index,
-		s->fixed_slices);
+		"fixed point%s; the data read in global batches of %d, this task slice %d of %d", m,
+		s->micro_local * s->ndeal, s->micro_local * s->fixed_slices,
+		s->gather ? " (every task's all-gathered and summed by each)" : "", b * s->fixed_slices,
+		s->info.shard_index, s->fixed_slices);
 	return DT_OK;
+}
+
+/* The most micro-batches in a global step for which the raw gradients are
+ * all-gathered and every task sums them all itself, instead of each task
+ * converting its own to int64, an int64 all-reduce and the mean: at n tasks
+ * of k micro-batches, a task receives (n - 1) k float gradients against the
+ * ring's 4 (n - 1) / n gradients' worth for int64 (fewer bytes while
+ * n k < 4), and makes one pass over n k gradients instead of three over its
+ * own and the sums. Measured for mlp on 2 workers (BENCHMARKS.md): k = 1
+ * 0.86-0.89x the int64 path's CPU time, k = 2 (as many bytes) no gain. The
+ * same answer on every task: it depends on the ring's size and micro_local
+ * alone. */
+#define GATHER_MAX_TERMS 3
+
+/* Whether this deal's gradients are all-gathered: every slice has a task of
+ * its own (one each: a lost worker's slices are dealt to others, who then
+ * sum in int64), the strategy can, and the step is small enough. The
+ * integer sum is the same bits either way (fixed_point.h), so a run may
+ * switch at a re-formation. */
+static int use_gather(const struct dt_session *s, int count)
+{
+	return s->strategy->allgather && count > 1 && count == s->fixed_slices &&
+	       (int64_t)count * s->micro_local <= GATHER_MAX_TERMS;
 }
 
 enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int64_t epoch, int64_t offset,
@@ -64,25 +90,36 @@ enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int6
 	DT_ASSERT(s->cfg->micro_batch > 0 && count >= 1 && index < count && count <= s->fixed_slices);
 	const size_t np = dt_model_num_params(s->model);
 	const int nv = dt_model_num_variables(s->model);
-	const int was = s->ndeal * s->micro_local;
+	const int was_gather = s->gather, was_first = s->deal_first, again = s->micro_slots > 0;
 	s->deal_first = index;
 	s->deal_stride = count;
 	s->ndeal = (s->fixed_slices - index + count - 1) / count;
-	const size_t n = (size_t)s->ndeal * (size_t)s->micro_local;
-	if ((int)n > was) {
-		/* zero-filled: a gradient no loss reaches is never written (model.h) */
+	s->gather = use_gather(s, count);
+	if (again && s->gather != was_gather)
+		dt_info("deterministic: %s", s->gather ? "every task's gradients all-gathered again, one slice a task"
+						       : "the slices dealt over fewer tasks: their sums all-reduced in int64");
+	const size_t n = (size_t)(s->gather ? count : s->ndeal) * (size_t)s->micro_local;
+	if (n > s->micro_slots || s->gather != was_gather || (s->gather && index != was_first)) {
+		/* zero-filled: a gradient no loss reaches is never written
+		 * (model.h); afresh when the layout or this task's block changes,
+		 * so that no slot of its own holds another task's gradient from
+		 * before */
 		s->micro_stride = (np + 1 + 15) / 16 * 16; /* a spare float after each, as the model's own */
 		free(s->micro_grads);
 		s->micro_grads = dt_xalloc_aligned(n * s->micro_stride + 1, sizeof(float));
+		s->micro_slots = n;
 		s->micro_into = dt_xrealloc(s->micro_into, n * sizeof(*s->micro_into));
-		for (size_t j = 0; j < n; j++)
-			s->micro_into[j] = s->micro_grads + j * s->micro_stride;
 		s->micro_src = dt_xrealloc(s->micro_src, (n) * sizeof(*s->micro_src));
 		s->micro_var = dt_xrealloc(s->micro_var, (n) * sizeof(*s->micro_var));
 		s->micro_exp = dt_xrealloc(s->micro_exp, (n * (size_t)(nv ? nv : 1)) * sizeof(int));
 		s->micro_losses = dt_xrealloc(s->micro_losses, (n) * sizeof(float));
 		s->micro_correct = dt_xrealloc(s->micro_correct, (n) * sizeof(int));
 	}
+	/* this task's micro-batches compute into its own slots: its block of the
+	 * gather (slot index * micro_local on), or the first ones */
+	const size_t first = s->gather ? (size_t)index * (size_t)s->micro_local : 0;
+	for (size_t j = 0; j < s->micro_slots - first; j++)
+		s->micro_into[j] = s->micro_grads + (first + j) * s->micro_stride;
 	s->global_position = 1;
 	return s->input->ops->start_slice(s->input, index, s->fixed_slices, epoch, offset, err);
 }
@@ -137,8 +174,9 @@ enum dt_status dt__session_compute_micro(struct dt_session *s, struct dt_step_fi
 			.keep = keep_micro, .keep_arg = s, .losses = s->micro_losses + d * k,
 			.correct = s->micro_correct + d * k,
 			/* only the step's last slice may leave its last gradient in the
-			 * model's buffer: a next slice computes on the same model */
-			.into = s->micro_into + d * k, .keep_last = s->micro_final,
+			 * model's buffer: a next slice computes on the same model; a
+			 * gathered one must be in its block */
+			.into = s->micro_into + d * k, .keep_last = s->micro_final && !s->gather,
 		};
 		dt_mirrored_micro_step(s->mirror, s->model, &ms);
 		out->examples += b->size;
@@ -184,12 +222,29 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 					  (long long)step, dt_model_variable(m, v)->name);
 		s->fixed_scale[v] = dt_fixed_scale((int)e, terms);
 	}
+	float *g = dt_model_grads(m);
+	if (s->gather) {
+		/* 2. every task's raw gradients; 3. the sum of all of them in fixed
+		 * point and the mean, in one pass (the same bits as below: the
+		 * integers are exact, and the conversion is the same function on
+		 * every task) */
+		const size_t stride = s->micro_stride;
+		if ((st = s->strategy->allgather(s, s->self, s->micro_grads, (size_t)k * stride * sizeof(float),
+						 "grads/raw", err)))
+			return st;
+		for (int v = 0; v < nv; v++) {
+			const struct dt_variable *var = dt_model_variable(m, v);
+			for (int64_t j = 0; j < terms; j++)
+				s->micro_var[j] = s->micro_grads + (size_t)j * stride + var->offset;
+			dt_fixed_sum_mean_k(g + var->offset, s->micro_var, (int)terms, var->count, s->fixed_scale[v],
+					    terms);
+		}
+	}
 	/* 2. this task's sum in fixed point, then every task's; 3. the mean.
 	 * One task has nothing to all-reduce: the sum and the mean in one pass,
 	 * the same bits (fixed_point.h's fast paths). */
-	float *g = dt_model_grads(m);
 	const int alone = s->ndeal == tasks || !s->strategy->reduce_i64;
-	for (int v = 0; v < nv; v++) {
+	for (int v = 0; v < nv && !s->gather; v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
 		for (int j = 0; j < k; j++)
 			s->micro_var[j] = s->micro_src[j] + var->offset;
@@ -198,9 +253,9 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 		else
 			dt_fixed_sum_k(s->fixed_sum + var->offset, s->micro_var, k, var->count, s->fixed_scale[v]);
 	}
-	if (!alone && (st = s->strategy->reduce_i64(s, s->self, s->fixed_sum, np, "grads/fixed", err)))
+	if (!alone && !s->gather && (st = s->strategy->reduce_i64(s, s->self, s->fixed_sum, np, "grads/fixed", err)))
 		return st;
-	for (int v = 0; v < nv && !alone; v++) {
+	for (int v = 0; v < nv && !alone && !s->gather; v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
 		dt_fixed_mean(g + var->offset, s->fixed_sum + var->offset, var->count, s->fixed_scale[v], terms);
 	}

@@ -86,13 +86,16 @@ struct dt_session {
 	int fixed_slices;             /* slices of each global step: the full ring's worker count */
 	int deal_first, deal_stride, ndeal; /* this task's slices: deal_first + i * deal_stride, i < ndeal */
 	int micro_base, micro_final;  /* keep_micro: the slice's first index; whether its last may stay put */
-	float *micro_grads;           /* (ndeal * micro_local, micro_stride): each one's own gradient buffer */
+	int gather;                   /* the raw gradients are all-gathered (session_deal.c's use_gather) */
+	size_t micro_slots;           /* buffers in micro_grads (and entries of the arrays below) */
+	float *micro_grads;           /* (micro_slots, micro_stride): each one's own gradient buffer; gathering,
+				       * every task's micro_local, task r's from slot r * micro_local */
 	size_t micro_stride;          /* num_params + 1 rounded up to 16 floats (each buffer 64-byte aligned) */
-	float **micro_into;           /* (ndeal * micro_local): the buffers, which the model computes into
+	float **micro_into;           /* (micro_slots): the buffers, which the model computes into
 				       * (dt_model_set_grads) */
-	const float **micro_src;      /* (ndeal * micro_local): where each one's gradient lies (a copy or a model's own) */
-	const float **micro_var;      /* (ndeal * micro_local): scratch, micro_src + a variable's offset */
-	int *micro_exp;               /* (ndeal * micro_local, num_variables): dt_fixed_exponent of each */
+	const float **micro_src;      /* (micro_slots): where each one's gradient lies (a copy or a model's own) */
+	const float **micro_var;      /* (micro_slots): scratch, micro_src + a variable's offset */
+	int *micro_exp;               /* (micro_slots, num_variables): dt_fixed_exponent of each */
 	float *micro_losses;          /* (ndeal * micro_local) */
 	int *micro_correct;           /* (ndeal * micro_local) */
 	int64_t *fixed_sum;           /* (num_params) */

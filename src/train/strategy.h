@@ -41,6 +41,11 @@
  *            the same steps;
  *   reduce_i64 (optional; NULL: one task) sums `n` int64s over every task
  *            (--deterministic's exponents and fixed-point gradients);
+ *   allgather (optional) gives every task every task's block of `block`
+ *            bytes (block r at r * block for the task that computes slice r
+ *            of a --deterministic step; only called while every slice has a
+ *            task of its own): --deterministic's raw gradients, when each
+ *            task converting them all costs less than the int64 sums;
  *   before_eval (optional) before a mid-run (--eval_every) evaluation;
  *   finish   (optional) after the last step, before the final evaluation:
  *            leaving the cluster in order (the ps chief's final checkpoint).
@@ -153,6 +158,8 @@ struct dt_strategy {
 				 struct dt_err *err);
 	enum dt_status (*reduce_i64)(struct dt_session *s, void *self, int64_t *v, size_t n, const char *what,
 				     struct dt_err *err);
+	enum dt_status (*allgather)(struct dt_session *s, void *self, void *buf, size_t block, const char *what,
+				    struct dt_err *err);
 	/* Nonzero: with --deterministic (train config micro_batch > 0) its apply
 	 * sums and applies through dt__session_apply_fixed; the session refuses
 	 * --deterministic with a strategy that does not. */

@@ -58,8 +58,10 @@ static void expect_same_tensors(const char *a, const char *b, int step)
 
 /* `workers` all-reduce workers (or one plain process when 1), batch
  * 64 / workers each (and the hparams `more`: "" or ",name=value..."), with
- * `common` args; the chief's output dir `dir`. */
-static void train_workers_hp(int workers, const char *dir, const char *const *common, const char *more)
+ * `common` args (--micro_batch=`micro` among them); the chief's output dir
+ * `dir`. With one micro-batch a worker on 2 or 3 workers the raw gradients
+ * are all-gathered (session_deal.c), and the chief says so. */
+static void train_workers_at(int workers, const char *dir, const char *const *common, const char *more, int micro)
 {
 	char batch[128], out[2400];
 	snprintf(batch, sizeof(batch), "--hparams=batch_size=%d%s", 64 / workers, more);
@@ -80,7 +82,10 @@ static void train_workers_hp(int workers, const char *dir, const char *const *co
 		if (r.exit_code != 0)
 			fprintf(stderr, "%s", r.err);
 		DT_CHECK_INT_EQ(r.exit_code, 0);
-		DT_CHECK_CONTAINS(r.err, "deterministic: micro-batches of 16, 4 per step on this task (4 in all)");
+		char want[160];
+		snprintf(want, sizeof(want), "deterministic: micro-batches of %d, %d per step on this task (%d in all)",
+			 micro, 64 / micro, 64 / micro);
+		DT_CHECK_CONTAINS(r.err, want);
 		dt_run_release(&r);
 		return;
 	}
@@ -93,8 +98,16 @@ static void train_workers_hp(int workers, const char *dir, const char *const *co
 		EXPECT_EXIT(&c, t[w], 0, TASK_WAIT_S);
 	char *err0 = task_read(t[0], 1);
 	DT_CHECK_CONTAINS(err0, "in 64-bit fixed point after the backward pass (--deterministic)");
-	DT_CHECK_CONTAINS(err0, "(4 in all)");
+	char want[64];
+	snprintf(want, sizeof(want), "(%d in all)", 64 / micro);
+	DT_CHECK_CONTAINS(err0, want);
+	DT_CHECK_INT_EQ(strstr(err0, "(every task's all-gathered and summed by each)") != NULL, 64 / micro < 4);
 	free(err0);
+}
+
+static void train_workers_hp(int workers, const char *dir, const char *const *common, const char *more)
+{
+	train_workers_at(workers, dir, common, more, 16);
 }
 
 static void train_workers(int workers, const char *dir, const char *const *common)
@@ -109,7 +122,8 @@ static void dir_path(char *buf, size_t cap, const char *name)
 
 /* mlp with Adam and weight decay: 1, 2 and 4 workers, global batch 64 in
  * micro-batches of 16 (fixed_point's unit test shows the float sums of the
- * same terms in two orders differ). */
+ * same terms in two orders differ), the workers' int64 sums all-reduced;
+ * then 1 and 2 at micro-batches of 32, the two's raw gradients gathered. */
 DT_TEST_TIMEOUT(deterministic, one_two_and_four_workers_write_the_same_checkpoint, 600)
 {
 	const char *common[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=40", "--log_every=20",
@@ -122,6 +136,14 @@ DT_TEST_TIMEOUT(deterministic, one_two_and_four_workers_write_the_same_checkpoin
 	dir_path(a, sizeof(a), "w1"), dir_path(b, sizeof(b), "w2"), dir_path(d, sizeof(d), "w4");
 	expect_same_tensors(a, b, 40);
 	expect_same_tensors(a, d, 40);
+	/* one micro-batch of 32 a worker: the two workers' raw gradients all-gathered */
+	const char *one_each[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=40", "--log_every=20",
+				   "--noeval", "--deterministic", "--micro_batch=32", "--save_checkpoints_steps=40",
+				   "--connect_timeout=60", "--hparams_set=mlp_base", NULL };
+	train_workers_at(1, "g1", one_each, "", 32);
+	train_workers_at(2, "g2", one_each, "", 32);
+	dir_path(a, sizeof(a), "g1"), dir_path(b, sizeof(b), "g2");
+	expect_same_tensors(a, b, 40);
 }
 
 /* clip_grad_norm with --deterministic: clipped after the fixed-point sum,
@@ -225,7 +247,8 @@ DT_TEST_TIMEOUT(deterministic, a_checkpoint_resumes_at_another_worker_count_bit_
 /* 3 workers of an elastic ring (--min_workers=2) with the common args plus
  * `extra`, the chief's output dir `dir`; with kill_at, worker 2 is SIGKILLed
  * after its progress line kill_at and started again at once. */
-static void elastic_three(const char *dir, const char *const *common, const char *kill_at)
+static void elastic_three(const char *dir, const char *const *common, const char *kill_at, const char *in_all,
+			  int gathered)
 {
 	char out[2400];
 	snprintf(out, sizeof(out), "--output_dir=%s/%s", dt_test_tmpdir(), dir);
@@ -253,7 +276,13 @@ static void elastic_three(const char *dir, const char *const *common, const char
 	EXPECT_EXIT(&c, t[1], 0, 60);
 	EXPECT_EXIT(&c, again ? again : t[2], 0, 60);
 	char *err0 = task_read(t[0], 1);
-	DT_CHECK_CONTAINS(err0, "(6 in all)");
+	DT_CHECK_CONTAINS(err0, in_all);
+	if (gathered) /* one slice a task, 3 micro-batches: raw gradients all-gathered, back to that after the rejoin */
+		DT_CHECK_CONTAINS(err0, "(every task's all-gathered and summed by each)");
+	if (gathered && kill_at) {
+		DT_CHECK_CONTAINS(err0, "deterministic: the slices dealt over fewer tasks: their sums all-reduced in int64");
+		DT_CHECK_CONTAINS(err0, "deterministic: every task's gradients all-gathered again, one slice a task");
+	}
 	if (kill_at) {
 		/* lost (slices dealt over two), then back (one each) */
 		DT_CHECK_CONTAINS(err0, "workers 0,1 (worker 2 at 127.0.0.1:");
@@ -271,23 +300,29 @@ static void elastic_three(const char *dir, const char *const *common, const char
  * (the survivors redo the step in flight, its slice dealt to the chief) and
  * restarted at once (it rejoins and takes its slice back) leaves the final
  * checkpoint's tensors as the undisturbed ring leaves them. Twice, at two
- * random steps. */
+ * random steps: once with the int64 sums throughout, once with the raw
+ * gradients all-gathered before the loss and after the rejoin. */
 DT_TEST_TIMEOUT(deterministic, elastic_worker_lost_and_rejoined_matches_undisturbed, 600)
 {
-	const char *common[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=3000", "--log_every=50",
-				 "--noeval", "--deterministic", "--micro_batch=16", "--save_checkpoints_steps=3000",
-				 "--connect_timeout=60", "--hparams_set=mlp_base", "--hparams=batch_size=32",
-				 "--min_workers=2", "--step_timeout=4", NULL };
-	elastic_three("undisturbed", common, NULL);
 	srand((unsigned)time(NULL) ^ (unsigned)getpid());
+	/* micro-batches of 16: six a step, summed in int64 throughout; of 32:
+	 * three, all-gathered raw while each task has its slice, summed in
+	 * int64 while the chief computes two */
 	for (int round = 0; round < 2; round++) {
-		char line[32], dir[32], a[2200], b[2200];
+		const char *common[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=3000", "--log_every=50",
+					 "--noeval", "--deterministic", round ? "--micro_batch=32" : "--micro_batch=16",
+					 "--save_checkpoints_steps=3000", "--connect_timeout=60", "--hparams_set=mlp_base",
+					 "--hparams=batch_size=32", "--min_workers=2", "--step_timeout=4", NULL };
+		const char *in_all = round ? "(3 in all)" : "(6 in all)";
+		char line[32], dir[32], undisturbed[32], a[2200], b[2200];
+		snprintf(undisturbed, sizeof(undisturbed), "undisturbed%d", round);
+		elastic_three(undisturbed, common, NULL, in_all, round);
 		snprintf(line, sizeof(line), "step %d/", 50 * (2 + rand() % 9)); /* 100..500 of 3000 */
 		snprintf(dir, sizeof(dir), "disturbed%d", round);
 		double t0 = cli_now_s();
-		elastic_three(dir, common, line);
+		elastic_three(dir, common, line, in_all, round);
 		fprintf(stderr, "worker 2 killed after %s and restarted: %.1f s\n", line, cli_now_s() - t0);
-		dir_path(a, sizeof(a), "undisturbed"), dir_path(b, sizeof(b), dir);
+		dir_path(a, sizeof(a), undisturbed), dir_path(b, sizeof(b), dir);
 		expect_same_tensors(a, b, 3000);
 	}
 }

@@ -1,7 +1,7 @@
 /*
  * Tests of the collectives (src/distribute/collective.h), ranks as threads
  * over loopback sockets (the same code path as processes): every algorithm
- * against a plain sum, the same choice on every rank, broadcast, barrier, the
+ * against a plain sum, the same choice on every rank, broadcast, all-gather, barrier, the
  * COLL_START frame. Failures: test_dist_collective_fail.c; ranks as
  * processes on one host (same-host reads, shared memory, kill -9):
  * test_dist_collective_shm.c.
@@ -448,6 +448,67 @@ DT_TEST_TIMEOUT(dist_collective, broadcast_from_each_root, 120)
 		coll_group_run(&g);
 		coll_group_expect_ok(&g);
 	}
+}
+
+/* ---- all-gather ---- */
+
+static uint8_t gather_byte(int rank, size_t i, int round)
+{
+	return (uint8_t)(rank * 37 + (int)(i % 251) * 3 + round * 101 + (int)(i / 251));
+}
+
+/* Each rank fills its own block and garbage elsewhere; afterwards every
+ * block is its owner's, byte for byte, round after round (a rank that
+ * returned before its reader had read its block would corrupt the next). */
+static enum dt_status allgather_rank(struct coll_group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	const struct sizes *sz = g->arg;
+	for (int k = 0; k < sz->ncounts; k++) {
+		const size_t block = sz->counts[k];
+		uint8_t *buf = dt_xmalloc(block * (size_t)g->n + 1);
+		for (int round = 0; round < sz->rounds; round++) {
+			memset(buf, 0xa5, block * (size_t)g->n);
+			for (size_t i = 0; i < block; i++)
+				buf[(size_t)rank * block + i] = gather_byte(rank, i, round);
+			char name[64];
+			snprintf(name, sizeof(name), "raw/%zu/%d", block, round);
+			enum dt_status st = dt_allgather(comm, buf, block, name, dt_deadline_in(30), err);
+			for (int q = 0; q < g->n && !st; q++)
+				for (size_t i = 0; i < block && !st; i++)
+					if (buf[(size_t)q * block + i] != gather_byte(q, i, round))
+						st = dt_err_set(err, DT_INTERNAL, "rank %d block %zu round %d: byte %zu of rank %d's "
+								"block is 0x%02x, expected 0x%02x", rank, block, round, i, q,
+								buf[(size_t)q * block + i], gather_byte(q, i, round));
+			if (st) {
+				free(buf);
+				return st;
+			}
+		}
+		free(buf);
+	}
+	return DT_OK;
+}
+
+/* 1 to 5 ranks; shared memory, TCP, and TCP with every segment read from
+ * the neighbour's memory (cma 4); 64-byte segments (many per block) and
+ * the default ones. */
+DT_TEST_TIMEOUT(dist_collective, allgather_gives_every_rank_every_block, 120)
+{
+	struct sizes sz = { { 0, 1, 3, 17, 1000, 100003 }, 6, 2 };
+	for (int n = 1; n <= 5; n++)
+		for (int link = 0; link < 3; link++)
+			for (int seg = 0; seg < 2; seg++) {
+				struct coll_group g;
+				coll_group_init(&g, n);
+				g.no_shm = link > 0;
+				g.seg_bytes = seg ? 0 : 64;
+				g.cma_min_bytes = link == 2 ? 4 : 0;
+				g.no_cma = link == 1;
+				g.fn = allgather_rank;
+				g.arg = &sz;
+				coll_group_run(&g);
+				coll_group_expect_ok(&g);
+			}
 }
 
 /* ---- barrier ---- */
