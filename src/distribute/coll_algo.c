@@ -73,31 +73,8 @@
  * this machine those came out at about 64 KB (doubling to halving-doubling,
  * 2 ranks) and 512 KB (to the same-host ring, where reads start).
  */
-#define GAMMA_PS 100.0
+#define GAMMA_PS DT__GAMMA_PS
 #define BETA_SAME_HOST_PS 150.0
-
-/* α (per step) and β (per byte moved) per kind of link, in picoseconds
- * (docs/COLLECTIVES.md "Cost model constants"). Compiled in, so every rank
- * has the same table, and the kind is agreed at the rendezvous (#0), so
- * every rank prices every algorithm alike.
- *   tcp loopback: ALPHA and BETA above (loopback TCP, 2 ranks);
- *   tcp remote: the emulated hosts of bench/allreduce_hosts (network
- *     namespaces behind veth links shaped to 10 Gbit/s, 2 vCPUs loaded):
- *     a 4 KB all-reduce by recursive doubling, one step, 60-79 us
- *     (median 62); halving-doubling's slope 16-64 MB 3.1 ns per byte
- *     of m moved (CPU-bound there; a 1 Gbit/s link's own is 8 ns);
- *   shared memory (comm_shm.c: a step is a copy into the ring, a futex
- *     wake at most and a pass out of it): a 4 KB all-reduce of 2 ranks by
- *     recursive doubling, 1-6 us with the peer running; halving-doubling's
- *     slope 256 KB-4 MB with DTRAIN_COLLECTIVE_CMA=0, 250 ps per byte. */
-static const struct link_cost {
-	const char *name;
-	double alpha_ps, beta_ps;
-} LINK_COSTS[] = {
-	[DT__COST_TCP_LOOPBACK] = { "tcp loopback", 20000000.0, 400.0 },
-	[DT__COST_TCP_REMOTE] = { "tcp remote", 60000000.0, 3000.0 },
-	[DT__COST_SHM] = { "shared memory", 5000000.0, 250.0 },
-};
 
 static int pow2_floor(int n)
 {
@@ -131,7 +108,7 @@ static int reads_by_reference(const struct dt_comm *c, size_t bytes)
 static double cost_allreduce(const struct dt_comm *c, enum dt_comm_algorithm alg, double m)
 {
 	int n = c->n, p = pow2_floor(n), f = n != p, lg = log2_of(p);
-	const double ALPHA = LINK_COSTS[c->cost_kind].alpha_ps, BETA = LINK_COSTS[c->cost_kind].beta_ps;
+	const double ALPHA = c->alpha_ps, BETA = c->beta_ps;
 	double beta_ring = c->link_kind == DT__LINK_SAME_HOST && reads_by_reference(c, (size_t)m) ? BETA_SAME_HOST_PS : BETA;
 	switch (alg) {
 	case DT_COMM_ALG_DOUBLING:
@@ -147,7 +124,7 @@ static double cost_allreduce(const struct dt_comm *c, enum dt_comm_algorithm alg
 static double cost_broadcast(const struct dt_comm *c, enum dt_comm_algorithm alg, double m)
 {
 	int n = c->n;
-	const double ALPHA = LINK_COSTS[c->cost_kind].alpha_ps, BETA = LINK_COSTS[c->cost_kind].beta_ps;
+	const double ALPHA = c->alpha_ps, BETA = c->beta_ps;
 	if (alg == DT_COMM_ALG_DOUBLING)
 		return log2_of(n) * (ALPHA + m * BETA);
 	double beta_ring = c->link_kind == DT__LINK_SAME_HOST && reads_by_reference(c, (size_t)m) ? BETA_SAME_HOST_PS : BETA;
@@ -208,12 +185,14 @@ static enum dt_comm_algorithm choose_logged(struct dt_comm *c, enum dt_comm_kind
 		double m = (double)bytes;
 		if (kind == DT_COMM_ALLREDUCE)
 			dt_info("all-reduce of %zu bytes or so (size class %d) across %d ranks: %s (model: doubling %.1f us, "
-				"halving-doubling %.1f us, ring %.1f us; links %s%s, alpha %.1f us, beta %.0f ps/byte)",
+				"halving-doubling %.1f us, ring %.1f us; links %s%s, alpha %.1f us, beta %.0f ps/byte %s)",
 				bytes, cls, c->n, dt_comm_algorithm_name(kind, alg),
 				cost_allreduce(c, DT_COMM_ALG_DOUBLING, m) / 1e6, cost_allreduce(c, DT_COMM_ALG_HALVING, m) / 1e6,
-				cost_allreduce(c, DT_COMM_ALG_RING, m) / 1e6, LINK_COSTS[c->cost_kind].name,
-				c->link_kind == DT__LINK_SAME_HOST ? ", same-host reads" : "", LINK_COSTS[c->cost_kind].alpha_ps / 1e6,
-				LINK_COSTS[c->cost_kind].beta_ps);
+				cost_allreduce(c, DT_COMM_ALG_RING, m) / 1e6, dt__comm_costs_name(c),
+				c->link_kind == DT__LINK_SAME_HOST ? ", same-host reads" : "", c->alpha_ps / 1e6, c->beta_ps,
+				c->costs_from == DT__COSTS_MEASURED ? "measured"
+				: c->costs_from == DT__COSTS_GIVEN ? "given"
+								    : "compiled");
 		else
 			dt_info("broadcast of %zu bytes or so (size class %d) across %d ranks: %s", bytes, cls, c->n,
 				dt_comm_algorithm_name(kind, alg));
@@ -453,7 +432,8 @@ enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, s
 {
 	/* v[0]: two counts in one float (exact: small integers): ring links that
 	 * do not read memory, and 4096 per rank with a link not on shared
-	 * memory. v[1]: ranks with a link to another host. */
+	 * memory. v[1]: ranks with a link to another host; v[2]: ranks that ask
+	 * for the link costs to be measured; v[3]: ranks that give them. */
 	int all_shm = comm->n > 1, remote = 0;
 	for (int q = 0; q < comm->n; q++) {
 		int shm = comm->out[q].shm && comm->in[q].shm;
@@ -462,19 +442,28 @@ enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, s
 			remote |= peer_is_remote(comm->out[q].fd);
 		}
 	}
-	float v[2] = { (comm->cma_send && comm->cma_left_pid ? 0.0f : 1.0f) + (all_shm ? 0.0f : 4096.0f),
-		       remote ? 1.0f : 0.0f };
-	int alg = comm->algorithm;
-	comm->algorithm = DT_COMM_ALG_DOUBLING; /* fixed: the fewest hops, and no cost model yet */
-	struct dt__ring_run r;
-	enum dt_status st = dt__ring_begin(&r, comm, DT_COLL_ALLREDUCE, DT_WIRE_F32, 2, 0, v, "dtrain/rendezvous",
-					   deadline, err);
-	if (!st && comm->n > 1)
-		st = doubling(&r, v, 2, err);
-	comm->algorithm = alg;
+	int given = comm->want_alpha_us > 0 && comm->want_beta_ps > 0;
+	float v[4] = { (comm->cma_send && comm->cma_left_pid ? 0.0f : 1.0f) + (all_shm ? 0.0f : 4096.0f),
+		       remote ? 1.0f : 0.0f, comm->want_measure && !given ? 1.0f : 0.0f, given ? 1.0f : 0.0f };
+	enum dt_status st = dt__allreduce_doubling(comm, v, 4, "dtrain/rendezvous", deadline, err);
+	if (st)
+		return st;
 	comm->link_kind = v[0] == 0.0f || v[0] == 4096.0f * (float)(int)(v[0] / 4096.0f) ? DT__LINK_SAME_HOST : DT__LINK_TCP;
 	comm->shm_all = v[0] < 4096.0f;
 	comm->cost_kind = comm->shm_all ? DT__COST_SHM : v[1] > 0.0f ? DT__COST_TCP_REMOTE : DT__COST_TCP_LOOPBACK;
+	return dt__comm_costs_agree(comm, (int)v[2], (int)v[3], deadline, err);
+}
+
+enum dt_status dt__allreduce_doubling(struct dt_comm *comm, float *buf, size_t count, const char *name,
+				      int64_t deadline, struct dt_err *err)
+{
+	int alg = comm->algorithm;
+	comm->algorithm = DT_COMM_ALG_DOUBLING; /* fixed: the fewest hops, and no cost model needed */
+	struct dt__ring_run r;
+	enum dt_status st = dt__ring_begin(&r, comm, DT_COLL_ALLREDUCE, DT_WIRE_F32, count, 0, buf, name, deadline, err);
+	if (!st && comm->n > 1)
+		st = doubling(&r, buf, count, err);
+	comm->algorithm = alg;
 	return st;
 }
 
