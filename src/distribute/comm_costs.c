@@ -15,18 +15,24 @@
  *   compiled  the table below, for shared memory and loopback TCP, whose
  *             costs are the machine's and do not depend on a wire.
  *
- * Measuring: recursive doubling of PROBE_SMALL and of PROBE_LARGE bytes, a
- * warm-up and PROBE_TIMED timed calls each, the fastest of each kept; the
- * model's time for doubling is s·α + m·(s·β + g·γ) (s steps, g adds and
- * copies of m), so the two points give the slope, β = (slope − g·γ)/s, and
- * α = (T_small − m_small·slope)/s. The large one is sent after the small
- * ones and back to back, so a link shaped by a token bucket has drained its
- * burst (netns-hosts.sh: 1 ms of the rate, at least 64 KB) by the timed
- * calls and β is the sustained rate, which is what a training step's
- * buckets see. Each rank fits its own; one more all-reduce sums the fits,
- * and every rank divides by n: recursive doubling leaves every rank the
- * same bits, so every rank prices alike. Cost: 9 all-reduces, about 2·(s
- * + 1)·256 KiB through each link — 10–20 ms at 1 Gbit/s.
+ * Measuring: recursive doubling (the fewest hops, and the same bits on every
+ * rank) of PROBE_SMALL bytes — a warm-up and PROBE_SMALL_TIMED timed, the
+ * median kept (a step's usual latency, wake-ups included, not its luckiest)
+ * — then of PROBE_LARGE bytes back to back until the ranks have spent
+ * PROBE_LARGE_MS on them on average (at least PROBE_LARGE_MIN, at most
+ * PROBE_LARGE_MAX calls; each rank adds its time so far to the first float,
+ * so the sum that comes back tells every rank alike when to stop), the
+ * median of the last three kept. Back to back, because a link shaped by a
+ * token bucket passes its burst (netns-hosts.sh: 1 ms of the rate, at least
+ * 64 KB; 1.25 MB at 10 Gbit/s) at memory speed: the first 256 KiB calls
+ * there measure the bucket, not the rate a training step's buckets see.
+ * The model's time for recursive doubling is s·α + m·(s·β + g·γ) (s steps,
+ * g adds and copies of m), so the two points give the slope, β = (slope −
+ * g·γ)/s, and α = (T_small − m_small·slope)/s. Each rank fits its own; one
+ * more all-reduce sums the fits and every rank divides by n: recursive
+ * doubling leaves every rank the same bits, so every rank prices alike.
+ * Cost: about 5–20 ms (at 1 Gbit/s, 4 ranks: 4 calls of 2 steps of 256
+ * KiB).
  */
 #include "distribute/comm_internal.h"
 
@@ -59,8 +65,11 @@ static const struct link_cost {
 };
 
 #define PROBE_SMALL 4u           /* one float: the step's latency */
-#define PROBE_LARGE (256u << 10) /* beyond a 1 Gbit/s token bucket's burst, above the crossovers that matter */
-#define PROBE_TIMED 3
+#define PROBE_SMALL_TIMED 5
+#define PROBE_LARGE (256u << 10) /* above the crossovers that matter */
+#define PROBE_LARGE_MIN 4        /* a warm-up and three */
+#define PROBE_LARGE_MAX 16
+#define PROBE_LARGE_MS 5.0f
 /* Floors for a fit that noise pushed below anything a link can do (a
  * negative slope, a step faster than a wake-up). */
 #define ALPHA_FLOOR_PS 1000000.0
@@ -128,34 +137,55 @@ static void log_costs(const struct dt_comm *c, int k)
 		c->alpha_ps / 1e6, c->beta_ps, 8.0 / c->beta_ps * 1e3);
 }
 
-/* The fastest of PROBE_TIMED all-reduces of `count` floats after a warm-up,
- * in picoseconds. */
-static enum dt_status time_doubling(struct dt_comm *c, float *buf, size_t count, int64_t deadline, double *best,
-				    struct dt_err *err)
+static int cmp_double(const void *a, const void *b)
 {
-	*best = INFINITY;
-	for (int i = 0; i <= PROBE_TIMED; i++) {
-		int64_t t0 = dt_now_ns();
-		enum dt_status st = dt__allreduce_doubling(c, buf, count, "dtrain/link-probe", deadline, err);
-		if (st)
-			return st;
-		double t = (double)(dt_now_ns() - t0) * 1e3;
-		if (i > 0 && t < *best)
-			*best = t;
-	}
-	return DT_OK;
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *t, int k)
+{
+	qsort(t, (size_t)k, sizeof(*t), cmp_double);
+	return t[k / 2];
+}
+
+/* One probe all-reduce of `count` floats, timed, in picoseconds. */
+static enum dt_status probe(struct dt_comm *c, float *buf, size_t count, int64_t deadline, double *ps,
+			    struct dt_err *err)
+{
+	int64_t t0 = dt_now_ns();
+	enum dt_status st = dt__allreduce_doubling(c, buf, count, "dtrain/link-probe", deadline, err);
+	*ps = (double)(dt_now_ns() - t0) * 1e3;
+	return st;
 }
 
 enum dt_status dt__comm_measure_costs(struct dt_comm *c, int64_t deadline, struct dt_err *err)
 {
-	float *buf = dt_xcalloc(PROBE_LARGE / sizeof(float), sizeof(float)); /* zeros: they sum to zeros */
-	double t_small = 0, t_large = 0;
-	enum dt_status st = time_doubling(c, buf, PROBE_SMALL / sizeof(float), deadline, &t_small, err);
+	float *buf = dt_xcalloc(PROBE_LARGE / sizeof(float), sizeof(float));
+	double t[PROBE_LARGE_MAX], t_small = 0, t_large = 0, spent_ms = 0;
+	enum dt_status st = DT_OK;
+	/* the step's latency: the median of PROBE_SMALL_TIMED after a warm-up */
+	for (int i = 0; i <= PROBE_SMALL_TIMED && !st; i++)
+		st = probe(c, buf, PROBE_SMALL / sizeof(float), deadline, &t[i > 0 ? i - 1 : 0], err);
 	if (!st)
-		st = time_doubling(c, buf, PROBE_LARGE / sizeof(float), deadline, &t_large, err);
+		t_small = median(t, PROBE_SMALL_TIMED);
+	/* the sustained rate: back to back until the ranks spent PROBE_LARGE_MS
+	 * on average (each rank puts its time so far in the first float; the
+	 * sum comes back the same on every rank, so all stop after the same
+	 * call), the median of the last three */
+	int k = 0;
+	while (!st && k < PROBE_LARGE_MAX) {
+		memset(buf, 0, PROBE_LARGE);
+		buf[0] = (float)spent_ms;
+		st = probe(c, buf, PROBE_LARGE / sizeof(float), deadline, &t[k], err);
+		spent_ms += t[k++] / 1e9;
+		if (!st && k >= PROBE_LARGE_MIN && buf[0] / (float)c->n >= PROBE_LARGE_MS)
+			break;
+	}
 	free(buf);
 	if (st)
 		return dt_err_prefix(err, "measuring the links' costs for the cost model (docs/COLLECTIVES.md)");
+	t_large = median(t + k - 3, 3);
 	/* coll_algo.c's formula for recursive doubling: s steps each moving m,
 	 * g passes of m adding or copying. */
 	int p = 1, lg = 0;
@@ -167,6 +197,7 @@ enum dt_status dt__comm_measure_costs(struct dt_comm *c, int64_t deadline, struc
 	dt_debug("link costs on rank %d: %.1f us for %u bytes, %.1f us for %u bytes by recursive doubling (%d steps): "
 		 "alpha %.1f us, beta %.0f ps/byte",
 		 c->rank, t_small / 1e6, PROBE_SMALL, t_large / 1e6, PROBE_LARGE, s, alpha / 1e6, beta);
+	dt_debug("link costs on rank %d: %d probes of %u bytes in %.1f ms", c->rank, k, PROBE_LARGE, spent_ms);
 	float v[2] = { (float)(fmax(alpha, ALPHA_FLOOR_PS) / 1e6), (float)fmax(beta, BETA_FLOOR_PS) };
 	st = agree(c, v, c->n, deadline, err);
 	return st ? dt_err_prefix(err, "agreeing the links' measured costs") : DT_OK;
