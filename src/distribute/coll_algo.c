@@ -6,9 +6,10 @@
  * (Thakur, Rabenseifner and Gropp, "Optimization of collective communication
  * operations in MPICH", 2005): a step costs ALPHA (latency: a wake-up, a
  * sendmsg, a recv, the loopback or network hop), every byte moved BETA and
- * every byte added GAMMA; ALPHA and BETA per kind of link (LINK_COSTS:
- * shared memory, TCP loopback, TCP remote). It is a pure function of the size, the rank count
- * and the link kind agreed at the rendezvous, so every rank picks the same
+ * every byte added GAMMA; ALPHA and BETA settled at the rendezvous
+ * (comm_costs.c: compiled per link kind, given, or measured across hosts).
+ * It is a pure function of the size, the rank count, the link kind and the
+ * costs agreed at the rendezvous, so every rank picks the same
  * algorithm without talking; the first collective of each kind in each
  * power-of-two size class logs the choice (info).
  *
@@ -61,10 +62,11 @@
  * and round figures) with each algorithm forced, 2 ranks:
  *   build/bench-allreduce --ranks=2 --sizes=4,4K,64K,256K,1M,4M,16M --samples=7 \
  *       --algorithm=doubling|halving|ring
- *   ALPHA: a 4-byte all-reduce by recursive doubling, one step: 18-21 us;
- *   BETA:  halving-doubling (over TCP at every size) from 256 KB to 4 MB:
- *          260-670 ps per byte moved (in cache to out of it): 400;
- *   GAMMA: an add of floats out of cache, and each of recursive
+ *   ALPHA, BETA (loopback TCP; comm_costs.c's table, with the other
+ *          link kinds'): a 4-byte all-reduce by recursive doubling, one
+ *          step, 18-21 us; halving-doubling (over TCP at every size) from
+ *          256 KB to 4 MB, 260-670 ps per byte moved: 400;
+ *   GAMMA (DT__GAMMA_PS): an add of floats out of cache, and each of recursive
  *          doubling's two copies (into and out of its scratch): 100 ps per
  *          byte; recursive doubling's slope 64 KB-1 MB was 800 ps per byte;
  *   BETA_SAME_HOST: the ring reading segments with process_vm_readv, 1-4 MB
