@@ -49,10 +49,10 @@
  * "Cost model constants", where each was measured):
  *   tcp loopback: a 4-byte all-reduce by recursive doubling, one step,
  *     18-21 us; halving-doubling's slope 256 KB-4 MB, 260-670 ps a byte;
- *   tcp remote: only where measuring is not possible (it always is: this
- *     row prices the model only when the costs agree nothing else — kept
- *     for the log and for tests): bench/allreduce_hosts' 10 Gbit/s links
- *     on a loaded 2-vCPU host, 60 us a step and 3.1 ns a byte;
+ *   tcp remote: a remote link is always measured (or given), so this row
+ *     only prices the model until then, and in tests that set the kind by
+ *     hand: bench/allreduce_hosts' 10 Gbit/s links on a loaded 2-vCPU
+ *     host, 60 us a step and 3.1 ns a byte;
  *   shared memory: a 4 KB all-reduce of 2 ranks, 1-6 us with the peer
  *     running; halving-doubling's slope 256 KB-4 MB, 250 ps a byte. */
 static const struct link_cost {
