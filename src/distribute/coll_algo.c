@@ -16,8 +16,8 @@
  * All-reduce, n ranks, m bytes, p = the largest power of two <= n, f = 1
  * when n != p (the n - p extra ranks fold in first and get the result last):
  *   recursive doubling   (log2 p + 2f) steps, each moving m, adding m
- *                        (and two copies of m, into and out of scratch,
- *                        except in place on shared memory up to 64 KiB);
+ *                        (priced with two copies of m more, into and out
+ *                        of scratch, which it made until 2026-11-25);
  *   halving-doubling     (2 log2 p + 2f) steps, moving 2m(p-1)/p (+2fm),
  *                        adding m(p-1)/p (+fm)  — Rabenseifner;
  *   ring                 2(n-1) steps, moving 2m(n-1)/n, adding m(n-1)/n,
@@ -114,6 +114,9 @@ static double cost_allreduce(const struct dt_comm *c, enum dt_comm_algorithm alg
 	double beta_ring = c->link_kind == DT__LINK_SAME_HOST && reads_by_reference(c, (size_t)m) ? BETA_SAME_HOST_PS : BETA;
 	switch (alg) {
 	case DT_COMM_ALG_DOUBLING:
+		/* + 2: the copies into and out of scratch it made when the
+		 * crossovers were measured (COLLECTIVES.md); it makes none now
+		 * (dt__ring_step_apart), kept until they are measured again */
 		return (lg + 2 * f) * ALPHA + (lg + 2 * f) * m * BETA + (lg + f + 2) * m * GAMMA_PS;
 	case DT_COMM_ALG_HALVING:
 		return (2 * lg + 2 * f) * ALPHA + (2.0 * (p - 1) / p + 2 * f) * m * BETA +
@@ -278,9 +281,10 @@ static enum dt_status doubling_in_place(struct dt__ring_run *r, uint8_t *buf, si
 }
 
 /* Recursive doubling among ranks 0..p-1: each step sends the whole partial
- * sum to rank ^ mask and adds the partner's. The partner's arrives in a
- * second scratch half (the first is what is being sent, which must not
- * change under the send), then is added: A = A + B. Small ones on shared
+ * sum to rank ^ mask and adds the partner's. The buffer is sent as it is
+ * and the partner's arrives in scratch (dt__ring_step_apart), added once
+ * the step is done (buf = buf + partner's): by then every byte sent has
+ * left the buffer, so nothing changes under the send. Small ones on shared
  * memory: doubling_in_place. */
 static enum dt_status doubling(struct dt__ring_run *r, void *buf, size_t count, struct dt_err *err)
 {
@@ -291,19 +295,14 @@ static enum dt_status doubling(struct dt__ring_run *r, void *buf, size_t count, 
 	if (!st && c->rank < p && c->shm_all && bytes <= IN_PLACE_MAX_BYTES) {
 		st = doubling_in_place(r, (uint8_t *)buf, bytes, p, err);
 	} else if (!st && c->rank < p) {
-		scratch_reserve(c, 2 * bytes);
-		uint8_t *a = c->scratch, *b = c->scratch + bytes;
-		if (bytes)
-			memcpy(a, buf, bytes);
+		scratch_reserve(c, bytes);
 		for (int mask = 1; mask < p && !st; mask <<= 1) {
 			struct dt__plan pl;
-			dt__plan_span(c, 0, bytes, bytes, bytes, 0, r->esize, &pl);
-			st = dt__ring_step(r, &pl, c->scratch, c->rank ^ mask, c->rank ^ mask, 0, err);
+			dt__plan_span(c, 0, bytes, 0, bytes, 0, r->esize, &pl);
+			st = dt__ring_step_apart(r, &pl, buf, c->scratch, c->rank ^ mask, c->rank ^ mask, err);
 			if (!st)
-				r->add(a, b, bytes);
+				r->add(buf, c->scratch, bytes);
 		}
-		if (!st && bytes)
-			memcpy(buf, a, bytes);
 	}
 	if (!st)
 		st = fold_out(r, (uint8_t *)buf, bytes, p, err);

@@ -26,8 +26,8 @@
  * token bucket passes its burst (netns-hosts.sh: 1 ms of the rate, at least
  * 64 KB; 1.25 MB at 10 Gbit/s) at memory speed: the first 256 KiB calls
  * there measure the bucket, not the rate a training step's buckets see.
- * The model's time for recursive doubling is s·α + m·(s·β + g·γ) (s steps,
- * g adds and copies of m), so the two points give the slope, β = (slope −
+ * Recursive doubling's time is s·α + m·(s·β + g·γ) (s steps, g adds of m),
+ * so the two points give the slope, β = (slope −
  * g·γ)/s, and α = (T_small − m_small·slope)/s. Each rank fits its own; one
  * more all-reduce sums the fits and every rank divides by n: recursive
  * doubling leaves every rank the same bits, so every rank prices alike.
@@ -186,12 +186,13 @@ enum dt_status dt__comm_measure_costs(struct dt_comm *c, int64_t deadline, struc
 	if (st)
 		return dt_err_prefix(err, "measuring the links' costs for the cost model (docs/COLLECTIVES.md)");
 	t_large = median(t + k - 3, 3);
-	/* coll_algo.c's formula for recursive doubling: s steps each moving m,
-	 * g passes of m adding or copying. */
+	/* recursive doubling's work: s steps each moving m, g passes of m
+	 * adding (fold_in's and one per round; no copies: it sends the caller's
+	 * buffer and receives into scratch) */
 	int p = 1, lg = 0;
 	while (p <= c->n / 2)
 		p *= 2, lg++;
-	int f = c->n != p, s = lg + 2 * f, g = lg + f + 2;
+	int f = c->n != p, s = lg + 2 * f, g = lg + f;
 	double slope = (t_large - t_small) / (double)(PROBE_LARGE - PROBE_SMALL);
 	double beta = (slope - g * DT__GAMMA_PS) / s, alpha = (t_small - PROBE_SMALL * slope) / s;
 	dt_debug("link costs on rank %d: %.1f us for %u bytes, %.1f us for %u bytes by recursive doubling (%d steps): "
