@@ -6,17 +6,18 @@
  * (Thakur, Rabenseifner and Gropp, "Optimization of collective communication
  * operations in MPICH", 2005): a step costs ALPHA (latency: a wake-up, a
  * sendmsg, a recv, the loopback or network hop), every byte moved BETA and
- * every byte added GAMMA; ALPHA and BETA per kind of link (LINK_COSTS:
- * shared memory, TCP loopback, TCP remote). It is a pure function of the size, the rank count
- * and the link kind agreed at the rendezvous, so every rank picks the same
+ * every byte added GAMMA; ALPHA and BETA settled at the rendezvous
+ * (comm_costs.c: compiled per link kind, given, or measured across hosts).
+ * It is a pure function of the size, the rank count, the link kind and the
+ * costs agreed at the rendezvous, so every rank picks the same
  * algorithm without talking; the first collective of each kind in each
  * power-of-two size class logs the choice (info).
  *
  * All-reduce, n ranks, m bytes, p = the largest power of two <= n, f = 1
  * when n != p (the n - p extra ranks fold in first and get the result last):
  *   recursive doubling   (log2 p + 2f) steps, each moving m, adding m
- *                        (and two copies of m, into and out of scratch,
- *                        except in place on shared memory up to 64 KiB);
+ *                        (priced with two copies of m more, into and out
+ *                        of scratch, which it made until 2026-11-25);
  *   halving-doubling     (2 log2 p + 2f) steps, moving 2m(p-1)/p (+2fm),
  *                        adding m(p-1)/p (+fm)  — Rabenseifner;
  *   ring                 2(n-1) steps, moving 2m(n-1)/n, adding m(n-1)/n,
@@ -61,10 +62,11 @@
  * and round figures) with each algorithm forced, 2 ranks:
  *   build/bench-allreduce --ranks=2 --sizes=4,4K,64K,256K,1M,4M,16M --samples=7 \
  *       --algorithm=doubling|halving|ring
- *   ALPHA: a 4-byte all-reduce by recursive doubling, one step: 18-21 us;
- *   BETA:  halving-doubling (over TCP at every size) from 256 KB to 4 MB:
- *          260-670 ps per byte moved (in cache to out of it): 400;
- *   GAMMA: an add of floats out of cache, and each of recursive
+ *   ALPHA, BETA (loopback TCP; comm_costs.c's table, with the other
+ *          link kinds'): a 4-byte all-reduce by recursive doubling, one
+ *          step, 18-21 us; halving-doubling (over TCP at every size) from
+ *          256 KB to 4 MB, 260-670 ps per byte moved: 400;
+ *   GAMMA (DT__GAMMA_PS): an add of floats out of cache, and each of recursive
  *          doubling's two copies (into and out of its scratch): 100 ps per
  *          byte; recursive doubling's slope 64 KB-1 MB was 800 ps per byte;
  *   BETA_SAME_HOST: the ring reading segments with process_vm_readv, 1-4 MB
@@ -73,31 +75,8 @@
  * this machine those came out at about 64 KB (doubling to halving-doubling,
  * 2 ranks) and 512 KB (to the same-host ring, where reads start).
  */
-#define GAMMA_PS 100.0
+#define GAMMA_PS DT__GAMMA_PS
 #define BETA_SAME_HOST_PS 150.0
-
-/* α (per step) and β (per byte moved) per kind of link, in picoseconds
- * (docs/COLLECTIVES.md "Cost model constants"). Compiled in, so every rank
- * has the same table, and the kind is agreed at the rendezvous (#0), so
- * every rank prices every algorithm alike.
- *   tcp loopback: ALPHA and BETA above (loopback TCP, 2 ranks);
- *   tcp remote: the emulated hosts of bench/allreduce_hosts (network
- *     namespaces behind veth links shaped to 10 Gbit/s, 2 vCPUs loaded):
- *     a 4 KB all-reduce by recursive doubling, one step, 60-79 us
- *     (median 62); halving-doubling's slope 16-64 MB 3.1 ns per byte
- *     of m moved (CPU-bound there; a 1 Gbit/s link's own is 8 ns);
- *   shared memory (comm_shm.c: a step is a copy into the ring, a futex
- *     wake at most and a pass out of it): a 4 KB all-reduce of 2 ranks by
- *     recursive doubling, 1-6 us with the peer running; halving-doubling's
- *     slope 256 KB-4 MB with DTRAIN_COLLECTIVE_CMA=0, 250 ps per byte. */
-static const struct link_cost {
-	const char *name;
-	double alpha_ps, beta_ps;
-} LINK_COSTS[] = {
-	[DT__COST_TCP_LOOPBACK] = { "tcp loopback", 20000000.0, 400.0 },
-	[DT__COST_TCP_REMOTE] = { "tcp remote", 60000000.0, 3000.0 },
-	[DT__COST_SHM] = { "shared memory", 5000000.0, 250.0 },
-};
 
 static int pow2_floor(int n)
 {
@@ -131,10 +110,13 @@ static int reads_by_reference(const struct dt_comm *c, size_t bytes)
 static double cost_allreduce(const struct dt_comm *c, enum dt_comm_algorithm alg, double m)
 {
 	int n = c->n, p = pow2_floor(n), f = n != p, lg = log2_of(p);
-	const double ALPHA = LINK_COSTS[c->cost_kind].alpha_ps, BETA = LINK_COSTS[c->cost_kind].beta_ps;
+	const double ALPHA = c->alpha_ps, BETA = c->beta_ps;
 	double beta_ring = c->link_kind == DT__LINK_SAME_HOST && reads_by_reference(c, (size_t)m) ? BETA_SAME_HOST_PS : BETA;
 	switch (alg) {
 	case DT_COMM_ALG_DOUBLING:
+		/* + 2: the copies into and out of scratch it made when the
+		 * crossovers were measured (COLLECTIVES.md); it makes none now
+		 * (dt__ring_step_apart), kept until they are measured again */
 		return (lg + 2 * f) * ALPHA + (lg + 2 * f) * m * BETA + (lg + f + 2) * m * GAMMA_PS;
 	case DT_COMM_ALG_HALVING:
 		return (2 * lg + 2 * f) * ALPHA + (2.0 * (p - 1) / p + 2 * f) * m * BETA +
@@ -147,7 +129,7 @@ static double cost_allreduce(const struct dt_comm *c, enum dt_comm_algorithm alg
 static double cost_broadcast(const struct dt_comm *c, enum dt_comm_algorithm alg, double m)
 {
 	int n = c->n;
-	const double ALPHA = LINK_COSTS[c->cost_kind].alpha_ps, BETA = LINK_COSTS[c->cost_kind].beta_ps;
+	const double ALPHA = c->alpha_ps, BETA = c->beta_ps;
 	if (alg == DT_COMM_ALG_DOUBLING)
 		return log2_of(n) * (ALPHA + m * BETA);
 	double beta_ring = c->link_kind == DT__LINK_SAME_HOST && reads_by_reference(c, (size_t)m) ? BETA_SAME_HOST_PS : BETA;
@@ -208,12 +190,14 @@ static enum dt_comm_algorithm choose_logged(struct dt_comm *c, enum dt_comm_kind
 		double m = (double)bytes;
 		if (kind == DT_COMM_ALLREDUCE)
 			dt_info("all-reduce of %zu bytes or so (size class %d) across %d ranks: %s (model: doubling %.1f us, "
-				"halving-doubling %.1f us, ring %.1f us; links %s%s, alpha %.1f us, beta %.0f ps/byte)",
+				"halving-doubling %.1f us, ring %.1f us; links %s%s, alpha %.1f us, beta %.0f ps/byte %s)",
 				bytes, cls, c->n, dt_comm_algorithm_name(kind, alg),
 				cost_allreduce(c, DT_COMM_ALG_DOUBLING, m) / 1e6, cost_allreduce(c, DT_COMM_ALG_HALVING, m) / 1e6,
-				cost_allreduce(c, DT_COMM_ALG_RING, m) / 1e6, LINK_COSTS[c->cost_kind].name,
-				c->link_kind == DT__LINK_SAME_HOST ? ", same-host reads" : "", LINK_COSTS[c->cost_kind].alpha_ps / 1e6,
-				LINK_COSTS[c->cost_kind].beta_ps);
+				cost_allreduce(c, DT_COMM_ALG_RING, m) / 1e6, dt__comm_costs_name(c),
+				c->link_kind == DT__LINK_SAME_HOST ? ", same-host reads" : "", c->alpha_ps / 1e6, c->beta_ps,
+				c->costs_from == DT__COSTS_MEASURED ? "measured"
+				: c->costs_from == DT__COSTS_GIVEN ? "given"
+								    : "compiled");
 		else
 			dt_info("broadcast of %zu bytes or so (size class %d) across %d ranks: %s", bytes, cls, c->n,
 				dt_comm_algorithm_name(kind, alg));
@@ -297,9 +281,10 @@ static enum dt_status doubling_in_place(struct dt__ring_run *r, uint8_t *buf, si
 }
 
 /* Recursive doubling among ranks 0..p-1: each step sends the whole partial
- * sum to rank ^ mask and adds the partner's. The partner's arrives in a
- * second scratch half (the first is what is being sent, which must not
- * change under the send), then is added: A = A + B. Small ones on shared
+ * sum to rank ^ mask and adds the partner's. The buffer is sent as it is
+ * and the partner's arrives in scratch (dt__ring_step_apart), added once
+ * the step is done (buf = buf + partner's): by then every byte sent has
+ * left the buffer, so nothing changes under the send. Small ones on shared
  * memory: doubling_in_place. */
 static enum dt_status doubling(struct dt__ring_run *r, void *buf, size_t count, struct dt_err *err)
 {
@@ -310,19 +295,14 @@ static enum dt_status doubling(struct dt__ring_run *r, void *buf, size_t count, 
 	if (!st && c->rank < p && c->shm_all && bytes <= IN_PLACE_MAX_BYTES) {
 		st = doubling_in_place(r, (uint8_t *)buf, bytes, p, err);
 	} else if (!st && c->rank < p) {
-		scratch_reserve(c, 2 * bytes);
-		uint8_t *a = c->scratch, *b = c->scratch + bytes;
-		if (bytes)
-			memcpy(a, buf, bytes);
+		scratch_reserve(c, bytes);
 		for (int mask = 1; mask < p && !st; mask <<= 1) {
 			struct dt__plan pl;
-			dt__plan_span(c, 0, bytes, bytes, bytes, 0, r->esize, &pl);
-			st = dt__ring_step(r, &pl, c->scratch, c->rank ^ mask, c->rank ^ mask, 0, err);
+			dt__plan_span(c, 0, bytes, 0, bytes, 0, r->esize, &pl);
+			st = dt__ring_step_apart(r, &pl, buf, c->scratch, c->rank ^ mask, c->rank ^ mask, err);
 			if (!st)
-				r->add(a, b, bytes);
+				r->add(buf, c->scratch, bytes);
 		}
-		if (!st && bytes)
-			memcpy(buf, a, bytes);
 	}
 	if (!st)
 		st = fold_out(r, (uint8_t *)buf, bytes, p, err);
@@ -474,7 +454,8 @@ enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, s
 {
 	/* v[0]: two counts in one float (exact: small integers): ring links that
 	 * do not read memory, and 4096 per rank with a link not on shared
-	 * memory. v[1]: ranks with a link to another host. */
+	 * memory. v[1]: ranks with a link to another host; v[2]: ranks that ask
+	 * for the link costs to be measured; v[3]: ranks that give them. */
 	int all_shm = comm->n > 1, remote = 0;
 	for (int q = 0; q < comm->n; q++) {
 		int shm = comm->out[q].shm && comm->in[q].shm;
@@ -483,19 +464,28 @@ enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, s
 			remote |= peer_is_remote(comm->out[q].fd);
 		}
 	}
-	float v[2] = { (comm->cma_send && comm->cma_left_pid ? 0.0f : 1.0f) + (all_shm ? 0.0f : 4096.0f),
-		       remote ? 1.0f : 0.0f };
-	int alg = comm->algorithm;
-	comm->algorithm = DT_COMM_ALG_DOUBLING; /* fixed: the fewest hops, and no cost model yet */
-	struct dt__ring_run r;
-	enum dt_status st = dt__ring_begin(&r, comm, DT_COLL_ALLREDUCE, DT_WIRE_F32, 2, 0, v, "dtrain/rendezvous",
-					   deadline, err);
-	if (!st && comm->n > 1)
-		st = doubling(&r, v, 2, err);
-	comm->algorithm = alg;
+	int given = comm->want_alpha_us > 0 && comm->want_beta_ps > 0;
+	float v[4] = { (comm->cma_send && comm->cma_left_pid ? 0.0f : 1.0f) + (all_shm ? 0.0f : 4096.0f),
+		       remote ? 1.0f : 0.0f, comm->want_measure && !given ? 1.0f : 0.0f, given ? 1.0f : 0.0f };
+	enum dt_status st = dt__allreduce_doubling(comm, v, 4, "dtrain/rendezvous", deadline, err);
+	if (st)
+		return st;
 	comm->link_kind = v[0] == 0.0f || v[0] == 4096.0f * (float)(int)(v[0] / 4096.0f) ? DT__LINK_SAME_HOST : DT__LINK_TCP;
 	comm->shm_all = v[0] < 4096.0f;
 	comm->cost_kind = comm->shm_all ? DT__COST_SHM : v[1] > 0.0f ? DT__COST_TCP_REMOTE : DT__COST_TCP_LOOPBACK;
+	return dt__comm_costs_agree(comm, (int)v[2], (int)v[3], deadline, err);
+}
+
+enum dt_status dt__allreduce_doubling(struct dt_comm *comm, float *buf, size_t count, const char *name,
+				      int64_t deadline, struct dt_err *err)
+{
+	int alg = comm->algorithm;
+	comm->algorithm = DT_COMM_ALG_DOUBLING; /* fixed: the fewest hops, and no cost model needed */
+	struct dt__ring_run r;
+	enum dt_status st = dt__ring_begin(&r, comm, DT_COLL_ALLREDUCE, DT_WIRE_F32, count, 0, buf, name, deadline, err);
+	if (!st && comm->n > 1)
+		st = doubling(&r, buf, count, err);
+	comm->algorithm = alg;
 	return st;
 }
 

@@ -133,6 +133,16 @@ struct dt_comm_config {
 	 * memory (memfd) instead of loopback TCP, sleeping on a futex after a
 	 * short spin; see "Shared-memory links" in docs/COLLECTIVES.md. */
 	int no_shm;                       /* nonzero: frames over TCP (also DTRAIN_COLLECTIVE_SHM=0) */
+	/* The cost model's α and β (docs/COLLECTIVES.md "Choosing an
+	 * algorithm"): by default compiled in per link kind, and measured at the
+	 * rendezvous when some link is to another host. cost_alpha_us and
+	 * cost_beta_ps both > 0 give them instead (µs per step, ps per byte;
+	 * nothing is measured; the mean over the ranks that give them is used by
+	 * all); measure_costs nonzero measures them even where every link is on
+	 * one host (tests). When neither is set, DTRAIN_COLLECTIVE_COSTS=A,B
+	 * (e.g. 50,8000) or =measure in the environment says the same. */
+	double cost_alpha_us, cost_beta_ps;
+	int measure_costs;
 };
 
 /* The algorithms (docs/COLLECTIVES.md "Choosing an algorithm"). */

@@ -312,6 +312,13 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 		comm->in[q].stage = dt_xmalloc(comm->in[q].stage_cap);
 	}
 	dt__comm_use_ring(comm);
+	dt__comm_costs_compiled(comm); /* until the rendezvous agrees them */
+	st = dt__comm_costs_config(comm, cfg, err);
+	if (st) {
+		dt_sock_close(lfd);
+		dt_comm_free(comm);
+		return st;
+	}
 	if (comm->n == 1) {
 		dt_sock_close(lfd);
 		*out = comm;

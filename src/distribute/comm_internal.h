@@ -68,6 +68,11 @@ enum dt__link_kind { DT__LINK_TCP = 0, DT__LINK_SAME_HOST = 1 };
  * some rank has a link to another host (its peer's address neither
  * loopback nor its own), loopback when none has. */
 enum dt__cost_kind { DT__COST_TCP_LOOPBACK = 0, DT__COST_TCP_REMOTE = 1, DT__COST_SHM = 2 };
+/* Where the cost model's α and β came from (comm_costs.c). */
+enum dt__costs_from { DT__COSTS_COMPILED = 0, DT__COSTS_GIVEN = 1, DT__COSTS_MEASURED = 2 };
+/* γ: every byte added, or copied into or out of scratch (coll_algo.c's
+ * measurement), in picoseconds; the same for every link kind. */
+#define DT__GAMMA_PS 100.0
 
 struct dt_comm {
 	int n, rank;
@@ -154,6 +159,13 @@ struct dt_comm {
 	size_t shm_bytes; /* the size of every region */
 	int shm_all;
 	enum dt__cost_kind cost_kind; /* agreed at #0, with shm_all and link_kind */
+	/* The cost model's α (per step) and β (per byte moved), in picoseconds:
+	 * the table's for cost_kind, or given, or measured (comm_costs.c); the
+	 * same bits on every rank. want_*: this rank's config or environment. */
+	double alpha_ps, beta_ps;
+	enum dt__costs_from costs_from;
+	double want_alpha_us, want_beta_ps; /* both > 0: given */
+	int want_measure;
 	int64_t shm_checked; /* when a sleeping step last looked at its sockets */
 	int64_t shm_spin_ns; /* spin this long on shared-memory links before sleeping on the futex; 0: adaptive */
 	int64_t shm_wait_avg; /* adaptive: a moving average of how long waits took (comm_shm.c) */
@@ -269,11 +281,38 @@ void dt__link_poke_back(struct dt__in_link *in);
  * Returns at once when something is ready. */
 void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns, int64_t *now, int *tcp_check);
 
-/* coll_algo.c: the rendezvous's all-reduce (#0) of two floats: sums, by
+/* coll_algo.c: the rendezvous's all-reduce (#0) of four floats: sums, by
  * recursive doubling, how many ring links do not read the neighbour's
  * memory and how many ranks have a link not on shared memory (the first),
- * and how many have a link to another host (the second), and sets
- * link_kind, shm_all and cost_kind from them, the same on every rank. */
+ * how many have a link to another host (the second), how many ask for the
+ * link costs to be measured (the third) and how many give them (the
+ * fourth); sets link_kind, shm_all and cost_kind from them, the same on
+ * every rank, then the costs (dt__comm_costs_agree). */
 enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
+/* coll_algo.c: an all-reduce of `count` floats by recursive doubling,
+ * whatever the config or the model says (the rendezvous's own sums and
+ * probes: the fewest hops, the same on every rank). */
+enum dt_status dt__allreduce_doubling(struct dt_comm *comm, float *buf, size_t count, const char *name,
+				      int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
+
+/* comm_costs.c: the link costs the cost model prices with.
+ * dt__comm_costs_config reads this rank's wish (the config, else
+ * DTRAIN_COLLECTIVE_COSTS; DT_CONFIG when the variable does not parse).
+ * dt__comm_costs_agree, after #0 agreed cost_kind and how many ranks ask
+ * to measure (`measure`) and give costs (`given`): when some give them, the
+ * mean of theirs; else when some ask, or cost_kind is TCP remote, measures
+ * (dt__comm_measure_costs); else the compiled table's. Collective: every
+ * rank calls it with the same sums. dt__comm_measure_costs times recursive
+ * doubling of 4 bytes and of 256 KiB (a warm-up and 3 of each), fits α and
+ * β to the model's formula for it, and sums the ranks' fits (one more
+ * all-reduce): the mean on every rank, its bits the same everywhere.
+ * Bounded by `deadline`; a peer that stops answering fails it as any
+ * collective (named, DT_TIMEOUT or DT_PEER). */
+enum dt_status dt__comm_costs_config(struct dt_comm *c, const struct dt_comm_config *cfg, struct dt_err *err) DT_MUST_CHECK;
+void dt__comm_costs_compiled(struct dt_comm *c);
+const char *dt__comm_costs_name(const struct dt_comm *c);
+enum dt_status dt__comm_costs_agree(struct dt_comm *c, int measure, int given, int64_t deadline,
+				    struct dt_err *err) DT_MUST_CHECK;
+enum dt_status dt__comm_measure_costs(struct dt_comm *c, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
 
 #endif

@@ -192,7 +192,7 @@ enum dt_status dt__ring_begin(struct dt__ring_run *r, struct dt_comm *c, unsigne
 {
 	memset(r, 0, sizeof(*r));
 	r->c = c;
-	r->buf = buf;
+	r->buf = r->sbuf = buf;
 	r->deadline = deadline;
 	r->t0 = r->now = dt_now_ns();
 	r->me.seq = c->seq++;
@@ -233,8 +233,8 @@ enum dt_status dt__ring_begin(struct dt__ring_run *r, struct dt_comm *c, unsigne
 	return DT_OK;
 }
 
-enum dt_status dt__ring_step(struct dt__ring_run *r, const struct dt__plan *p, void *base, int to, int from,
-			     int by_reference, struct dt_err *err)
+static enum dt_status run_step(struct dt__ring_run *r, const struct dt__plan *p, void *base, const void *send_base,
+			       int to, int from, int by_reference, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
 	DT_ASSERT((to < 0 || c->out[to].fd >= 0) && (from < 0 || c->in[from].fd >= 0));
@@ -248,6 +248,7 @@ enum dt_status dt__ring_step(struct dt__ring_run *r, const struct dt__plan *p, v
 	r->ns = p->ns;
 	r->nr = p->nr;
 	r->buf = base;
+	r->sbuf = (uint8_t *)(uintptr_t)send_base; /* only read: ring_send.c */
 	if (c->tagged && (size_t)p->ns + 1 > c->sealed_cap) {
 		free(c->sealed);
 		c->sealed_cap = (size_t)p->ns + 1;
@@ -284,4 +285,16 @@ enum dt_status dt__ring_step(struct dt__ring_run *r, const struct dt__plan *p, v
 	enum dt_status st = run_plan(r, err);
 	dt__comm_use_ring(c);
 	return st;
+}
+
+enum dt_status dt__ring_step(struct dt__ring_run *r, const struct dt__plan *p, void *base, int to, int from,
+			     int by_reference, struct dt_err *err)
+{
+	return run_step(r, p, base, base, to, from, by_reference, err);
+}
+
+enum dt_status dt__ring_step_apart(struct dt__ring_run *r, const struct dt__plan *p, const void *send_base,
+				   void *recv_base, int to, int from, struct dt_err *err)
+{
+	return run_step(r, p, recv_base, send_base, to, from, 0, err);
 }

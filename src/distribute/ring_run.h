@@ -24,7 +24,8 @@ struct dt__ring_run {
 	 * dt__ring_timed_out and a broken comm's refusal fill it (dt__ring_what)
 	 * before they format, so a caller may pass r->what as an argument. */
 	char what[DT_COLL_NAME_WIRE_MAX + 96];
-	uint8_t *buf;
+	uint8_t *buf;  /* the current step's receive items are relative to this */
+	uint8_t *sbuf; /* and its send items to this: buf, except in dt__ring_step_apart */
 	int64_t t0, deadline;
 	/* The run's latest clock reading (dt_now_ns): taken when the loop finds
 	 * nothing to do, and after each wait, not after every frame. Progress
@@ -93,6 +94,13 @@ enum dt_status dt__ring_begin(struct dt__ring_run *r, struct dt_comm *c, unsigne
  * there. After it the comm's L/R are the ring links again. */
 enum dt_status dt__ring_step(struct dt__ring_run *r, const struct dt__plan *p, void *base, int to, int from,
 			     int by_reference, struct dt_err *err) DT_MUST_CHECK;
+/* The same with send items relative to send_base and receive items to
+ * recv_base (no references): recursive doubling over TCP sends the caller's
+ * buffer as it is and receives the partner's into scratch, adding it once
+ * the step is done — by then every byte sent has left the buffer (into a
+ * socket or a ring), so no copy into scratch is needed. */
+enum dt_status dt__ring_step_apart(struct dt__ring_run *r, const struct dt__plan *p, const void *send_base,
+				   void *recv_base, int to, int from, struct dt_err *err) DT_MUST_CHECK;
 
 /* ring_fail.c */
 

@@ -46,7 +46,7 @@ static void pack_head(const struct dt__ring_run *r, long k, uint8_t h[DT_FRAME_H
 	if (by_ref(r, k)) {
 		struct dt_frame_header fh = dt_frame_header_make(DT_MSG_COLL_REF, 0, r->me.seq, DT_COLL_REF_BYTES);
 		dt_frame_header_pack(&fh, h);
-		struct dt_coll_ref ref = { (uint64_t)(uintptr_t)(r->buf + it->off), it->len };
+		struct dt_coll_ref ref = { (uint64_t)(uintptr_t)(r->sbuf + it->off), it->len };
 		dt_coll_ref_encode(&ref, h + DT_FRAME_HEADER_SIZE);
 		return;
 	}
@@ -84,10 +84,10 @@ static int seal(struct dt__ring_run *r, long k, const uint8_t *h)
 		if (r->tx_used + it->len > c->txbuf_cap)
 			return -1;
 		sd->off = r->tx_used;
-		dt_wire_seal_to(sec, h, r->buf + it->off, it->len, c->txbuf + sd->off, sd->tag);
+		dt_wire_seal_to(sec, h, r->sbuf + it->off, it->len, c->txbuf + sd->off, sd->tag);
 		r->tx_used += it->len;
 	} else {
-		dt_wire_seal_to(sec, h, r->buf + it->off, it->len, NULL, sd->tag);
+		dt_wire_seal_to(sec, h, r->sbuf + it->off, it->len, NULL, sd->tag);
 	}
 	r->sealed++;
 	return 0;
@@ -152,7 +152,7 @@ int dt__ring_try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 			pieces[np++] = (struct iovec){ h, DT_FRAME_HEADER_SIZE + (ref ? DT_COLL_REF_BYTES : 0) };
 			if (!tagged) {
 				if (!ref)
-					pieces[np++] = (struct iovec){ r->buf + it->off, it->len };
+					pieces[np++] = (struct iovec){ r->sbuf + it->off, it->len };
 			} else {
 				struct dt__sealed *sd = &c->sealed[k + 1];
 				if (ref)
@@ -160,7 +160,7 @@ int dt__ring_try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 				else if (c->R->sec.mode == DT_WIRE_ENCRYPT)
 					pieces[np++] = (struct iovec){ c->txbuf + sd->off, it->len };
 				else
-					pieces[np++] = (struct iovec){ r->buf + it->off, it->len };
+					pieces[np++] = (struct iovec){ r->sbuf + it->off, it->len };
 				pieces[np++] = (struct iovec){ sd->tag, DT_AUTH_TAG_BYTES };
 			}
 			cnt = add_pieces(iov, cnt, skip, pieces, np);

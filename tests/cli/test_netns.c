@@ -96,6 +96,10 @@ DT_TEST_TIMEOUT(netns, two_workers_train_across_emulated_hosts, 240)
 	/* every byte over the sockets, none read from memory, and the cost
 	 * model prices the links as another host's (addresses not loopback) */
 	DT_CHECK_CONTAINS(e0, "links tcp remote");
+	/* and measures their α and β at the rendezvous (comm_costs.c): the model
+	 * prices the 1 Gbit/s link at what it measured, not a compiled guess */
+	DT_CHECK_CONTAINS(e0, "link costs measured (tcp remote links, 2 of 2 ranks)");
+	DT_CHECK_CONTAINS(e0, "ps/byte measured)");
 	/* The ring crossed the shaped link: 60 steps of mlp's gradients (about
 	 * 0.4 MB each way per step) are well over 4 MB through host 0's tbf. */
 	const char *sent = strstr(r.out, "Sent ");

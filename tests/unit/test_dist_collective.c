@@ -377,8 +377,10 @@ static enum dt_status kind_rank(struct coll_group *g, int rank, struct dt_comm *
 	remote_choice[rank][0] = (int)dt_comm_choose(comm, DT_COMM_ALLREDUCE, 128u << 10);
 	enum dt__cost_kind was = comm->cost_kind;
 	comm->cost_kind = DT__COST_TCP_REMOTE;
+	dt__comm_costs_compiled(comm);
 	remote_choice[rank][1] = (int)dt_comm_choose(comm, DT_COMM_ALLREDUCE, 128u << 10);
 	comm->cost_kind = was;
+	dt__comm_costs_compiled(comm);
 	return DT_OK;
 }
 
@@ -399,6 +401,114 @@ DT_TEST(dist_collective, the_link_kind_is_agreed_and_prices_the_choice)
 			DT_CHECK(memcmp(remote_choice[1], remote_choice[0], sizeof(remote_choice[0])) == 0);
 		}
 	}
+}
+
+/* Given link costs (the config's cost_alpha_us and cost_beta_ps) are agreed
+ * at the rendezvous — the mean over the ranks that give them — and the
+ * choice follows the model's formulas (COLLECTIVES.md), 4 ranks over TCP,
+ * γ = 100 ps:
+ *   doubling 2α + 2mβ + 4mγ, halving-doubling 4α + 1.5mβ + 0.75mγ, ring
+ *   6α + 1.5mβ + 0.75mγ (never below halving-doubling at 4 ranks).
+ * α = 20 µs, β = 8000 ps (1 Gbit/s): 4 KB doubling 107.1 µs against 129.5
+ * (doubling); 16 KB 308.7 against 277.8 (halving-doubling); 64 KB too.
+ * α = 20 µs, β = 3000 ps (the compiled remote β, 2.7 Gbit/s): 16 KB 144.8
+ * against 154.9 (doubling); 64 KB 459.3 against 380.0 (halving-doubling).
+ * So β alone moves 16 KB from one to the other, as on the emulated hosts. */
+static struct {
+	double alpha_ps, beta_ps;
+	int from, choice[3];
+} costs_seen[COLL_MAXR];
+
+static enum dt_status costs_rank(struct coll_group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	(void)g;
+	(void)err;
+	static const size_t sizes[3] = { 4u << 10, 16u << 10, 64u << 10 };
+	costs_seen[rank].alpha_ps = comm->alpha_ps;
+	costs_seen[rank].beta_ps = comm->beta_ps;
+	costs_seen[rank].from = (int)comm->costs_from;
+	for (int k = 0; k < 3; k++)
+		costs_seen[rank].choice[k] = (int)dt_comm_choose(comm, DT_COMM_ALLREDUCE, sizes[k]);
+	return DT_OK;
+}
+
+static void run_costs(int n, const double *alpha_us, const double *beta_ps, const int *measure)
+{
+	struct coll_group g;
+	coll_group_init(&g, n);
+	g.no_shm = g.no_cma = 1; /* TCP links, priced by the given costs alone */
+	for (int r = 0; r < n; r++) {
+		g.cost_alpha_us[r] = alpha_us ? alpha_us[r] : 0;
+		g.cost_beta_ps[r] = beta_ps ? beta_ps[r] : 0;
+		g.measure_costs[r] = measure ? measure[r] : 0;
+	}
+	g.fn = costs_rank;
+	memset(costs_seen, 0, sizeof(costs_seen));
+	coll_group_run(&g);
+	coll_group_expect_ok(&g);
+	for (int r = 1; r < n; r++)
+		DT_CHECK(memcmp(&costs_seen[r], &costs_seen[0], sizeof(costs_seen[0])) == 0);
+}
+
+DT_TEST(dist_collective, given_link_costs_are_agreed_and_choose_as_the_model_predicts)
+{
+	const double a20[4] = { 20, 20, 20, 20 }, b8000[4] = { 8000, 8000, 8000, 8000 }, b3000[4] = { 3000, 3000, 3000, 3000 };
+	run_costs(4, a20, b8000, NULL);
+	DT_CHECK_INT_EQ(costs_seen[0].from, DT__COSTS_GIVEN);
+	DT_CHECK(costs_seen[0].alpha_ps == 20e6 && costs_seen[0].beta_ps == 8000);
+	DT_CHECK_INT_EQ(costs_seen[0].choice[0], DT_COMM_ALG_DOUBLING);
+	DT_CHECK_INT_EQ(costs_seen[0].choice[1], DT_COMM_ALG_HALVING);
+	DT_CHECK_INT_EQ(costs_seen[0].choice[2], DT_COMM_ALG_HALVING);
+	run_costs(4, a20, b3000, NULL);
+	DT_CHECK(costs_seen[0].alpha_ps == 20e6 && costs_seen[0].beta_ps == 3000);
+	DT_CHECK_INT_EQ(costs_seen[0].choice[0], DT_COMM_ALG_DOUBLING);
+	DT_CHECK_INT_EQ(costs_seen[0].choice[1], DT_COMM_ALG_DOUBLING);
+	DT_CHECK_INT_EQ(costs_seen[0].choice[2], DT_COMM_ALG_HALVING);
+	/* Two of three ranks give costs, differently; the third asks to measure:
+	 * the given win, their mean on every rank, nothing measured. */
+	const double a[3] = { 20, 40, 0 }, b[3] = { 8000, 4000, 0 };
+	const int m[3] = { 0, 0, 1 };
+	run_costs(3, a, b, m);
+	DT_CHECK_INT_EQ(costs_seen[0].from, DT__COSTS_GIVEN);
+	DT_CHECK(costs_seen[0].alpha_ps == 30e6 && costs_seen[0].beta_ps == 6000);
+}
+
+/* Measured link costs (asked for by one rank: the others measure too, as
+ * every rank does when a link is to another host) come out the same bits on
+ * every rank, within the fit's floors, and nothing is measured by default on
+ * one host (the compiled loopback row). */
+DT_TEST(dist_collective, measured_link_costs_are_the_same_on_every_rank)
+{
+	for (int n = 2; n <= 3; n++) {
+		int m[3] = { 0, 0, 0 };
+		m[n - 1] = 1;
+		run_costs(n, NULL, NULL, m);
+		DT_CHECK_INT_EQ(costs_seen[0].from, DT__COSTS_MEASURED);
+		DT_CHECK(isfinite(costs_seen[0].alpha_ps) && costs_seen[0].alpha_ps >= 1e6);
+		DT_CHECK(isfinite(costs_seen[0].beta_ps) && costs_seen[0].beta_ps >= 50);
+	}
+	run_costs(2, NULL, NULL, NULL);
+	DT_CHECK_INT_EQ(costs_seen[0].from, DT__COSTS_COMPILED);
+	DT_CHECK(costs_seen[0].alpha_ps == 20e6 && costs_seen[0].beta_ps == 400);
+}
+
+/* DTRAIN_COLLECTIVE_COSTS gives them too; one that does not parse is
+ * DT_CONFIG naming the variable, before anything is connected. */
+DT_TEST(dist_collective, link_costs_from_the_environment)
+{
+	DT_CHECK(setenv("DTRAIN_COLLECTIVE_COSTS", "50,8000", 1) == 0);
+	run_costs(2, NULL, NULL, NULL);
+	DT_CHECK_INT_EQ(costs_seen[0].from, DT__COSTS_GIVEN);
+	DT_CHECK(costs_seen[0].alpha_ps == 50e6 && costs_seen[0].beta_ps == 8000);
+	DT_CHECK(setenv("DTRAIN_COLLECTIVE_COSTS", "fast", 1) == 0);
+	struct dt_comm_peer peer = { "127.0.0.1:1", "worker", 0 };
+	struct dt_comm_config cfg = { .nranks = 1, .rank = 0, .peers = &peer };
+	struct dt_comm *comm = NULL;
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_INT_EQ(dt_comm_new(&cfg, dt_deadline_in(5), &comm, &err), DT_CONFIG);
+	DT_CHECK(comm == NULL);
+	DT_CHECK_CONTAINS(err.msg, "DTRAIN_COLLECTIVE_COSTS='fast'");
+	DT_CHECK(unsetenv("DTRAIN_COLLECTIVE_COSTS") == 0);
 }
 
 DT_TEST(dist_collective, single_rank_is_a_no_op)

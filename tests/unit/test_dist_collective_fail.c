@@ -20,6 +20,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "distribute/collective.h"
+#include "distribute/comm_internal.h"
 #include "distribute/ring_wire.h"
 #include "dt_test.h"
 #include "net/bytes.h"
@@ -146,6 +147,40 @@ DT_TEST(dist_collective, timeout_names_the_rank_that_never_enters)
 		DT_CHECK_CONTAINS(g.err[0].msg, "missing rank worker:2");
 		DT_CHECK_CONTAINS(g.err[1].msg, "missing rank worker:2");
 	}
+}
+
+/* Measuring the link costs (comm_costs.c: recursive doubling probes, then
+ * one all-reduce of the fits) is bounded by the deadline like any
+ * collective: a rank that stops answering is named. The comms are made
+ * without it (loopback, nothing measured); then ranks 0 and 1 measure and
+ * rank 2 never does. */
+static enum dt_status silent_measure_rank(struct coll_group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	if (rank == 2) {
+		for (int i = 0; i < 400 && atomic_load(&g->counter) < 2; i++)
+			dt_sleep(0.025);
+		return DT_OK;
+	}
+	enum dt_status st = dt__comm_measure_costs(comm, dt_deadline_in(1.5), err);
+	atomic_fetch_add(&g->counter, 1);
+	return st;
+}
+
+DT_TEST(dist_collective, a_rank_silent_while_link_costs_are_measured_is_named)
+{
+	struct coll_group g;
+	coll_group_init(&g, 3);
+	g.fn = silent_measure_rank;
+	int64_t t0 = dt_now_ns();
+	coll_group_run(&g);
+	DT_CHECK((double)(dt_now_ns() - t0) / 1e9 < 10);
+	for (int i = 0; i < 2; i++) {
+		DT_CHECK(dt_status_exit_code(g.st[i]) == 3);
+		DT_CHECK_CONTAINS(g.err[i].msg, "measuring the links' costs");
+		DT_CHECK_CONTAINS(g.err[i].msg, "'dtrain/link-probe'");
+		DT_CHECK_CONTAINS(g.err[i].msg, "worker:2 at 127.0.0.1:");
+	}
+	DT_CHECK_INT_EQ(g.st[0], DT_TIMEOUT);
 }
 
 DT_TEST(dist_collective, closed_peer_is_a_peer_failure)
@@ -381,11 +416,11 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 	} else {
 		decline_same_host_reads(out, in);
 	}
-	/* the rendezvous all-reduce (#0) of two floats by recursive doubling: one
-	 * exchange (1: this end does not read rank 1's memory; 0: no link to
-	 * another host) */
-	float link_counts[2] = { 1, 0 };
-	send_start(out, 0, DT_COLL_ALLREDUCE, DT_WIRE_F32, 2, "dtrain/rendezvous");
+	/* the rendezvous all-reduce (#0) of four floats by recursive doubling:
+	 * one exchange (1: this end does not read rank 1's memory; 0: no link to
+	 * another host, no measuring asked, no link costs given) */
+	float link_counts[4] = { 1, 0, 0, 0 };
+	send_start(out, 0, DT_COLL_ALLREDUCE, DT_WIRE_F32, 4, "dtrain/rendezvous");
 	send_frame(out, DT_MSG_COLL_DATA, 0, link_counts, sizeof(link_counts));
 	/* and rank 1's half of it, so nothing unread makes our close a reset */
 	struct dt_frame_decoder d;

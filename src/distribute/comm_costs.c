@@ -1,0 +1,231 @@
+/*
+ * comm_costs.c — the α (per step) and β (per byte moved) the cost model
+ * (coll_algo.c) prices every algorithm with, settled once at the rendezvous
+ * and the same bits on every rank, so that every rank picks the same
+ * algorithm without a message.
+ *
+ * Three sources, in this order:
+ *   given     a rank's config (cost_alpha_us, cost_beta_ps) or
+ *             DTRAIN_COLLECTIVE_COSTS=ALPHA_US,BETA_PS: the mean over the
+ *             ranks that give them (tests; links the model misjudges);
+ *   measured  when some link is to another host (cost_kind TCP remote: its
+ *             rate is not known in advance — a 1 Gbit/s link's β is 8000
+ *             ps a byte, a 10 Gbit/s one's 800), or a rank asks
+ *             (measure_costs, DTRAIN_COLLECTIVE_COSTS=measure);
+ *   compiled  the table below, for shared memory and loopback TCP, whose
+ *             costs are the machine's and do not depend on a wire.
+ *
+ * Measuring: recursive doubling (the fewest hops, and the same bits on every
+ * rank) of PROBE_SMALL bytes — a warm-up and PROBE_SMALL_TIMED timed, the
+ * median kept (a step's usual latency, wake-ups included, not its luckiest)
+ * — then of PROBE_LARGE bytes back to back until the ranks have spent
+ * PROBE_LARGE_MS on them on average (at least PROBE_LARGE_MIN, at most
+ * PROBE_LARGE_MAX calls; each rank adds its time so far to the first float,
+ * so the sum that comes back tells every rank alike when to stop), the
+ * median of the last three kept. Back to back, because a link shaped by a
+ * token bucket passes its burst (netns-hosts.sh: 1 ms of the rate, at least
+ * 64 KB; 1.25 MB at 10 Gbit/s) at memory speed: the first 256 KiB calls
+ * there measure the bucket, not the rate a training step's buckets see.
+ * Recursive doubling's time is s·α + m·(s·β + g·γ) (s steps, g adds of m),
+ * so the two points give the slope, β = (slope −
+ * g·γ)/s, and α = (T_small − m_small·slope)/s. Each rank fits its own; one
+ * more all-reduce sums the fits and every rank divides by n: recursive
+ * doubling leaves every rank the same bits, so every rank prices alike.
+ * Cost: about 5–20 ms (at 1 Gbit/s, 4 ranks: 4 calls of 2 steps of 256
+ * KiB).
+ */
+#include "distribute/comm_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+
+/* The compiled α and β per link kind, in picoseconds (docs/COLLECTIVES.md
+ * "Cost model constants", where each was measured):
+ *   tcp loopback: a 4-byte all-reduce by recursive doubling, one step,
+ *     18-21 us; halving-doubling's slope 256 KB-4 MB, 260-670 ps a byte;
+ *   tcp remote: a remote link is always measured (or given), so this row
+ *     only prices the model until then, and in tests that set the kind by
+ *     hand: bench/allreduce_hosts' 10 Gbit/s links on a loaded 2-vCPU
+ *     host, 60 us a step and 3.1 ns a byte;
+ *   shared memory: a 4 KB all-reduce of 2 ranks, 1-6 us with the peer
+ *     running; halving-doubling's slope 256 KB-4 MB, 250 ps a byte. */
+static const struct link_cost {
+	const char *name;
+	double alpha_ps, beta_ps;
+} LINK_COSTS[] = {
+	[DT__COST_TCP_LOOPBACK] = { "tcp loopback", 20000000.0, 400.0 },
+	[DT__COST_TCP_REMOTE] = { "tcp remote", 60000000.0, 3000.0 },
+	[DT__COST_SHM] = { "shared memory", 5000000.0, 250.0 },
+};
+
+#define PROBE_SMALL 4u           /* one float: the step's latency */
+#define PROBE_SMALL_TIMED 5
+#define PROBE_LARGE (256u << 10) /* above the crossovers that matter */
+#define PROBE_LARGE_MIN 4        /* a warm-up and three */
+#define PROBE_LARGE_MAX 16
+#define PROBE_LARGE_MS 5.0f
+/* Floors for a fit that noise pushed below anything a link can do (a
+ * negative slope, a step faster than a wake-up). */
+#define ALPHA_FLOOR_PS 1000000.0
+#define BETA_FLOOR_PS 50.0
+
+enum dt_status dt__comm_costs_config(struct dt_comm *c, const struct dt_comm_config *cfg, struct dt_err *err)
+{
+	if (cfg->cost_alpha_us < 0 || cfg->cost_beta_ps < 0 || !isfinite(cfg->cost_alpha_us) ||
+	    !isfinite(cfg->cost_beta_ps) || (cfg->cost_alpha_us > 0) != (cfg->cost_beta_ps > 0))
+		return dt_err_set(err, DT_CONFIG,
+				  "link costs alpha %g us, beta %g ps/byte: give both, each > 0 (or neither, to use the "
+				  "compiled or measured ones)",
+				  cfg->cost_alpha_us, cfg->cost_beta_ps);
+	c->want_alpha_us = cfg->cost_alpha_us;
+	c->want_beta_ps = cfg->cost_beta_ps;
+	c->want_measure = cfg->measure_costs != 0;
+	const char *env = getenv("DTRAIN_COLLECTIVE_COSTS");
+	if (c->want_alpha_us > 0 || c->want_measure || !env || !env[0])
+		return DT_OK; /* the config first */
+	if (strcmp(env, "measure") == 0) {
+		c->want_measure = 1;
+		return DT_OK;
+	}
+	double a = 0, b = 0;
+	char tail = 0;
+	if (sscanf(env, "%lf,%lf%c", &a, &b, &tail) != 2 || !(a > 0) || !(b > 0) || !isfinite(a) || !isfinite(b))
+		return dt_err_set(err, DT_CONFIG,
+				  "DTRAIN_COLLECTIVE_COSTS='%s': give ALPHA_US,BETA_PS, both > 0 (e.g. 50,8000 for a "
+				  "1 Gbit/s link), or 'measure'",
+				  env);
+	c->want_alpha_us = a;
+	c->want_beta_ps = b;
+	return DT_OK;
+}
+
+void dt__comm_costs_compiled(struct dt_comm *c)
+{
+	c->alpha_ps = LINK_COSTS[c->cost_kind].alpha_ps;
+	c->beta_ps = LINK_COSTS[c->cost_kind].beta_ps;
+	c->costs_from = DT__COSTS_COMPILED;
+}
+
+const char *dt__comm_costs_name(const struct dt_comm *c)
+{
+	return LINK_COSTS[c->cost_kind].name;
+}
+
+/* Sums v (α in µs, β in ps a byte) over the ranks and takes the mean over
+ * `k` of them: the same bits on every rank. */
+static enum dt_status agree(struct dt_comm *c, float v[2], int k, int64_t deadline, struct dt_err *err)
+{
+	enum dt_status st = dt__allreduce_doubling(c, v, 2, "dtrain/link-costs", deadline, err);
+	if (st)
+		return st;
+	c->alpha_ps = (double)v[0] / k * 1e6;
+	c->beta_ps = (double)v[1] / k;
+	return DT_OK;
+}
+
+static void log_costs(const struct dt_comm *c, int k)
+{
+	dt_info("link costs %s (%s links, %d of %d ranks): alpha %.1f us, beta %.0f ps/byte (about %.2f Gbit/s); "
+		"the cost model prices every collective with them",
+		c->costs_from == DT__COSTS_MEASURED ? "measured" : "given", dt__comm_costs_name(c), k, c->n,
+		c->alpha_ps / 1e6, c->beta_ps, 8.0 / c->beta_ps * 1e3);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *t, int k)
+{
+	qsort(t, (size_t)k, sizeof(*t), cmp_double);
+	return t[k / 2];
+}
+
+/* One probe all-reduce of `count` floats, timed, in picoseconds. */
+static enum dt_status probe(struct dt_comm *c, float *buf, size_t count, int64_t deadline, double *ps,
+			    struct dt_err *err)
+{
+	int64_t t0 = dt_now_ns();
+	enum dt_status st = dt__allreduce_doubling(c, buf, count, "dtrain/link-probe", deadline, err);
+	*ps = (double)(dt_now_ns() - t0) * 1e3;
+	return st;
+}
+
+enum dt_status dt__comm_measure_costs(struct dt_comm *c, int64_t deadline, struct dt_err *err)
+{
+	float *buf = dt_xcalloc(PROBE_LARGE / sizeof(float), sizeof(float));
+	double t[PROBE_LARGE_MAX], t_small = 0, t_large = 0, spent_ms = 0;
+	enum dt_status st = DT_OK;
+	/* the step's latency: the median of PROBE_SMALL_TIMED after a warm-up */
+	for (int i = 0; i <= PROBE_SMALL_TIMED && !st; i++)
+		st = probe(c, buf, PROBE_SMALL / sizeof(float), deadline, &t[i > 0 ? i - 1 : 0], err);
+	if (!st)
+		t_small = median(t, PROBE_SMALL_TIMED);
+	/* the sustained rate: back to back until the ranks spent PROBE_LARGE_MS
+	 * on average (each rank puts its time so far in the first float; the
+	 * sum comes back the same on every rank, so all stop after the same
+	 * call), the median of the last three */
+	int k = 0;
+	while (!st && k < PROBE_LARGE_MAX) {
+		memset(buf, 0, PROBE_LARGE);
+		buf[0] = (float)spent_ms;
+		st = probe(c, buf, PROBE_LARGE / sizeof(float), deadline, &t[k], err);
+		spent_ms += t[k++] / 1e9;
+		if (!st && k >= PROBE_LARGE_MIN && buf[0] / (float)c->n >= PROBE_LARGE_MS)
+			break;
+	}
+	free(buf);
+	if (st)
+		return dt_err_prefix(err, "measuring the links' costs for the cost model (docs/COLLECTIVES.md)");
+	t_large = median(t + k - 3, 3);
+	/* recursive doubling's work: s steps each moving m, g passes of m
+	 * adding (fold_in's and one per round; no copies: it sends the caller's
+	 * buffer and receives into scratch) */
+	int p = 1, lg = 0;
+	while (p <= c->n / 2)
+		p *= 2, lg++;
+	int f = c->n != p, s = lg + 2 * f, g = lg + f;
+	double slope = (t_large - t_small) / (double)(PROBE_LARGE - PROBE_SMALL);
+	double beta = (slope - g * DT__GAMMA_PS) / s, alpha = (t_small - PROBE_SMALL * slope) / s;
+	dt_debug("link costs on rank %d: %.1f us for %u bytes, %.1f us for %u bytes by recursive doubling (%d steps): "
+		 "alpha %.1f us, beta %.0f ps/byte",
+		 c->rank, t_small / 1e6, PROBE_SMALL, t_large / 1e6, PROBE_LARGE, s, alpha / 1e6, beta);
+	dt_debug("link costs on rank %d: %d probes of %u bytes in %.1f ms", c->rank, k, PROBE_LARGE, spent_ms);
+	float v[2] = { (float)(fmax(alpha, ALPHA_FLOOR_PS) / 1e6), (float)fmax(beta, BETA_FLOOR_PS) };
+	st = agree(c, v, c->n, deadline, err);
+	return st ? dt_err_prefix(err, "agreeing the links' measured costs") : DT_OK;
+}
+
+enum dt_status dt__comm_costs_agree(struct dt_comm *c, int measure, int given, int64_t deadline, struct dt_err *err)
+{
+	dt__comm_costs_compiled(c);
+	if (c->n == 1)
+		return DT_OK;
+	enum dt_status st;
+	if (given > 0) {
+		int mine = c->want_alpha_us > 0 && c->want_beta_ps > 0;
+		float v[2] = { mine ? (float)c->want_alpha_us : 0.0f, mine ? (float)c->want_beta_ps : 0.0f };
+		st = agree(c, v, given, deadline, err);
+		if (st)
+			return dt_err_prefix(err, "agreeing the given link costs");
+		c->costs_from = DT__COSTS_GIVEN;
+		log_costs(c, given);
+		return DT_OK;
+	}
+	if (measure == 0 && c->cost_kind != DT__COST_TCP_REMOTE)
+		return DT_OK;
+	st = dt__comm_measure_costs(c, deadline, err);
+	if (st)
+		return st;
+	c->costs_from = DT__COSTS_MEASURED;
+	log_costs(c, c->n);
+	return DT_OK;
+}
