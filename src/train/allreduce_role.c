@@ -1,9 +1,9 @@
 #include "train/allreduce_role.h"
 #include "train/allreduce_buckets.h"
+#include "train/allreduce_comm.h"
 #include "train/allreduce_elastic.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,134 +92,6 @@ static void note_rank(void *arg, enum dt_job job, int index, int rank)
 	snprintf(a->t->names[rank], sizeof(a->t->names[rank]), "%s:%d", dt_job_name(job), index);
 }
 
-/* ---- the communication thread -------------------------------------------- */
-
-/*
- * All-reduces the buckets of one step in order, each as soon as the main
- * thread says its whole range is final: during the backward pass when it
- * is overlapped (ready grows as layers finish), or all at once after it.
- * Meanwhile the main thread applies the optimizer to the buckets already
- * reduced. One comm, one user at a time (distribute/collective.h): the main
- * thread touches the comm only between steps, once every bucket is done.
- */
-struct comm_thread {
-	struct dt_comm *comm;
-	float *grads;
-	const struct dt_allreduce_bucket *buckets;
-	int nbuckets;
-	int tail;           /* floats past the gradients that bucket 0's all-reduce carries too (struct ring's join) */
-	double step_s;
-	pthread_t thread;
-	int started;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int64_t requested;  /* steps started */
-	int64_t served;     /* steps the thread has taken up */
-	int ready;          /* buckets of the current step whose range is final */
-	int done;           /* buckets of the current step reduced */
-	int stop;
-	enum dt_status st;  /* first failure; the thread stops reducing after it */
-	struct dt_err err;
-	int announced;      /* main thread only: `ready` as it last set it */
-};
-
-/* Bucket k's all-reduce; bucket 0 ends where the gradients do
- * (allreduce_buckets.h), so its `tail` floats past them go with it. */
-static enum dt_status reduce_bucket(struct dt_comm *comm, float *grads, const struct dt_allreduce_bucket *b, int k,
-				    int tail, double step_s, struct dt_err *err)
-{
-	char name[32];
-	snprintf(name, sizeof(name), "grads/bucket_%d", k);
-	return dt_allreduce_sum_f32(comm, grads + b->offset, b->count + (k == 0 ? (size_t)tail : 0), name,
-				    dt_deadline_in(step_s), err);
-}
-
-static void *comm_main(void *arg)
-{
-	struct comm_thread *c = arg;
-	for (;;) {
-		pthread_mutex_lock(&c->mu);
-		while (!c->stop && c->served == c->requested)
-			pthread_cond_wait(&c->cv, &c->mu);
-		if (c->stop) {
-			pthread_mutex_unlock(&c->mu);
-			return NULL;
-		}
-		c->served++;
-		int failed = c->st != DT_OK;
-		pthread_mutex_unlock(&c->mu);
-		for (int k = 0; k < c->nbuckets && !failed; k++) {
-			pthread_mutex_lock(&c->mu);
-			while (!c->stop && c->ready <= k)
-				pthread_cond_wait(&c->cv, &c->mu);
-			int stop = c->stop;
-			pthread_mutex_unlock(&c->mu);
-			if (stop)
-				return NULL; /* the main thread gave up mid-step */
-			struct dt_err e = DT_ERR_INIT;
-			enum dt_status st = reduce_bucket(c->comm, c->grads, &c->buckets[k], k, c->tail, c->step_s, &e);
-			pthread_mutex_lock(&c->mu);
-			if (st) {
-				c->st = st;
-				c->err = e;
-				failed = 1;
-			}
-			c->done = k + 1;
-			pthread_cond_broadcast(&c->cv);
-			pthread_mutex_unlock(&c->mu);
-		}
-	}
-}
-
-/* Main thread: a new step, no bucket ready yet. */
-static void comm_thread_begin_step(struct comm_thread *c)
-{
-	pthread_mutex_lock(&c->mu);
-	c->ready = 0;
-	c->done = 0;
-	c->requested++;
-	pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->mu);
-	c->announced = 0;
-}
-
-/* Main thread: the buckets before `ready` may be reduced now. */
-static void comm_thread_announce(struct comm_thread *c, int ready)
-{
-	if (ready <= c->announced)
-		return;
-	c->announced = ready;
-	pthread_mutex_lock(&c->mu);
-	c->ready = ready;
-	pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->mu);
-}
-
-/* dt_grads_ready_fn during the backward pass: gradients from `offset` to
- * the end of the buffer are final (nn/model.h), and so is every bucket that
- * starts at or after it. */
-static void grads_ready(void *arg, size_t offset, size_t count)
-{
-	(void)count;
-	struct comm_thread *c = arg;
-	int k = c->announced;
-	while (k < c->nbuckets && c->buckets[k].offset >= offset)
-		k++;
-	comm_thread_announce(c, k);
-}
-
-static void comm_thread_stop(struct comm_thread *c)
-{
-	if (!c->started)
-		return;
-	pthread_mutex_lock(&c->mu);
-	c->stop = 1;
-	pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->mu);
-	pthread_join(c->thread, NULL);
-	c->started = 0;
-}
-
 /* ---- the multi-worker mirrored strategy (train/strategy.h) --------------- */
 
 struct ring {
@@ -230,7 +102,7 @@ struct ring {
 	struct dt_comm *comm;
 	struct dt_allreduce_bucket *buckets;
 	int nbuckets;
-	struct comm_thread ct;
+	struct dt__allreduce_comm ct;
 	int overlap;             /* buckets start during the backward pass */
 	struct rank_table ranks;
 	int rank, size;
@@ -319,9 +191,7 @@ static enum dt_status check_replicas(struct ring *r, const float *params, size_t
 
 static void ring_release(struct ring *r)
 {
-	comm_thread_stop(&r->ct);
-	pthread_cond_destroy(&r->ct.cv);
-	pthread_mutex_destroy(&r->ct.mu);
+	dt__allreduce_comm_destroy(&r->ct);
 	dt_comm_free(r->comm);
 	dt_elastic_release(&r->el);
 	dt_hello_release(&r->hello);
@@ -416,22 +286,8 @@ static enum dt_status comm_thread_start(struct ring *r, struct dt_model *model, 
 {
 	if (r->nbuckets <= 1 || r->cfg->train->micro_batch) /* --deterministic: one int64 all-reduce, after the step */
 		return DT_OK;
-	struct comm_thread *c = &r->ct;
-	c->comm = r->comm;
-	c->grads = dt_model_grads(model);
-	c->buckets = r->buckets;
-	c->nbuckets = r->nbuckets;
-	c->tail = r->el.min_workers ? 1 : 0;
-	c->step_s = r->step_s;
-	c->requested = c->served = 0;
-	c->ready = c->done = c->stop = c->announced = 0;
-	c->st = DT_OK;
-	c->err = (struct dt_err)DT_ERR_INIT;
-	int rc = pthread_create(&c->thread, NULL, comm_main, c);
-	if (rc)
-		return dt_err_set(err, DT_RUNTIME, "cannot start the communication thread: %s", strerror(rc));
-	c->started = 1;
-	return DT_OK;
+	return dt__allreduce_comm_start(&r->ct, r->comm, dt_model_grads(model), r->buckets, r->nbuckets,
+					r->el.min_workers ? 1 : 0, r->step_s, err);
 }
 
 /* Elastic: the ring failed during `what` at step `step` (the session's step
@@ -443,7 +299,7 @@ static enum dt_status recover(struct dt_session *s, struct ring *r, const struct
 		dt_warn("%s; the survivors re-form the ring (--min_workers=%d)", cause->msg, r->el.min_workers);
 	else
 		dt_info("a worker asks to join: the ring is re-formed after step %lld", (long long)r->el.done_step);
-	comm_thread_stop(&r->ct);
+	dt__allreduce_comm_stop(&r->ct);
 	enum dt_status st = dt_elastic_reform(&r->el, s, r->info, &r->hello, &r->comm, &r->rank, err);
 	if (st)
 		return st;
@@ -520,15 +376,15 @@ static enum dt_status ring_compute(struct dt_session *s, void *self, struct dt_s
 	}
 	if (!r->overlap) {
 		if (r->ct.started)
-			comm_thread_begin_step(&r->ct);
+			dt__allreduce_comm_begin_step(&r->ct);
 		return dt__session_compute(s, out, err);
 	}
 	const struct dt_batch *b;
 	enum dt_status st = dt__session_next_batch(s, &b, err);
 	if (st)
 		return st;
-	comm_thread_begin_step(&r->ct);
-	return dt__session_compute_batch(s, b, grads_ready, &r->ct, out, err);
+	dt__allreduce_comm_begin_step(&r->ct);
+	return dt__session_compute_batch(s, b, dt__allreduce_comm_grads_ready, &r->ct, out, err);
 }
 
 /* Adds weight decay to bucket b of the summed gradient (size * wd * p, so
@@ -572,8 +428,9 @@ static enum dt_status reduce_and_apply(struct dt_session *s, struct ring *r, flo
 				       double *norm, struct dt_err *err)
 {
 	if (r->nbuckets == 1) {
-		enum dt_status st = reduce_bucket(r->comm, dt_model_grads(dt__session_model(s)), &r->buckets[0], 0,
-						  r->el.min_workers ? 1 : 0, r->step_s, err);
+		float *grads = dt_model_grads(dt__session_model(s));
+		enum dt_status st = dt__allreduce_reduce_bucket(r->comm, grads, &r->buckets[0], 0,
+								r->el.min_workers ? 1 : 0, r->step_s, err);
 		if (st)
 			return st;
 		decay_bucket(s, r, &r->buckets[0]);
@@ -583,16 +440,9 @@ static enum dt_status reduce_and_apply(struct dt_session *s, struct ring *r, flo
 		return DT_OK;
 	}
 	const int clip = r->cfg->train->hp.clip_grad_norm > 0;
-	struct comm_thread *c = &r->ct;
-	comm_thread_announce(c, r->nbuckets); /* the backward pass is over: every bucket is final */
+	dt__allreduce_comm_announce(&r->ct, r->nbuckets); /* the backward pass is over: every bucket is final */
 	for (int k = 0; k < r->nbuckets; k++) {
-		pthread_mutex_lock(&c->mu);
-		while (c->done <= k && c->st == DT_OK)
-			pthread_cond_wait(&c->cv, &c->mu);
-		enum dt_status st = c->st;
-		if (st && err)
-			*err = c->err;
-		pthread_mutex_unlock(&c->mu);
+		enum dt_status st = dt__allreduce_comm_wait(&r->ct, k, err);
 		if (st)
 			return st;
 		if (clip) {
@@ -770,7 +620,7 @@ static enum dt_status ring_finish(struct dt_session *s, void *self, int64_t *ste
 		dt_info("the ring was re-formed %d time(s); it ended with %d of %d workers", r->el.reforms, r->el.n,
 			r->el.table_n);
 	if (!st) {
-		comm_thread_stop(&r->ct);
+		dt__allreduce_comm_stop(&r->ct);
 		dt_comm_free(r->comm);
 		r->comm = NULL;
 	}
@@ -794,8 +644,7 @@ enum dt_status dt_train_allreduce(const struct dt_allreduce_run_config *cfg, str
 	memset(res, 0, sizeof(*res));
 	struct ring r;
 	memset(&r, 0, sizeof(r));
-	pthread_mutex_init(&r.ct.mu, NULL);
-	pthread_cond_init(&r.ct.cv, NULL);
+	dt__allreduce_comm_init(&r.ct);
 	r.cfg = cfg;
 	r.step_s = or_default(cfg->step_s, 60);
 	/* Fault injection for the test of --check_replicas_every: this task

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "api_util.h"
+#include "cluster_procs.h"
 
 #define EXPECT_LINE(out, text) DT_CHECK_CONTAINS(out, text)
 
@@ -76,4 +77,31 @@ DT_TEST(api_builtin, run_evaluate_and_misuse)
 	snprintf(path, sizeof(path), "%s/model.ckpt-20.safetensors", dir);
 	DT_CHECK(access(path, F_OK) == 0);
 	dt_run_release(&r);
+}
+
+/* `deterministic` through the typed options on t2t's in-graph master (a
+ * master with sync and 2 ps tasks, every task the same program): its
+ * replicas do not sum in fixed point, so the session refuses it as it
+ * starts (DTRAIN_USAGE naming the strategy), not trains without it. The
+ * refusal once came after the master's early return (its input is on the
+ * ps tasks), and the run succeeded. */
+DT_TEST_TIMEOUT(api_builtin, deterministic_refused_on_in_graph_master, 120)
+{
+	struct api_tree t;
+	api_install(&t);
+	char exe[800];
+	api_compile(&t, "tests/api/deterministic.c", "deterministic", exe, sizeof(exe));
+	struct cluster c;
+	cluster_init(&c, "master", 0, 2);
+	const char *argv[] = { exe, NULL };
+	const char *env[] = { t.ld_env, NULL };
+	cluster_start(&c, "ps", 0, NULL, argv, env);
+	cluster_start(&c, "ps", 1, NULL, argv, env);
+	struct task *master = cluster_start(&c, "master", 0, NULL, argv, env);
+	EXPECT_EXIT(&c, master, 2, 90);
+	char *out = task_read(master, 0);
+	DT_CHECK_CONTAINS(out, "CASE run: USAGE: --deterministic is not built for in_graph_sync training");
+	DT_CHECK_CONTAINS(out, "MODE ps_sync_in_graph\n");
+	free(out);
+	cluster_kill_all(&c); /* the ps tasks would wait for a master for ps_idle_timeout_secs */
 }

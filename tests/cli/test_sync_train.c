@@ -339,3 +339,62 @@ DT_TEST_TIMEOUT(sync, through_the_ps_and_in_graph_give_the_same_model, 180)
 	DT_CHECK_STR_EQ(a, b);
 	free(a), free(b);
 }
+
+/* t2t's clip_grad_norm where synchronous training clips: on each trainer
+ * before its push (the ps averages the clipped gradients) and on the
+ * in-graph master (the replicas' mean). SGD at a rate that diverges within
+ * a few steps unclipped (shown first, in one process) trains when every
+ * step's update is held to rate x threshold: a mode that skipped the
+ * clipping would end "training diverged" with exit 1. */
+#define CLIP_ARGS "--model=mlp", "--problem=synthetic", "--train_steps=40", "--log_every=10", "--sync"
+#define CLIP_HP "--hparams=optimizer=sgd,learning_rate=1000"
+
+static void check_clipped(struct task *t, const char *where, int eval)
+{
+	char *out = task_read(t, 0), *e = task_read(t, 1), want[300];
+	snprintf(want, sizeof(want), "clip_grad_norm=0.0001: the gradient is scaled to global norm <= 0.0001 %s", where);
+	DT_CHECK_CONTAINS(e, want);
+	DT_CHECK_CONTAINS(e, ", clipped 10 of 10 steps) "); /* every step's norm is over 0.0001 */
+	DT_CHECK(!strstr(e, "diverged"));
+	if (eval) {
+		const char *acc = strstr(out, "at global step 40: accuracy = ");
+		DT_CHECK(acc != NULL);
+		if (acc)
+			DT_CHECK(atof(acc + strlen("at global step 40: accuracy = ")) > 0.9);
+	}
+	free(out), free(e);
+}
+
+DT_TEST_TIMEOUT(sync, clip_grad_norm_holds_a_diverging_rate_through_the_ps_and_in_graph, 240)
+{
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=mlp", "--problem=synthetic", "--train_steps=40",
+					  "--log_every=10", CLIP_HP, NULL },
+		    NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 1);
+	DT_CHECK_CONTAINS(r.err, "training diverged at step ");
+	dt_run_release(&r);
+
+	const char *const args[] = { CLIP_ARGS, CLIP_HP ",clip_grad_norm=0.0001", NULL };
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 1);
+	struct task *ps = cluster_start_train(&c, "ps", 0, args);
+	struct task *worker = cluster_start_train(&c, "worker", 0, args);
+	struct task *chief = cluster_start_train(&c, "chief", 0, args);
+	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, worker, 0, 30);
+	EXPECT_EXIT(&c, ps, 0, 30);
+	check_clipped(chief, "on each trainer before its push; the ps averages the clipped gradients", 1);
+	check_clipped(worker, "on each trainer before its push", 0);
+
+	struct cluster g;
+	cluster_init(&g, "master", 0, 2);
+	const char *const std_args[] = { "--schedule=run_std_server", "--model=mlp", "--problem=synthetic", NULL };
+	struct task *s0 = cluster_start_train(&g, "ps", 0, std_args);
+	struct task *s1 = cluster_start_train(&g, "ps", 1, std_args);
+	struct task *master = cluster_start_train(&g, "master", 0, args);
+	EXPECT_EXIT(&g, master, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&g, s0, 0, 30);
+	EXPECT_EXIT(&g, s1, 0, 30);
+	check_clipped(master, "on the master, the replicas' mean", 1);
+}
