@@ -208,10 +208,19 @@ static int forward(int from, int to, struct proxy *px, int flip)
 		buf[px->flip_at - px->forwarded] ^= 0x10;
 	if (flip)
 		px->forwarded += (size_t)n;
+	/* The side dialled through dt_sock_connect is non-blocking: a full
+	 * socket buffer (the reader busy on a loaded host) is a wait, bounded
+	 * like the proxy itself, not a reason to drop the connection. */
 	for (ssize_t off = 0; off < n;) {
 		ssize_t w = send(to, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd o = { to, POLLOUT, 0 };
+			if (poll(&o, 1, 30000) <= 0)
+				return -1;
+			continue;
+		}
 		if (w <= 0)
 			return -1;
 		off += w;
