@@ -49,6 +49,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -161,10 +162,16 @@ enum dt_comm_algorithm dt_comm_choose(const struct dt_comm *comm, enum dt_comm_k
 		return cost_broadcast(comm, DT_COMM_ALG_DOUBLING, m) <= cost_broadcast(comm, DT_COMM_ALG_RING, m)
 			       ? DT_COMM_ALG_DOUBLING
 			       : DT_COMM_ALG_RING;
-	enum dt_comm_algorithm best = DT_COMM_ALG_DOUBLING;
+	/* A measured crossover (remote links, comm_costs.c) decides recursive
+	 * doubling against halving-doubling where the probes timed both; the
+	 * model still weighs the ring against halving-doubling above it. */
+	const int measured = comm->halving_from_bytes > 0;
+	if (measured && bytes < comm->halving_from_bytes)
+		return DT_COMM_ALG_DOUBLING;
+	enum dt_comm_algorithm best = measured ? DT_COMM_ALG_HALVING : DT_COMM_ALG_DOUBLING;
 	double t = cost_allreduce(comm, best, m);
 	const enum dt_comm_algorithm others[] = { DT_COMM_ALG_HALVING, DT_COMM_ALG_RING };
-	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+	for (size_t i = measured; i < sizeof(others) / sizeof(others[0]); i++) {
 		double u = cost_allreduce(comm, others[i], m);
 		if (u < t) {
 			t = u;
@@ -188,16 +195,21 @@ static enum dt_comm_algorithm choose_logged(struct dt_comm *c, enum dt_comm_kind
 	if (!(c->logged[kind] & ((uint64_t)1 << cls))) {
 		c->logged[kind] |= (uint64_t)1 << cls;
 		double m = (double)bytes;
+		char timed[96] = "";
+		if (c->halving_from_bytes > 0)
+			snprintf(timed, sizeof(timed), "; timed: recursive doubling below %zu bytes, then the model",
+				 c->halving_from_bytes);
 		if (kind == DT_COMM_ALLREDUCE)
 			dt_info("all-reduce of %zu bytes or so (size class %d) across %d ranks: %s (model: doubling %.1f us, "
-				"halving-doubling %.1f us, ring %.1f us; links %s%s, alpha %.1f us, beta %.0f ps/byte %s)",
+				"halving-doubling %.1f us, ring %.1f us; links %s%s, alpha %.1f us, beta %.0f ps/byte %s%s)",
 				bytes, cls, c->n, dt_comm_algorithm_name(kind, alg),
 				cost_allreduce(c, DT_COMM_ALG_DOUBLING, m) / 1e6, cost_allreduce(c, DT_COMM_ALG_HALVING, m) / 1e6,
 				cost_allreduce(c, DT_COMM_ALG_RING, m) / 1e6, dt__comm_costs_name(c),
 				c->link_kind == DT__LINK_SAME_HOST ? ", same-host reads" : "", c->alpha_ps / 1e6, c->beta_ps,
 				c->costs_from == DT__COSTS_MEASURED ? "measured"
 				: c->costs_from == DT__COSTS_GIVEN ? "given"
-								    : "compiled");
+								    : "compiled",
+				timed);
 		else
 			dt_info("broadcast of %zu bytes or so (size class %d) across %d ranks: %s", bytes, cls, c->n,
 				dt_comm_algorithm_name(kind, alg));
@@ -476,17 +488,24 @@ enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, s
 	return dt__comm_costs_agree(comm, (int)v[2], (int)v[3], deadline, err);
 }
 
-enum dt_status dt__allreduce_doubling(struct dt_comm *comm, float *buf, size_t count, const char *name,
-				      int64_t deadline, struct dt_err *err)
+enum dt_status dt__allreduce_by(struct dt_comm *comm, enum dt_comm_algorithm alg, float *buf, size_t count,
+				const char *name, int64_t deadline, struct dt_err *err)
 {
-	int alg = comm->algorithm;
-	comm->algorithm = DT_COMM_ALG_DOUBLING; /* fixed: the fewest hops, and no cost model needed */
+	DT_ASSERT(alg == DT_COMM_ALG_DOUBLING || alg == DT_COMM_ALG_HALVING);
+	int was = comm->algorithm;
+	comm->algorithm = (int)alg; /* fixed: the start (dt__ring_begin) records it, no model consulted */
 	struct dt__ring_run r;
 	enum dt_status st = dt__ring_begin(&r, comm, DT_COLL_ALLREDUCE, DT_WIRE_F32, count, 0, buf, name, deadline, err);
 	if (!st && comm->n > 1)
-		st = doubling(&r, buf, count, err);
-	comm->algorithm = alg;
+		st = alg == DT_COMM_ALG_DOUBLING ? doubling(&r, buf, count, err) : halving(&r, buf, count, err);
+	comm->algorithm = was;
 	return st;
+}
+
+enum dt_status dt__allreduce_doubling(struct dt_comm *comm, float *buf, size_t count, const char *name,
+				      int64_t deadline, struct dt_err *err)
+{
+	return dt__allreduce_by(comm, DT_COMM_ALG_DOUBLING, buf, count, name, deadline, err);
 }
 
 /* ---- broadcast ---- */

@@ -159,6 +159,70 @@ static enum dt_status probe(struct dt_comm *c, float *buf, size_t count, int64_t
 	return st;
 }
 
+/*
+ * Where halving-doubling overtakes recursive doubling, timed rather than
+ * priced. On links between hosts a step's time is not always α + m·β: on
+ * bench/allreduce_hosts' 1 Gbit/s veth links (idle host, 4 ranks) any step
+ * of 4 KB or less took 36-45 us, and above that the wire time hid the
+ * latency, so one α could not place both 4 KB (doubling 73 us, halving-
+ * doubling 179) and 16 KB (doubling 277, halving-doubling 210) — the model
+ * kept doubling at 16 KB. So both are timed at CROSS_SIZES (a warm-up and
+ * CROSS_TIMED calls each, the median), every rank's medians summed by one
+ * all-reduce, and the crossover is the smallest size from which halving-
+ * doubling's sum is below doubling's at every larger size timed; none in
+ * range leaves the choice to the model. The sums are the same on every
+ * rank, so is the decision. Cost: 5 sizes x 2 algorithms x 4 calls, about
+ * 20 ms at 1 Gbit/s, 4 ranks.
+ */
+#define CROSS_SIZES_N 5
+static const size_t CROSS_SIZES[CROSS_SIZES_N] = { 4096, 8192, 16384, 32768, 65536 };
+#define CROSS_TIMED 3
+
+static enum dt_status time_the_crossover(struct dt_comm *c, int64_t deadline, struct dt_err *err)
+{
+	c->halving_from_bytes = 0;
+	float *buf = dt_xcalloc(CROSS_SIZES[CROSS_SIZES_N - 1] / sizeof(float), sizeof(float));
+	float sums[2 * CROSS_SIZES_N];
+	enum dt_status st = DT_OK;
+	for (int i = 0; i < CROSS_SIZES_N && !st; i++) {
+		const size_t count = CROSS_SIZES[i] / sizeof(float);
+		for (int a = 0; a < 2 && !st; a++) {
+			const enum dt_comm_algorithm alg = a == 0 ? DT_COMM_ALG_DOUBLING : DT_COMM_ALG_HALVING;
+			double t[CROSS_TIMED];
+			for (int k = 0; k <= CROSS_TIMED && !st; k++) {
+				memset(buf, 0, CROSS_SIZES[i]);
+				int64_t t0 = dt_now_ns();
+				st = dt__allreduce_by(c, alg, buf, count, "dtrain/link-probe", deadline, err);
+				if (k > 0)
+					t[k - 1] = (double)(dt_now_ns() - t0) / 1e3;
+			}
+			if (!st)
+				sums[2 * i + a] = (float)median(t, CROSS_TIMED);
+		}
+	}
+	free(buf);
+	if (!st)
+		st = dt__allreduce_doubling(c, sums, 2 * CROSS_SIZES_N, "dtrain/link-costs", deadline, err);
+	if (st)
+		return st;
+	for (int i = 0; i < CROSS_SIZES_N; i++)
+		dt_debug("timed at %zu bytes, the mean over %d ranks: recursive doubling %.1f us, halving-doubling %.1f us",
+			 CROSS_SIZES[i], c->n, (double)sums[2 * i] / c->n, (double)sums[2 * i + 1] / c->n);
+	int from = CROSS_SIZES_N;
+	while (from > 0 && sums[2 * (from - 1) + 1] < sums[2 * (from - 1)])
+		from--;
+	if (from < CROSS_SIZES_N) {
+		c->halving_from_bytes = CROSS_SIZES[from];
+		dt_info("recursive doubling against halving-doubling, timed over %d ranks: halving-doubling from %zu bytes "
+			"up (%.0f us against doubling's %.0f there, the mean over ranks), recursive doubling below",
+			c->n, c->halving_from_bytes, (double)sums[2 * from + 1] / c->n, (double)sums[2 * from] / c->n);
+	} else {
+		dt_info("recursive doubling against halving-doubling, timed over %d ranks: doubling at every size to %zu "
+			"bytes; the model decides above", c->n, CROSS_SIZES[CROSS_SIZES_N - 1]);
+	}
+	return DT_OK;
+}
+
 enum dt_status dt__comm_measure_costs(struct dt_comm *c, int64_t deadline, struct dt_err *err)
 {
 	float *buf = dt_xcalloc(PROBE_LARGE / sizeof(float), sizeof(float));
@@ -201,7 +265,11 @@ enum dt_status dt__comm_measure_costs(struct dt_comm *c, int64_t deadline, struc
 	dt_debug("link costs on rank %d: %d probes of %u bytes in %.1f ms", c->rank, k, PROBE_LARGE, spent_ms);
 	float v[2] = { (float)(fmax(alpha, ALPHA_FLOOR_PS) / 1e6), (float)fmax(beta, BETA_FLOOR_PS) };
 	st = agree(c, v, c->n, deadline, err);
-	return st ? dt_err_prefix(err, "agreeing the links' measured costs") : DT_OK;
+	if (st)
+		return dt_err_prefix(err, "agreeing the links' measured costs");
+	if ((st = time_the_crossover(c, deadline, err)))
+		return dt_err_prefix(err, "timing recursive doubling against halving-doubling");
+	return DT_OK;
 }
 
 enum dt_status dt__comm_costs_agree(struct dt_comm *c, int measure, int given, int64_t deadline, struct dt_err *err)

@@ -164,6 +164,11 @@ struct dt_comm {
 	 * same bits on every rank. want_*: this rank's config or environment. */
 	double alpha_ps, beta_ps;
 	enum dt__costs_from costs_from;
+	/* > 0 where the links were measured and halving-doubling timed faster
+	 * than recursive doubling from this size up (comm_costs.c): below it
+	 * an all-reduce takes recursive doubling whatever α and β say. The same
+	 * on every rank (decided from sums every rank holds alike). */
+	size_t halving_from_bytes;
 	double want_alpha_us, want_beta_ps; /* both > 0: given */
 	int want_measure;
 	int64_t shm_checked; /* when a sleeping step last looked at its sockets */
@@ -294,6 +299,10 @@ enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, s
  * probes: the fewest hops, the same on every rank). */
 enum dt_status dt__allreduce_doubling(struct dt_comm *comm, float *buf, size_t count, const char *name,
 				      int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
+/* The same by the algorithm given (recursive doubling or halving-doubling):
+ * the link probes time each. */
+enum dt_status dt__allreduce_by(struct dt_comm *comm, enum dt_comm_algorithm alg, float *buf, size_t count,
+				const char *name, int64_t deadline, struct dt_err *err) DT_MUST_CHECK;
 
 /* comm_costs.c: the link costs the cost model prices with.
  * dt__comm_costs_config reads this rank's wish (the config, else
@@ -305,7 +314,9 @@ enum dt_status dt__allreduce_doubling(struct dt_comm *comm, float *buf, size_t c
  * rank calls it with the same sums. dt__comm_measure_costs times recursive
  * doubling of 4 bytes and of 256 KiB (a warm-up and 3 of each), fits α and
  * β to the model's formula for it, and sums the ranks' fits (one more
- * all-reduce): the mean on every rank, its bits the same everywhere.
+ * all-reduce): the mean on every rank, its bits the same everywhere; then
+ * times recursive doubling against halving-doubling at 4-64 KB and sets
+ * halving_from_bytes from the ranks' summed times.
  * Bounded by `deadline`; a peer that stops answering fails it as any
  * collective (named, DT_TIMEOUT or DT_PEER). */
 enum dt_status dt__comm_costs_config(struct dt_comm *c, const struct dt_comm_config *cfg, struct dt_err *err) DT_MUST_CHECK;

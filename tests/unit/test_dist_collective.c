@@ -416,8 +416,11 @@ DT_TEST(dist_collective, the_link_kind_is_agreed_and_prices_the_choice)
  * So β alone moves 16 KB from one to the other, as on the emulated hosts. */
 static struct {
 	double alpha_ps, beta_ps;
+	size_t halving_from; /* the timed crossover, 0 unless measured */
 	int from, choice[3];
+	int choice_timed[3]; /* with comm->halving_from_bytes = timed_from (below) */
 } costs_seen[COLL_MAXR];
+static size_t timed_from;
 
 static enum dt_status costs_rank(struct coll_group *g, int rank, struct dt_comm *comm, struct dt_err *err)
 {
@@ -427,8 +430,16 @@ static enum dt_status costs_rank(struct coll_group *g, int rank, struct dt_comm 
 	costs_seen[rank].alpha_ps = comm->alpha_ps;
 	costs_seen[rank].beta_ps = comm->beta_ps;
 	costs_seen[rank].from = (int)comm->costs_from;
+	costs_seen[rank].halving_from = comm->halving_from_bytes;
 	for (int k = 0; k < 3; k++)
 		costs_seen[rank].choice[k] = (int)dt_comm_choose(comm, DT_COMM_ALLREDUCE, sizes[k]);
+	/* a timed crossover overrides the model between doubling and
+	 * halving-doubling: below it doubling, from it never doubling */
+	const size_t was = comm->halving_from_bytes;
+	comm->halving_from_bytes = timed_from;
+	for (int k = 0; k < 3; k++)
+		costs_seen[rank].choice_timed[k] = (int)dt_comm_choose(comm, DT_COMM_ALLREDUCE, sizes[k]);
+	comm->halving_from_bytes = was;
 	return DT_OK;
 }
 
@@ -459,11 +470,22 @@ DT_TEST(dist_collective, given_link_costs_are_agreed_and_choose_as_the_model_pre
 	DT_CHECK_INT_EQ(costs_seen[0].choice[0], DT_COMM_ALG_DOUBLING);
 	DT_CHECK_INT_EQ(costs_seen[0].choice[1], DT_COMM_ALG_HALVING);
 	DT_CHECK_INT_EQ(costs_seen[0].choice[2], DT_COMM_ALG_HALVING);
+	DT_CHECK_INT_EQ(costs_seen[0].halving_from, 0); /* given costs: nothing timed */
+	timed_from = 32u << 10; /* timed: doubling to 16 KB where the model says halving-doubling */
+	run_costs(4, a20, b8000, NULL);
+	DT_CHECK_INT_EQ(costs_seen[0].choice_timed[0], DT_COMM_ALG_DOUBLING);
+	DT_CHECK_INT_EQ(costs_seen[0].choice_timed[1], DT_COMM_ALG_DOUBLING);
+	DT_CHECK_INT_EQ(costs_seen[0].choice_timed[2], DT_COMM_ALG_HALVING);
+	timed_from = 8u << 10; /* timed: halving-doubling from 8 KB where the model says doubling at 16 KB */
 	run_costs(4, a20, b3000, NULL);
 	DT_CHECK(costs_seen[0].alpha_ps == 20e6 && costs_seen[0].beta_ps == 3000);
 	DT_CHECK_INT_EQ(costs_seen[0].choice[0], DT_COMM_ALG_DOUBLING);
 	DT_CHECK_INT_EQ(costs_seen[0].choice[1], DT_COMM_ALG_DOUBLING);
 	DT_CHECK_INT_EQ(costs_seen[0].choice[2], DT_COMM_ALG_HALVING);
+	DT_CHECK_INT_EQ(costs_seen[0].choice_timed[0], DT_COMM_ALG_DOUBLING);
+	DT_CHECK_INT_EQ(costs_seen[0].choice_timed[1], DT_COMM_ALG_HALVING);
+	DT_CHECK_INT_EQ(costs_seen[0].choice_timed[2], DT_COMM_ALG_HALVING);
+	timed_from = 0;
 	/* Two of three ranks give costs, differently; the third asks to measure:
 	 * the given win, their mean on every rank, nothing measured. */
 	const double a[3] = { 20, 40, 0 }, b[3] = { 8000, 4000, 0 };
@@ -484,6 +506,10 @@ DT_TEST(dist_collective, measured_link_costs_are_the_same_on_every_rank)
 		m[n - 1] = 1;
 		run_costs(n, NULL, NULL, m);
 		DT_CHECK_INT_EQ(costs_seen[0].from, DT__COSTS_MEASURED);
+		/* the crossover, when one was found, is a timed size (and, like
+		 * α and β, the same on every rank: run_costs compares them) */
+		const size_t x = costs_seen[0].halving_from;
+		DT_CHECK(x == 0 || x == 4096 || x == 8192 || x == 16384 || x == 32768 || x == 65536);
 		DT_CHECK(isfinite(costs_seen[0].alpha_ps) && costs_seen[0].alpha_ps >= 1e6);
 		DT_CHECK(isfinite(costs_seen[0].beta_ps) && costs_seen[0].beta_ps >= 50);
 	}
