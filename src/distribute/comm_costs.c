@@ -166,17 +166,28 @@ static enum dt_status probe(struct dt_comm *c, float *buf, size_t count, int64_t
  * of 4 KB or less took 36-45 us, and above that the wire time hid the
  * latency, so one α could not place both 4 KB (doubling 73 us, halving-
  * doubling 179) and 16 KB (doubling 277, halving-doubling 210) — the model
- * kept doubling at 16 KB. So both are timed at CROSS_SIZES (a warm-up and
- * CROSS_TIMED calls each, the median), every rank's medians summed by one
+ * kept doubling at 16 KB. So both are timed at CROSS_SIZES, each back to
+ * back until the ranks spent CROSS_MS on it (a token bucket refilled while
+ * the smaller sizes ran would pass the first calls at memory speed: with
+ * 4 timed calls 16 KB came out faster by doubling), the median of the last
+ * CROSS_TIMED, every rank's medians summed by one
  * all-reduce, and the crossover is the smallest size from which halving-
- * doubling's sum is below doubling's at every larger size timed; none in
+ * doubling's sum is below CROSS_MARGIN of doubling's at every larger size
+ * timed; none in
  * range leaves the choice to the model. The sums are the same on every
- * rank, so is the decision. Cost: 5 sizes x 2 algorithms x 4 calls, about
- * 20 ms at 1 Gbit/s, 4 ranks.
+ * rank, so is the decision. Cost: 5 sizes x 2 algorithms x at least 2 ms
+ * (4 to 32 calls each), about 25 ms at 1 Gbit/s, 4 ranks.
  */
 #define CROSS_SIZES_N 5
 static const size_t CROSS_SIZES[CROSS_SIZES_N] = { 4096, 8192, 16384, 32768, 65536 };
-#define CROSS_TIMED 3
+#define CROSS_TIMED 3   /* the median of the last three */
+#define CROSS_MAX 32
+#define CROSS_MS 2.0f
+/* halving-doubling must win by 5%: a near tie stays with doubling (half the
+ * steps, less CPU), and a tie's noise does not flip the choice between runs
+ * (10 Gbit/s, 2 ranks, 64 KB: 79 against 80 us in one run, doubling 55 in
+ * the bench against halving-doubling's 79 in another) */
+#define CROSS_MARGIN 0.95f
 
 static enum dt_status time_the_crossover(struct dt_comm *c, int64_t deadline, struct dt_err *err)
 {
@@ -188,16 +199,24 @@ static enum dt_status time_the_crossover(struct dt_comm *c, int64_t deadline, st
 		const size_t count = CROSS_SIZES[i] / sizeof(float);
 		for (int a = 0; a < 2 && !st; a++) {
 			const enum dt_comm_algorithm alg = a == 0 ? DT_COMM_ALG_DOUBLING : DT_COMM_ALG_HALVING;
-			double t[CROSS_TIMED];
-			for (int k = 0; k <= CROSS_TIMED && !st; k++) {
+			/* back to back until the ranks spent CROSS_MS on this pair
+			 * on average (a token bucket refilled by the smaller sizes
+			 * before would pass the first calls at memory speed), the
+			 * stop agreed through the first float as the large probe's */
+			double t[CROSS_MAX], spent_ms = 0;
+			int k = 0;
+			while (!st && k < CROSS_MAX) {
 				memset(buf, 0, CROSS_SIZES[i]);
+				buf[0] = (float)spent_ms;
 				int64_t t0 = dt_now_ns();
 				st = dt__allreduce_by(c, alg, buf, count, "dtrain/link-probe", deadline, err);
-				if (k > 0)
-					t[k - 1] = (double)(dt_now_ns() - t0) / 1e3;
+				t[k] = (double)(dt_now_ns() - t0) / 1e3;
+				spent_ms += t[k++] / 1e3;
+				if (!st && k >= CROSS_TIMED + 1 && buf[0] / (float)c->n >= CROSS_MS)
+					break;
 			}
 			if (!st)
-				sums[2 * i + a] = (float)median(t, CROSS_TIMED);
+				sums[2 * i + a] = (float)median(t + k - CROSS_TIMED, CROSS_TIMED);
 		}
 	}
 	free(buf);
@@ -209,7 +228,7 @@ static enum dt_status time_the_crossover(struct dt_comm *c, int64_t deadline, st
 		dt_debug("timed at %zu bytes, the mean over %d ranks: recursive doubling %.1f us, halving-doubling %.1f us",
 			 CROSS_SIZES[i], c->n, (double)sums[2 * i] / c->n, (double)sums[2 * i + 1] / c->n);
 	int from = CROSS_SIZES_N;
-	while (from > 0 && sums[2 * (from - 1) + 1] < sums[2 * (from - 1)])
+	while (from > 0 && sums[2 * (from - 1) + 1] < CROSS_MARGIN * sums[2 * (from - 1)])
 		from--;
 	if (from < CROSS_SIZES_N) {
 		c->halving_from_bytes = CROSS_SIZES[from];
