@@ -165,9 +165,9 @@ enum dt_comm_algorithm dt_comm_choose(const struct dt_comm *comm, enum dt_comm_k
 	/* A measured crossover (remote links, comm_costs.c) decides recursive
 	 * doubling against halving-doubling where the probes timed both; the
 	 * model still weighs the ring against halving-doubling above it. */
-	const int measured = comm->halving_from_bytes > 0;
-	if (measured && bytes < comm->halving_from_bytes)
+	if (bytes < comm->doubling_below_bytes)
 		return DT_COMM_ALG_DOUBLING;
+	const int measured = comm->halving_from_bytes > 0 && bytes >= comm->halving_from_bytes;
 	enum dt_comm_algorithm best = measured ? DT_COMM_ALG_HALVING : DT_COMM_ALG_DOUBLING;
 	double t = cost_allreduce(comm, best, m);
 	const enum dt_comm_algorithm others[] = { DT_COMM_ALG_HALVING, DT_COMM_ALG_RING };
@@ -196,9 +196,9 @@ static enum dt_comm_algorithm choose_logged(struct dt_comm *c, enum dt_comm_kind
 		c->logged[kind] |= (uint64_t)1 << cls;
 		double m = (double)bytes;
 		char timed[96] = "";
-		if (c->halving_from_bytes > 0)
-			snprintf(timed, sizeof(timed), "; timed: recursive doubling below %zu bytes, then the model",
-				 c->halving_from_bytes);
+		if (c->doubling_below_bytes > 0)
+			snprintf(timed, sizeof(timed), "; timed: recursive doubling below %zu bytes%s",
+				 c->doubling_below_bytes, c->halving_from_bytes ? ", then not" : "");
 		if (kind == DT_COMM_ALLREDUCE)
 			dt_info("all-reduce of %zu bytes or so (size class %d) across %d ranks: %s (model: doubling %.1f us, "
 				"halving-doubling %.1f us, ring %.1f us; links %s%s, alpha %.1f us, beta %.0f ps/byte %s%s)",

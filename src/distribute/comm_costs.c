@@ -174,7 +174,8 @@ static enum dt_status probe(struct dt_comm *c, float *buf, size_t count, int64_t
  * all-reduce, and the crossover is the smallest size from which halving-
  * doubling's sum is below CROSS_MARGIN of doubling's at every larger size
  * timed; none in
- * range leaves the choice to the model. The sums are the same on every
+ * range keeps doubling to the largest size timed and leaves the rest to the
+ * model. The sums are the same on every
  * rank, so is the decision. Cost: 5 sizes x 2 algorithms x at least 2 ms
  * (4 to 32 calls each), about 25 ms at 1 Gbit/s, 4 ranks.
  */
@@ -191,7 +192,7 @@ static const size_t CROSS_SIZES[CROSS_SIZES_N] = { 4096, 8192, 16384, 32768, 655
 
 static enum dt_status time_the_crossover(struct dt_comm *c, int64_t deadline, struct dt_err *err)
 {
-	c->halving_from_bytes = 0;
+	c->doubling_below_bytes = c->halving_from_bytes = 0;
 	float *buf = dt_xcalloc(CROSS_SIZES[CROSS_SIZES_N - 1] / sizeof(float), sizeof(float));
 	float sums[2 * CROSS_SIZES_N];
 	enum dt_status st = DT_OK;
@@ -231,11 +232,12 @@ static enum dt_status time_the_crossover(struct dt_comm *c, int64_t deadline, st
 	while (from > 0 && sums[2 * (from - 1) + 1] < CROSS_MARGIN * sums[2 * (from - 1)])
 		from--;
 	if (from < CROSS_SIZES_N) {
-		c->halving_from_bytes = CROSS_SIZES[from];
+		c->doubling_below_bytes = c->halving_from_bytes = CROSS_SIZES[from];
 		dt_info("recursive doubling against halving-doubling, timed over %d ranks: halving-doubling from %zu bytes "
 			"up (%.0f us against doubling's %.0f there, the mean over ranks), recursive doubling below",
 			c->n, c->halving_from_bytes, (double)sums[2 * from + 1] / c->n, (double)sums[2 * from] / c->n);
 	} else {
+		c->doubling_below_bytes = CROSS_SIZES[CROSS_SIZES_N - 1] + 1;
 		dt_info("recursive doubling against halving-doubling, timed over %d ranks: doubling at every size to %zu "
 			"bytes; the model decides above", c->n, CROSS_SIZES[CROSS_SIZES_N - 1]);
 	}

@@ -164,11 +164,13 @@ struct dt_comm {
 	 * same bits on every rank. want_*: this rank's config or environment. */
 	double alpha_ps, beta_ps;
 	enum dt__costs_from costs_from;
-	/* > 0 where the links were measured and halving-doubling timed faster
-	 * than recursive doubling from this size up (comm_costs.c): below it
-	 * an all-reduce takes recursive doubling whatever α and β say. The same
-	 * on every rank (decided from sums every rank holds alike). */
-	size_t halving_from_bytes;
+	/* Where the links were measured, the timed crossover (comm_costs.c):
+	 * all-reduces below doubling_below_bytes take recursive doubling, those
+	 * from halving_from_bytes (> 0: halving-doubling timed faster from there
+	 * up) halving-doubling or the ring, whatever α and β say; 0 and 0: the
+	 * model alone. The same on every rank (decided from sums every rank
+	 * holds alike). */
+	size_t doubling_below_bytes, halving_from_bytes;
 	double want_alpha_us, want_beta_ps; /* both > 0: given */
 	int want_measure;
 	int64_t shm_checked; /* when a sleeping step last looked at its sockets */
@@ -316,7 +318,7 @@ enum dt_status dt__allreduce_by(struct dt_comm *comm, enum dt_comm_algorithm alg
  * β to the model's formula for it, and sums the ranks' fits (one more
  * all-reduce): the mean on every rank, its bits the same everywhere; then
  * times recursive doubling against halving-doubling at 4-64 KB and sets
- * halving_from_bytes from the ranks' summed times.
+ * doubling_below_bytes and halving_from_bytes from the ranks' summed times.
  * Bounded by `deadline`; a peer that stops answering fails it as any
  * collective (named, DT_TIMEOUT or DT_PEER). */
 enum dt_status dt__comm_costs_config(struct dt_comm *c, const struct dt_comm_config *cfg, struct dt_err *err) DT_MUST_CHECK;

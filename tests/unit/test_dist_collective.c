@@ -418,7 +418,8 @@ static struct {
 	double alpha_ps, beta_ps;
 	size_t halving_from; /* the timed crossover, 0 unless measured */
 	int from, choice[3];
-	int choice_timed[3]; /* with comm->halving_from_bytes = timed_from (below) */
+	int choice_timed[3]; /* with a timed crossover at timed_from (below) */
+	int choice_no_crossover; /* 64 KB, none found up to 64 KB */
 } costs_seen[COLL_MAXR];
 static size_t timed_from;
 
@@ -435,11 +436,16 @@ static enum dt_status costs_rank(struct coll_group *g, int rank, struct dt_comm 
 		costs_seen[rank].choice[k] = (int)dt_comm_choose(comm, DT_COMM_ALLREDUCE, sizes[k]);
 	/* a timed crossover overrides the model between doubling and
 	 * halving-doubling: below it doubling, from it never doubling */
-	const size_t was = comm->halving_from_bytes;
-	comm->halving_from_bytes = timed_from;
+	const size_t was_d = comm->doubling_below_bytes, was_h = comm->halving_from_bytes;
+	comm->doubling_below_bytes = comm->halving_from_bytes = timed_from;
 	for (int k = 0; k < 3; k++)
 		costs_seen[rank].choice_timed[k] = (int)dt_comm_choose(comm, DT_COMM_ALLREDUCE, sizes[k]);
-	comm->halving_from_bytes = was;
+	/* no crossover found up to 64 KB: doubling there, whatever the model */
+	comm->doubling_below_bytes = (64u << 10) + 1;
+	comm->halving_from_bytes = 0;
+	costs_seen[rank].choice_no_crossover = (int)dt_comm_choose(comm, DT_COMM_ALLREDUCE, sizes[2]);
+	comm->doubling_below_bytes = was_d;
+	comm->halving_from_bytes = was_h;
 	return DT_OK;
 }
 
@@ -476,6 +482,8 @@ DT_TEST(dist_collective, given_link_costs_are_agreed_and_choose_as_the_model_pre
 	DT_CHECK_INT_EQ(costs_seen[0].choice_timed[0], DT_COMM_ALG_DOUBLING);
 	DT_CHECK_INT_EQ(costs_seen[0].choice_timed[1], DT_COMM_ALG_DOUBLING);
 	DT_CHECK_INT_EQ(costs_seen[0].choice_timed[2], DT_COMM_ALG_HALVING);
+	DT_CHECK_INT_EQ(costs_seen[0].choice[2], DT_COMM_ALG_HALVING); /* the model's 64 KB ... */
+	DT_CHECK_INT_EQ(costs_seen[0].choice_no_crossover, DT_COMM_ALG_DOUBLING); /* ... overruled */
 	timed_from = 8u << 10; /* timed: halving-doubling from 8 KB where the model says doubling at 16 KB */
 	run_costs(4, a20, b3000, NULL);
 	DT_CHECK(costs_seen[0].alpha_ps == 20e6 && costs_seen[0].beta_ps == 3000);
