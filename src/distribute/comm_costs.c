@@ -168,16 +168,15 @@ static enum dt_status probe(struct dt_comm *c, float *buf, size_t count, int64_t
  * doubling 179) and 16 KB (doubling 277, halving-doubling 210) — the model
  * kept doubling at 16 KB. So both are timed at CROSS_SIZES, each back to
  * back until the ranks spent CROSS_MS on it (a token bucket refilled while
- * the smaller sizes ran would pass the first calls at memory speed: with
- * 4 timed calls 16 KB came out faster by doubling), the median of the last
- * CROSS_TIMED, every rank's medians summed by one
- * all-reduce, and the crossover is the smallest size from which halving-
- * doubling's sum is below CROSS_MARGIN of doubling's at every larger size
- * timed; none in
- * range keeps doubling to the largest size timed and leaves the rest to the
- * model. The sums are the same on every
- * rank, so is the decision. Cost: 5 sizes x 2 algorithms x at least 2 ms
- * (4 to 32 calls each), about 25 ms at 1 Gbit/s, 4 ranks.
+ * the smaller sizes ran would pass the first calls at memory speed: with 4
+ * timed calls 16 KB came out faster by doubling), the median of the last
+ * CROSS_TIMED; every rank's medians are summed by one all-reduce, and the
+ * crossover is the smallest size from which halving-doubling's sum is
+ * below CROSS_MARGIN of doubling's at every larger size timed. None in
+ * range keeps doubling to the largest size timed and leaves the rest to
+ * the model. The sums are the same on every rank, so is the decision.
+ * Cost: 5 sizes x 2 algorithms x at least 2 ms (4 to 32 calls each), about
+ * 25 ms at 1 Gbit/s, 4 ranks.
  */
 #define CROSS_SIZES_N 5
 static const size_t CROSS_SIZES[CROSS_SIZES_N] = { 4096, 8192, 16384, 32768, 65536 };
