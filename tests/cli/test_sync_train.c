@@ -307,6 +307,34 @@ DT_TEST_TIMEOUT(sync, replicas_to_aggregate_needs_sync_and_enough_trainers, 60)
 	dt_run_release(&r);
 }
 
+/* A synchronous run through the ps (ps, worker, chief: `args` each) and the
+ * same run in t2t's in-graph layout (a master with `args` and two std
+ * servers on `problem`), each waited for: every task must exit 0. */
+static void run_sync_through_ps(struct cluster *c, const char *const *args, struct task **chief,
+				struct task **worker)
+{
+	cluster_init(c, "chief", 1, 1);
+	struct task *ps = cluster_start_train(c, "ps", 0, args);
+	*worker = cluster_start_train(c, "worker", 0, args);
+	*chief = cluster_start_train(c, "chief", 0, args);
+	EXPECT_EXIT(c, *chief, 0, TASK_WAIT_S);
+	EXPECT_EXIT(c, *worker, 0, 30);
+	EXPECT_EXIT(c, ps, 0, 30);
+}
+
+static struct task *run_in_graph(struct cluster *g, const char *problem, const char *const *args)
+{
+	cluster_init(g, "master", 0, 2);
+	const char *const std_args[] = { "--schedule=run_std_server", "--model=mlp", problem, NULL };
+	struct task *s0 = cluster_start_train(g, "ps", 0, std_args);
+	struct task *s1 = cluster_start_train(g, "ps", 1, std_args);
+	struct task *master = cluster_start_train(g, "master", 0, args);
+	EXPECT_EXIT(g, master, 0, TASK_WAIT_S);
+	EXPECT_EXIT(g, s0, 0, 30);
+	EXPECT_EXIT(g, s1, 0, 30);
+	return master;
+}
+
 /* The two layouts compute the same thing: two replicas on shards 0 and 1 of
  * the data from the same initial variables, averaged, one optimizer step.
  * Through the ps (chief + worker) and in-graph (a master and two std servers)
@@ -315,24 +343,10 @@ DT_TEST_TIMEOUT(sync, through_the_ps_and_in_graph_give_the_same_model, 180)
 {
 	const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=200", "--log_every=0",
 				     "--sync", NULL };
-	struct cluster c;
-	cluster_init(&c, "chief", 1, 1);
-	struct task *ps = cluster_start_train(&c, "ps", 0, args);
-	struct task *worker = cluster_start_train(&c, "worker", 0, args);
-	struct task *chief = cluster_start_train(&c, "chief", 0, args);
-	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
-	EXPECT_EXIT(&c, worker, 0, 30);
-	EXPECT_EXIT(&c, ps, 0, 30);
-
-	struct cluster g;
-	cluster_init(&g, "master", 0, 2);
-	const char *const std_args[] = { "--schedule=run_std_server", "--model=mlp", "--problem=fashion_mnist", NULL };
-	struct task *s0 = cluster_start_train(&g, "ps", 0, std_args);
-	struct task *s1 = cluster_start_train(&g, "ps", 1, std_args);
-	struct task *master = cluster_start_train(&g, "master", 0, args);
-	EXPECT_EXIT(&g, master, 0, TASK_WAIT_S);
-	EXPECT_EXIT(&g, s0, 0, 30);
-	EXPECT_EXIT(&g, s1, 0, 30);
+	struct cluster c, g;
+	struct task *chief, *worker;
+	run_sync_through_ps(&c, args, &chief, &worker);
+	struct task *master = run_in_graph(&g, "--problem=fashion_mnist", args);
 
 	char *a = task_read(chief, 0), *b = task_read(master, 0);
 	DT_CHECK_CONTAINS(a, "at global step 200: accuracy = ");
@@ -376,25 +390,10 @@ DT_TEST_TIMEOUT(sync, clip_grad_norm_holds_a_diverging_rate_through_the_ps_and_i
 	dt_run_release(&r);
 
 	const char *const args[] = { CLIP_ARGS, CLIP_HP ",clip_grad_norm=0.0001", NULL };
-	struct cluster c;
-	cluster_init(&c, "chief", 1, 1);
-	struct task *ps = cluster_start_train(&c, "ps", 0, args);
-	struct task *worker = cluster_start_train(&c, "worker", 0, args);
-	struct task *chief = cluster_start_train(&c, "chief", 0, args);
-	EXPECT_EXIT(&c, chief, 0, TASK_WAIT_S);
-	EXPECT_EXIT(&c, worker, 0, 30);
-	EXPECT_EXIT(&c, ps, 0, 30);
+	struct cluster c, g;
+	struct task *chief, *worker;
+	run_sync_through_ps(&c, args, &chief, &worker);
 	check_clipped(chief, "on each trainer before its push; the ps averages the clipped gradients", 1);
 	check_clipped(worker, "on each trainer before its push", 0);
-
-	struct cluster g;
-	cluster_init(&g, "master", 0, 2);
-	const char *const std_args[] = { "--schedule=run_std_server", "--model=mlp", "--problem=synthetic", NULL };
-	struct task *s0 = cluster_start_train(&g, "ps", 0, std_args);
-	struct task *s1 = cluster_start_train(&g, "ps", 1, std_args);
-	struct task *master = cluster_start_train(&g, "master", 0, args);
-	EXPECT_EXIT(&g, master, 0, TASK_WAIT_S);
-	EXPECT_EXIT(&g, s0, 0, 30);
-	EXPECT_EXIT(&g, s1, 0, 30);
-	check_clipped(master, "on the master, the replicas' mean", 1);
+	check_clipped(run_in_graph(&g, "--problem=synthetic", args), "on the master, the replicas' mean", 1);
 }
