@@ -89,6 +89,22 @@ static int lr_factor_of(const char *name, size_t len)
 	return -1;
 }
 
+/* The schedule's factor at p: its name and length without the blanks around
+ * it (length 0 for an empty one, as in "a**b"). Returns where the next
+ * factor starts, or NULL when this one was the last. */
+static const char *next_factor(const char *p, const char **name, size_t *len)
+{
+	while (*p == ' ')
+		p++;
+	const size_t span = strcspn(p, "*");
+	size_t end = span;
+	while (end > 0 && p[end - 1] == ' ')
+		end--;
+	*name = p;
+	*len = end;
+	return p[span] ? p + span + 1 : NULL;
+}
+
 static int is_dtrain_schedule(const char *schedule)
 {
 	return strcmp(schedule, "constant") == 0 || strcmp(schedule, "linear_warmup_decay") == 0;
@@ -100,33 +116,26 @@ enum dt_status dt_lr_schedule_check(const char *schedule, const char *what, stru
 		return DT_OK;
 	char valid[256];
 	dt_join(valid, sizeof(valid), lr_factor_names, DT_ARRAY_LEN(lr_factor_names), ", ");
-	const char *p = schedule;
 	int factors = 0;
-	for (;;) {
-		while (*p == ' ')
-			p++;
-		size_t len = strcspn(p, "*");
-		size_t end = len;
-		while (end > 0 && p[end - 1] == ' ')
-			end--;
+	const char *p = schedule, *name;
+	size_t end;
+	do {
+		p = next_factor(p, &name, &end);
 		if (end > 0) {
-			if (lr_factor_of(p, end) < 0) {
-				char name[DT_HP_NAME_MAX];
-				snprintf(name, sizeof(name), "%.*s", (int)end, p);
-				const char *near = dt_nearest(name, lr_factor_names, DT_ARRAY_LEN(lr_factor_names));
+			if (lr_factor_of(name, end) < 0) {
+				char bad[DT_HP_NAME_MAX];
+				snprintf(bad, sizeof(bad), "%.*s", (int)end, name);
+				const char *near = dt_nearest(bad, lr_factor_names, DT_ARRAY_LEN(lr_factor_names));
 				return dt_err_set(err, DT_USAGE,
 						  "%s: unknown learning-rate factor '%s'%s%s%s in schedule '%s'; a schedule "
 						  "is constant, linear_warmup_decay, or a product of t2t's factors "
 						  "(e.g. constant*linear_warmup*rsqrt_decay): %s",
-						  what, name, near ? " (did you mean '" : "", near ? near : "",
+						  what, bad, near ? " (did you mean '" : "", near ? near : "",
 						  near ? "'?)" : "", schedule, valid);
 			}
 			factors++;
 		}
-		if (!p[len])
-			break;
-		p += len + 1;
-	}
+	} while (p);
 	if (factors == 0)
 		return dt_err_set(err, DT_USAGE,
 				  "%s: empty schedule; use constant, linear_warmup_decay, or a product of t2t's factors: %s",
@@ -397,17 +406,14 @@ float dt_lr_at(const struct dt_hparams *hp, int64_t step, int64_t total_steps)
 		return (float)linear_warmup_decay(hp, step, total_steps);
 	/* t2t's product of factors; dt_hparams_validate has checked the names */
 	double lr = 1.0;
-	for (const char *p = hp->lr_schedule; *p;) {
-		while (*p == ' ')
-			p++;
-		size_t len = strcspn(p, "*"), end = len;
-		while (end > 0 && p[end - 1] == ' ')
-			end--;
-		const int factor = end > 0 ? lr_factor_of(p, end) : -1;
+	const char *p = hp->lr_schedule, *name;
+	size_t len;
+	do {
+		p = next_factor(p, &name, &len);
+		const int factor = len > 0 ? lr_factor_of(name, len) : -1;
 		if (factor >= 0)
 			lr *= lr_factor_at((enum lr_factor)factor, hp, (double)step, (double)total_steps);
-		p += len + (p[len] != '\0');
-	}
+	} while (p);
 	return (float)lr;
 }
 
