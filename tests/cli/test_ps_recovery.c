@@ -118,13 +118,17 @@ DT_TEST_TIMEOUT(ps_recovery, a_ps_killed_and_restarted_mid_run_is_restored_from_
 	/* Steps lost: from the global step the chief last saw to the one restored,
 	 * at most one checkpoint interval, plus the few steps the worker may add
 	 * while the chief does one (a save is due when the step crosses a
-	 * multiple of the interval, and the ps may die just before it). */
+	 * multiple of the interval, and the ps may die just before it). The
+	 * checkpoint may also be a few steps past the step the chief last saw:
+	 * the chief saves the global step it reads from the ps at save time,
+	 * which the worker may have moved on since the chief's own last step
+	 * (a CI run restored 602 after the chief saw 601). */
 	const char *r = strstr(cerr, "onto the parameter servers: global step ");
 	DT_CHECK(r != NULL);
 	long long seen = 0, restored = 0;
 	DT_CHECK_INT_EQ(sscanf(r, "onto the parameter servers: global step %lld -> %lld", &seen, &restored), 2);
 	fprintf(stderr, "lost steps %lld -> %lld\n", seen, restored);
-	DT_CHECK(restored >= 2 * SAVE_EVERY && restored <= seen && seen - restored <= SAVE_EVERY + 5);
+	DT_CHECK(restored >= 2 * SAVE_EVERY && restored <= seen + 5 && seen - restored <= SAVE_EVERY + 5);
 	/* The run ends at the step count once (redone steps are not counted twice). */
 	DT_CHECK_CONTAINS(cerr, "ended the run on 1 parameter server(s) at global step 150");
 	/* Accuracy as good as the undisturbed run's. */
