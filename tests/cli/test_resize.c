@@ -288,3 +288,31 @@ DT_TEST_TIMEOUT(resize, async_ps_with_overlap_reads_again_only_each_trainers_las
 	DT_CHECK_INT_EQ(never, 0);
 	DT_CHECK(twice <= (2 + 3 + 1) * BATCH);
 }
+
+/* A trainer that starts after the run reached its step count (late, or
+ * restarted near the end) takes no step, but still does one round: it
+ * pulls the run's variables and reports its data position, which the
+ * chief's final checkpoint waits for. The chief trains the 200 steps
+ * alone; the worker starts while the chief waits for every position (it
+ * logs "did N of M global steps" just before, and waits up to 10 s). Under
+ * load this is what the stages above met when a worker started late: the
+ * chief waited 10 s and warned that a trainer did not report. */
+DT_TEST_TIMEOUT(resize, a_trainer_starting_after_the_last_step_pulls_and_reports_its_position, 120)
+{
+	struct stage_cmd cmd;
+	stage_cmd(&cmd, "late", 200, "--nops_overlap");
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 1);
+	struct task *ps = cluster_start(&c, "ps", 0, "late-ps", cmd.argv, NULL);
+	struct task *chief = cluster_start(&c, "chief", 0, "late-chief", cmd.argv, NULL);
+	EXPECT_LOG(&c, chief, "did 200 of ", 60);
+	struct task *worker = cluster_start(&c, "worker", 0, "late-worker", cmd.argv, NULL);
+	EXPECT_EXIT(&c, worker, 0, 60);
+	EXPECT_EXIT(&c, chief, 0, 60);
+	EXPECT_EXIT(&c, ps, 0, 30);
+	char *werr = task_read(worker, 1), *cerr = task_read(chief, 1);
+	DT_CHECK_CONTAINS(werr, "before this trainer's first step: took none, pulled the run's variables");
+	DT_CHECK(strstr(cerr, "did not report their last data position") == NULL);
+	DT_CHECK_CONTAINS(cerr, "ended the run on 1 parameter server(s) at global step 200");
+	free(werr), free(cerr);
+}
