@@ -292,3 +292,48 @@ void dt_fixed_mean(float *out, const int64_t *acc, size_t n, int scale, int64_t 
 	for (; i < n; i++)
 		out[i] = (float)((double)acc[i] * f);
 }
+
+/* The ordered sum's element i (fixed_point.h's formula): the vector loop's
+ * tail, and its definition. */
+static inline float ordered_mean1(const float *const *x, int k, size_t i, double m)
+{
+	double a = (double)x[0][i];
+	for (int j = 1; j < k; j++)
+		a += (double)x[j][i];
+	return (float)(a * m);
+}
+
+/* Eight elements at a time, as fixed_sum_mean_k (the build's -O2 does not
+ * vectorize the scalar loop): the same operations in the same order per
+ * lane, so the same bits. The non-finite check is an OR of the exponent
+ * field's "all ones" over the results, a few integer operations on values
+ * already in registers. */
+int dt_ordered_mean_k(float *out, const float *const *x, int k, size_t n)
+{
+	const double m = 1.0 / (double)k;
+	v8i32 bad = { 0 };
+	size_t i = 0;
+	for (; k > 0 && i + 8 <= n; i += 8) {
+		v8f32 f;
+		memcpy(&f, x[0] + i, sizeof(f));
+		v8f64 a = __builtin_convertvector(f, v8f64);
+		for (int j = 1; j < k; j++) {
+			memcpy(&f, x[j] + i, sizeof(f));
+			a += __builtin_convertvector(f, v8f64);
+		}
+		a *= m;
+		f = __builtin_convertvector(a, v8f32);
+		memcpy(out + i, &f, sizeof(f));
+		v8i32 b;
+		memcpy(&b, &f, sizeof(b));
+		bad |= (b & 0x7f800000) == 0x7f800000;
+	}
+	int nonfinite = 0;
+	for (int l = 0; l < 8; l++)
+		nonfinite |= bad[l] != 0;
+	for (; i < n; i++) {
+		out[i] = ordered_mean1(x, k, i, m);
+		nonfinite |= !isfinite(out[i]);
+	}
+	return nonfinite;
+}

@@ -28,6 +28,24 @@
  * A non-finite gradient has no scale: dt_fixed_exponent says so, every task
  * learns it with the exponents, and the step fails as diverged.
  *
+ * Which method a step uses depends on K alone (the micro-batches of the
+ * GLOBAL step: the full ring's slices times the micro-batches of a slice),
+ * the same on every task and at every worker count, never on the deal:
+ *
+ *   K <= DT_ORDERED_MAX_TERMS: the ordered sum (dt_ordered_mean_k). Every
+ *     task ends the step holding all K gradients (its own, or all-gathered)
+ *     and sums them itself in micro-batch index order. No partial sum is
+ *     ever combined across tasks, so the order of the additions is the
+ *     index, whichever task computed which micro-batch: the same bits at
+ *     any worker count, with no scale, no exponents and no int64 pass.
+ *   K > DT_ORDERED_MAX_TERMS: fixed point as above, because there each task
+ *     sums its own micro-batches and the partial sums are combined across
+ *     tasks (an all-reduce whose order depends on the ring), which only
+ *     integer addition makes order-free.
+ *
+ * Never both for one K: 1 worker and 2 workers would then sum the same
+ * gradients by two methods and differ.
+ *
  * Every function here is pure arithmetic on the caller's buffers.
  */
 #ifndef DT_TRAIN_FIXED_POINT_H
@@ -74,5 +92,25 @@ void dt__fixed_sum_k_bits(int64_t *acc, const float *const *x, int k, size_t n, 
  * (nothing to all-reduce), the same bits as the two steps. out may be one
  * of the x[j] (each element is read before it is written). */
 void dt_fixed_sum_mean_k(float *out, const float *const *x, int k, size_t n, int scale, int64_t terms);
+
+/* The most micro-batches in a global step summed in order (above): every
+ * task then receives every other task's raw gradients, (n - 1) K / n
+ * gradients' worth, against the int64 ring's 4 (n - 1) / n (8-byte
+ * integers, reduce-scatter and all-gather): fewer bytes while K < 4. */
+#define DT_ORDERED_MAX_TERMS 3
+
+/* The ordered sum's mean, defined here and nowhere else:
+ *
+ *     out[i] = (float)((((double)x[0][i] + x[1][i]) + ... + x[k-1][i]) * (1.0 / k))
+ *
+ * the terms added left to right in double (micro-batch index order), the
+ * sum multiplied by 1/k rounded once to double, the product rounded once to
+ * float. Vectorized (fixed_point.c); the unit test checks it against the
+ * formula written out, bit for bit. k >= 1. out may be one of the x[j]
+ * (each element is read before it is written). Returns 1 when some out[i]
+ * is a NaN or an infinity (every non-finite term makes the sum non-finite:
+ * the step diverged, alike on every task, which all compute the same
+ * mean), else 0. */
+int dt_ordered_mean_k(float *out, const float *const *x, int k, size_t n);
 
 #endif

@@ -57,14 +57,19 @@ static void expect_same_tensors(const char *a, const char *b, int step)
 }
 
 /* `workers` all-reduce workers (or one plain process when 1), batch
- * 64 / workers each (and the hparams `more`: "" or ",name=value..."), with
- * `common` args (--micro_batch=`micro` among them); the chief's output dir
- * `dir`. With one micro-batch a worker on 2 or 3 workers the raw gradients
- * are all-gathered (session_deal.c), and the chief says so. */
-static void train_workers_at(int workers, const char *dir, const char *const *common, const char *more, int micro)
+ * `global` / workers each (and the hparams `more`: "" or ",name=value..."),
+ * with `common` args (--micro_batch=`micro` among them); the chief's output
+ * dir `dir`. The method is K's (fixed_point.h): at most 3 micro-batches in
+ * the global step, summed in micro-batch order (on 2 or 3 workers the raw
+ * gradients all-gathered, session_deal.c), more in fixed point; the chief
+ * says which. */
+static void train_global(int workers, int global, const char *dir, const char *const *common, const char *more,
+			 int micro)
 {
 	char batch[128], out[2400];
-	snprintf(batch, sizeof(batch), "--hparams=batch_size=%d%s", 64 / workers, more);
+	const int k = global / micro;
+	const char *method = k <= 3 ? "gradients summed in micro-batch order" : "gradients summed in 64-bit fixed point";
+	snprintf(batch, sizeof(batch), "--hparams=batch_size=%d%s", global / workers, more);
 	snprintf(out, sizeof(out), "--output_dir=%s/%s", dt_test_tmpdir(), dir);
 	const char *args[24];
 	int n = 0;
@@ -84,8 +89,9 @@ static void train_workers_at(int workers, const char *dir, const char *const *co
 		DT_CHECK_INT_EQ(r.exit_code, 0);
 		char want[160];
 		snprintf(want, sizeof(want), "deterministic: micro-batches of %d, %d per step on this task (%d in all)",
-			 micro, 64 / micro, 64 / micro);
+			 micro, k, k);
 		DT_CHECK_CONTAINS(r.err, want);
+		DT_CHECK_CONTAINS(r.err, method);
 		dt_run_release(&r);
 		return;
 	}
@@ -99,10 +105,16 @@ static void train_workers_at(int workers, const char *dir, const char *const *co
 	char *err0 = task_read(t[0], 1);
 	DT_CHECK_CONTAINS(err0, "in 64-bit fixed point after the backward pass (--deterministic)");
 	char want[64];
-	snprintf(want, sizeof(want), "(%d in all)", 64 / micro);
+	snprintf(want, sizeof(want), "(%d in all)", k);
 	DT_CHECK_CONTAINS(err0, want);
-	DT_CHECK_INT_EQ(strstr(err0, "(every task's all-gathered and summed by each)") != NULL, 64 / micro < 4);
+	DT_CHECK_CONTAINS(err0, method);
+	DT_CHECK_INT_EQ(strstr(err0, "(every task's all-gathered and summed by each)") != NULL, k < 4);
 	free(err0);
+}
+
+static void train_workers_at(int workers, const char *dir, const char *const *common, const char *more, int micro)
+{
+	train_global(workers, 64, dir, common, more, micro);
 }
 
 static void train_workers_hp(int workers, const char *dir, const char *const *common, const char *more)
@@ -121,9 +133,10 @@ static void dir_path(char *buf, size_t cap, const char *name)
 }
 
 /* mlp with Adam and weight decay: 1, 2 and 4 workers, global batch 64 in
- * micro-batches of 16 (fixed_point's unit test shows the float sums of the
- * same terms in two orders differ), the workers' int64 sums all-reduced;
- * then 1 and 2 at micro-batches of 32, the two's raw gradients gathered. */
+ * micro-batches of 16 (K = 4: fixed point; fixed_point's unit test shows
+ * the float sums of the same terms in two orders differ), the workers' int64
+ * sums all-reduced; then 1 and 2 at micro-batches of 32 (K = 2: the ordered
+ * sum), the two's raw gradients gathered. */
 DT_TEST_TIMEOUT(deterministic, one_two_and_four_workers_write_the_same_checkpoint, 600)
 {
 	const char *common[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=40", "--log_every=20",
@@ -143,6 +156,21 @@ DT_TEST_TIMEOUT(deterministic, one_two_and_four_workers_write_the_same_checkpoin
 	train_workers_at(1, "g1", one_each, "", 32);
 	train_workers_at(2, "g2", one_each, "", 32);
 	dir_path(a, sizeof(a), "g1"), dir_path(b, sizeof(b), "g2");
+	expect_same_tensors(a, b, 40);
+}
+
+/* K = 3 (the ordered sum's largest): one process summing its three
+ * micro-batches and three workers each computing one and summing all three
+ * after the all-gather write the same tensor bytes. */
+DT_TEST_TIMEOUT(deterministic, three_micro_batches_on_one_and_three_workers_write_the_same_checkpoint, 600)
+{
+	const char *common[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=40", "--log_every=20",
+				 "--noeval", "--deterministic", "--micro_batch=16", "--save_checkpoints_steps=40",
+				 "--connect_timeout=60", "--hparams_set=mlp_base", NULL };
+	train_global(1, 48, "k3w1", common, "", 16);
+	train_global(3, 48, "k3w3", common, "", 16);
+	char a[2200], b[2200];
+	dir_path(a, sizeof(a), "k3w1"), dir_path(b, sizeof(b), "k3w3");
 	expect_same_tensors(a, b, 40);
 }
 
@@ -277,10 +305,13 @@ static void elastic_three(const char *dir, const char *const *common, const char
 	EXPECT_EXIT(&c, again ? again : t[2], 0, 60);
 	char *err0 = task_read(t[0], 1);
 	DT_CHECK_CONTAINS(err0, in_all);
-	if (gathered) /* one slice a task, 3 micro-batches: raw gradients all-gathered, back to that after the rejoin */
+	/* 3 micro-batches: summed in order, the raw gradients all-gathered; 6: fixed point */
+	DT_CHECK_CONTAINS(err0, gathered ? "gradients summed in micro-batch order" : "gradients summed in 64-bit fixed point");
+	if (gathered)
 		DT_CHECK_CONTAINS(err0, "(every task's all-gathered and summed by each)");
 	if (gathered && kill_at) {
-		DT_CHECK_CONTAINS(err0, "deterministic: the slices dealt over fewer tasks: their sums all-reduced in int64");
+		DT_CHECK_CONTAINS(err0, "deterministic: the slices dealt over fewer tasks: blocks of several slices a task "
+					"all-gathered");
 		DT_CHECK_CONTAINS(err0, "deterministic: every task's gradients all-gathered again, one slice a task");
 	}
 	if (kill_at) {
@@ -300,14 +331,16 @@ static void elastic_three(const char *dir, const char *const *common, const char
  * (the survivors redo the step in flight, its slice dealt to the chief) and
  * restarted at once (it rejoins and takes its slice back) leaves the final
  * checkpoint's tensors as the undisturbed ring leaves them. Twice, at two
- * random steps: once with the int64 sums throughout, once with the raw
- * gradients all-gathered before the loss and after the rejoin. */
+ * random steps: once in fixed point (K = 6, int64 sums throughout), once
+ * summed in micro-batch order (K = 3: the raw gradients all-gathered one
+ * slice a task before the loss and after the rejoin, and in between in
+ * blocks of two slots a task, the chief's two slices and worker 1's one). */
 DT_TEST_TIMEOUT(deterministic, elastic_worker_lost_and_rejoined_matches_undisturbed, 600)
 {
 	srand((unsigned)time(NULL) ^ (unsigned)getpid());
 	/* micro-batches of 16: six a step, summed in int64 throughout; of 32:
-	 * three, all-gathered raw while each task has its slice, summed in
-	 * int64 while the chief computes two */
+	 * three, all-gathered raw and summed in order throughout (the uneven
+	 * deal while the chief computes two included) */
 	for (int round = 0; round < 2; round++) {
 		const char *common[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=3000", "--log_every=50",
 					 "--noeval", "--deterministic", round ? "--micro_batch=32" : "--micro_batch=16",
