@@ -1,8 +1,8 @@
 /* --deterministic's ordered sum (train/fixed_point.h, K <= DT_ORDERED_MAX_TERMS):
- * the vector mean against its formula written out in scalars, on floats of
- * every kind (zeros of both signs, subnormals, the largest, NaN and
- * infinities), at every size around the eight-lane blocks and in place;
- * the non-finite flag in every position. */
+ * the vector means (the build's and the portable) against the formula
+ * written out in scalars, on floats of every kind (zeros of both signs,
+ * subnormals, the largest, NaN and infinities), at every size around the
+ * eight-lane blocks and in place; the non-finite flag in every position. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -72,6 +72,10 @@ DT_TEST(fixed_point, ordered_mean_equals_its_formula_on_every_kind_of_float)
 			if (!same_float(want[i], got[i]))
 				dt_test_fail(__FILE__, __LINE__, "k %d n %zu element %zu: %a, the formula %a", k, n, i,
 					     (double)got[i], (double)want[i]);
+		memset(got, 0x5a, sizeof(got));
+		DT_CHECK_INT_EQ(dt__ordered_mean_k_portable(got, xs, k, n), bad);
+		for (size_t i = 0; i < n; i++)
+			DT_CHECK(same_float(want[i], got[i]));
 		/* in place over the last term, as the session sums */
 		DT_CHECK_INT_EQ(dt_ordered_mean_k(x + (size_t)(k - 1) * N, xs, k, n), bad);
 		for (size_t i = 0; i < n; i++)
