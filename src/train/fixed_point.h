@@ -1,15 +1,19 @@
 /*
- * fixed_point.h — gradients as 64-bit fixed point, for --deterministic.
+ * fixed_point.h — --deterministic's sums of micro-batch gradients: 64-bit
+ * fixed point, and the ordered sum of a small step.
  *
  * Floating-point addition is not associative: the sum of the same gradients
  * in another order (two workers instead of one, a ring of four, replicas on
  * threads) differs in the last bits, and so does every variable after it.
- * Integer addition is associative. So with --deterministic each micro-batch's
- * gradient (the unit of work: a fixed number of examples, wherever it is
- * computed) is converted to integers with a scale every task agrees on,
- * the integers are summed (locally, then by an int64 all-reduce), and the sum
- * converted back once: the same bits whichever tasks computed which
- * micro-batches and in whatever order they were added.
+ * Integer addition is associative. So with --deterministic, where partial
+ * sums are combined across tasks, each micro-batch's gradient (the unit of
+ * work: a fixed number of examples, wherever it is computed) is converted
+ * to integers with a scale every task agrees on, the integers are summed
+ * (locally, then by an int64 all-reduce), and the sum converted back once:
+ * the same bits whichever tasks computed which micro-batches and in
+ * whatever order they were added. Where no partial sum is ever combined
+ * (every task holds all of a small step's gradients), a fixed order does
+ * the same more cheaply: the ordered sum, below.
  *
  * The scale, per variable and per step: e is the smallest exponent with
  * |g| < 2^e for every element g of that variable in every micro-batch of the
