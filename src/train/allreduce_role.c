@@ -239,7 +239,7 @@ static enum dt_status ring_connect(struct dt_session *s, void *self, struct dt_s
 	dt_allreduce_describe_buckets(model, r->buckets, r->nbuckets, plan, sizeof(plan));
 	dt_info("gradient all-reduce: %s; %s", plan,
 		r->overlap ? "started during the backward pass"
-		: tc->micro_batch ? "in 64-bit fixed point after the backward pass (--deterministic)"
+		: tc->micro_batch ? "after the backward pass (--deterministic: its method in the line below)"
 		: r->nbuckets == 1 ? "after the backward pass (one bucket)"
 		: tc->replicas > 1 ? "after the backward pass (the replicas' gradients are summed at its end)"
 				   : "after the backward pass (DTRAIN_ALLREDUCE_NO_OVERLAP)");
