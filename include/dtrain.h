@@ -527,8 +527,9 @@ typedef struct dtrain_session_options {
 	int threads;                  /* compute threads, 1..1024 (1) */
 	int prefetch;                 /* prepare the next batch on a background thread (0) */
 	int replicas;                 /* in-process mirrored replicas, 1..64 (1) */
-	int deterministic;            /* micro-batches summed in 64-bit fixed point: the same bits at any
-					 worker or replica count; not with parameter servers (0) */
+	int deterministic;            /* micro-batches summed in 64-bit fixed point (in micro-batch order
+					 for at most 3 a global step): the same bits at any worker or
+					 replica count; not with parameter servers (0) */
 	int micro_batch;              /* deterministic's unit of work in examples (0: deterministic off);
 					 one that does not divide each replica's batch fails as training
 					 starts, DTRAIN_USAGE (32) */

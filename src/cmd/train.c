@@ -408,8 +408,8 @@ int dt_cmd_train(int argc, char **argv)
 		DT_OPT_INT("replicas", &replicas, "N",
 			   "mirrored replicas on threads, each batch split across them (t2t's --worker_gpu=N > 1 sets it when there is no ps)"),
 		DT_OPT_BOOL("deterministic", &deterministic,
-			    "the same bits at any worker or replica count: micro-batches summed in 64-bit fixed point "
-			    "(docs/DISTRIBUTED.md)"),
+			    "the same bits at any worker or replica count: micro-batches summed in 64-bit fixed point, "
+			    "or in micro-batch order for at most 3 a global step (docs/DISTRIBUTED.md)"),
 		DT_OPT_INT("micro_batch", &micro_batch, "N",
 			   "--deterministic's unit of work in examples; must divide each replica's batch"),
 		DT_OPT_GROUP("Output"),

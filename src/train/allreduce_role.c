@@ -114,8 +114,11 @@ struct ring {
 	/* Elastic: "a restarted worker waits to join" (join_mine: 1 only on the
 	 * chief) summed over the ring inside the step's first collective, so every
 	 * member re-forms after the same step: the spare float past the gradients
-	 * (nn/model.h) in bucket 0, or one more int64 after the --deterministic
-	 * exponents (join_pending: the next reduce_i64 carries it). */
+	 * (nn/model.h) in bucket 0; under --deterministic (join_pending: the next
+	 * collective carries it) one more int64 after the fixed-point exponents
+	 * (reduce_i64), or the last float of each task's block of the ordered
+	 * sum's all-gather (allgather); with no collective (the ordered sum on a
+	 * ring of one) this task's flag is the sum. */
 	int join_mine, join_pending, join_seen;
 };
 
@@ -236,7 +239,7 @@ static enum dt_status ring_connect(struct dt_session *s, void *self, struct dt_s
 	dt_allreduce_describe_buckets(model, r->buckets, r->nbuckets, plan, sizeof(plan));
 	dt_info("gradient all-reduce: %s; %s", plan,
 		r->overlap ? "started during the backward pass"
-		: tc->micro_batch ? "in 64-bit fixed point after the backward pass (--deterministic)"
+		: tc->micro_batch ? "after the backward pass (--deterministic: its method in the line below)"
 		: r->nbuckets == 1 ? "after the backward pass (one bucket)"
 		: tc->replicas > 1 ? "after the backward pass (the replicas' gradients are summed at its end)"
 				   : "after the backward pass (DTRAIN_ALLREDUCE_NO_OVERLAP)");
@@ -471,22 +474,28 @@ static enum dt_status ring_apply(struct dt_session *s, void *self, const struct 
 	const int fixed = r->cfg->train->micro_batch > 0;
 	if (r->el.min_workers) {
 		dt_elastic_snapshot(&r->el, s);
-		r->join_pending = fixed; /* the exponents' all-reduce, the first of dt__session_apply_fixed's */
+		r->join_pending = fixed; /* the first collective of dt__session_apply_fixed's, if any */
 		r->join_seen = 0;
 		if (fixed) /* its update comes after its all-reduces */
 			keep_for_rollback(s, r, 0, dt_model_num_params(dt__session_model(s)), 1);
 	}
 	enum dt_status st = fixed ? dt__session_apply_fixed(s, lr, step, err)
 				  : reduce_and_apply(s, r, lr, step, &io->grad_norm, err);
-	if (st)
-		r->join_pending = 0; /* it may have failed before its exponents */
-	else
+	if (st) {
+		r->join_pending = 0; /* it may have failed before its first collective */
+	} else if (r->join_pending) {
+		/* the ordered sum with every slice here: no collective, no other member */
+		DT_ASSERT(r->size == 1);
+		r->join_seen = r->join_mine;
+		r->join_pending = 0;
+	}
+	if (!st)
 		st = sync_mean(r, dt__session_model(s), step, err);
 	int grow = 0;
 	if (!st && r->el.min_workers) {
 		dt_elastic_done(&r->el, s, step);
 		struct dt_model *m = dt__session_model(s);
-		DT_ASSERT(!r->join_pending); /* the flag went with the exponents */
+		DT_ASSERT(!r->join_pending); /* the flag went with the first collective */
 		grow = fixed ? r->join_seen : dt_model_grads(m)[dt_model_num_params(m)] > 0.5f;
 	}
 	if (st && dt_elastic_survivable(&r->el, st)) {
@@ -583,14 +592,26 @@ static enum dt_status ring_reduce_i64(struct dt_session *s, void *self, int64_t 
 				       &r->join_seen, err);
 }
 
-/* --deterministic's raw gradients (session_deal.c): the exponents' reduce_i64
- * before it carried the join flag. */
+/* --deterministic's raw gradients for the ordered sum (session_deal.c), the
+ * step's first collective: the join flag rides in the last float of this
+ * rank's block (strategy.h leaves it to the strategy), and is seen when any
+ * block's is set, alike on every member. */
 static enum dt_status ring_allgather(struct dt_session *s, void *self, void *buf, size_t block, const char *what,
 				     struct dt_err *err)
 {
 	(void)s;
 	struct ring *r = self;
-	return dt_allgather(r->comm, buf, block, what, dt_deadline_in(r->step_s), err);
+	DT_ASSERT(block >= sizeof(float) && block % sizeof(float) == 0);
+	const size_t last = block / sizeof(float) - 1;
+	float *all = buf;
+	const int carry = r->join_pending;
+	if (carry)
+		all[(size_t)r->rank * (last + 1) + last] = (float)r->join_mine;
+	r->join_pending = 0;
+	enum dt_status st = dt_allgather(r->comm, buf, block, what, dt_deadline_in(r->step_s), err);
+	for (int q = 0; !st && carry && q < r->size; q++)
+		r->join_seen |= all[(size_t)q * (last + 1) + last] > 0.5f;
+	return st;
 }
 
 static enum dt_status ring_finish(struct dt_session *s, void *self, int64_t *step, struct dt_err *err)

@@ -82,7 +82,8 @@ struct dt_train_config {
 	int prefetch;             /* prepare the next batch on a background thread */
 	int replicas;             /* mirrored replicas on threads splitting each batch (distribute/mirrored.h); <= 1: one */
 	/* --deterministic: micro-batches of this many examples are the unit of
-	 * work and their gradients are summed in 64-bit fixed point
+	 * work and their gradients are summed in 64-bit fixed point, or in
+	 * micro-batch order for at most three a global step
 	 * (train/fixed_point.h), so the run's bits do not depend on how many
 	 * workers or replicas share the global batch; 0: off. */
 	int micro_batch;

@@ -128,12 +128,15 @@ enum dt_status dt__session_next_batch(struct dt_session *s, const struct dt_batc
 				      struct dt_err *err) DT_MUST_CHECK;
 struct dt_rng *dt__session_rng(struct dt_session *s);
 /* --deterministic's apply (train/fixed_point.h): the micro-batch gradients
- * of the last compute turned into int64 with the scale every task agrees on
- * (their exponents summed through the strategy's reduce_i64, one row per
- * task), summed (reduce_i64; or, for a small step with one slice a task,
- * every task's raw gradients all-gathered through the strategy's allgather
- * and summed by each), their mean back in the model's gradient buffer, weight decay and the optimizer at `lr`, step `step`. The same bits
- * on every task and at any task or replica count. */
+ * of the last compute summed by the method K (the global step's
+ * micro-batches) picks: at most DT_ORDERED_MAX_TERMS, every task's raw
+ * gradients all-gathered through the strategy's allgather (when there are
+ * others) and summed by each in micro-batch order; more, turned into int64
+ * with the scale every task agrees on (their exponents summed through the
+ * strategy's reduce_i64, one row per task) and summed (reduce_i64). Their
+ * mean back in the model's gradient buffer, weight decay and the optimizer
+ * at `lr`, step `step`. The same bits on every task and at any task or
+ * replica count. */
 enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t step, struct dt_err *err) DT_MUST_CHECK;
 /* --deterministic in a ring of `count` of the info's fixed_slices workers
  * (an elastic ring that lost some): this task computes slices index,

@@ -7,12 +7,26 @@
  * not change what it is (its examples come from the global order, its
  * dropout stream from the step and its index). dt__session_deal deals the
  * slices over the tasks there are (one each, or several when an elastic
- * ring lost workers); compute keeps every micro-batch's gradient apart with
- * its exponents; apply agrees on one scale per variable (the exponents'
- * maximum over every task), sums the gradients in 64-bit fixed point,
- * exactly and in any order, and applies their mean (train/fixed_point.h):
- * each task its own and an int64 all-reduce, or for a small step every
- * task all of them after an all-gather of the raw floats (use_gather).
+ * ring lost workers); compute keeps every micro-batch's gradient apart;
+ * apply sums them and applies their mean by one of fixed_point.h's two
+ * methods, chosen by K (the global step's micro-batches) alone:
+ *
+ *   K <= DT_ORDERED_MAX_TERMS, the ordered sum: every deal ends with every
+ *     task holding all K gradients, one task alone computing them all, or
+ *     the raw floats all-gathered (each task's block of ceil(slices / tasks)
+ *     slices, also for an uneven deal after an elastic loss), and each
+ *     task sums them in micro-batch index order: the order is the index,
+ *     never the task, so any worker count gives the same bits. A NaN or an
+ *     infinity in any gradient makes the mean non-finite, the same on
+ *     every task: the step fails as diverged everywhere.
+ *   K > DT_ORDERED_MAX_TERMS, fixed point: compute also keeps each
+ *     micro-batch's exponents; apply agrees on one scale per variable (the
+ *     exponents' maximum over every task, which also carries a non-finite
+ *     gradient), each task sums its own in 64-bit fixed point, and an
+ *     int64 all-reduce sums the tasks' (exact, in any order).
+ *
+ * The method never depends on the deal or the worker count: one K, one
+ * method, at 1 worker, at 4, and across an elastic loss and rejoin.
  * The loop and everything else is session.c's; the state is
  * session_state.h's.
  */
@@ -47,41 +61,25 @@ enum dt_status dt__session_start_fixed(struct dt_session *s, const struct dt_str
 	const int nv = dt_model_num_variables(s->model);
 	s->micro_local = b / m;
 	s->fixed_slices = s->info.fixed_slices ? s->info.fixed_slices : s->info.shard_count;
-	s->fixed_sum = dt_xmallocarray(np ? np : 1, sizeof(int64_t));
-	s->fixed_exp = dt_xmallocarray((size_t)s->fixed_slices * (size_t)(nv ? nv : 1), sizeof(int64_t));
-	s->fixed_scale = dt_xmallocarray((size_t)(nv ? nv : 1), sizeof(int));
+	s->ordered = (int64_t)s->fixed_slices * s->micro_local <= DT_ORDERED_MAX_TERMS;
+	if (s->ordered && s->fixed_slices > 1 && !s->strategy->allgather)
+		return dt_err_set(err, DT_INTERNAL, "--deterministic with %d micro-batches a step over %d tasks sums them "
+				  "in order after an all-gather, which strategy %s lacks", s->micro_local * s->fixed_slices,
+				  s->fixed_slices, s->strategy->name);
+	if (!s->ordered) {
+		s->fixed_sum = dt_xmallocarray(np ? np : 1, sizeof(int64_t));
+		s->fixed_exp = dt_xmallocarray((size_t)s->fixed_slices * (size_t)(nv ? nv : 1), sizeof(int64_t));
+		s->fixed_scale = dt_xmallocarray((size_t)(nv ? nv : 1), sizeof(int));
+	}
 	enum dt_status st = dt__session_deal(s, s->info.shard_index, s->info.shard_count, at->epoch, at->offset, err);
 	if (st)
 		return at->step ? dt_err_prefix(err, "cannot resume at step %lld", (long long)at->step) : st;
-	dt_info("deterministic: micro-batches of %d, %d per step on this task (%d in all), gradients summed in 64-bit "
-		"fixed point%s; the data read in global batches of %d, this task slice %d of %d", m,
-		s->micro_local * s->ndeal, s->micro_local * s->fixed_slices,
+	dt_info("deterministic: micro-batches of %d, %d per step on this task (%d in all), gradients summed in %s%s; "
+		"the data read in global batches of %d, this task slice %d of %d", m, s->micro_local * s->ndeal,
+		s->micro_local * s->fixed_slices, s->ordered ? "micro-batch order" : "64-bit fixed point",
 		s->gather ? " (every task's all-gathered and summed by each)" : "", b * s->fixed_slices,
 		s->info.shard_index, s->fixed_slices);
 	return DT_OK;
-}
-
-/* The most micro-batches in a global step for which the raw gradients are
- * all-gathered and every task sums them all itself, instead of each task
- * converting its own to int64, an int64 all-reduce and the mean: at n tasks
- * of k micro-batches, a task receives (n - 1) k float gradients against the
- * ring's 4 (n - 1) / n gradients' worth for int64 (fewer bytes while
- * n k < 4), and makes one pass over n k gradients instead of three over its
- * own and the sums. Measured for mlp on 2 workers (BENCHMARKS.md): k = 1
- * 0.86-0.89x the int64 path's CPU time, k = 2 (as many bytes) no gain. The
- * same answer on every task: it depends on the ring's size and micro_local
- * alone. */
-#define GATHER_MAX_TERMS 3
-
-/* Whether this deal's gradients are all-gathered: every slice has a task of
- * its own (one each: a lost worker's slices are dealt to others, who then
- * sum in int64), the strategy can, and the step is small enough. The
- * integer sum is the same bits either way (fixed_point.h), so a run may
- * switch at a re-formation. */
-static int use_gather(const struct dt_session *s, int count)
-{
-	return s->strategy->allgather && count > 1 && count == s->fixed_slices &&
-	       (int64_t)count * s->micro_local <= GATHER_MAX_TERMS;
 }
 
 enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int64_t epoch, int64_t offset,
@@ -90,16 +88,24 @@ enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int6
 	DT_ASSERT(s->cfg->micro_batch > 0 && count >= 1 && index < count && count <= s->fixed_slices);
 	const size_t np = dt_model_num_params(s->model);
 	const int nv = dt_model_num_variables(s->model);
-	const int was_gather = s->gather, was_first = s->deal_first, again = s->micro_slots > 0;
+	const int was_gather = s->gather, was_first = s->deal_first, was_block = s->gather_block;
+	const int again = s->micro_slots > 0;
 	s->deal_first = index;
 	s->deal_stride = count;
 	s->ndeal = (s->fixed_slices - index + count - 1) / count;
-	s->gather = use_gather(s, count);
-	if (again && s->gather != was_gather)
-		dt_info("deterministic: %s", s->gather ? "every task's gradients all-gathered again, one slice a task"
-						       : "the slices dealt over fewer tasks: their sums all-reduced in int64");
-	const size_t n = (size_t)(s->gather ? count : s->ndeal) * (size_t)s->micro_local;
-	if (n > s->micro_slots || s->gather != was_gather || (s->gather && index != was_first)) {
+	/* the ordered sum needs all K gradients on every task: gathered
+	 * whenever there are others, in blocks of the most slices a task has */
+	s->gather = s->ordered && count > 1;
+	s->gather_block = s->gather ? (s->fixed_slices + count - 1) / count * s->micro_local : 0;
+	if (again && (s->gather != was_gather || s->gather_block != was_block))
+		dt_info("deterministic: %s", !s->gather ? "one task computes every slice: its gradients summed in "
+							  "micro-batch order, nothing gathered"
+					     : count == s->fixed_slices ? "every task's gradients all-gathered again, one slice a task"
+									: "the slices dealt over fewer tasks: blocks of "
+									  "several slices a task all-gathered");
+	const size_t n = s->gather ? (size_t)count * (size_t)s->gather_block : (size_t)s->ndeal * (size_t)s->micro_local;
+	if (n > s->micro_slots || s->gather != was_gather ||
+	    (s->gather && (index != was_first || s->gather_block != was_block))) {
 		/* zero-filled: a gradient no loss reaches is never written
 		 * (model.h); afresh when the layout or this task's block changes,
 		 * so that no slot of its own holds another task's gradient from
@@ -116,18 +122,20 @@ enum dt_status dt__session_deal(struct dt_session *s, int index, int count, int6
 		s->micro_correct = dt_xrealloc(s->micro_correct, (n) * sizeof(int));
 	}
 	/* this task's micro-batches compute into its own slots: its block of the
-	 * gather (slot index * micro_local on), or the first ones */
-	const size_t first = s->gather ? (size_t)index * (size_t)s->micro_local : 0;
+	 * gather (slot index * gather_block on), or the first ones */
+	const size_t first = s->gather ? (size_t)index * (size_t)s->gather_block : 0;
 	for (size_t j = 0; j < s->micro_slots - first; j++)
 		s->micro_into[j] = s->micro_grads + (first + j) * s->micro_stride;
 	s->global_position = 1;
 	return s->input->ops->start_slice(s->input, index, s->fixed_slices, epoch, offset, err);
 }
 
-/* dt_micro_step's keep: micro-batch k's exponents per variable, read where
- * the backward pass just wrote its gradient, while it is in cache: its own
+/* dt_micro_step's keep: where micro-batch k's gradient lies, its own
  * buffer (micro_into), or the model's for the last one that model computes
- * in the step's last slice (mirrored.h), which is then read there. */
+ * in the step's last slice (mirrored.h), which is then read there; for
+ * fixed point also its exponents per variable, read while the gradient the
+ * backward pass just wrote is in cache. k is the micro-batch's index in the
+ * slice, whichever replica computes it: the ordered sum's order. */
 static void keep_micro(void *arg, struct dt_model *m, int k, int last)
 {
 	struct dt_session *s = arg;
@@ -135,7 +143,7 @@ static void keep_micro(void *arg, struct dt_model *m, int k, int last)
 	const int nv = dt_model_num_variables(m);
 	const float *src = dt_model_grads(m);
 	k += s->micro_base;
-	for (int v = 0; v < nv; v++) {
+	for (int v = 0; v < nv && !s->ordered; v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
 		s->micro_exp[(size_t)k * (size_t)nv + (size_t)v] = dt_fixed_exponent(src + var->offset, var->count);
 	}
@@ -189,7 +197,45 @@ enum dt_status dt__session_compute_micro(struct dt_session *s, struct dt_step_fi
 	return DT_OK;
 }
 
-enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t step, struct dt_err *err)
+/* The ordered sum (fixed_point.h): the step's K gradients on this task, all
+ * of them (gathered when others computed some), and their mean in
+ * micro-batch index order into the model's gradient buffer. */
+static enum dt_status mean_ordered(struct dt_session *s, int64_t step, struct dt_err *err)
+{
+	struct dt_model *m = s->model;
+	const int nv = dt_model_num_variables(m), ml = s->micro_local, terms = ml * s->fixed_slices;
+	if (s->gather) {
+		/* every task's block (the last float of each is the strategy's:
+		 * strategy.h), then slice t's micro-batch j found in the block of
+		 * the task it was dealt to (t mod tasks), its (t / tasks)-th there */
+		const size_t stride = s->micro_stride, block = (size_t)s->gather_block;
+		const int count = s->deal_stride;
+		enum dt_status st = s->strategy->allgather(s, s->self, s->micro_grads, block * stride * sizeof(float),
+							   "grads/raw", err);
+		if (st)
+			return st;
+		for (int t = 0; t < s->fixed_slices; t++)
+			for (int j = 0; j < ml; j++)
+				s->micro_src[t * ml + j] = s->micro_grads + ((size_t)(t % count) * block +
+									     (size_t)(t / count * ml + j)) * stride;
+	} /* else one task computed every slice, micro_src in index order (keep_micro) */
+	float *g = dt_model_grads(m);
+	for (int v = 0; v < nv; v++) {
+		const struct dt_variable *var = dt_model_variable(m, v);
+		for (int j = 0; j < terms; j++)
+			s->micro_var[j] = s->micro_src[j] + var->offset;
+		/* in place where the last micro-batch's gradient is the model's own */
+		if (dt_ordered_mean_k(g + var->offset, s->micro_var, terms, var->count))
+			return dt_err_set(err, DT_RUNTIME, "training diverged at step %lld: the gradient of '%s' is not finite",
+					  (long long)step, var->name);
+	}
+	return DT_OK;
+}
+
+/* Fixed point (fixed_point.h): one scale per variable from every task's
+ * exponents, this task's sum in int64, every task's (all-reduced), the mean
+ * into the model's gradient buffer. */
+static enum dt_status mean_fixed(struct dt_session *s, int64_t step, struct dt_err *err)
 {
 	struct dt_model *m = s->model;
 	const size_t np = dt_model_num_params(m);
@@ -222,29 +268,12 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 					  (long long)step, dt_model_variable(m, v)->name);
 		s->fixed_scale[v] = dt_fixed_scale((int)e, terms);
 	}
-	float *g = dt_model_grads(m);
-	if (s->gather) {
-		/* 2. every task's raw gradients; 3. the sum of all of them in fixed
-		 * point and the mean, in one pass (the same bits as below: the
-		 * integers are exact, and the conversion is the same function on
-		 * every task) */
-		const size_t stride = s->micro_stride;
-		if ((st = s->strategy->allgather(s, s->self, s->micro_grads, (size_t)k * stride * sizeof(float),
-						 "grads/raw", err)))
-			return st;
-		for (int v = 0; v < nv; v++) {
-			const struct dt_variable *var = dt_model_variable(m, v);
-			for (int64_t j = 0; j < terms; j++)
-				s->micro_var[j] = s->micro_grads + (size_t)j * stride + var->offset;
-			dt_fixed_sum_mean_k(g + var->offset, s->micro_var, (int)terms, var->count, s->fixed_scale[v],
-					    terms);
-		}
-	}
 	/* 2. this task's sum in fixed point, then every task's; 3. the mean.
 	 * One task has nothing to all-reduce: the sum and the mean in one pass,
 	 * the same bits (fixed_point.h's fast paths). */
+	float *g = dt_model_grads(m);
 	const int alone = s->ndeal == tasks || !s->strategy->reduce_i64;
-	for (int v = 0; v < nv && !s->gather; v++) {
+	for (int v = 0; v < nv; v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
 		for (int j = 0; j < k; j++)
 			s->micro_var[j] = s->micro_src[j] + var->offset;
@@ -253,17 +282,28 @@ enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t s
 		else
 			dt_fixed_sum_k(s->fixed_sum + var->offset, s->micro_var, k, var->count, s->fixed_scale[v]);
 	}
-	if (!alone && !s->gather && (st = s->strategy->reduce_i64(s, s->self, s->fixed_sum, np, "grads/fixed", err)))
+	if (alone)
+		return DT_OK;
+	if ((st = s->strategy->reduce_i64(s, s->self, s->fixed_sum, np, "grads/fixed", err)))
 		return st;
-	for (int v = 0; v < nv && !alone && !s->gather; v++) {
+	for (int v = 0; v < nv; v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
 		dt_fixed_mean(g + var->offset, s->fixed_sum + var->offset, var->count, s->fixed_scale[v], terms);
 	}
+	return DT_OK;
+}
+
+enum dt_status dt__session_apply_fixed(struct dt_session *s, float lr, int64_t step, struct dt_err *err)
+{
+	struct dt_model *m = s->model;
+	enum dt_status st = s->ordered ? mean_ordered(s, step, err) : mean_fixed(s, step, err);
+	if (st)
+		return st;
 	const float wd = (float)s->cfg->hp.weight_decay;
 	if (wd > 0)
 		dt_train_add_weight_decay(m, wd);
 	s->fixed_norm = dt_train_clip_grads(m, &s->cfg->hp, 1); /* the mean, the same bits on every task */
-	dt_optimizer_apply(&s->opt, dt_model_params(m), g, 0, np, lr, step);
+	dt_optimizer_apply(&s->opt, dt_model_params(m), dt_model_grads(m), 0, dt_model_num_params(m), lr, step);
 	return DT_OK;
 }
 

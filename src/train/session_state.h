@@ -3,7 +3,7 @@
  * of the engine and by nothing else: session.c (the loop: input, restore,
  * save, summaries, progress, evaluation, timing) and session_deal.c
  * (--deterministic: micro-batches dealt over the tasks, their gradients
- * summed in 64-bit fixed point). Strategies and roles see a session only
+ * summed in micro-batch order or in 64-bit fixed point). Strategies and roles see a session only
  * through session.h's functions; include this only from those two files.
  *
  * Ownership: the session owns its input, optimizer, saver, summary and
@@ -86,10 +86,15 @@ struct dt_session {
 	int fixed_slices;             /* slices of each global step: the full ring's worker count */
 	int deal_first, deal_stride, ndeal; /* this task's slices: deal_first + i * deal_stride, i < ndeal */
 	int micro_base, micro_final;  /* keep_micro: the slice's first index; whether its last may stay put */
-	int gather;                   /* the raw gradients are all-gathered (session_deal.c's use_gather) */
+	int ordered;                  /* K = fixed_slices * micro_local <= DT_ORDERED_MAX_TERMS: the gradients
+				       * summed in micro-batch order, not in fixed point (fixed_point.h) */
+	int gather;                   /* the raw gradients are all-gathered (ordered, and more than one task) */
+	int gather_block;             /* gathering: the slots of each task's block, ceil(fixed_slices / tasks)
+				       * * micro_local (a task dealt fewer slices leaves the last unused) */
 	size_t micro_slots;           /* buffers in micro_grads (and entries of the arrays below) */
 	float *micro_grads;           /* (micro_slots, micro_stride): each one's own gradient buffer; gathering,
-				       * every task's micro_local, task r's from slot r * micro_local */
+				       * task r's block of gather_block from slot r * gather_block, its d-th
+				       * slice's micro-batches from d * micro_local in it */
 	size_t micro_stride;          /* num_params + 1 rounded up to 16 floats (each buffer 64-byte aligned) */
 	float **micro_into;           /* (micro_slots): the buffers, which the model computes into
 				       * (dt_model_set_grads) */

@@ -41,11 +41,14 @@
  *            the same steps;
  *   reduce_i64 (optional; NULL: one task) sums `n` int64s over every task
  *            (--deterministic's exponents and fixed-point gradients);
- *   allgather (optional) gives every task every task's block of `block`
- *            bytes (block r at r * block for the task that computes slice r
- *            of a --deterministic step; only called while every slice has a
- *            task of its own): --deterministic's raw gradients, when each
- *            task converting them all costs less than the int64 sums;
+ *   allgather (optional; needed by a strategy of more than one task for
+ *            --deterministic steps of at most DT_ORDERED_MAX_TERMS
+ *            micro-batches) gives every task every task's block of `block`
+ *            bytes (block r at r * block for the task of rank r, which holds
+ *            that task's slices of a --deterministic step): the raw
+ *            gradients of the ordered sum (train/fixed_point.h). The last
+ *            float of each block is the strategy's (an elastic ring's join
+ *            flag rides there): the caller keeps nothing in it;
  *   before_eval (optional) before a mid-run (--eval_every) evaluation;
  *   finish   (optional) after the last step, before the final evaluation:
  *            leaving the cluster in order (the ps chief's final checkpoint).
