@@ -282,6 +282,85 @@ DT_TEST_TIMEOUT(dist_collective, doubling_in_place_on_shared_memory_keeps_the_bi
 	}
 }
 
+/* Recursive doubling over TCP of at most one segment sends the caller's
+ * buffer and adds the partner's bytes into it as they arrive, each only
+ * after the send took the bytes at that offset (ring.c's
+ * dt__ring_step_sum); larger ones receive into scratch and add after the
+ * step. Both must give the same bits on every rank, round after round (an
+ * add into bytes not yet sent would send the partner a partial sum), at
+ * sizes that need many sendmsg calls: 256 KiB exactly (the default
+ * segment: the in-place path), one element more (scratch), and the same
+ * counts with 4 KiB segments (scratch for all but the smallest). */
+static const size_t tcp_sum_counts[] = { 5, 1031, 65536, 65537 };
+#define NTCP_SUM (sizeof(tcp_sum_counts) / sizeof(tcp_sum_counts[0]))
+#define TCP_SUM_ROUNDS 3
+
+static enum dt_status tcp_sum_rank(struct coll_group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	float **out = g->arg; /* [rank][k * TCP_SUM_ROUNDS + round] */
+	/* Small socket buffers (32 KiB; 4 KiB makes loopback crawl): a send of
+	 * 256 KiB takes many sendmsg calls, each waiting for the partner to
+	 * read, so the partner's bytes arrive while most of ours are still to
+	 * go — the adds must wait for them (without the wait this test fails). */
+	int small = 32768;
+	for (int q = 0; q < g->n; q++) {
+		if (comm->out[q].fd >= 0)
+			DT_CHECK(setsockopt(comm->out[q].fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)) == 0);
+		if (comm->in[q].fd >= 0)
+			DT_CHECK(setsockopt(comm->in[q].fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) == 0);
+	}
+	for (size_t k = 0; k < NTCP_SUM; k++)
+		for (int round = 0; round < TCP_SUM_ROUNDS; round++) {
+			float *buf = out[rank * (int)(NTCP_SUM * TCP_SUM_ROUNDS) + (int)k * TCP_SUM_ROUNDS + round];
+			for (size_t i = 0; i < tcp_sum_counts[k]; i++)
+				buf[i] = rounding_value(rank + round, i);
+			enum dt_status st = dt_allreduce_sum_f32(comm, buf, tcp_sum_counts[k], "tcp-sum", dt_deadline_in(30), err);
+			if (st)
+				return st;
+		}
+	return DT_OK;
+}
+
+DT_TEST_TIMEOUT(dist_collective, doubling_over_tcp_adds_in_place_only_what_has_left, 120)
+{
+	const int per = (int)(NTCP_SUM * TCP_SUM_ROUNDS);
+	for (int n = 2; n <= 5; n++) {
+		float **out[2];
+		for (int v = 0; v < 2; v++) {
+			out[v] = dt_xcalloc((size_t)(n * per), sizeof(float *));
+			for (int b = 0; b < n * per; b++)
+				out[v][b] = dt_xmallocarray(tcp_sum_counts[NTCP_SUM - 1], sizeof(float));
+			struct coll_group g;
+			coll_group_init(&g, n);
+			g.no_shm = 1;
+			g.no_cma = 1;
+			g.seg_bytes = v == 0 ? 0 : 4096;
+			g.algorithm = DT_COMM_ALG_DOUBLING;
+			g.fn = tcp_sum_rank;
+			g.arg = out[v];
+			coll_group_run(&g);
+			coll_group_expect_ok(&g);
+		}
+		for (int b = 0; b < per; b++) {
+			size_t bytes = tcp_sum_counts[b / TCP_SUM_ROUNDS] * sizeof(float);
+			for (int r = 0; r < n; r++) {
+				DT_CHECK(memcmp(out[0][r * per + b], out[1][0 * per + b], bytes) == 0);
+				DT_CHECK(memcmp(out[1][r * per + b], out[1][0 * per + b], bytes) == 0);
+			}
+		}
+		if (n == 2) { /* two ranks: one addition, exact against the plain sum */
+			float *got = out[0][(int)(NTCP_SUM - 2) * TCP_SUM_ROUNDS + 1];
+			for (size_t i = 0; i < tcp_sum_counts[NTCP_SUM - 2]; i++)
+				DT_CHECK(got[i] == rounding_value(0 + 1, i) + rounding_value(1 + 1, i));
+		}
+		for (int v = 0; v < 2; v++) {
+			for (int b = 0; b < n * per; b++)
+				free(out[v][b]);
+			free(out[v]);
+		}
+	}
+}
+
 /* The same over TCP (DTRAIN_COLLECTIVE_SHM=0's path, and between hosts). */
 DT_TEST_TIMEOUT(dist_collective, every_algorithm_matches_sum_over_tcp_1_to_8_ranks, 240)
 {
