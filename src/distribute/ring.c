@@ -50,11 +50,10 @@
 
 /* The yields of a step on TCP links to other hosts (run_plan): how long a
  * rank keeps yielding before it sleeps, a yield that counts as having lost
- * the core, and how many waits then sleep at once (comm_shm.c's are the
- * same for shared memory). */
+ * the core, and for how long waits then sleep at once. */
 #define TCP_YIELD_NS 100000
-#define TCP_YIELD_SLOW_NS 250000
-#define TCP_YIELD_BACKOFF 64
+#define TCP_YIELD_SLOW_NS 100000
+#define TCP_YIELD_BACKOFF_NS (100 * 1000000LL)
 
 /* A step over shared-memory links slept on its futex and should look at its
  * sockets: the end of an in link's stream (the writer died: kill -9 closes
@@ -106,7 +105,9 @@ static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 	 * segments need too; a yield gives the core to whatever is runnable and
 	 * looks again as soon as it comes back (COLLECTIVES.md, "Where the
 	 * microseconds go", 10 Gbit/s). A yield that lost the core for long
-	 * (other jobs) makes the next TCP_YIELD_BACKOFF waits sleep at once. */
+	 * (other jobs had it) makes every wait of the next TCP_YIELD_BACKOFF_NS
+	 * sleep at once: a count of waits (shared memory's back-off) let a
+	 * loaded host take the core away again every few calls. */
 	const int64_t yield_ns = !shm_some && !spin_ns && c->cost_kind == DT__COST_TCP_REMOTE ? TCP_YIELD_NS : 0;
 	int64_t idle_since = 0;
 	unsigned rounds = 0;
@@ -148,16 +149,14 @@ static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 				idle_since = now;
 			if (now - idle_since < spin_ns)
 				continue;
-		} else if (yield_ns && c->tcp_yield_skip) {
-			c->tcp_yield_skip--;
-		} else if (yield_ns) {
+		} else if (yield_ns && now >= c->tcp_yield_after) {
 			if (!idle_since)
 				idle_since = now;
 			if (now - idle_since < yield_ns && now < r->deadline && now < r->next_stall) {
 				sched_yield();
 				r->now = dt_now_ns();
 				if (r->now - now > TCP_YIELD_SLOW_NS)
-					c->tcp_yield_skip = TCP_YIELD_BACKOFF;
+					c->tcp_yield_after = r->now + TCP_YIELD_BACKOFF_NS;
 				continue;
 			}
 		}
