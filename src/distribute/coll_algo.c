@@ -293,13 +293,11 @@ static enum dt_status doubling_in_place(struct dt__ring_run *r, uint8_t *buf, si
 }
 
 /* Recursive doubling among ranks 0..p-1: each step sends the whole partial
- * sum to rank ^ mask and adds the partner's (buf = buf + partner's). Up to
- * one segment on untagged links the partner's bytes are added into the
- * buffer as they arrive, each once ours at that offset has left
- * (dt__ring_step_sum: the sum overlaps the transfer). Otherwise they
- * arrive in scratch (dt__ring_step_apart), added once the step is done: by
- * then every byte sent has left the buffer, so nothing changes under the
- * send or its tag. Small ones on shared memory: doubling_in_place. */
+ * sum to rank ^ mask and adds the partner's. The buffer is sent as it is
+ * and the partner's arrives in scratch (dt__ring_step_apart), added once
+ * the step is done (buf = buf + partner's): by then every byte sent has
+ * left the buffer, so nothing changes under the send. Small ones on shared
+ * memory: doubling_in_place. */
 static enum dt_status doubling(struct dt__ring_run *r, void *buf, size_t count, struct dt_err *err)
 {
 	struct dt_comm *c = r->c;
@@ -308,12 +306,6 @@ static enum dt_status doubling(struct dt__ring_run *r, void *buf, size_t count, 
 	enum dt_status st = fold_in(r, (uint8_t *)buf, bytes, p, err);
 	if (!st && c->rank < p && c->shm_all && bytes <= IN_PLACE_MAX_BYTES) {
 		st = doubling_in_place(r, (uint8_t *)buf, bytes, p, err);
-	} else if (!st && c->rank < p && !c->tagged && bytes <= c->seg_bytes - c->seg_bytes % r->esize) {
-		for (int mask = 1; mask < p && !st; mask <<= 1) {
-			struct dt__plan pl;
-			dt__plan_span(c, 0, bytes, 0, bytes, 1, r->esize, &pl);
-			st = dt__ring_step_sum(r, &pl, buf, c->rank ^ mask, err);
-		}
 	} else if (!st && c->rank < p) {
 		scratch_reserve(c, bytes);
 		for (int mask = 1; mask < p && !st; mask <<= 1) {

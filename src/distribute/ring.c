@@ -323,16 +323,6 @@ enum dt_status dt__ring_step(struct dt__ring_run *r, const struct dt__plan *p, v
 	return run_step(r, p, base, base, to, from, by_reference, err);
 }
 
-enum dt_status dt__ring_step_sum(struct dt__ring_run *r, const struct dt__plan *p, void *base, int peer,
-				 struct dt_err *err)
-{
-	DT_ASSERT(!r->c->tagged && p->ns <= 1 && p->nr <= 1 && (p->nr == 0 || p->ri[0].len <= r->c->seg_bytes));
-	r->sum_after_send = 1;
-	enum dt_status st = run_step(r, p, base, base, peer, peer, 0, err);
-	r->sum_after_send = 0;
-	return st;
-}
-
 enum dt_status dt__ring_step_apart(struct dt__ring_run *r, const struct dt__plan *p, const void *send_base,
 				   void *recv_base, int to, int from, struct dt_err *err)
 {

@@ -167,12 +167,6 @@ static enum dt_status parse(struct dt__ring_run *r, uint8_t *src, size_t end, si
 			continue;
 		}
 		size_t want = it->len - r->r_applied, take = avail < want ? avail : want;
-		if (r->sum_after_send) {
-			/* only into bytes the send has taken (dt__ring_step_sum) */
-			size_t upto = dt__ring_sent_upto(r), at = it->off + r->r_applied;
-			if (upto < at + take)
-				take = upto > at ? upto - at : 0;
-		}
 		if (it->reduce)
 			take -= take % r->esize;
 		if (take == 0)

@@ -64,10 +64,6 @@ struct dt__ring_run {
 	size_t r_applied;
 	uint8_t data_hdr[DT_FRAME_HEADER_SIZE]; /* tagged rings: the header of the frame received in place */
 	int64_t last_in;
-	/* dt__ring_step_sum: recv items are added into the bytes the send items
-	 * send (the same offsets of one buffer), so a received byte is added
-	 * only once the send has taken its byte at that offset (dt__ring_sent_upto). */
-	int sum_after_send;
 
 	/* same-host links: segments sent and received by reference */
 	int use_refs;  /* this collective sends its segments as COLL_REF */
@@ -106,18 +102,6 @@ enum dt_status dt__ring_step(struct dt__ring_run *r, const struct dt__plan *p, v
 enum dt_status dt__ring_step_apart(struct dt__ring_run *r, const struct dt__plan *p, const void *send_base,
 				   void *recv_base, int to, int from, struct dt_err *err) DT_MUST_CHECK;
 
-/* One step of recursive doubling over untagged links, in place: base's
- * items go to `peer` and the peer's come back into the same bytes, each
- * added (base += the peer's) as it arrives once the send has taken those
- * bytes — the sum overlaps the transfer of the rest, with no scratch and no
- * pass after the step. The received bytes that wait for the send wait in the
- * in link's stage, so the plan must fit it: one send and one recv item of
- * at most the comm's segment size (comm.c sizes the stage for one segment
- * and the frames around it), else a peer that also waits could fill both
- * sockets and neither would move. */
-enum dt_status dt__ring_step_sum(struct dt__ring_run *r, const struct dt__plan *p, void *base, int peer,
-				 struct dt_err *err) DT_MUST_CHECK;
-
 /* ring_fail.c */
 
 /* Fills r->what if it is still empty; returns it. */
@@ -152,11 +136,6 @@ size_t dt__ring_frame_size(const struct dt__ring_run *r, long k);
 /* Reads what the right neighbour sends back on the out link's socket:
  * COLL_DONE, COLL_ABORT, or a close. */
 enum dt_status dt__ring_read_back(struct dt__ring_run *r, struct dt_err *err) DT_MUST_CHECK;
-
-/* ring_send.c: the bytes of the step's send items (one buffer, in order)
- * that have left: everything before this offset of the send base (SIZE_MAX
- * once all have). Untagged rings: a sealed frame is sent from its copy. */
-size_t dt__ring_sent_upto(const struct dt__ring_run *r);
 
 /* ring_recv.c */
 

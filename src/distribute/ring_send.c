@@ -211,16 +211,6 @@ int dt__ring_try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 	return 1;
 }
 
-size_t dt__ring_sent_upto(const struct dt__ring_run *r)
-{
-	if (r->s_idx >= r->ns)
-		return SIZE_MAX;
-	if (r->s_idx < 0)
-		return 0; /* COLL_START still going */
-	const struct dt__coll_item *it = &r->si[r->s_idx];
-	return it->off + (r->s_done > DT_FRAME_HEADER_SIZE ? r->s_done - DT_FRAME_HEADER_SIZE : 0);
-}
-
 /* ---- what comes back ---- */
 
 static enum dt_status parse_back(struct dt__ring_run *r, struct dt_err *err)
