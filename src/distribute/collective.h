@@ -48,7 +48,9 @@
  * computes on another; different comms are independent. Waiting blocks in
  * poll() (no spinning unless spin_us is set): a spinning thread on a 2-core
  * machine costs everyone a scheduler tick (reference/performance.md); on
- * shared-memory links in FUTEX_WAIT after a short, adaptive spin.
+ * links to other hosts after up to 100 us of sched_yield between looks (the
+ * next segment comes within microseconds); on shared-memory links in
+ * FUTEX_WAIT after a short, adaptive spin.
  *
  * Shared memory: ranks on one host (same kernel, same pid namespace, the
  * same user) pass every frame through ring buffers in a memfd mapping
@@ -123,7 +125,7 @@ struct dt_comm_config {
 	/* 0 (DT_COMM_ALG_AUTO): per collective by the cost model; else every
 	 * all-reduce and broadcast uses this one (tests, the bench). */
 	int algorithm;
-	unsigned spin_us;                 /* busy-poll this long before sleeping in poll(); 0 = never */
+	unsigned spin_us;                 /* busy-poll this long before sleeping in poll(); 0: never on loopback, yields on remote links (ring.c) */
 	/* Same-host ranks read each other's segments with process_vm_readv (one
 	 * copy, no kernel socket buffers) when the kernel lets them; see
 	 * "Same-host links" in docs/COLLECTIVES.md. */

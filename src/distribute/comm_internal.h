@@ -177,6 +177,7 @@ struct dt_comm {
 	int64_t shm_spin_ns; /* spin this long on shared-memory links before sleeping on the futex; 0: adaptive */
 	int64_t shm_wait_avg; /* adaptive: a moving average of how long waits took (comm_shm.c) */
 	int shm_yield_skip; /* waits left that skip the yield (a yield lost the core for long: comm_shm.c) */
+	int64_t tcp_yield_after; /* steps on TCP links to other hosts yield from then on (ring.c: not after a slow yield) */
 };
 
 /* 1 if ranks a and b are linked (both directions): their distance (mod n)

@@ -37,6 +37,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,13 @@
 #include "base/clock.h"
 
 /* ---- the loop ---- */
+
+/* The yields of a step on TCP links to other hosts (run_plan): how long a
+ * rank keeps yielding before it sleeps, a yield that counts as having lost
+ * the core, and for how long waits then sleep at once. */
+#define TCP_YIELD_NS 100000
+#define TCP_YIELD_SLOW_NS 100000
+#define TCP_YIELD_BACKOFF_NS (100 * 1000000LL)
 
 /* A step over shared-memory links slept on its futex and should look at its
  * sockets: the end of an in link's stream (the writer died: kill -9 closes
@@ -89,6 +97,18 @@ static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 	const int shm_step = (c->L || c->R) && (!c->L || c->L->shm) && (!c->R || c->R->shm);
 	const int shm_some = (c->L && c->L->shm) || (c->R && c->R->shm);
 	int64_t spin_ns = shm_step ? 0 : (int64_t)c->spin_us * 1000;
+	/* TCP links to other hosts, no spin_us given: yield the core between
+	 * looks for up to TCP_YIELD_NS before sleeping in poll() (Open MPI's
+	 * mpi_yield_when_idle). A segment on a 10 Gbit/s link comes every few
+	 * microseconds, and each poll() sleep and wake-up is one more trip
+	 * through the scheduler on a core that the softirqs moving those
+	 * segments need too; a yield gives the core to whatever is runnable and
+	 * looks again as soon as it comes back (COLLECTIVES.md, "Where the
+	 * microseconds go", 10 Gbit/s). A yield that lost the core for long
+	 * (other jobs had it) makes every wait of the next TCP_YIELD_BACKOFF_NS
+	 * sleep at once: a count of waits (shared memory's back-off) let a
+	 * loaded host take the core away again every few calls. */
+	const int64_t yield_ns = !shm_some && !spin_ns && c->cost_kind == DT__COST_TCP_REMOTE ? TCP_YIELD_NS : 0;
 	int64_t idle_since = 0;
 	unsigned rounds = 0;
 	for (;;) {
@@ -129,6 +149,16 @@ static enum dt_status run_plan(struct dt__ring_run *r, struct dt_err *err)
 				idle_since = now;
 			if (now - idle_since < spin_ns)
 				continue;
+		} else if (yield_ns && now >= c->tcp_yield_after) {
+			if (!idle_since)
+				idle_since = now;
+			if (now - idle_since < yield_ns && now < r->deadline && now < r->next_stall) {
+				sched_yield();
+				r->now = dt_now_ns();
+				if (r->now - now > TCP_YIELD_SLOW_NS)
+					c->tcp_yield_after = r->now + TCP_YIELD_BACKOFF_NS;
+				continue;
+			}
 		}
 		if (now >= r->deadline)
 			return dt__ring_timed_out(r, now, err);

@@ -291,6 +291,32 @@ DT_TEST_TIMEOUT(dist_collective, every_algorithm_matches_sum_over_tcp_1_to_8_ran
 			run_allreduce_shm(n, 64, alg, -1, 1, &sz);
 }
 
+/* And with the links priced as another host's (the rendezvous's `tcp
+ * remote`), whose waits yield the core before they sleep (ring.c). */
+static enum dt_status remote_allreduce_rank(struct coll_group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	comm->cost_kind = DT__COST_TCP_REMOTE;
+	return allreduce_rank(g, rank, comm, err);
+}
+
+DT_TEST_TIMEOUT(dist_collective, every_algorithm_matches_sum_between_hosts_2_to_5_ranks, 240)
+{
+	struct sizes sz = { { 1, 17, 4099, 65537 }, 4, 2 };
+	for (int n = 2; n <= 5; n++)
+		for (int alg = DT_COMM_ALG_RING; alg <= DT_COMM_ALG_HALVING; alg++) {
+			struct coll_group g;
+			coll_group_init(&g, n);
+			g.no_shm = 1;
+			g.no_cma = 1;
+			g.seg_bytes = 4096;
+			g.algorithm = alg;
+			g.fn = remote_allreduce_rank;
+			g.arg = &sz;
+			coll_group_run(&g);
+			coll_group_expect_ok(&g);
+		}
+}
+
 /* Shared memory with the default segments (256 KiB frames: a ring of 1 MiB
  * fills, the writer sleeps until the reader makes room), with same-host
  * reads agreed (and, every link being on shared memory, left unused:
