@@ -330,7 +330,7 @@ enum dt_status dt_member_desk_open(const struct dt_member_id *id, struct dt_memb
 				  id->table_n);
 	char host[DT_HOST_MAX];
 	int port, lfd = -1;
-	enum dt_status st = dt_sock_split_hostport(id->peers[0].addr, host, sizeof(host), &port, err);
+	enum dt_status st = dt_sock_split_hostport(id->peers[id->self].addr, host, sizeof(host), &port, err);
 	if (!st)
 		st = dt_sock_listen(host, port, 64, &lfd, NULL, err);
 	if (st)
@@ -412,26 +412,26 @@ enum dt_status dt_member_coordinate(struct dt_member_desk **desk, const struct d
 		int missing = 0;
 		for (int k = 0; k < d->cap; k++) {
 			const struct dt_member_report *r = &d->p[k].report;
-			if (d->p[k].fd >= 0 && d->p[k].stage == ST_REPORTED && r->lost > 0 && r->lost < table_n &&
-			    !lost_seen[r->lost]) {
+			if (d->p[k].fd >= 0 && d->p[k].stage == ST_REPORTED && r->lost >= 0 && r->lost < table_n &&
+			    r->lost != (int32_t)id->self && !lost_seen[r->lost]) {
 				lost_seen[r->lost] = 1;
 				snprintf(why[r->lost], DT_MEMBER_WHY_MAX, "%s", r->why);
 			}
 		}
-		for (int i = 1; i < nold; i++)
-			missing += !lost_seen[old[i]] && !report_of(d, old[i]);
+		for (int i = 0; i < nold; i++)
+			missing += old[i] != id->self && !lost_seen[old[i]] && !report_of(d, old[i]);
 		int64_t now = dt_now_ns();
 		if (missing == 0 || now >= deadline)
 			break;
 		desk_round(d, (int)((deadline - now) / 1000000) + 1);
 	}
-	/* The view: the coordinator, then the reporters by table rank. */
-	view->ranks[view->n++] = old[0];
+	/* The view: the coordinator and the reporters, by table rank (the
+	 * lowest first: the next agreement's coordinator). */
 	view->step = mine->done_step;
 	uint32_t epoch = mine->epoch;
 	for (int t = 0; t < table_n; t++) {
-		const struct dt_member_report *r = report_of(d, (uint32_t)t);
-		if (!r || in_list(view->ranks, view->n, (uint32_t)t))
+		const struct dt_member_report *r = (uint32_t)t == id->self ? mine : report_of(d, (uint32_t)t);
+		if (!r)
 			continue;
 		view->ranks[view->n++] = (uint32_t)t;
 		if (r->done_step > view->step)
@@ -441,13 +441,12 @@ enum dt_status dt_member_coordinate(struct dt_member_desk **desk, const struct d
 	}
 	view->epoch = epoch + 1;
 	view->root = 0;
-	if (mine->done_step != view->step)
-		for (int i = 1; i < view->n && view->root == 0; i++) {
-			const struct dt_member_report *r = report_of(d, view->ranks[i]);
-			if (r && r->done_step == view->step)
-				view->root = (uint32_t)i;
-		}
-	for (int i = 1; i < nold; i++) {
+	for (int i = view->n - 1; i >= 0; i--) { /* the first member holding the step */
+		const struct dt_member_report *r = view->ranks[i] == id->self ? mine : report_of(d, view->ranks[i]);
+		if (r && r->done_step == view->step)
+			view->root = (uint32_t)i;
+	}
+	for (int i = 0; i < nold; i++) {
 		if (in_list(view->ranks, view->n, old[i]))
 			continue;
 		view->lost[view->nlost] = old[i];
@@ -491,7 +490,7 @@ static enum dt_status refused(struct dt_frame_decoder *dec, const char *name, st
 }
 
 /* The challenge–response as the connecting side (net/auth.h). */
-static enum dt_status prove(int fd, const struct dt_member_id *id, const char *name, int64_t deadline,
+static enum dt_status prove(int fd, const struct dt_member_id *id, uint32_t to, const char *name, int64_t deadline,
 			    struct dt_auth_hs *hs, struct dt_wire_sec *sec, struct dt_err *err)
 {
 	struct dt_hello h;
@@ -510,7 +509,7 @@ static enum dt_status prove(int fd, const struct dt_member_id *id, const char *n
 	else if (!st && d.header.type != DT_MSG_AUTH_CHALLENGE)
 		st = dt_err_set(err, DT_PROTOCOL, "%s answered an auth_hello with %s", name, dt_msg_name(d.header.type));
 	else if (!st && dt_auth_client_prove(hs, dt_frame_decoder_payload(&d), (size_t)d.header.length,
-					     role_of(&id->peers[0]), id->peers[0].index, msg, sec, why, sizeof(why)))
+					     role_of(&id->peers[to]), id->peers[to].index, msg, sec, why, sizeof(why)))
 		st = dt_err_set(err, DT_CONFIG, "the membership report's authentication with %s failed: %s", name, why);
 	dt_frame_decoder_release(&d);
 	if (!st)
@@ -518,21 +517,27 @@ static enum dt_status prove(int fd, const struct dt_member_id *id, const char *n
 	return st;
 }
 
-enum dt_status dt_member_report(const struct dt_member_id *id, const char *name, const struct dt_member_report *mine,
-				int64_t deadline, struct dt_member_view *view, struct dt_err *err)
+enum dt_status dt_member_report(const struct dt_member_id *id, uint32_t to, const char *name,
+				const struct dt_member_report *mine, int64_t connect_deadline, int64_t deadline,
+				struct dt_member_view *view, int *unreachable, struct dt_err *err)
 {
 	memset(view, 0, sizeof(*view));
+	if (unreachable)
+		*unreachable = 0;
+	if ((int)to >= id->table_n)
+		return dt_err_set(err, DT_INTERNAL, "a report to rank %u of a table of %d", to, id->table_n);
 	char host[DT_HOST_MAX];
 	int port, fd = -1;
-	enum dt_status st = dt_sock_split_hostport(id->peers[0].addr, host, sizeof(host), &port, err);
-	if (!st)
-		st = dt_sock_connect(host, port, name, deadline, NULL, &fd, err);
+	enum dt_status st = dt_sock_split_hostport(id->peers[to].addr, host, sizeof(host), &port, err);
+	if (!st && (st = dt_sock_connect(host, port, name, connect_deadline < deadline ? connect_deadline : deadline,
+					 NULL, &fd, err)) == DT_PEER && unreachable)
+		*unreachable = 1;
 	if (st)
 		return st;
 	struct dt_auth_hs hs;
 	struct dt_wire_sec sec = { .mode = DT_WIRE_NONE };
 	if (id->auth)
-		st = prove(fd, id, name, deadline, &hs, &sec, err);
+		st = prove(fd, id, to, name, deadline, &hs, &sec, err);
 	uint8_t buf[DT_MEMBER_REPORT_BYTES];
 	dt_member_report_encode(mine, buf);
 	if (!st)

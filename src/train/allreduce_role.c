@@ -112,7 +112,7 @@ struct ring {
 	struct dt_elastic el;    /* the members (all of the table unless elastic) and the rollback point */
 	int joined;              /* this task was restarted and joined a running ring (dt_elastic_join) */
 	/* Elastic: "a restarted worker waits to join" (join_mine: 1 only on the
-	 * chief) summed over the ring inside the step's first collective, so every
+	 * coordinator, ring rank 0) summed over the ring inside the step's first collective, so every
 	 * member re-forms after the same step: the spare float past the gradients
 	 * (nn/model.h) in bucket 0, or one more int64 after the --deterministic
 	 * exponents (join_pending: the next reduce_i64 carries it). */
@@ -672,7 +672,8 @@ enum dt_status dt_train_allreduce(const struct dt_allreduce_run_config *cfg, str
 				(const char(*)[48])r.ranks.names, dt_ps_cluster_fingerprint(cl), tc->auth, r.step_s);
 		if (elastic)
 			dt_info("elastic: the ring goes on without a lost worker while at least %d of %d remain "
-				"(the chief, %s, is not elastic)", cfg->min_workers, r.size, r.ranks.names[0]);
+				"(the chief, %s, too: the lowest member left coordinates)", cfg->min_workers, r.size,
+				r.ranks.names[0]);
 	}
 	if (!st) {
 		st = dt_train_run(tc, (r.rank == 0 && tc->eval_at_end) || tc->eval_every > 0, &strategy_ring, &r, res,

@@ -123,6 +123,41 @@ enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strat
 	return DT_OK;
 }
 
+static enum dt_status open_summaries(struct dt_session *s, struct dt_err *err);
+
+enum dt_status dt__session_take_chief(struct dt_session *s, struct dt_err *err)
+{
+	const struct dt_train_config *tc = s->cfg;
+	if (s->info.chief)
+		return DT_OK;
+	s->info.chief = 1;
+	enum dt_status st;
+	if (has_output_dir(tc) && !s->saving) {
+		if ((st = dt_saver_init(&s->saver, tc->output_dir, tc->save_checkpoints_steps,
+					tc->save_checkpoints_secs, tc->keep_checkpoint_max, err)))
+			return dt_err_prefix(err, "cannot take over the chief's checkpoints");
+		s->saving = 1;
+		s->hparams_json = dt_ckpt_hparams_json(&tc->hp);
+		/* The lost chief may have died halfway through a save: its
+		 * temporary file goes, the state file only names whole ones. */
+		dt_ckpt_remove_stale_temps(tc->output_dir, (double)time(NULL));
+		char path[DT_CKPT_PATH_MAX];
+		int64_t newest = 0;
+		enum dt_ckpt_poll found = DT_CKPT_POLL_NONE;
+		if ((st = dt_ckpt_latest_path(tc->output_dir, path, sizeof(path), &newest, &found, err)))
+			return dt_err_prefix(err, "cannot take over the chief's checkpoints");
+		dt_saver_mark(&s->saver, found == DT_CKPT_POLL_FOUND ? newest : s->step);
+		dt_info("this task saves the checkpoints in '%s' from now on (the newest is at step %lld)",
+			tc->output_dir, (long long)(found == DT_CKPT_POLL_FOUND ? newest : 0));
+	}
+	if (!s->summary && (st = open_summaries(s, err)))
+		return dt_err_prefix(err, "cannot take over the chief's summaries");
+	if (tc->eval_at_end && s->test->count == 0 && !tc->source &&
+	    (st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TEST, tc->seed, s->test, err)))
+		return dt_err_prefix(err, "cannot load the test split for the evaluation at the end");
+	return DT_OK;
+}
+
 /* The problem for t2t's summary tags: none for a program's own data. */
 static const char *tc_problem(const struct dt_session *s)
 {
