@@ -489,15 +489,41 @@ static enum dt_status refused(struct dt_frame_decoder *dec, const char *name, st
 	return dt_err_set(err, DT_CONFIG, "%s refused this task's membership report: %s", name, m.text);
 }
 
+/* Waits until fd has something to read, or `deadline` (the read that
+ * follows then fails naming it), or until listening socket watch_fd (-1:
+ * none) has a connection waiting: a peer in its first rendezvous calls this
+ * task's own address, so the one asked is no running ring's member, and
+ * neither is this task (DT_PEER, *why_not DT_MEMBER_CALLED). */
+static enum dt_status await_answer(int fd, int watch_fd, int64_t deadline, const char *name, int *why_not,
+				   struct dt_err *err)
+{
+	for (int ms; watch_fd >= 0 && (ms = dt_deadline_ms_left(deadline)) > 0;) {
+		struct pollfd pf[2] = { { fd, POLLIN, 0 }, { watch_fd, POLLIN, 0 } };
+		int r = poll(pf, 2, ms);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || pf[0].revents)
+			break;
+		if (pf[1].revents & POLLIN) {
+			*why_not = DT_MEMBER_CALLED;
+			return dt_err_set(err, DT_PEER, "%s did not answer before a peer called this task's own address "
+							"(a first rendezvous)", name);
+		}
+	}
+	return DT_OK;
+}
+
 /* The challenge–response as the connecting side (net/auth.h). */
 static enum dt_status prove(int fd, const struct dt_member_id *id, uint32_t to, const char *name, int64_t deadline,
-			    struct dt_auth_hs *hs, struct dt_wire_sec *sec, struct dt_err *err)
+			    int watch_fd, int *why_not, struct dt_auth_hs *hs, struct dt_wire_sec *sec, struct dt_err *err)
 {
 	struct dt_hello h;
 	id_hello(id, &h);
 	uint8_t msg[DT_AUTH_MSG_MAX];
 	size_t n = dt_auth_client_hello(hs, &h, msg);
 	enum dt_status st = dt_frame_send_fd(fd, DT_MSG_AUTH_HELLO, 0, 0, msg, n, deadline, name, err);
+	if (!st)
+		st = await_answer(fd, watch_fd, deadline, name, why_not, err);
 	if (st)
 		return st;
 	struct dt_frame_decoder d;
@@ -519,30 +545,33 @@ static enum dt_status prove(int fd, const struct dt_member_id *id, uint32_t to, 
 
 enum dt_status dt_member_report(const struct dt_member_id *id, uint32_t to, const char *name,
 				const struct dt_member_report *mine, int64_t connect_deadline, int64_t deadline,
-				struct dt_member_view *view, int *unreachable, struct dt_err *err)
+				int watch_fd, struct dt_member_view *view, int *why_not, struct dt_err *err)
 {
 	memset(view, 0, sizeof(*view));
-	if (unreachable)
-		*unreachable = 0;
+	int ignored;
+	int *unreachable = why_not ? why_not : &ignored;
+	*unreachable = 0;
 	if ((int)to >= id->table_n)
 		return dt_err_set(err, DT_INTERNAL, "a report to rank %u of a table of %d", to, id->table_n);
 	char host[DT_HOST_MAX];
 	int port, fd = -1;
 	enum dt_status st = dt_sock_split_hostport(id->peers[to].addr, host, sizeof(host), &port, err);
 	if (!st && (st = dt_sock_connect(host, port, name, connect_deadline < deadline ? connect_deadline : deadline,
-					 NULL, &fd, err)) == DT_PEER && unreachable)
-		*unreachable = 1;
+					 NULL, &fd, err)) == DT_PEER)
+		*unreachable = DT_MEMBER_UNREACHABLE;
 	if (st)
 		return st;
 	struct dt_auth_hs hs;
 	struct dt_wire_sec sec = { .mode = DT_WIRE_NONE };
 	if (id->auth)
-		st = prove(fd, id, to, name, deadline, &hs, &sec, err);
+		st = prove(fd, id, to, name, deadline, watch_fd, unreachable, &hs, &sec, err);
 	uint8_t buf[DT_MEMBER_REPORT_BYTES];
 	dt_member_report_encode(mine, buf);
 	if (!st)
 		st = sec.mode ? dt_frame_send_fd_sealed(fd, &sec, DT_MSG_MEMBER_REPORT, 0, buf, sizeof(buf), deadline, name, err)
 			      : dt_frame_send_fd(fd, DT_MSG_MEMBER_REPORT, 0, 0, buf, sizeof(buf), deadline, name, err);
+	if (!st)
+		st = await_answer(fd, watch_fd, deadline, name, unreachable, err);
 	struct dt_frame_decoder d;
 	dt_frame_decoder_init(&d, DT_MSG_CAP_SMALL);
 	if (sec.mode)

@@ -21,9 +21,10 @@
 /* A restarted worker whose report was closed reports again after this. */
 #define REPORT_RETRY_MS 200
 /* A candidate coordinator whose ring address refuses connections this long
- * is gone (a live member listens there all the time but for the moments
- * between a rendezvous and its desk reopening): the next is tried. */
-#define COORDINATOR_GONE_S 2.0
+ * is gone (a live member listens there all the time: its desk, or its
+ * rendezvous's listener, and the desk reopens as soon as the rendezvous
+ * ends): the next is tried. */
+#define COORDINATOR_GONE_S 0.5
 
 void dt_elastic_init(struct dt_elastic *e, int min_workers, int table_n, int self, const struct dt_comm_peer *peers,
 		     const char (*names)[48], uint64_t fingerprint, const struct dt_auth *auth, double step_s)
@@ -249,7 +250,7 @@ static enum dt_status agree(struct dt_elastic *e, int lost, const char *why, str
 		int unreachable = 0;
 		struct dt_err e2 = DT_ERR_INIT;
 		st = dt_member_report(&e->id, c, e->names[c], &me, dt_deadline_in(COORDINATOR_GONE_S),
-				      dt_deadline_in(2 * e->step_s + 5), v, &unreachable, &e2);
+				      dt_deadline_in(2 * e->step_s + 5), -1, v, &unreachable, &e2);
 		if (st != DT_PEER && st != DT_TIMEOUT) {
 			*err = e2;
 			return st;
@@ -282,6 +283,9 @@ static enum dt_status rejoin(struct dt_elastic *e, struct dt_session *s, struct 
 	}
 	enum dt_status st = dt_comm_new(&cc, dt_deadline_in(e->step_s), comm, err);
 	free(peers);
+	/* Listening again at once: a reporter takes a member whose address
+	 * refuses connections for lost. */
+	dt_elastic_listen(e);
 	if (st)
 		return dt_err_prefix(err, "cannot re-form the ring of %d workers", v->n);
 	struct dt_model *m = dt__session_model(s);
@@ -356,13 +360,19 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 		if (v->ranks[0] != was) {
 			/* The coordinator's duties move with the role: checkpoints,
 			 * summaries, the evaluation at the end (session.h). */
-			const char *how = "no report in time";
+			const char *how = NULL;
 			for (int i = 0; i < v->nlost; i++)
 				if (v->lost[i] == was)
 					how = v->why[i];
-			dt_warn("the %s (%s at %s) was lost (%s): %s coordinates from step %lld",
-				was == 0 ? "chief" : "coordinator", e->names[was], e->peers[was].addr, how,
-				e->names[v->ranks[0]], (long long)v->step);
+			if (how || v->ranks[0] > was)
+				dt_warn("the %s (%s at %s) was lost (%s): %s coordinates from step %lld",
+					was == 0 ? "chief" : "coordinator", e->names[was], e->peers[was].addr,
+					how ? how : "no report in time", e->names[v->ranks[0]], (long long)v->step);
+			else /* a lower one came back: the lowest member coordinates */
+				dt_info("%s (at %s) rejoined: it coordinates from step %lld", e->names[v->ranks[0]],
+					e->peers[v->ranks[0]].addr, (long long)v->step);
+			if (was == (uint32_t)e->self)
+				dt__session_drop_chief(s);
 		}
 		if (v->ranks[0] == (uint32_t)e->self && (st = dt__session_take_chief(s, err)))
 			break;
@@ -416,6 +426,40 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 	return st;
 }
 
+/* 1 when a connection waits on listening socket fd. */
+static int called(int fd)
+{
+	struct pollfd pf = { fd, POLLIN, 0 };
+	return poll(&pf, 1, 0) > 0;
+}
+
+/* One round of a restarted task's report: to every other table rank in
+ * order, the lowest first (the lowest live member is the coordinator),
+ * skipping those whose address refuses connections (gone, or not started).
+ * DT_OK: *v is the view. DT_CONFIG: refused. DT_PEER: nobody answered;
+ * *first: a peer called this task's own address lfd (a first rendezvous). */
+static enum dt_status report_round(struct dt_elastic *e, const struct dt_member_report *me, int lfd,
+				   int64_t deadline, struct dt_member_view *v, int *first, struct dt_err *err)
+{
+	enum dt_status st = dt_err_set(err, DT_PEER, "no other worker of the cluster is listening");
+	*first = 0;
+	for (int c = 0; c < e->table_n && !dt_deadline_passed(deadline); c++) {
+		if (c == e->self)
+			continue;
+		if (called(lfd)) {
+			*first = 1;
+			return dt_err_set(err, DT_PEER, "a peer called this task's own address (a first rendezvous)");
+		}
+		int why_not = 0;
+		st = dt_member_report(&e->id, (uint32_t)c, e->names[c], me, dt_deadline_in(COORDINATOR_GONE_S / 4),
+				      deadline, lfd, v, &why_not, err);
+		*first = why_not == DT_MEMBER_CALLED;
+		if (st != DT_PEER || why_not != DT_MEMBER_UNREACHABLE)
+			return st;
+	}
+	return st;
+}
+
 enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struct dt_strategy_info *info,
 			       struct dt_hello *hello, int *lfd, int64_t deadline, struct dt_comm **comm, int *rank,
 			       int *joined, struct dt_err *err)
@@ -425,15 +469,16 @@ enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struc
 				       .done_step = -1, .lost = -1 };
 	snprintf(me.why, sizeof(me.why), "restarted");
 	struct dt_member_view *v = dt_xcalloc(1, sizeof(*v));
-	/* A chief in a rendezvous closes the report: in its first (then a peer
+	/* A member in a rendezvous closes the report: in its first (then a peer
 	 * soon connects here, for this task is in that ring too), or in a
 	 * re-formation's, a few ms (then nobody connects here, and the report
-	 * is taken once the chief trains again). So report again until one of
-	 * the two, every REPORT_RETRY_MS. */
+	 * is taken once the coordinator trains again). So report again until
+	 * one of the two, every REPORT_RETRY_MS. */
 	enum dt_status st;
 	for (int tries = 1;; tries++) {
 		struct dt_err e2 = DT_ERR_INIT;
-		st = dt_member_report(&e->id, 0, e->names[0], &me, deadline, deadline, v, NULL, &e2);
+		int first = 0;
+		st = report_round(e, &me, *lfd, deadline, v, &first, &e2);
 		if (!st)
 			break;
 		if (st == DT_CONFIG) { /* refused: another secret or cluster spec */
@@ -441,14 +486,15 @@ enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struc
 			*err = e2;
 			return dt_err_prefix(err, "this restarted worker cannot rejoin the ring");
 		}
-		if (tries == 1)
-			dt_info("the chief did not take this worker's report (%s): it is in a rendezvous (its first, or a "
-				"re-formation's); reporting again every %d ms", e2.msg, REPORT_RETRY_MS);
+		if (tries == 1 && !first)
+			dt_info("no running ring took this worker's report (%s): the others are in a rendezvous (their "
+				"first, or a re-formation's) or not started; reporting again every %d ms", e2.msg,
+				REPORT_RETRY_MS);
 		struct pollfd pf = { *lfd, POLLIN, 0 };
 		int ms = dt_deadline_ms_left(deadline);
-		if (poll(&pf, 1, ms < REPORT_RETRY_MS ? ms : REPORT_RETRY_MS) > 0 || dt_deadline_passed(deadline)) {
+		if (first || poll(&pf, 1, ms < REPORT_RETRY_MS ? ms : REPORT_RETRY_MS) > 0 || dt_deadline_passed(deadline)) {
 			if (tries > 1)
-				dt_info("the chief closed %d membership report(s) (%s): joining its first rendezvous", tries,
+				dt_info("%d membership report(s) not taken (%s): joining the first rendezvous", tries,
 					e2.msg);
 			free(v);
 			return DT_OK; /* not a running ring: the first rendezvous */
@@ -459,9 +505,10 @@ enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struc
 		if ((int)v->ranks[i] == e->self)
 			me_at = i;
 	if (me_at < 0 || v->n < e->min_workers || v->step < 0) {
+		const uint32_t by = v->ranks[0];
 		free(v);
-		return dt_err_set(err, DT_PEER, "the chief (%s at %s) re-formed the ring without this restarted worker",
-				  e->names[0], e->peers[0].addr);
+		return dt_err_set(err, DT_PEER, "%s (at %s) re-formed the ring without this restarted worker",
+				  e->names[by], e->peers[by].addr);
 	}
 	char members[256];
 	describe(e, v->ranks, v->n, members, sizeof(members));
@@ -478,6 +525,12 @@ enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struc
 	info->shard_count = e->n;
 	info->global_batch = dt__session_config(s)->hp.batch_size *
 			     (dt__session_config(s)->micro_batch > 0 ? e->table_n : e->n);
+	/* The lowest member coordinates: a restarted chief takes its duties back
+	 * (or a worker below the coordinator, the chief being gone). */
+	if (me_at == 0 && (st = dt__session_take_chief(s, err)))
+		return st;
+	if (me_at != 0)
+		info->chief = 0;
 	e->reforms++;
 	dt_info("ring re-formed at step %lld: %s (this worker, %s %u, rejoined)", (long long)e->done_step, members,
 		e->peers[e->self].role, e->peers[e->self].index);

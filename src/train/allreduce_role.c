@@ -254,10 +254,10 @@ static enum dt_status ring_connect(struct dt_session *s, void *self, struct dt_s
 	dt_info("all-reduce over %d worker(s): this is rank %d (%s); waiting up to %.0f s for the others", r->size,
 		r->rank, r->ranks.names[r->rank], connect_s);
 	struct dt_comm_config cc = { .nranks = r->size, .rank = r->rank, .peers = r->ranks.peers, .hello = &r->hello };
-	if (r->el.min_workers && r->rank != 0) {
-		/* A worker started again joins the running ring, if there is one;
-		 * listening first, for a chief in its first rendezvous connects here
-		 * before it answers the report (by closing it). */
+	if (r->el.min_workers) {
+		/* A worker started again (the chief too) joins the running ring, if
+		 * there is one; listening first, for a peer in its first rendezvous
+		 * connects here before it answers the report (by closing it). */
 		char host[DT_HOST_MAX];
 		int port, lfd = -1;
 		if ((st = dt_sock_split_hostport(r->ranks.peers[r->rank].addr, host, sizeof(host), &port, err)) ||
@@ -276,7 +276,7 @@ static enum dt_status ring_connect(struct dt_session *s, void *self, struct dt_s
 	if ((st = dt_comm_new(&cc, dt_deadline_in(connect_s), &r->comm, err)))
 		return st;
 	dt_info("connected to all %d worker(s)", r->size);
-	dt_elastic_listen(&r->el); /* the chief: for a worker that is restarted */
+	dt_elastic_listen(&r->el); /* every member: reports of restarted workers, and alive to reporters */
 	return DT_OK;
 }
 

@@ -232,7 +232,7 @@ static enum dt_status stranger_reports(const struct cluster *c, const struct dt_
 	struct dt_member_id id = { .auth = auth, .fingerprint = 42, .peers = peers, .table_n = 3, .self = 2 };
 	struct dt_member_report me = { .fingerprint = 42, .rank = 2, .done_step = -1, .lost = -1 };
 	static struct dt_member_view v;
-	return dt_member_report(&id, 0, "worker:0", &me, dt_deadline_in(10), dt_deadline_in(10), &v, NULL, e);
+	return dt_member_report(&id, 0, "worker:0", &me, dt_deadline_in(10), dt_deadline_in(10), -1, &v, NULL, e);
 }
 
 /* With a cluster secret the reports are authenticated (net/auth.h): a
@@ -410,6 +410,59 @@ DT_TEST_TIMEOUT(elastic, killed_chief_worker1_coordinates_finishes_within_1pct, 
 	DT_CHECK_NEAR(cli_accuracy_of(r.out), acc, 1e-4);
 	dt_run_release(&r);
 	free(err1), free(err2), free(out1);
+	cluster_kill_all(&c);
+}
+
+/* The chief killed at a random step and started again (same index, same
+ * flags) rejoins the running ring through worker 1, which coordinates
+ * meanwhile: it reports to the members in index order, the ring is 3
+ * again, and the coordinator's role returns to it (the lowest member), so
+ * it writes the final checkpoint and evaluates at the end. */
+DT_TEST_TIMEOUT(elastic, killed_chief_restarted_rejoins_and_coordinates_again, 600)
+{
+	static const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=8000",
+					    "--log_every=50", "--hparams=batch_size=32", "--min_workers=2",
+					    "--step_timeout=4", "--connect_timeout=60", NULL };
+	double undisturbed = undisturbed_accuracy(args);
+	char line[32];
+	random_step_line(line, sizeof(line), 2, 9); /* 100..500 of 8000: time to come back */
+	struct cluster c;
+	cluster_init(&c, NULL, 3, 0);
+	cluster_output_dir(&c, "shared");
+	for (int i = 0; i < 3; i++)
+		cluster_start_train_as(&c, "worker", i, NULL, args, c.out_flag, NULL);
+	EXPECT_LOG(&c, &c.tasks[0], line, TASK_WAIT_S);
+	kill(c.tasks[0].pid, SIGKILL);
+	DT_CHECK_INT_EQ(task_wait(&c.tasks[0], 10), 128 + SIGKILL);
+	EXPECT_LOG(&c, &c.tasks[1], "worker:1 coordinates from step", 60);
+	struct task *again = cluster_start_train_as(&c, "worker", 0, "worker0again", args, c.out_flag, NULL);
+	EXPECT_LOG(&c, again, "(this worker, worker 0, rejoined)", 120);
+	EXPECT_EXIT(&c, again, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[1], 0, 60);
+	EXPECT_EXIT(&c, &c.tasks[2], 0, 60);
+	char *err1 = task_read(&c.tasks[1], 1), *errn = task_read(again, 1), *outn = task_read(again, 0);
+	char *out1 = task_read(&c.tasks[1], 0);
+	char want[160];
+	snprintf(want, sizeof(want), "worker:0 (at 127.0.0.1:%d) rejoined: it coordinates from step",
+		 cluster_port(&c, "worker", 0));
+	DT_CHECK_CONTAINS(err1, want);
+	DT_CHECK_CONTAINS(err1, "the ring was re-formed 2 time(s); it ended with 3 of 3 workers");
+	DT_CHECK_CONTAINS(errn, "the ring was re-formed 1 time(s); it ended with 3 of 3 workers");
+	DT_CHECK_CONTAINS(errn, "saved checkpoint for step 8000");
+	/* The role went back: worker 1 neither saves the end nor evaluates. */
+	DT_CHECK(strstr(err1, "saved checkpoint for step 8000") == NULL);
+	DT_CHECK(strstr(out1, "accuracy = ") == NULL);
+	DT_CHECK_CONTAINS(outn, "at global step 8000: accuracy = ");
+	double acc = cli_accuracy_of(outn);
+	fprintf(stderr, "chief killed after %s and restarted: rejoined; undisturbed %.4f, this run %.4f\n", line,
+		undisturbed, acc);
+	DT_CHECK_NEAR(acc, undisturbed, 0.01);
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "ckpt", "verify", c.out_dir, NULL }, NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "model.ckpt-8000.safetensors");
+	dt_run_release(&r);
+	free(err1), free(errn), free(outn), free(out1);
 	cluster_kill_all(&c);
 }
 
