@@ -34,8 +34,9 @@
  *
  * Growing back (a restarted worker): every member keeps listening on its
  * ring address while it trains (dt_elastic_listen); a worker started again
- * with the same flags first reports to the chief's (dt_elastic_join,
- * done_step -1). At each step's start the coordinator looks whether a whole report waits
+ * with the same flags first reports to the lowest live member's
+ * (dt_elastic_join, done_step -1; a restarted chief too, which becomes the
+ * lowest member again and so the coordinator). At each step's start the coordinator looks whether a whole report waits
  * (dt_elastic_join_waiting) and every member learns it from a flag summed
  * inside the step's first gradient all-reduce (allreduce_role.c), so all
  * of them decide alike to re-form after that step; the agreement then takes the
@@ -126,23 +127,27 @@ void dt_elastic_listen(struct dt_elastic *e);
  * for nothing); never blocks. */
 int dt_elastic_join_waiting(const struct dt_elastic *e);
 
-/* A non-chief task at its start: reports to the chief as a restarted
- * worker (within `deadline`). *lfd: this task's listening ring socket,
- * bound before (a chief in its first rendezvous connects to it before it
- * accepts the report, so it must find it listening); the new ring's
- * rendezvous takes it over when this task joins (then -1), else it stays for
- * the caller's. *joined 0: no running ring took it (the chief
- * closed the report: it is still in the first rendezvous, or unreachable;
- * err says why) and the caller joins the rendezvous as usual. *joined 1: it
- * is a member of the re-formed ring *comm as *rank, the session's variables
- * and slots hold the root's and (done_step, done_epoch, done_offset) the
- * position to start at; info's shard and global batch are set. */
+/* Every task of an elastic ring at its start (the chief too): reports as a
+ * restarted worker (within `deadline`) to the other table ranks in index
+ * order, skipping an address that refuses connections (gone, or not
+ * started yet), so the first that answers is the lowest live member, the
+ * coordinator. *lfd: this task's listening ring socket, bound before: a
+ * peer in its first rendezvous connects to it (or reports to it), and a
+ * connection waiting there, before or while a report waits for its answer,
+ * means there is no running ring but a first rendezvous. The new ring's
+ * rendezvous takes *lfd over when this task joins (then -1), else it stays
+ * for the caller's. *joined 0: no running ring took it (err says why) and
+ * the caller joins the first rendezvous as usual. *joined 1: it is a
+ * member of the re-formed ring *comm as *rank, the session's variables and
+ * slots hold the root's and (done_step, done_epoch, done_offset) the
+ * position to start at; info's shard, global batch and chief are set (the
+ * lowest member, a restarted chief, takes the duties back). */
 enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struct dt_strategy_info *info,
 			       struct dt_hello *hello, int *lfd, int64_t deadline, struct dt_comm **comm, int *rank,
 			       int *joined, struct dt_err *err) DT_MUST_CHECK;
 
 /* The all-reduce of the n int64s of v with the join flag as one more
- * (`mine`: this task's say, 1 when the chief has a restarted worker
+ * (`mine`: this task's say, 1 when the coordinator has a restarted worker
  * waiting); *seen: 1 when the sum of the flags is not 0, alike on every
  * member. Copies v (a few hundred bytes: --deterministic's exponents). */
 enum dt_status dt_elastic_sum_i64_join(struct dt_elastic *e, struct dt_comm *comm, int64_t *v, size_t n, int mine,
