@@ -121,21 +121,30 @@ enum dt_status dt_member_coordinate(struct dt_member_desk **desk, const struct d
 				    int nold, const struct dt_member_report *mine, int64_t deadline,
 				    struct dt_member_view *view, struct dt_err *err) DT_MUST_CHECK;
 
+/* What ends a report's wait for its answer early (dt_member_report). */
+struct dt_member_watch {
+	int fd;                       /* a listening socket: a connection waiting there (a peer in its
+					 first rendezvous calls this task); -1: none */
+	struct dt_member_desk *desk;  /* this task's desk: a whole report of a survivor (step >= 0) on
+					 it (a member that took the one asked for lost, and so this
+					 task for the next coordinator); NULL: none */
+};
+
 /* A member's side: connects to the coordinator `to` (a table rank:
  * id->peers[to], `name` in errors, "worker:0"), retrying a refused
  * connection until `connect_deadline` (<= deadline), authenticates when id
  * has a secret, reports, and waits for the view until `deadline`, or until
- * `watch_fd` (a listening socket; -1: none) has a connection waiting.
- * DT_PEER when it cannot connect (*why_not DT_MEMBER_UNREACHABLE: nothing
- * listens there, the process is gone or not started), when watch_fd was
- * called (DT_MEMBER_CALLED: a peer in its first rendezvous connects to this
- * task), or when the connection closes before a view (the coordinator is
- * dead, or is not taking reports now: in a rendezvous); DT_CONFIG when it
- * refuses this task (another secret). why_not may be NULL. */
+ * `watch` (NULL: nothing) says. DT_PEER when it cannot connect (*why_not
+ * DT_MEMBER_UNREACHABLE: nothing listens there, the process is gone or not
+ * started), when the watch ended the wait (DT_MEMBER_CALLED), or when the
+ * connection closes before a view (the coordinator is dead, or is not
+ * taking reports now: in a rendezvous); DT_CONFIG when it refuses this
+ * task (another secret). why_not may be NULL. */
 enum { DT_MEMBER_UNREACHABLE = 1, DT_MEMBER_CALLED = 2 };
 enum dt_status dt_member_report(const struct dt_member_id *id, uint32_t to, const char *name,
 				const struct dt_member_report *mine, int64_t connect_deadline, int64_t deadline,
-				int watch_fd, struct dt_member_view *view, int *why_not, struct dt_err *err) DT_MUST_CHECK;
+				const struct dt_member_watch *watch, struct dt_member_view *view, int *why_not,
+				struct dt_err *err) DT_MUST_CHECK;
 
 /* The wire forms (docs/PROTOCOL.md §3.7), for the tests. */
 #define DT_MEMBER_REPORT_BYTES (8 + 4 + 4 + 8 + 4 + DT_MEMBER_WHY_MAX)

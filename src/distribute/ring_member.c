@@ -489,33 +489,57 @@ static enum dt_status refused(struct dt_frame_decoder *dec, const char *name, st
 	return dt_err_set(err, DT_CONFIG, "%s refused this task's membership report: %s", name, m.text);
 }
 
-/* Waits until fd has something to read, or `deadline` (the read that
- * follows then fails naming it), or until listening socket watch_fd (-1:
- * none) has a connection waiting: a peer in its first rendezvous calls this
- * task's own address, so the one asked is no running ring's member, and
- * neither is this task (DT_PEER, *why_not DT_MEMBER_CALLED). */
-static enum dt_status await_answer(int fd, int watch_fd, int64_t deadline, const char *name, int *why_not,
-				   struct dt_err *err)
+/* 1 when a survivor's whole report (step >= 0) waits on d; never blocks. */
+static int survivor_waits(struct dt_member_desk *d)
 {
-	for (int ms; watch_fd >= 0 && (ms = dt_deadline_ms_left(deadline)) > 0;) {
-		struct pollfd pf[2] = { { fd, POLLIN, 0 }, { watch_fd, POLLIN, 0 } };
-		int r = poll(pf, 2, ms);
+	desk_round(d, 0);
+	for (int k = 0; k < d->cap; k++)
+		if (d->p[k].fd >= 0 && d->p[k].stage == ST_REPORTED && d->p[k].report.done_step >= 0)
+			return 1;
+	return 0;
+}
+
+/* How often a wait looks at a watched desk. */
+#define WATCH_MS 50
+
+/* Waits until fd has something to read, or `deadline` (the read that
+ * follows then fails naming it), or until w says (DT_PEER, *why_not
+ * DT_MEMBER_CALLED): a connection waits on w->fd (a peer in its first
+ * rendezvous calls this task's own address, so the one asked is no running
+ * ring's member, and neither is this task), or a survivor reported to w->desk
+ * (it took the one asked for lost). */
+static enum dt_status await_answer(int fd, const struct dt_member_watch *w, int64_t deadline, const char *name,
+				   int *why_not, struct dt_err *err)
+{
+	const int wfd = w ? w->fd : -1;
+	struct dt_member_desk *desk = w ? w->desk : NULL;
+	for (int ms; (wfd >= 0 || desk) && (ms = dt_deadline_ms_left(deadline)) > 0;) {
+		struct pollfd pf[2] = { { fd, POLLIN, 0 }, { wfd, POLLIN, 0 } };
+		int r = poll(pf, wfd >= 0 ? 2 : 1, desk && ms > WATCH_MS ? WATCH_MS : ms);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0 || pf[0].revents)
+		if (r < 0 || pf[0].revents)
 			break;
-		if (pf[1].revents & POLLIN) {
+		if (wfd >= 0 && (pf[1].revents & POLLIN)) {
 			*why_not = DT_MEMBER_CALLED;
 			return dt_err_set(err, DT_PEER, "%s did not answer before a peer called this task's own address "
 							"(a first rendezvous)", name);
 		}
+		if (desk && survivor_waits(desk)) {
+			*why_not = DT_MEMBER_CALLED;
+			return dt_err_set(err, DT_PEER, "%s did not answer, and another member reported to this task "
+							"instead", name);
+		}
+		if (r == 0 && !desk)
+			break;
 	}
 	return DT_OK;
 }
 
 /* The challenge–response as the connecting side (net/auth.h). */
 static enum dt_status prove(int fd, const struct dt_member_id *id, uint32_t to, const char *name, int64_t deadline,
-			    int watch_fd, int *why_not, struct dt_auth_hs *hs, struct dt_wire_sec *sec, struct dt_err *err)
+			    const struct dt_member_watch *watch, int *why_not, struct dt_auth_hs *hs, struct dt_wire_sec *sec,
+			    struct dt_err *err)
 {
 	struct dt_hello h;
 	id_hello(id, &h);
@@ -523,7 +547,7 @@ static enum dt_status prove(int fd, const struct dt_member_id *id, uint32_t to, 
 	size_t n = dt_auth_client_hello(hs, &h, msg);
 	enum dt_status st = dt_frame_send_fd(fd, DT_MSG_AUTH_HELLO, 0, 0, msg, n, deadline, name, err);
 	if (!st)
-		st = await_answer(fd, watch_fd, deadline, name, why_not, err);
+		st = await_answer(fd, watch, deadline, name, why_not, err);
 	if (st)
 		return st;
 	struct dt_frame_decoder d;
@@ -545,7 +569,8 @@ static enum dt_status prove(int fd, const struct dt_member_id *id, uint32_t to, 
 
 enum dt_status dt_member_report(const struct dt_member_id *id, uint32_t to, const char *name,
 				const struct dt_member_report *mine, int64_t connect_deadline, int64_t deadline,
-				int watch_fd, struct dt_member_view *view, int *why_not, struct dt_err *err)
+				const struct dt_member_watch *watch, struct dt_member_view *view, int *why_not,
+				struct dt_err *err)
 {
 	memset(view, 0, sizeof(*view));
 	int ignored;
@@ -564,14 +589,14 @@ enum dt_status dt_member_report(const struct dt_member_id *id, uint32_t to, cons
 	struct dt_auth_hs hs;
 	struct dt_wire_sec sec = { .mode = DT_WIRE_NONE };
 	if (id->auth)
-		st = prove(fd, id, to, name, deadline, watch_fd, unreachable, &hs, &sec, err);
+		st = prove(fd, id, to, name, deadline, watch, unreachable, &hs, &sec, err);
 	uint8_t buf[DT_MEMBER_REPORT_BYTES];
 	dt_member_report_encode(mine, buf);
 	if (!st)
 		st = sec.mode ? dt_frame_send_fd_sealed(fd, &sec, DT_MSG_MEMBER_REPORT, 0, buf, sizeof(buf), deadline, name, err)
 			      : dt_frame_send_fd(fd, DT_MSG_MEMBER_REPORT, 0, 0, buf, sizeof(buf), deadline, name, err);
 	if (!st)
-		st = await_answer(fd, watch_fd, deadline, name, unreachable, err);
+		st = await_answer(fd, watch, deadline, name, unreachable, err);
 	struct dt_frame_decoder d;
 	dt_frame_decoder_init(&d, DT_MSG_CAP_SMALL);
 	if (sec.mode)

@@ -249,8 +249,12 @@ static enum dt_status agree(struct dt_elastic *e, int lost, const char *why, str
 		/* It may still be waiting out its own collective's deadline. */
 		int unreachable = 0;
 		struct dt_err e2 = DT_ERR_INIT;
+		/* A survivor reporting here meanwhile took c for lost: this task
+		 * is the next coordinator (of a stopped chief, say, that one
+		 * survivor saw stall and this one only heard of). */
+		const struct dt_member_watch w = { .fd = -1, .desk = e->desk };
 		st = dt_member_report(&e->id, c, e->names[c], &me, dt_deadline_in(COORDINATOR_GONE_S),
-				      dt_deadline_in(2 * e->step_s + 5), -1, v, &unreachable, &e2);
+				      dt_deadline_in(2 * e->step_s + 5), &w, v, &unreachable, &e2);
 		if (st != DT_PEER && st != DT_TIMEOUT) {
 			*err = e2;
 			return st;
@@ -451,8 +455,9 @@ static enum dt_status report_round(struct dt_elastic *e, const struct dt_member_
 			return dt_err_set(err, DT_PEER, "a peer called this task's own address (a first rendezvous)");
 		}
 		int why_not = 0;
+		const struct dt_member_watch w = { .fd = lfd };
 		st = dt_member_report(&e->id, (uint32_t)c, e->names[c], me, dt_deadline_in(COORDINATOR_GONE_S / 4),
-				      deadline, lfd, v, &why_not, err);
+				      deadline, &w, v, &why_not, err);
 		*first = why_not == DT_MEMBER_CALLED;
 		if (st != DT_PEER || why_not != DT_MEMBER_UNREACHABLE)
 			return st;
