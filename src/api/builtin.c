@@ -215,6 +215,8 @@ enum dt_status dt__api_run_builtin(dtrain_session *s, struct dt_err *e)
 	if (st)
 		return st;
 	s->has_res = 1;
-	s->evaluated = s->tc.eval_at_end && (m == M_LOCAL || m == M_MIRRORED || cl->is_chief);
+	/* An elastic ring's coordinator evaluates too when the chief was lost
+	 * (train/allreduce_elastic.h): its result holds examples. */
+	s->evaluated = s->tc.eval_at_end && (m == M_LOCAL || m == M_MIRRORED || cl->is_chief || s->res.eval.examples > 0);
 	return DT_OK;
 }

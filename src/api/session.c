@@ -460,7 +460,10 @@ static void collect_result(dtrain_session *s, enum dt_status st)
 		s->has_sync = dt__api_role_result(s->role, &s->res, &s->sync_stats);
 	s->has_res = 1;
 	const enum dt__api_mode m = dt__api_mode(s);
-	s->evaluated = !st && s->tc.eval_at_end && (m == M_LOCAL || m == M_MIRRORED || s->cl->is_chief);
+	/* An elastic ring's coordinator evaluates too when the chief was lost
+	 * (train/allreduce_elastic.h): its result holds examples. */
+	s->evaluated = !st && s->tc.eval_at_end &&
+		       (m == M_LOCAL || m == M_MIRRORED || s->cl->is_chief || s->res.eval.examples > 0);
 }
 
 dtrain_status dtrain_session_close(dtrain_session *s, dtrain_error *err)

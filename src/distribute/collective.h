@@ -175,8 +175,9 @@ int dt_comm_rank(const struct dt_comm *comm);
 const char *dt_comm_peer_label(const struct dt_comm *comm, int rank);
 /* After a failed collective: the rank this one saw fail directly (its
  * connection closed or reset, or nothing from it within the deadline) and,
- * in *why (may be NULL), how in a few words; -1 when the comm is not
- * broken or this rank only heard of the failure (COLL_ABORT). The elastic
+ * in *why (may be NULL), how in a few words, or the rank a COLL_STALL
+ * notice had named before it heard of the failure (COLL_ABORT); -1 when
+ * the comm is not broken or this rank only heard of the failure. The elastic
  * ring's membership agreement (distribute/membership.h) uses it. */
 int dt_comm_lost_rank(const struct dt_comm *comm, const char **why);
 /* 1 if this rank reads its left neighbour's large segments straight from

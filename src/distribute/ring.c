@@ -251,6 +251,7 @@ enum dt_status dt__ring_begin(struct dt__ring_run *r, struct dt_comm *c, unsigne
 	pack_start(r);
 	r->blamed = c->lrank;
 	r->blamed_since = r->t0;
+	r->stall_heard = 0;
 	int64_t budget = deadline > r->t0 ? deadline - r->t0 : 0;
 	r->stall_every = budget / 4;
 	if (r->stall_every > DT_NSEC_PER_SEC)
@@ -311,6 +312,7 @@ static enum dt_status run_step(struct dt__ring_run *r, const struct dt__plan *p,
 	if (from >= 0 && r->blamed != from) {
 		r->blamed = from;
 		r->blamed_since = now;
+		r->stall_heard = 0;
 	}
 	enum dt_status st = run_plan(r, err);
 	dt__comm_use_ring(c);

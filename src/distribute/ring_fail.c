@@ -15,6 +15,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "base/clock.h"
+
 /* ---- failure ---- */
 
 /* A COLL_ABORT frame with the reason into frame; returns its size. sec: the
@@ -137,6 +139,14 @@ enum dt_status dt__ring_on_abort(struct dt__ring_run *r, const char *from, const
 	if (dt_reason_decode(&m, p, len, &e))
 		return dt__ring_fail(r, err, DT_PROTOCOL, "bad coll_abort from %s during %s: %s", from, r->what, e.msg);
 	enum dt_status st = dt_wire_error_to_status(m.code);
+	/* Told of a failure, but the ranks waiting had named whom they wait on
+	 * (COLL_STALL): the elastic agreement counts on it (dt_comm_lost_rank),
+	 * so this rank does not report to a stopped rank first. */
+	if (r->stall_heard) {
+		char why[48];
+		snprintf(why, sizeof(why), "no answer for %.1f s", (double)(dt_now_ns() - r->blamed_since) / 1e9);
+		dt__ring_blame(r, r->blamed, why);
+	}
 	dt_err_set(&r->c->failure, st, "%s gave up %s: %s", from, r->what, m.text);
 	if (err)
 		*err = r->c->failure;

@@ -330,7 +330,7 @@ enum dt_status dt_member_desk_open(const struct dt_member_id *id, struct dt_memb
 				  id->table_n);
 	char host[DT_HOST_MAX];
 	int port, lfd = -1;
-	enum dt_status st = dt_sock_split_hostport(id->peers[0].addr, host, sizeof(host), &port, err);
+	enum dt_status st = dt_sock_split_hostport(id->peers[id->self].addr, host, sizeof(host), &port, err);
 	if (!st)
 		st = dt_sock_listen(host, port, 64, &lfd, NULL, err);
 	if (st)
@@ -412,26 +412,26 @@ enum dt_status dt_member_coordinate(struct dt_member_desk **desk, const struct d
 		int missing = 0;
 		for (int k = 0; k < d->cap; k++) {
 			const struct dt_member_report *r = &d->p[k].report;
-			if (d->p[k].fd >= 0 && d->p[k].stage == ST_REPORTED && r->lost > 0 && r->lost < table_n &&
-			    !lost_seen[r->lost]) {
+			if (d->p[k].fd >= 0 && d->p[k].stage == ST_REPORTED && r->lost >= 0 && r->lost < table_n &&
+			    r->lost != (int32_t)id->self && !lost_seen[r->lost]) {
 				lost_seen[r->lost] = 1;
 				snprintf(why[r->lost], DT_MEMBER_WHY_MAX, "%s", r->why);
 			}
 		}
-		for (int i = 1; i < nold; i++)
-			missing += !lost_seen[old[i]] && !report_of(d, old[i]);
+		for (int i = 0; i < nold; i++)
+			missing += old[i] != id->self && !lost_seen[old[i]] && !report_of(d, old[i]);
 		int64_t now = dt_now_ns();
 		if (missing == 0 || now >= deadline)
 			break;
 		desk_round(d, (int)((deadline - now) / 1000000) + 1);
 	}
-	/* The view: the coordinator, then the reporters by table rank. */
-	view->ranks[view->n++] = old[0];
+	/* The view: the coordinator and the reporters, by table rank (the
+	 * lowest first: the next agreement's coordinator). */
 	view->step = mine->done_step;
 	uint32_t epoch = mine->epoch;
 	for (int t = 0; t < table_n; t++) {
-		const struct dt_member_report *r = report_of(d, (uint32_t)t);
-		if (!r || in_list(view->ranks, view->n, (uint32_t)t))
+		const struct dt_member_report *r = (uint32_t)t == id->self ? mine : report_of(d, (uint32_t)t);
+		if (!r)
 			continue;
 		view->ranks[view->n++] = (uint32_t)t;
 		if (r->done_step > view->step)
@@ -441,13 +441,12 @@ enum dt_status dt_member_coordinate(struct dt_member_desk **desk, const struct d
 	}
 	view->epoch = epoch + 1;
 	view->root = 0;
-	if (mine->done_step != view->step)
-		for (int i = 1; i < view->n && view->root == 0; i++) {
-			const struct dt_member_report *r = report_of(d, view->ranks[i]);
-			if (r && r->done_step == view->step)
-				view->root = (uint32_t)i;
-		}
-	for (int i = 1; i < nold; i++) {
+	for (int i = view->n - 1; i >= 0; i--) { /* the first member holding the step */
+		const struct dt_member_report *r = view->ranks[i] == id->self ? mine : report_of(d, view->ranks[i]);
+		if (r && r->done_step == view->step)
+			view->root = (uint32_t)i;
+	}
+	for (int i = 0; i < nold; i++) {
 		if (in_list(view->ranks, view->n, old[i]))
 			continue;
 		view->lost[view->nlost] = old[i];
@@ -490,15 +489,65 @@ static enum dt_status refused(struct dt_frame_decoder *dec, const char *name, st
 	return dt_err_set(err, DT_CONFIG, "%s refused this task's membership report: %s", name, m.text);
 }
 
+/* 1 when a survivor's whole report (step >= 0) waits on d; never blocks. */
+static int survivor_waits(struct dt_member_desk *d)
+{
+	desk_round(d, 0);
+	for (int k = 0; k < d->cap; k++)
+		if (d->p[k].fd >= 0 && d->p[k].stage == ST_REPORTED && d->p[k].report.done_step >= 0)
+			return 1;
+	return 0;
+}
+
+/* How often a wait looks at a watched desk. */
+#define WATCH_MS 50
+
+/* Waits until fd has something to read, or `deadline` (the read that
+ * follows then fails naming it), or until w says (DT_PEER, *why_not
+ * DT_MEMBER_CALLED): a connection waits on w->fd (a peer in its first
+ * rendezvous calls this task's own address, so the one asked is no running
+ * ring's member, and neither is this task), or a survivor reported to w->desk
+ * (it took the one asked for lost). */
+static enum dt_status await_answer(int fd, const struct dt_member_watch *w, int64_t deadline, const char *name,
+				   int *why_not, struct dt_err *err)
+{
+	const int wfd = w ? w->fd : -1;
+	struct dt_member_desk *desk = w ? w->desk : NULL;
+	for (int ms; (wfd >= 0 || desk) && (ms = dt_deadline_ms_left(deadline)) > 0;) {
+		struct pollfd pf[2] = { { fd, POLLIN, 0 }, { wfd, POLLIN, 0 } };
+		int r = poll(pf, wfd >= 0 ? 2 : 1, desk && ms > WATCH_MS ? WATCH_MS : ms);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 || pf[0].revents)
+			break;
+		if (wfd >= 0 && (pf[1].revents & POLLIN)) {
+			*why_not = DT_MEMBER_CALLED;
+			return dt_err_set(err, DT_PEER, "%s did not answer before a peer called this task's own address "
+							"(a first rendezvous)", name);
+		}
+		if (desk && survivor_waits(desk)) {
+			*why_not = DT_MEMBER_CALLED;
+			return dt_err_set(err, DT_PEER, "%s did not answer, and another member reported to this task "
+							"instead", name);
+		}
+		if (r == 0 && !desk)
+			break;
+	}
+	return DT_OK;
+}
+
 /* The challenge–response as the connecting side (net/auth.h). */
-static enum dt_status prove(int fd, const struct dt_member_id *id, const char *name, int64_t deadline,
-			    struct dt_auth_hs *hs, struct dt_wire_sec *sec, struct dt_err *err)
+static enum dt_status prove(int fd, const struct dt_member_id *id, uint32_t to, const char *name, int64_t deadline,
+			    const struct dt_member_watch *watch, int *why_not, struct dt_auth_hs *hs, struct dt_wire_sec *sec,
+			    struct dt_err *err)
 {
 	struct dt_hello h;
 	id_hello(id, &h);
 	uint8_t msg[DT_AUTH_MSG_MAX];
 	size_t n = dt_auth_client_hello(hs, &h, msg);
 	enum dt_status st = dt_frame_send_fd(fd, DT_MSG_AUTH_HELLO, 0, 0, msg, n, deadline, name, err);
+	if (!st)
+		st = await_answer(fd, watch, deadline, name, why_not, err);
 	if (st)
 		return st;
 	struct dt_frame_decoder d;
@@ -510,7 +559,7 @@ static enum dt_status prove(int fd, const struct dt_member_id *id, const char *n
 	else if (!st && d.header.type != DT_MSG_AUTH_CHALLENGE)
 		st = dt_err_set(err, DT_PROTOCOL, "%s answered an auth_hello with %s", name, dt_msg_name(d.header.type));
 	else if (!st && dt_auth_client_prove(hs, dt_frame_decoder_payload(&d), (size_t)d.header.length,
-					     role_of(&id->peers[0]), id->peers[0].index, msg, sec, why, sizeof(why)))
+					     role_of(&id->peers[to]), id->peers[to].index, msg, sec, why, sizeof(why)))
 		st = dt_err_set(err, DT_CONFIG, "the membership report's authentication with %s failed: %s", name, why);
 	dt_frame_decoder_release(&d);
 	if (!st)
@@ -518,26 +567,36 @@ static enum dt_status prove(int fd, const struct dt_member_id *id, const char *n
 	return st;
 }
 
-enum dt_status dt_member_report(const struct dt_member_id *id, const char *name, const struct dt_member_report *mine,
-				int64_t deadline, struct dt_member_view *view, struct dt_err *err)
+enum dt_status dt_member_report(const struct dt_member_id *id, uint32_t to, const char *name,
+				const struct dt_member_report *mine, int64_t connect_deadline, int64_t deadline,
+				const struct dt_member_watch *watch, struct dt_member_view *view, int *why_not,
+				struct dt_err *err)
 {
 	memset(view, 0, sizeof(*view));
+	int ignored;
+	int *unreachable = why_not ? why_not : &ignored;
+	*unreachable = 0;
+	if ((int)to >= id->table_n)
+		return dt_err_set(err, DT_INTERNAL, "a report to rank %u of a table of %d", to, id->table_n);
 	char host[DT_HOST_MAX];
 	int port, fd = -1;
-	enum dt_status st = dt_sock_split_hostport(id->peers[0].addr, host, sizeof(host), &port, err);
-	if (!st)
-		st = dt_sock_connect(host, port, name, deadline, NULL, &fd, err);
+	enum dt_status st = dt_sock_split_hostport(id->peers[to].addr, host, sizeof(host), &port, err);
+	if (!st && (st = dt_sock_connect(host, port, name, connect_deadline < deadline ? connect_deadline : deadline,
+					 NULL, &fd, err)) == DT_PEER)
+		*unreachable = DT_MEMBER_UNREACHABLE;
 	if (st)
 		return st;
 	struct dt_auth_hs hs;
 	struct dt_wire_sec sec = { .mode = DT_WIRE_NONE };
 	if (id->auth)
-		st = prove(fd, id, name, deadline, &hs, &sec, err);
+		st = prove(fd, id, to, name, deadline, watch, unreachable, &hs, &sec, err);
 	uint8_t buf[DT_MEMBER_REPORT_BYTES];
 	dt_member_report_encode(mine, buf);
 	if (!st)
 		st = sec.mode ? dt_frame_send_fd_sealed(fd, &sec, DT_MSG_MEMBER_REPORT, 0, buf, sizeof(buf), deadline, name, err)
 			      : dt_frame_send_fd(fd, DT_MSG_MEMBER_REPORT, 0, 0, buf, sizeof(buf), deadline, name, err);
+	if (!st)
+		st = await_answer(fd, watch, deadline, name, unreachable, err);
 	struct dt_frame_decoder d;
 	dt_frame_decoder_init(&d, DT_MSG_CAP_SMALL);
 	if (sec.mode)

@@ -57,6 +57,7 @@ void dt__ring_left_moves(struct dt__ring_run *r)
 {
 	r->blamed = r->c->lrank;
 	r->blamed_since = r->last_in;
+	r->stall_heard = 0;
 }
 
 /* Consumes complete frames and payload bytes from src[*pos, end) — the in
@@ -136,6 +137,7 @@ static enum dt_status parse(struct dt__ring_run *r, uint8_t *src, size_t end, si
 				if (h.request_id <= r->me.seq && (int)s.blamed != c->rank && s.blamed < (uint32_t)c->n) {
 					r->blamed = (int)s.blamed;
 					r->blamed_since = dt_now_ns() - (int64_t)s.waited_ns;
+					r->stall_heard = 1;
 				}
 				continue;
 			}

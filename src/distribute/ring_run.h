@@ -76,6 +76,7 @@ struct dt__ring_run {
 	int64_t stall_every, next_stall;
 	int blamed;          /* the rank this one found missing */
 	int64_t blamed_since; /* nothing from it since then */
+	int stall_heard;     /* blamed came from a COLL_STALL notice (its left neighbour's) */
 };
 
 /* ring.c */

@@ -20,6 +20,11 @@
 #define REFORM_ATTEMPTS 3
 /* A restarted worker whose report was closed reports again after this. */
 #define REPORT_RETRY_MS 200
+/* A candidate coordinator whose ring address refuses connections this long
+ * is gone (a live member listens there all the time: its desk, or its
+ * rendezvous's listener, and the desk reopens as soon as the rendezvous
+ * ends): the next is tried. */
+#define COORDINATOR_GONE_S 0.5
 
 void dt_elastic_init(struct dt_elastic *e, int min_workers, int table_n, int self, const struct dt_comm_peer *peers,
 		     const char (*names)[48], uint64_t fingerprint, const struct dt_auth *auth, double step_s)
@@ -40,7 +45,7 @@ void dt_elastic_init(struct dt_elastic *e, int min_workers, int table_n, int sel
 				       .self = (uint32_t)self };
 }
 
-/* The chief's desk closed, its listener with it. */
+/* This task's desk closed, its listener with it. */
 static void close_desk(struct dt_elastic *e)
 {
 	dt_sock_close(dt_member_desk_close(e->desk));
@@ -58,11 +63,14 @@ void dt_elastic_release(struct dt_elastic *e)
 
 void dt_elastic_listen(struct dt_elastic *e)
 {
-	if (!e->min_workers || e->self != 0 || e->desk)
+	if (!e->min_workers || e->desk)
 		return;
 	struct dt_err err = DT_ERR_INIT;
 	if (dt_member_desk_open(&e->id, &e->desk, &err))
-		dt_warn("%s: a restarted worker cannot rejoin until the ring is re-formed", err.msg);
+		dt_warn("%s: %s", err.msg,
+			e->members[0] == (uint32_t)e->self
+				? "a restarted worker cannot rejoin until the ring is re-formed"
+				: "the other members take this task for lost if the coordinator is lost");
 }
 
 int dt_elastic_join_waiting(const struct dt_elastic *e)
@@ -198,12 +206,12 @@ static void describe_joined(const struct dt_elastic *e, const struct dt_member_v
 	}
 }
 
-/* Every change of membership: the chief's summaries get ring/members and
- * ring/reformations at the step, and each task's progress file (`dtrain
+/* Every change of membership: the coordinator's summaries get ring/members
+ * and ring/reformations at the step, and each task's progress file (`dtrain
  * status`) the members and the change. */
 static void record(struct dt_elastic *e, struct dt_session *s, const char *members, const char *change)
 {
-	if (e->self == 0) {
+	if (e->members[0] == (uint32_t)e->self) {
 		const char *const tags[] = { "ring/members", "ring/reformations" };
 		const float values[] = { (float)e->n, (float)e->reforms };
 		dt_summary_scalars(dt__session_summary(s), e->done_step, tags, values, 2);
@@ -214,25 +222,51 @@ static void record(struct dt_elastic *e, struct dt_session *s, const char *membe
 	dt_progress_ring(e->done_step, dt__session_config(s)->train_steps, line);
 }
 
-/* One agreement: the view, from the chief or as the chief. */
+/*
+ * One agreement: the view, from the coordinator or as the coordinator. The
+ * coordinator is the lowest member of the ring (members[0]) that this task
+ * did not see fail; one whose address refuses connections for
+ * COORDINATOR_GONE_S, or that does not answer by the deadline, is taken
+ * for lost too and the next is tried, down to this task itself. Every
+ * survivor walks the same list the same way, so they meet at the same one
+ * unless one of them saw another survivor fail (then the one it skipped
+ * coordinates a view without it, and it finds itself out: exit 3).
+ */
 static enum dt_status agree(struct dt_elastic *e, int lost, const char *why, struct dt_member_view *v,
 			    struct dt_err *err)
 {
 	struct dt_member_report me = { .fingerprint = e->fingerprint, .rank = (uint32_t)e->self, .epoch = e->epoch,
 				       .done_step = e->done_step, .lost = lost };
 	snprintf(me.why, sizeof(me.why), "%s", why ? why : "");
-	if (e->self == 0)
-		return dt_member_coordinate(&e->desk, &e->id, e->members, e->n, &me, dt_deadline_in(e->step_s), v, err);
-	/* The chief may still be waiting out its own collective's deadline. */
-	enum dt_status st = dt_member_report(&e->id, e->names[0], &me, dt_deadline_in(2 * e->step_s + 5), v, err);
-	if (st == DT_PEER || st == DT_TIMEOUT)
-		/* Seen from here, a chief that does not answer is a lost chief,
-		 * whichever failure this worker happened to notice first. */
-		dt_err_prefix(err, "the chief (%s at %s) decides who stays in the ring, and it did not answer: the "
-				   "chief is not elastic, its loss ends the job (restart it all from the chief's "
-				   "checkpoint)",
-			      e->names[0], e->peers[0].addr);
-	return st;
+	enum dt_status st = DT_OK;
+	for (int i = 0; i < e->n; i++) {
+		const uint32_t c = e->members[i];
+		if ((int)c == lost)
+			continue;
+		if ((int)c == e->self)
+			return dt_member_coordinate(&e->desk, &e->id, e->members, e->n, &me, dt_deadline_in(e->step_s),
+						    v, err);
+		/* It may still be waiting out its own collective's deadline. */
+		int unreachable = 0;
+		struct dt_err e2 = DT_ERR_INIT;
+		/* A survivor reporting here meanwhile took c for lost: this task
+		 * is the next coordinator (of a stopped chief, say, that one
+		 * survivor saw stall and this one only heard of). */
+		const struct dt_member_watch w = { .fd = -1, .desk = e->desk };
+		st = dt_member_report(&e->id, c, e->names[c], &me, dt_deadline_in(COORDINATOR_GONE_S),
+				      dt_deadline_in(2 * e->step_s + 5), &w, v, &unreachable, &e2);
+		if (st != DT_PEER && st != DT_TIMEOUT) {
+			*err = e2;
+			return st;
+		}
+		dt_warn("%s, which would coordinate the ring, did not answer (%s): taken for lost, the next member "
+			"coordinates", e->names[c], e2.msg);
+		*err = e2;
+		me.lost = me.lost < 0 ? (int32_t)c : me.lost;
+		if (me.lost == (int32_t)c)
+			snprintf(me.why, sizeof(me.why), "%s", unreachable ? "not listening" : "no membership answer");
+	}
+	return st ? st : dt_err_set(err, DT_INTERNAL, "no coordinator: this task is not a member of its ring");
 }
 
 /* The ring of view v: rendezvous under its epoch, then everyone takes the
@@ -253,6 +287,9 @@ static enum dt_status rejoin(struct dt_elastic *e, struct dt_session *s, struct 
 	}
 	enum dt_status st = dt_comm_new(&cc, dt_deadline_in(e->step_s), comm, err);
 	free(peers);
+	/* Listening again at once: a reporter takes a member whose address
+	 * refuses connections for lost. */
+	dt_elastic_listen(e);
 	if (st)
 		return dt_err_prefix(err, "cannot re-form the ring of %d workers", v->n);
 	struct dt_model *m = dt__session_model(s);
@@ -293,10 +330,6 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 	dt_comm_free(*comm);
 	*comm = NULL;
 	rollback(e, s);
-	if (lost == 0)
-		return dt_err_set(err, DT_PEER, "the chief (%s at %s) was lost (%s): the chief is not elastic, its loss "
-						"ends the job (restart it all from the chief's checkpoint)",
-				  e->names[0], e->peers[0].addr, why_copy);
 	enum dt_status st = DT_OK;
 	struct dt_member_view *v = dt_xcalloc(1, sizeof(*v));
 	for (int attempt = 0; attempt < REFORM_ATTEMPTS; attempt++) {
@@ -311,8 +344,8 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 		describe_lost(e, v, gone, sizeof(gone));
 		describe_joined(e, v, gone, sizeof(gone));
 		if (me < 0) {
-			st = dt_err_set(err, DT_PEER, "the chief re-formed the ring without this task (%s): it was too late "
-						      "to report", members);
+			st = dt_err_set(err, DT_PEER, "%s re-formed the ring without this task (%s): it was too late "
+						      "to report", e->names[v->ranks[0]], members);
 			break;
 		}
 		if (v->n < e->min_workers) {
@@ -324,17 +357,37 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 			st = dt_err_set(err, DT_PEER, "no surviving worker holds whole variables (%s): cannot go on", gone);
 			break;
 		}
+		const uint32_t was = e->members[0];
 		e->epoch = v->epoch;
 		e->n = v->n;
 		memcpy(e->members, v->ranks, sizeof(uint32_t) * (size_t)v->n);
+		if (v->ranks[0] != was) {
+			/* The coordinator's duties move with the role: checkpoints,
+			 * summaries, the evaluation at the end (session.h). */
+			const char *how = NULL;
+			for (int i = 0; i < v->nlost; i++)
+				if (v->lost[i] == was)
+					how = v->why[i];
+			if (how || v->ranks[0] > was)
+				dt_warn("the %s (%s at %s) was lost (%s): %s coordinates from step %lld",
+					was == 0 ? "chief" : "coordinator", e->names[was], e->peers[was].addr,
+					how ? how : "no report in time", e->names[v->ranks[0]], (long long)v->step);
+			else /* a lower one came back: the lowest member coordinates */
+				dt_info("%s (at %s) rejoined: it coordinates from step %lld", e->names[v->ranks[0]],
+					e->peers[v->ranks[0]].addr, (long long)v->step);
+			if (was == (uint32_t)e->self)
+				dt__session_drop_chief(s);
+		}
+		if (v->ranks[0] == (uint32_t)e->self && (st = dt__session_take_chief(s, err)))
+			break;
 		struct dt_err e2 = DT_ERR_INIT;
-		/* The chief's listener goes to the rendezvous (late reporters are
+		/* This task's listener goes to the rendezvous (late reporters are
 		 * closed there and report again); the desk is rebuilt after it. */
 		int lfd = e->desk ? dt_member_desk_close(e->desk) : -1;
 		e->desk = NULL;
 		/* Fault injection for the test of a restarted worker's report that
 		 * comes while the chief re-forms: the window held open this long. */
-		const char *pause = e->self == 0 ? getenv("DTRAIN_TEST_REFORM_PAUSE_S") : NULL;
+		const char *pause = v->ranks[0] == (uint32_t)e->self ? getenv("DTRAIN_TEST_REFORM_PAUSE_S") : NULL;
 		if (pause && *pause)
 			dt_sleep(atof(pause));
 		if ((st = rejoin(e, s, hello, &lfd, v, me, comm, &e2))) {
@@ -377,6 +430,41 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 	return st;
 }
 
+/* 1 when a connection waits on listening socket fd. */
+static int called(int fd)
+{
+	struct pollfd pf = { fd, POLLIN, 0 };
+	return poll(&pf, 1, 0) > 0;
+}
+
+/* One round of a restarted task's report: to every other table rank in
+ * order, the lowest first (the lowest live member is the coordinator),
+ * skipping those whose address refuses connections (gone, or not started).
+ * DT_OK: *v is the view. DT_CONFIG: refused. DT_PEER: nobody answered;
+ * *first: a peer called this task's own address lfd (a first rendezvous). */
+static enum dt_status report_round(struct dt_elastic *e, const struct dt_member_report *me, int lfd,
+				   int64_t deadline, struct dt_member_view *v, int *first, struct dt_err *err)
+{
+	enum dt_status st = dt_err_set(err, DT_PEER, "no other worker of the cluster is listening");
+	*first = 0;
+	for (int c = 0; c < e->table_n && !dt_deadline_passed(deadline); c++) {
+		if (c == e->self)
+			continue;
+		if (called(lfd)) {
+			*first = 1;
+			return dt_err_set(err, DT_PEER, "a peer called this task's own address (a first rendezvous)");
+		}
+		int why_not = 0;
+		const struct dt_member_watch w = { .fd = lfd };
+		st = dt_member_report(&e->id, (uint32_t)c, e->names[c], me, dt_deadline_in(COORDINATOR_GONE_S / 4),
+				      deadline, &w, v, &why_not, err);
+		*first = why_not == DT_MEMBER_CALLED;
+		if (st != DT_PEER || why_not != DT_MEMBER_UNREACHABLE)
+			return st;
+	}
+	return st;
+}
+
 enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struct dt_strategy_info *info,
 			       struct dt_hello *hello, int *lfd, int64_t deadline, struct dt_comm **comm, int *rank,
 			       int *joined, struct dt_err *err)
@@ -386,15 +474,16 @@ enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struc
 				       .done_step = -1, .lost = -1 };
 	snprintf(me.why, sizeof(me.why), "restarted");
 	struct dt_member_view *v = dt_xcalloc(1, sizeof(*v));
-	/* A chief in a rendezvous closes the report: in its first (then a peer
+	/* A member in a rendezvous closes the report: in its first (then a peer
 	 * soon connects here, for this task is in that ring too), or in a
 	 * re-formation's, a few ms (then nobody connects here, and the report
-	 * is taken once the chief trains again). So report again until one of
-	 * the two, every REPORT_RETRY_MS. */
+	 * is taken once the coordinator trains again). So report again until
+	 * one of the two, every REPORT_RETRY_MS. */
 	enum dt_status st;
 	for (int tries = 1;; tries++) {
 		struct dt_err e2 = DT_ERR_INIT;
-		st = dt_member_report(&e->id, e->names[0], &me, deadline, v, &e2);
+		int first = 0;
+		st = report_round(e, &me, *lfd, deadline, v, &first, &e2);
 		if (!st)
 			break;
 		if (st == DT_CONFIG) { /* refused: another secret or cluster spec */
@@ -402,14 +491,15 @@ enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struc
 			*err = e2;
 			return dt_err_prefix(err, "this restarted worker cannot rejoin the ring");
 		}
-		if (tries == 1)
-			dt_info("the chief did not take this worker's report (%s): it is in a rendezvous (its first, or a "
-				"re-formation's); reporting again every %d ms", e2.msg, REPORT_RETRY_MS);
+		if (tries == 1 && !first)
+			dt_info("no running ring took this worker's report (%s): the others are in a rendezvous (their "
+				"first, or a re-formation's) or not started; reporting again every %d ms", e2.msg,
+				REPORT_RETRY_MS);
 		struct pollfd pf = { *lfd, POLLIN, 0 };
 		int ms = dt_deadline_ms_left(deadline);
-		if (poll(&pf, 1, ms < REPORT_RETRY_MS ? ms : REPORT_RETRY_MS) > 0 || dt_deadline_passed(deadline)) {
+		if (first || poll(&pf, 1, ms < REPORT_RETRY_MS ? ms : REPORT_RETRY_MS) > 0 || dt_deadline_passed(deadline)) {
 			if (tries > 1)
-				dt_info("the chief closed %d membership report(s) (%s): joining its first rendezvous", tries,
+				dt_info("%d membership report(s) not taken (%s): joining the first rendezvous", tries,
 					e2.msg);
 			free(v);
 			return DT_OK; /* not a running ring: the first rendezvous */
@@ -420,9 +510,10 @@ enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struc
 		if ((int)v->ranks[i] == e->self)
 			me_at = i;
 	if (me_at < 0 || v->n < e->min_workers || v->step < 0) {
+		const uint32_t by = v->ranks[0];
 		free(v);
-		return dt_err_set(err, DT_PEER, "the chief (%s at %s) re-formed the ring without this restarted worker",
-				  e->names[0], e->peers[0].addr);
+		return dt_err_set(err, DT_PEER, "%s (at %s) re-formed the ring without this restarted worker",
+				  e->names[by], e->peers[by].addr);
 	}
 	char members[256];
 	describe(e, v->ranks, v->n, members, sizeof(members));
@@ -439,6 +530,12 @@ enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struc
 	info->shard_count = e->n;
 	info->global_batch = dt__session_config(s)->hp.batch_size *
 			     (dt__session_config(s)->micro_batch > 0 ? e->table_n : e->n);
+	/* The lowest member coordinates: a restarted chief takes its duties back
+	 * (or a worker below the coordinator, the chief being gone). */
+	if (me_at == 0 && (st = dt__session_take_chief(s, err)))
+		return st;
+	if (me_at != 0)
+		info->chief = 0;
 	e->reforms++;
 	dt_info("ring re-formed at step %lld: %s (this worker, %s %u, rejoined)", (long long)e->done_step, members,
 		e->peers[e->self].role, e->peers[e->self].index);

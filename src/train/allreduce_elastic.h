@@ -6,8 +6,9 @@
  * it; the session's loop does not change).
  *
  * Invariants: `members` are the table ranks of the current ring in rank
- * order, members[0] the chief (table rank 0, which is not elastic: its loss
- * ends the job with exit 3); `done_step` is the last step whose update this
+ * order, which is table order: members[0], the lowest, is the coordinator
+ * (the chief while it is a member; when it is lost, the next lowest, which
+ * takes the chief's duties: dt__session_take_chief); `done_step` is the last step whose update this
  * task's variables hold and (done_epoch, done_offset) the global input
  * position after it; while `in_apply` (a step's update under way), `snap`
  * holds the variables and optimizer slots as they were at done_step over
@@ -20,7 +21,10 @@
  * so mlp's one-bucket update copies nothing.
  *
  * Re-forming (dt_elastic_reform): the failed comm is freed; the task
- * reports to the chief, which decides the members (distribute/membership.h);
+ * reports to the coordinator (the lowest member it did not see fail, or
+ * itself), which decides the members (distribute/membership.h); a
+ * candidate whose address refuses connections is gone and the next is
+ * tried;
  * below min_workers it fails (DT_PEER, naming the lost workers: exit 3);
  * otherwise the members rendezvous again as a new comm whose handshakes
  * carry the new epoch (a task of an older ring is refused), every member
@@ -28,10 +32,11 @@
  * view's root by broadcast, and the step is done_step. A failure during all
  * this starts another agreement, at most three in all.
  *
- * Growing back (a restarted worker): the chief keeps listening on its ring
- * address while it trains (dt_elastic_listen); a worker started again with
- * the same flags first reports there (dt_elastic_join, done_step -1). At
- * each step's start the chief looks whether a whole report waits
+ * Growing back (a restarted worker): every member keeps listening on its
+ * ring address while it trains (dt_elastic_listen); a worker started again
+ * with the same flags first reports to the lowest live member's
+ * (dt_elastic_join, done_step -1; a restarted chief too, which becomes the
+ * lowest member again and so the coordinator). At each step's start the coordinator looks whether a whole report waits
  * (dt_elastic_join_waiting) and every member learns it from a flag summed
  * inside the step's first gradient all-reduce (allreduce_role.c), so all
  * of them decide alike to re-form after that step; the agreement then takes the
@@ -82,8 +87,9 @@ struct dt_elastic {
 	int64_t failed_ns;         /* when the last failure was seen (the figures bench/elastic reads) */
 	int64_t reformed_ns;       /* when the ring was re-formed; 0 once its first step is done */
 	struct dt_member_id id;    /* this task, its secret and the table, for the reports */
-	struct dt_member_desk *desk; /* the chief's: its ring address, taking the reports of restarted
-					workers between re-formations (NULL: none) */
+	struct dt_member_desk *desk; /* on this task's ring address between re-formations: the
+					coordinator's takes the reports of restarted workers, anyone's
+					tells a reporter this task is alive (NULL: none) */
 };
 
 /* Sets up the state of a ring of table_n workers (all members, epoch 0). */
@@ -112,33 +118,36 @@ int dt_elastic_survivable(const struct dt_elastic *e, enum dt_status st);
 enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, struct dt_strategy_info *info,
 				 struct dt_hello *hello, struct dt_comm **comm, int *rank, struct dt_err *err) DT_MUST_CHECK;
 
-/* The chief (a no-op elsewhere, or when not elastic): listens on its ring
- * address for restarted workers, if it does not already. A failure to bind
- * is only logged: the ring then cannot grow back until the next
- * re-formation. */
+/* Every member (a no-op when not elastic): listens on its ring address, if
+ * it does not already: for restarted workers (the coordinator's), and so
+ * that a reporter finds it alive. A failure to bind is only logged. */
 void dt_elastic_listen(struct dt_elastic *e);
-/* The chief: 1 if a whole, authentic report of a restarted worker waits
+/* The coordinator: 1 if a whole, authentic report of a restarted worker waits
  * (dt_member_desk_poll: a stranger's connection is refused there and asks
  * for nothing); never blocks. */
 int dt_elastic_join_waiting(const struct dt_elastic *e);
 
-/* A non-chief task at its start: reports to the chief as a restarted
- * worker (within `deadline`). *lfd: this task's listening ring socket,
- * bound before (a chief in its first rendezvous connects to it before it
- * accepts the report, so it must find it listening); the new ring's
- * rendezvous takes it over when this task joins (then -1), else it stays for
- * the caller's. *joined 0: no running ring took it (the chief
- * closed the report: it is still in the first rendezvous, or unreachable;
- * err says why) and the caller joins the rendezvous as usual. *joined 1: it
- * is a member of the re-formed ring *comm as *rank, the session's variables
- * and slots hold the root's and (done_step, done_epoch, done_offset) the
- * position to start at; info's shard and global batch are set. */
+/* Every task of an elastic ring at its start (the chief too): reports as a
+ * restarted worker (within `deadline`) to the other table ranks in index
+ * order, skipping an address that refuses connections (gone, or not
+ * started yet), so the first that answers is the lowest live member, the
+ * coordinator. *lfd: this task's listening ring socket, bound before: a
+ * peer in its first rendezvous connects to it (or reports to it), and a
+ * connection waiting there, before or while a report waits for its answer,
+ * means there is no running ring but a first rendezvous. The new ring's
+ * rendezvous takes *lfd over when this task joins (then -1), else it stays
+ * for the caller's. *joined 0: no running ring took it (err says why) and
+ * the caller joins the first rendezvous as usual. *joined 1: it is a
+ * member of the re-formed ring *comm as *rank, the session's variables and
+ * slots hold the root's and (done_step, done_epoch, done_offset) the
+ * position to start at; info's shard, global batch and chief are set (the
+ * lowest member, a restarted chief, takes the duties back). */
 enum dt_status dt_elastic_join(struct dt_elastic *e, struct dt_session *s, struct dt_strategy_info *info,
 			       struct dt_hello *hello, int *lfd, int64_t deadline, struct dt_comm **comm, int *rank,
 			       int *joined, struct dt_err *err) DT_MUST_CHECK;
 
 /* The all-reduce of the n int64s of v with the join flag as one more
- * (`mine`: this task's say, 1 when the chief has a restarted worker
+ * (`mine`: this task's say, 1 when the coordinator has a restarted worker
  * waiting); *seen: 1 when the sum of the flags is not 0, alike on every
  * member. Copies v (a few hundred bytes: --deterministic's exponents). */
 enum dt_status dt_elastic_sum_i64_join(struct dt_elastic *e, struct dt_comm *comm, int64_t *v, size_t n, int mine,

@@ -112,7 +112,7 @@ struct ring {
 	struct dt_elastic el;    /* the members (all of the table unless elastic) and the rollback point */
 	int joined;              /* this task was restarted and joined a running ring (dt_elastic_join) */
 	/* Elastic: "a restarted worker waits to join" (join_mine: 1 only on the
-	 * chief) summed over the ring inside the step's first collective, so every
+	 * coordinator, ring rank 0) summed over the ring inside the step's first collective, so every
 	 * member re-forms after the same step: the spare float past the gradients
 	 * (nn/model.h) in bucket 0; under --deterministic (join_pending: the next
 	 * collective carries it) one more int64 after the fixed-point exponents
@@ -257,10 +257,10 @@ static enum dt_status ring_connect(struct dt_session *s, void *self, struct dt_s
 	dt_info("all-reduce over %d worker(s): this is rank %d (%s); waiting up to %.0f s for the others", r->size,
 		r->rank, r->ranks.names[r->rank], connect_s);
 	struct dt_comm_config cc = { .nranks = r->size, .rank = r->rank, .peers = r->ranks.peers, .hello = &r->hello };
-	if (r->el.min_workers && r->rank != 0) {
-		/* A worker started again joins the running ring, if there is one;
-		 * listening first, for a chief in its first rendezvous connects here
-		 * before it answers the report (by closing it). */
+	if (r->el.min_workers) {
+		/* A worker started again (the chief too) joins the running ring, if
+		 * there is one; listening first, for a peer in its first rendezvous
+		 * connects here before it answers the report (by closing it). */
 		char host[DT_HOST_MAX];
 		int port, lfd = -1;
 		if ((st = dt_sock_split_hostport(r->ranks.peers[r->rank].addr, host, sizeof(host), &port, err)) ||
@@ -279,7 +279,7 @@ static enum dt_status ring_connect(struct dt_session *s, void *self, struct dt_s
 	if ((st = dt_comm_new(&cc, dt_deadline_in(connect_s), &r->comm, err)))
 		return st;
 	dt_info("connected to all %d worker(s)", r->size);
-	dt_elastic_listen(&r->el); /* the chief: for a worker that is restarted */
+	dt_elastic_listen(&r->el); /* every member: reports of restarted workers, and alive to reporters */
 	return DT_OK;
 }
 
@@ -693,7 +693,8 @@ enum dt_status dt_train_allreduce(const struct dt_allreduce_run_config *cfg, str
 				(const char(*)[48])r.ranks.names, dt_ps_cluster_fingerprint(cl), tc->auth, r.step_s);
 		if (elastic)
 			dt_info("elastic: the ring goes on without a lost worker while at least %d of %d remain "
-				"(the chief, %s, is not elastic)", cfg->min_workers, r.size, r.ranks.names[0]);
+				"(the chief, %s, too: the lowest member left coordinates)", cfg->min_workers, r.size,
+				r.ranks.names[0]);
 	}
 	if (!st) {
 		st = dt_train_run(tc, (r.rank == 0 && tc->eval_at_end) || tc->eval_every > 0, &strategy_ring, &r, res,

@@ -123,6 +123,59 @@ enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strat
 	return DT_OK;
 }
 
+static enum dt_status open_summaries(struct dt_session *s, struct dt_err *err);
+
+enum dt_status dt__session_take_chief(struct dt_session *s, struct dt_err *err)
+{
+	const struct dt_train_config *tc = s->cfg;
+	enum dt_status st;
+	if (has_output_dir(tc) && !s->saving) {
+		if ((st = dt_saver_init(&s->saver, tc->output_dir, tc->save_checkpoints_steps,
+					tc->save_checkpoints_secs, tc->keep_checkpoint_max, err)))
+			return dt_err_prefix(err, "cannot take over the chief's checkpoints");
+		s->saving = 1;
+		if (!s->hparams_json)
+			s->hparams_json = dt_ckpt_hparams_json(&tc->hp);
+		/* The lost chief may have died halfway through a save: its
+		 * temporary file goes, the state file only names whole ones. */
+		dt_ckpt_remove_stale_temps(tc->output_dir, (double)time(NULL));
+		char path[DT_CKPT_PATH_MAX];
+		int64_t newest = 0;
+		enum dt_ckpt_poll found = DT_CKPT_POLL_NONE;
+		if ((st = dt_ckpt_latest_path(tc->output_dir, path, sizeof(path), &newest, &found, err)))
+			return dt_err_prefix(err, "cannot take over the chief's checkpoints");
+		if (found != DT_CKPT_POLL_FOUND)
+			newest = 0;
+		dt_saver_mark(&s->saver, newest > s->step ? newest : s->step);
+		dt_info("this task saves the checkpoints in '%s' from now on (the newest is at step %lld)",
+			tc->output_dir, (long long)newest);
+	}
+	if (s->info.chief) /* a restarted chief: the session opens its summaries and test split as always */
+		return DT_OK;
+	s->info.chief = 1;
+	if (!s->summary && (st = open_summaries(s, err)))
+		return dt_err_prefix(err, "cannot take over the chief's summaries");
+	if (tc->eval_at_end && s->test->count == 0 && !tc->source &&
+	    (st = dt_problem_load(tc->problem, tc->data_dir, tc->data, DT_SPLIT_TEST, tc->seed, s->test, err)))
+		return dt_err_prefix(err, "cannot load the test split for the evaluation at the end");
+	return DT_OK;
+}
+
+void dt__session_drop_chief(struct dt_session *s)
+{
+	if (!s->info.chief)
+		return;
+	s->info.chief = 0;
+	if (s->saving) {
+		dt_saver_release(&s->saver);
+		s->saving = 0;
+	}
+	dt_summary_free(s->summary);
+	s->summary = NULL;
+	dt_events_free(s->eval_events);
+	s->eval_events = NULL;
+}
+
 /* The problem for t2t's summary tags: none for a program's own data. */
 static const char *tc_problem(const struct dt_session *s)
 {
@@ -137,7 +190,7 @@ static enum dt_status open_summaries(struct dt_session *s, struct dt_err *err)
 	if (s->info.chief && s->info.eval_every > 0 && s->info.eval_where != DT_EVAL_INLINE &&
 	    (st = dt_train_bg_eval_new(tc, s->test, tc->hp.batch_size, s->info.loop, &s->bg, err)))
 		return st;
-	if (!s->info.chief || !has_output_dir(tc))
+	if (!s->info.chief || !has_output_dir(tc) || s->summary) /* s->summary: taken over already */
 		return DT_OK;
 	if (tc->save_summary_steps > 0) {
 		struct dt_summary_config sc = { .dir = tc->output_dir, .every = tc->save_summary_steps,

@@ -106,6 +106,17 @@ struct dt_summary *dt__session_summary(struct dt_session *s);
  * initializes the variables from the seed (*out zero). */
 enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strategy_start *out,
 					   struct dt_err *err) DT_MUST_CHECK;
+/* An elastic ring's new coordinator takes the chief's duties mid-run (its
+ * chief was lost, train/allreduce_elastic.h): with an output dir, a saver
+ * that counts from the directory's newest checkpoint (never a lower step;
+ * a dead writer's "*.tmp.*" files removed) and a new TensorBoard events
+ * file; the evaluations the chief logs, and the test split for the one at
+ * the end. A restarted chief that rejoined a running ring gets the saver
+ * (its summaries and test split come as at any start). */
+enum dt_status dt__session_take_chief(struct dt_session *s, struct dt_err *err) DT_MUST_CHECK;
+/* The coordinator hands the duties back (the restarted chief rejoined and
+ * coordinates again): no more saves, its events file closed. */
+void dt__session_drop_chief(struct dt_session *s);
 /* The default compute: the next batch, forward/backward into the model's
  * gradient buffer (the in-process replicas' sum when replicas > 1) with the
  * session's dropout stream (dt__session_compute_batch). A strategy may call it from a helper thread while

@@ -3,7 +3,8 @@
  * worker SIGKILLed at a random step (the others finish with exit 0, having
  * lost at most the step in flight, within 1% of an undisturbed run's
  * accuracy; and in a model of two gradient buckets), a worker SIGSTOPped (dropped after --step_timeout, the others
- * finish), and two lost of three with --min_workers=2 (exit 3 naming both).
+ * finish), two lost of three with --min_workers=2 (exit 3 naming both), and
+ * the chief killed (worker 1 coordinates, saves and evaluates; all finish).
  * Plus the membership frames' wire forms. */
 #include <dirent.h>
 #include <signal.h>
@@ -231,7 +232,7 @@ static enum dt_status stranger_reports(const struct cluster *c, const struct dt_
 	struct dt_member_id id = { .auth = auth, .fingerprint = 42, .peers = peers, .table_n = 3, .self = 2 };
 	struct dt_member_report me = { .fingerprint = 42, .rank = 2, .done_step = -1, .lost = -1 };
 	static struct dt_member_view v;
-	return dt_member_report(&id, "worker:0", &me, dt_deadline_in(10), &v, e);
+	return dt_member_report(&id, 0, "worker:0", &me, dt_deadline_in(10), dt_deadline_in(10), NULL, &v, NULL, e);
 }
 
 /* With a cluster secret the reports are authenticated (net/auth.h): a
@@ -331,7 +332,7 @@ DT_TEST_TIMEOUT(elastic, stopped_worker_dropped_after_step_timeout, 400)
 	EXPECT_EXIT(&c, &c.tasks[2], 0, 60);
 	char *err0 = task_read(&c.tasks[0], 1), *out = task_read(&c.tasks[0], 0);
 	DT_CHECK_CONTAINS(err0, "workers 0,2 (worker 1 at 127.0.0.1:");
-	DT_CHECK_CONTAINS(err0, "lost: no answer for 4.0 s");
+	DT_CHECK_CONTAINS(err0, "lost: no answer for "); /* 4.0 s, or as the stall notices timed it */
 	DT_CHECK_CONTAINS(out, "at global step 2000: accuracy = ");
 	free(err0), free(out);
 	cluster_kill_all(&c); /* SIGCONT, then SIGKILL: the stopped one */
@@ -352,21 +353,145 @@ DT_TEST_TIMEOUT(elastic, below_min_workers_exit_3_naming_the_lost, 300)
 	cluster_kill_all(&c);
 }
 
-/* The chief is not elastic: its loss ends the job, the workers name it. */
-DT_TEST_TIMEOUT(elastic, lost_chief_ends_the_job_exit_3, 300)
+/* The chief is elastic too: killed at a random step, the two survivors
+ * re-form with worker 1 coordinating (the lowest index left), lose at most
+ * the step in flight, finish with exit 0 within 1% of an undisturbed run's
+ * accuracy, and worker 1 writes the final checkpoint in the shared
+ * --output_dir, which `dtrain ckpt verify` and an evaluation read. */
+DT_TEST_TIMEOUT(elastic, killed_chief_worker1_coordinates_finishes_within_1pct, 600)
 {
-	const char *args[] = { "--model=mlp", "--problem=fashion_mnist", STEPS, "--log_every=50",
-			       "--hparams=batch_size=32", "--min_workers=2", "--step_timeout=2", "--connect_timeout=60",
-			       NULL };
+	double undisturbed = undisturbed_accuracy(elastic_args);
+	char line[32];
+	random_step_line(line, sizeof(line), 2, 19); /* 100..1000 of 2000 */
 	struct cluster c;
-	start_three(&c, args);
+	cluster_init(&c, NULL, 3, 0);
+	cluster_output_dir(&c, "shared");
+	for (int i = 0; i < 3; i++)
+		cluster_start_train_as(&c, "worker", i, NULL, elastic_args, c.out_flag, NULL);
+	EXPECT_LOG(&c, &c.tasks[0], line, TASK_WAIT_S);
+	long killed_after = atol(line + 5);
 	kill(c.tasks[0].pid, SIGKILL);
-	EXPECT_EXIT(&c, &c.tasks[1], 3, 60);
-	EXPECT_EXIT(&c, &c.tasks[2], 3, 60);
-	char *err1 = task_read(&c.tasks[1], 1);
-	DT_CHECK_CONTAINS(err1, "the chief (worker:0 at 127.0.0.1:");
-	DT_CHECK_CONTAINS(err1, "the chief is not elastic, its loss ends the job");
-	free(err1);
+	EXPECT_EXIT(&c, &c.tasks[1], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[2], 0, 60);
+	char *err1 = task_read(&c.tasks[1], 1), *err2 = task_read(&c.tasks[2], 1), *out1 = task_read(&c.tasks[1], 0);
+	long at = reformed_at(err1);
+	const char *first = strstr(err1, "first step on the re-formed ring");
+	fprintf(stderr, "killed the chief after %s: re-formed at step %ld, worker 1 coordinating; %.120s\n", line, at,
+		first ? first : "(no first step logged)");
+	DT_CHECK(at >= killed_after);
+	DT_CHECK_INT_EQ(reformed_at(err2), at);
+	char want[160];
+	snprintf(want, sizeof(want), "the chief (worker:0 at 127.0.0.1:%d) was lost (",
+		 cluster_port(&c, "worker", 0));
+	DT_CHECK_CONTAINS(err1, want);
+	DT_CHECK_CONTAINS(err2, want);
+	snprintf(want, sizeof(want), "worker:1 coordinates from step %ld", at);
+	DT_CHECK_CONTAINS(err1, want);
+	DT_CHECK_CONTAINS(err2, want);
+	DT_CHECK_CONTAINS(err1, "workers 1,2 (worker 0 at 127.0.0.1:");
+	DT_CHECK_CONTAINS(err1, "this task saves the checkpoints in '");
+	DT_CHECK_CONTAINS(err1, "the ring was re-formed 1 time(s); it ended with 2 of 3 workers");
+	DT_CHECK_CONTAINS(err1, "saved checkpoint for step 2000");
+	DT_CHECK_CONTAINS(out1, "at global step 2000: accuracy = ");
+	double acc = cli_accuracy_of(out1);
+	fprintf(stderr, "mlp, 3 workers: undisturbed %.4f, the chief killed %.4f\n", undisturbed, acc);
+	DT_CHECK_NEAR(acc, undisturbed, 0.01);
+	/* The new coordinator's final checkpoint: whole, and an evaluation of it
+	 * finds the accuracy worker 1 logged. */
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "ckpt", "verify", c.out_dir, NULL }, NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "model.ckpt-2000.safetensors");
+	dt_run_release(&r);
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--schedule=evaluate", "--model=mlp",
+					 "--problem=fashion_mnist", c.out_flag, NULL }, NULL, TASK_WAIT_S);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "at global step 2000: accuracy = ");
+	DT_CHECK_NEAR(cli_accuracy_of(r.out), acc, 1e-4);
+	dt_run_release(&r);
+	free(err1), free(err2), free(out1);
+	cluster_kill_all(&c);
+}
+
+/* A SIGSTOPped chief is lost like a stopped worker: after --step_timeout
+ * the two others re-form with worker 1 coordinating and finish. */
+DT_TEST_TIMEOUT(elastic, stopped_chief_dropped_after_step_timeout_worker1_coordinates, 400)
+{
+	char line[32];
+	random_step_line(line, sizeof(line), 2, 19); /* 100..1000 of 2000 */
+	struct cluster c;
+	cluster_init(&c, NULL, 3, 0);
+	cluster_output_dir(&c, "shared");
+	for (int i = 0; i < 3; i++)
+		cluster_start_train_as(&c, "worker", i, NULL, elastic_args, c.out_flag, NULL);
+	EXPECT_LOG(&c, &c.tasks[0], line, TASK_WAIT_S);
+	kill(c.tasks[0].pid, SIGSTOP);
+	double t0 = cli_now_s();
+	EXPECT_LOG(&c, &c.tasks[1], "ring re-formed at step", 60);
+	double took = cli_now_s() - t0;
+	fprintf(stderr, "the chief stopped after %s: re-formed %.2f s later (--step_timeout=4)\n", line, took);
+	EXPECT_EXIT(&c, &c.tasks[1], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[2], 0, 60);
+	DT_CHECK(took < 2 * 4.0 + 2.0); /* the bound for a stopped worker, with slack */
+	char *err1 = task_read(&c.tasks[1], 1), *out1 = task_read(&c.tasks[1], 0);
+	DT_CHECK_CONTAINS(err1, "worker:1 coordinates from step");
+	DT_CHECK_CONTAINS(err1, "workers 1,2 (worker 0 at 127.0.0.1:");
+	DT_CHECK_CONTAINS(err1, "saved checkpoint for step 2000");
+	DT_CHECK_CONTAINS(out1, "at global step 2000: accuracy = ");
+	free(err1), free(out1);
+	cluster_kill_all(&c); /* SIGCONT, then SIGKILL: the stopped one */
+}
+
+/* The chief killed at a random step and started again (same index, same
+ * flags) rejoins the running ring through worker 1, which coordinates
+ * meanwhile: it reports to the members in index order, the ring is 3
+ * again, and the coordinator's role returns to it (the lowest member), so
+ * it writes the final checkpoint and evaluates at the end. */
+DT_TEST_TIMEOUT(elastic, killed_chief_restarted_rejoins_and_coordinates_again, 600)
+{
+	static const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=8000",
+					    "--log_every=50", "--hparams=batch_size=32", "--min_workers=2",
+					    "--step_timeout=4", "--connect_timeout=60", NULL };
+	double undisturbed = undisturbed_accuracy(args);
+	char line[32];
+	random_step_line(line, sizeof(line), 2, 9); /* 100..500 of 8000: time to come back */
+	struct cluster c;
+	cluster_init(&c, NULL, 3, 0);
+	cluster_output_dir(&c, "shared");
+	for (int i = 0; i < 3; i++)
+		cluster_start_train_as(&c, "worker", i, NULL, args, c.out_flag, NULL);
+	EXPECT_LOG(&c, &c.tasks[0], line, TASK_WAIT_S);
+	kill(c.tasks[0].pid, SIGKILL);
+	DT_CHECK_INT_EQ(task_wait(&c.tasks[0], 10), 128 + SIGKILL);
+	EXPECT_LOG(&c, &c.tasks[1], "worker:1 coordinates from step", 60);
+	struct task *again = cluster_start_train_as(&c, "worker", 0, "worker0again", args, c.out_flag, NULL);
+	EXPECT_LOG(&c, again, "(this worker, worker 0, rejoined)", 120);
+	EXPECT_EXIT(&c, again, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[1], 0, 60);
+	EXPECT_EXIT(&c, &c.tasks[2], 0, 60);
+	char *err1 = task_read(&c.tasks[1], 1), *errn = task_read(again, 1), *outn = task_read(again, 0);
+	char *out1 = task_read(&c.tasks[1], 0);
+	char want[160];
+	snprintf(want, sizeof(want), "worker:0 (at 127.0.0.1:%d) rejoined: it coordinates from step",
+		 cluster_port(&c, "worker", 0));
+	DT_CHECK_CONTAINS(err1, want);
+	DT_CHECK_CONTAINS(err1, "the ring was re-formed 2 time(s); it ended with 3 of 3 workers");
+	DT_CHECK_CONTAINS(errn, "the ring was re-formed 1 time(s); it ended with 3 of 3 workers");
+	DT_CHECK_CONTAINS(errn, "saved checkpoint for step 8000");
+	/* The role went back: worker 1 neither saves the end nor evaluates. */
+	DT_CHECK(strstr(err1, "saved checkpoint for step 8000") == NULL);
+	DT_CHECK(strstr(out1, "accuracy = ") == NULL);
+	DT_CHECK_CONTAINS(outn, "at global step 8000: accuracy = ");
+	double acc = cli_accuracy_of(outn);
+	fprintf(stderr, "chief killed after %s and restarted: rejoined; undisturbed %.4f, this run %.4f\n", line,
+		undisturbed, acc);
+	DT_CHECK_NEAR(acc, undisturbed, 0.01);
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "ckpt", "verify", c.out_dir, NULL }, NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "model.ckpt-8000.safetensors");
+	dt_run_release(&r);
+	free(err1), free(errn), free(outn), free(out1);
 	cluster_kill_all(&c);
 }
 

@@ -395,6 +395,57 @@ DT_TEST_TIMEOUT(launch_cli, on_failure_restarts_an_elastic_worker_that_rejoins_t
 	task_kill(&launcher);
 }
 
+/* The chief of an elastic ring under the launcher: SIGKILLed while the
+ * ring trains, it is restarted by OnFailure while the two workers go on
+ * (worker 0 coordinates meanwhile, nothing is torn down), it rejoins
+ * through worker 0 and coordinates again, and the experiment completes. */
+DT_TEST_TIMEOUT(launch_cli, on_failure_restarts_an_elastic_chief_that_rejoins_the_ring, 150)
+{
+	cli_private_home();
+	char spec[700];
+	cli_write_spec(spec, sizeof(spec), "elastic.yaml",
+		       "name: elastic\nmodel: mlp\nproblem: fashion_mnist\ntrain_steps: 8000\n"
+		       "args: [--log_every=100, --noeval, --min_workers=2, --step_timeout=4]\n"
+		       "distributed: {mode: mirrored, worker: 3, ps: 0}\n"
+		       "restart_policy: OnFailure\nbackoff_limit: 2\n");
+	struct task launcher;
+	task_start(&launcher, "launch", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
+	pid_t pids[8];
+	int n = 0;
+	DT_CHECK(wait_running("1", pids, &n, 1, 60));
+	DT_CHECK_INT_EQ(n, 3);
+	kill(pids[0], SIGKILL); /* tasks: chief, worker.0, worker.1 */
+	int code = task_wait(&launcher, 130);
+	char *out = task_read(&launcher, 0);
+	if (code != 0)
+		fprintf(stderr, "%s\n", out);
+	DT_CHECK_INT_EQ(code, 0);
+	DT_CHECK(has_line(out, "1.chief ", "--> FAILED (killed by signal 9), restart 1 of 2 (OnFailure)"));
+	DT_CHECK(has_line(out, "1.worker.0 ", "the chief (chief:0 at 127.0.0.1:"));
+	DT_CHECK(has_line(out, "1.worker.0 ", "worker:0 coordinates from step "));
+	DT_CHECK(has_line(out, "1.chief ", "(this worker, chief 0, rejoined)"));
+	DT_CHECK(has_line(out, "1.worker.0 ", "chief:0 (at 127.0.0.1:"));
+	DT_CHECK(has_line(out, "1.worker.0 ", "the ring was re-formed 2 time(s); it ended with 3 of 3 workers"));
+	DT_CHECK(has_line(out, "1.chief ", "saved checkpoint for step 8000"));
+	DT_CHECK(strstr(out, "stopping every task") == NULL);
+	free(out);
+	struct dt_run r;
+	cli_run(&r, (const char *[]){ "status", "1", NULL }, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "experiment 1 'elastic': FINISHED");
+	DT_CHECK_CONTAINS(r.out, "ring: chief 0, worker 0, worker 1 (3 of 3); re-formed 1 time(s), last at step ");
+	dt_run_release(&r);
+	struct dt_exp e;
+	DT_CHECK(load("1", &e));
+	DT_CHECK_INT_EQ(e.state, DT_TS_FINISHED);
+	DT_CHECK_STR_EQ(e.tasks[0].name, "chief");
+	DT_CHECK_INT_EQ(e.tasks[0].restarts, 1);
+	DT_CHECK_INT_EQ(e.tasks[1].restarts, 0);
+	DT_CHECK_INT_EQ(e.tasks[2].restarts, 0);
+	dt_exp_release(&e);
+	task_kill(&launcher);
+}
+
 #define MLP_LONG \
 	"model: mlp\nproblem: fashion_mnist\ntrain_steps: 1000000\nargs: [--log_every=20, --noeval]\n" \
 	"distributed: {worker: 2, ps: 1}\ngrace_period: 3\n"
