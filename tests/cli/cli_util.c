@@ -46,22 +46,50 @@ char *cli_read_file(const char *path)
 	return buf;
 }
 
+/* The lowest port of the kernel's ephemeral range (the ports a connect()
+ * without bind() takes), or 32768, its default, when it cannot be read. */
+static int ephemeral_low(void)
+{
+	int lo = 32768, hi = 60999;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	if (f) {
+		if (fscanf(f, "%d %d", &lo, &hi) != 2)
+			lo = 32768;
+		fclose(f);
+	}
+	return lo;
+}
+
+/* Whether `port` (0: any) binds on loopback now; *got: the port bound. */
+static int binds(int port, int *got)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	DT_CHECK(fd >= 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof(a);
+	int ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0;
+	close(fd);
+	*got = ntohs(a.sin_port);
+	return ok;
+}
+
 void cli_free_ports(int *ports, int n)
 {
+	/* Below the ephemeral range where it leaves room: a port the kernel
+	 * handed out for port 0 is free now, but any test's outgoing connection
+	 * (a stranger's, a dial) may take it before the task listens there
+	 * ("Address already in use" in a -j2 sanitizer run); a port below the
+	 * range is only ever taken by an explicit bind. */
+	const int lo = ephemeral_low(), below = lo > 11024 ? lo - 10024 : 0;
+	unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
 	for (int i = 0; i < n; i++) {
 		for (int attempt = 0;; attempt++) {
 			DT_CHECK(attempt < 100);
-			int fd = socket(AF_INET, SOCK_STREAM, 0);
-			DT_CHECK(fd >= 0);
-			struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
-			a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-			socklen_t len = sizeof(a);
-			int ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-				 getsockname(fd, (struct sockaddr *)&a, &len) == 0;
-			close(fd);
-			if (!ok)
+			int port = 0;
+			if (!binds(below && attempt < 90 ? 10000 + (int)(rand_r(&seed) % (unsigned)below) : 0, &port))
 				continue;
-			int port = ntohs(a.sin_port), dup = 0;
+			int dup = 0;
 			for (int j = 0; j < i; j++)
 				dup |= ports[j] == port;
 			if (!dup) {

@@ -25,8 +25,11 @@ void cli_sleep_ms(int ms);
  * NULL when it cannot be opened. Works for /proc files (size 0 on stat). */
 char *cli_read_file(const char *path);
 
-/* `n` distinct free loopback ports, each bound with port 0 and released
- * (at most 100 tries in all per port; the test fails past that). */
+/* `n` distinct free loopback ports, each bound and released: picked at
+ * random below the kernel's ephemeral range (10000 up to it), where no
+ * outgoing connection takes one before the task listens on it; port 0's
+ * pick after 90 tries, or when the range leaves no room (at most 100 tries
+ * in all per port; the test fails past that). */
 void cli_free_ports(int *ports, int n);
 
 /* The figure after the first "accuracy = " in `text` (an eval line a run
