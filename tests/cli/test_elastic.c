@@ -149,6 +149,12 @@ DT_TEST_TIMEOUT(elastic, two_bucket_model_killed_worker_dropped_replicas_identic
 	cluster_kill_all(&c);
 }
 
+/* The runs in which a killed task comes back: long enough (8000 steps) for
+ * the restarted process to load its data and rejoin while the ring trains. */
+static const char *const rejoin_args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=8000",
+					   "--log_every=50", "--hparams=batch_size=32", "--min_workers=2",
+					   "--step_timeout=4", "--connect_timeout=60", NULL };
+
 /* The killed worker started again (same index, same flags) joins at a step
  * boundary through the chief, takes the variables by broadcast, and the
  * ring is 3 again; the job completes as an undisturbed one would. */
@@ -156,9 +162,7 @@ DT_TEST_TIMEOUT(elastic, killed_worker_restarted_rejoins_ring_of_3, 600)
 {
 	/* Longer than the others: the restarted process loads its data (about
 	 * 2 s) while the ring trains on. */
-	static const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=8000",
-					    "--log_every=50", "--hparams=batch_size=32", "--min_workers=2",
-					    "--step_timeout=4", "--connect_timeout=60", NULL };
+	const char *const *args = rejoin_args;
 	double undisturbed = undisturbed_accuracy(args);
 	char line[32];
 	random_step_line(line, sizeof(line), 2, 9); /* 100..500 of 8000: time to come back */
@@ -449,9 +453,7 @@ DT_TEST_TIMEOUT(elastic, stopped_chief_dropped_after_step_timeout_worker1_coordi
  * it writes the final checkpoint and evaluates at the end. */
 DT_TEST_TIMEOUT(elastic, killed_chief_restarted_rejoins_and_coordinates_again, 600)
 {
-	static const char *const args[] = { "--model=mlp", "--problem=fashion_mnist", "--train_steps=8000",
-					    "--log_every=50", "--hparams=batch_size=32", "--min_workers=2",
-					    "--step_timeout=4", "--connect_timeout=60", NULL };
+	const char *const *args = rejoin_args;
 	double undisturbed = undisturbed_accuracy(args);
 	char line[32];
 	random_step_line(line, sizeof(line), 2, 9); /* 100..500 of 8000: time to come back */

@@ -347,11 +347,11 @@ DT_TEST_TIMEOUT(launch_cli, on_failure_restarts_a_failed_worker, 120)
 	dt_exp_release(&e);
 }
 
-/* Elastic all-reduce under the launcher (DISTRIBUTED.md "Elastic
- * all-reduce"): a worker SIGKILLed while the ring trains is restarted by
- * restart_policy OnFailure while the chief and the other worker go on, it
- * rejoins, the experiment completes, and `dtrain status` shows the ring. */
-DT_TEST_TIMEOUT(launch_cli, on_failure_restarts_an_elastic_worker_that_rejoins_the_ring, 150)
+/* An elastic ring of three under the launcher (restart_policy OnFailure,
+ * --min_workers=2): task `victim` of chief, worker.0, worker.1 SIGKILLed
+ * while the ring trains; the launcher (in *launcher, which the caller
+ * kills at the end) must exit 0. Returns its stdout (the caller frees). */
+static char *launch_elastic_and_kill(struct task *launcher, int victim)
 {
 	cli_private_home();
 	char spec[700];
@@ -360,18 +360,28 @@ DT_TEST_TIMEOUT(launch_cli, on_failure_restarts_an_elastic_worker_that_rejoins_t
 		       "args: [--log_every=100, --noeval, --min_workers=2, --step_timeout=4]\n"
 		       "distributed: {mode: mirrored, worker: 3, ps: 0}\n"
 		       "restart_policy: OnFailure\nbackoff_limit: 2\n");
-	struct task launcher;
-	task_start(&launcher, "launch", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
+	task_start(launcher, "launch", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
 	pid_t pids[8];
 	int n = 0;
 	DT_CHECK(wait_running("1", pids, &n, 1, 60));
 	DT_CHECK_INT_EQ(n, 3);
-	kill(pids[2], SIGKILL); /* tasks: chief, worker.0, worker.1 */
-	int code = task_wait(&launcher, 130);
-	char *out = task_read(&launcher, 0);
+	kill(pids[victim], SIGKILL); /* tasks: chief, worker.0, worker.1 */
+	int code = task_wait(launcher, 130);
+	char *out = task_read(launcher, 0);
 	if (code != 0)
 		fprintf(stderr, "%s\n", out);
 	DT_CHECK_INT_EQ(code, 0);
+	return out;
+}
+
+/* Elastic all-reduce under the launcher (DISTRIBUTED.md "Elastic
+ * all-reduce"): a worker SIGKILLed while the ring trains is restarted by
+ * restart_policy OnFailure while the chief and the other worker go on, it
+ * rejoins, the experiment completes, and `dtrain status` shows the ring. */
+DT_TEST_TIMEOUT(launch_cli, on_failure_restarts_an_elastic_worker_that_rejoins_the_ring, 150)
+{
+	struct task launcher;
+	char *out = launch_elastic_and_kill(&launcher, 2);
 	DT_CHECK_CONTAINS(out, "--> FAILED (killed by signal 9), restart 1 of 2 (OnFailure)");
 	DT_CHECK(has_line(out, "1.chief ", "ring re-formed at step "));
 	DT_CHECK(has_line(out, "1.chief ", "worker 1 at 127.0.0.1:"));
@@ -401,25 +411,8 @@ DT_TEST_TIMEOUT(launch_cli, on_failure_restarts_an_elastic_worker_that_rejoins_t
  * through worker 0 and coordinates again, and the experiment completes. */
 DT_TEST_TIMEOUT(launch_cli, on_failure_restarts_an_elastic_chief_that_rejoins_the_ring, 150)
 {
-	cli_private_home();
-	char spec[700];
-	cli_write_spec(spec, sizeof(spec), "elastic.yaml",
-		       "name: elastic\nmodel: mlp\nproblem: fashion_mnist\ntrain_steps: 8000\n"
-		       "args: [--log_every=100, --noeval, --min_workers=2, --step_timeout=4]\n"
-		       "distributed: {mode: mirrored, worker: 3, ps: 0}\n"
-		       "restart_policy: OnFailure\nbackoff_limit: 2\n");
 	struct task launcher;
-	task_start(&launcher, "launch", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
-	pid_t pids[8];
-	int n = 0;
-	DT_CHECK(wait_running("1", pids, &n, 1, 60));
-	DT_CHECK_INT_EQ(n, 3);
-	kill(pids[0], SIGKILL); /* tasks: chief, worker.0, worker.1 */
-	int code = task_wait(&launcher, 130);
-	char *out = task_read(&launcher, 0);
-	if (code != 0)
-		fprintf(stderr, "%s\n", out);
-	DT_CHECK_INT_EQ(code, 0);
+	char *out = launch_elastic_and_kill(&launcher, 0);
 	DT_CHECK(has_line(out, "1.chief ", "--> FAILED (killed by signal 9), restart 1 of 2 (OnFailure)"));
 	DT_CHECK(has_line(out, "1.worker.0 ", "the chief (chief:0 at 127.0.0.1:"));
 	DT_CHECK(has_line(out, "1.worker.0 ", "worker:0 coordinates from step "));
