@@ -274,7 +274,8 @@ struct rule {
 static struct rule rule_of(const struct dt_optimizer *opt, float lr, int64_t step)
 {
 	struct rule r = { .lr = lr, .mu = (float)opt->momentum, .b1 = (float)opt->beta1, .b2 = (float)opt->beta2,
-			  .c1 = (float)(1.0 - opt->beta1), .c2 = (float)(1.0 - opt->beta2), .eps = (float)opt->epsilon };
+			  .c1 = (float)(1.0 - opt->beta1), .c2 = (float)(1.0 - opt->beta2),
+			  .eps = (float)opt->epsilon };
 	if (opt->kind == DT_OPTIM_ADAM) {
 		DT_ASSERT(step >= 1);
 		const double t = (double)step;

@@ -174,8 +174,9 @@ DT_TEST(fixed_point, ordered_mean_of_two_in_floats_is_the_formula_on_every_pair)
 			bad |= !isfinite(naive_mean(xs, 2, (size_t)i));
 		for (int portable = 0; portable < 2; portable++) {
 			memset(got, 0x5a, sizeof(got));
-			DT_CHECK_INT_EQ(portable ? dt__ordered_mean_k_portable(got, xs, 2, N) : dt_ordered_mean_k(got, xs, 2, N),
-					bad);
+			const int flag = portable ? dt__ordered_mean_k_portable(got, xs, 2, N)
+						  : dt_ordered_mean_k(got, xs, 2, N);
+			DT_CHECK_INT_EQ(flag, bad);
 			for (int i = 0; i < N; i++) {
 				const float want = naive_mean(xs, 2, (size_t)i);
 				if (!same_float(want, got[i]))
@@ -214,7 +215,8 @@ DT_TEST(fixed_point, fused_mean_and_update_equal_the_mean_then_the_update)
 	struct dt_rng rng;
 	dt_rng_derive(&rng, 17, "fixed_point", 7);
 	float *x = dt_xmalloc(DT_ORDERED_MAX_TERMS * n * sizeof(float)), *g = dt_xmalloc(n * sizeof(float));
-	float *p0 = dt_xmalloc(n * sizeof(float)), *p1 = dt_xmalloc(n * sizeof(float)), *p2 = dt_xmalloc(n * sizeof(float));
+	float *p0 = dt_xmalloc(n * sizeof(float)), *p1 = dt_xmalloc(n * sizeof(float));
+	float *p2 = dt_xmalloc(n * sizeof(float));
 	for (size_t o = 0; o < DT_ARRAY_LEN(names); o++)
 		for (int k = 1; k <= DT_ORDERED_MAX_TERMS; k++) {
 			struct dt_hparams hp;
@@ -223,6 +225,7 @@ DT_TEST(fixed_point, fused_mean_and_update_equal_the_mean_then_the_update)
 			struct dt_optimizer unfused, fused;
 			DT_CHECK_OK(dt_optimizer_init(&unfused, &hp, n, &err), &err);
 			DT_CHECK_OK(dt_optimizer_init(&fused, &hp, n, &err), &err);
+			const size_t slot_bytes = (size_t)unfused.num_slots * n * sizeof(float);
 			for (size_t i = 0; i < n; i++)
 				p1[i] = p2[i] = dt_rng_uniform(&rng) - 0.5f;
 			struct terms t = { .k = k };
@@ -232,8 +235,8 @@ DT_TEST(fixed_point, fused_mean_and_update_equal_the_mean_then_the_update)
 				/* finite floats of every kind (subnormals, zeros, the largest)
 				 * in a tenth of the elements, gradient-sized ones elsewhere */
 				for (size_t i = 0; i < (size_t)k * n; i++) {
-					float f = any_float(&rng);
-					x[i] = dt_rng_below(&rng, 10) == 0 && isfinite(f) ? f : 1e-3f * (dt_rng_uniform(&rng) - 0.5f);
+					const float f = any_float(&rng), small = 1e-3f * (dt_rng_uniform(&rng) - 0.5f);
+					x[i] = dt_rng_below(&rng, 10) == 0 && isfinite(f) ? f : small;
 				}
 				/* offsets 0 and 5: ranges that do not start on a chunk */
 				const size_t off = step == 2 ? 5 : 0;
@@ -243,19 +246,22 @@ DT_TEST(fixed_point, fused_mean_and_update_equal_the_mean_then_the_update)
 				dt_optimizer_apply(&unfused, p1, g, off, n - off, 0.01f, step);
 				if (off)
 					dt_optimizer_apply(&fused, p2, g, 0, off, 0.01f, step);
-				DT_CHECK(dt_optimizer_apply_made(&fused, p2, off, n - off, 0.01f, step, make_mean, &t) == n);
+				const size_t done =
+					dt_optimizer_apply_made(&fused, p2, off, n - off, 0.01f, step, make_mean, &t);
+				DT_CHECK(done == n);
 			}
 			for (size_t i = 0; i < n; i++)
 				if (memcmp(&p1[i], &p2[i], sizeof(float)) != 0)
-					dt_test_fail(__FILE__, __LINE__, "%s k %d: element %zu: %a fused, %a unfused", names[o], k,
-						     i, (double)p2[i], (double)p1[i]);
+					dt_test_fail(__FILE__, __LINE__, "%s k %d: element %zu: %a fused, %a unfused",
+						     names[o], k, i, (double)p2[i], (double)p1[i]);
 			if (unfused.num_slots)
-				DT_CHECK(memcmp(unfused.slots, fused.slots, (size_t)unfused.num_slots * n * sizeof(float)) == 0);
+				DT_CHECK(memcmp(unfused.slots, fused.slots, slot_bytes) == 0);
 			DT_CHECK(!t.flushed);
 
 			/* a NaN or an infinity in one term: the update stops at the
 			 * chunk that holds it, the chunks before applied as unfused */
-			const size_t at = (size_t)dt_rng_below(&rng, n), stop = at / DT_OPTIMIZER_CHUNK * DT_OPTIMIZER_CHUNK;
+			const size_t at = (size_t)dt_rng_below(&rng, n);
+			const size_t stop = at / DT_OPTIMIZER_CHUNK * DT_OPTIMIZER_CHUNK;
 			x[(size_t)dt_rng_below(&rng, (uint64_t)k) * n + at] = at % 2 ? NAN : -INFINITY;
 			memcpy(p0, p2, n * sizeof(float));
 			DT_CHECK(make_mean(&t, g, 0, n) == 1);
@@ -264,7 +270,7 @@ DT_TEST(fixed_point, fused_mean_and_update_equal_the_mean_then_the_update)
 			DT_CHECK(memcmp(p1, p2, stop * sizeof(float)) == 0);
 			DT_CHECK(memcmp(p0 + stop, p2 + stop, (n - stop) * sizeof(float)) == 0); /* untouched */
 			if (unfused.num_slots)
-				DT_CHECK(memcmp(unfused.slots, fused.slots, (size_t)unfused.num_slots * n * sizeof(float)) == 0);
+				DT_CHECK(memcmp(unfused.slots, fused.slots, slot_bytes) == 0);
 			dt_optimizer_release(&unfused);
 			dt_optimizer_release(&fused);
 		}
