@@ -265,14 +265,34 @@ static size_t momentum_avx(float *restrict p, const float *restrict g, float gs,
 }
 #endif
 
-/* The update rules, for the gradient gs * grads[i]. */
-static void apply_rule(struct dt_optimizer *opt, float *params, const float *grads, float gs, size_t offset, size_t n,
-		       float lr, int64_t step)
+/* A step's constants of the rule (Adam's bias-corrected rate among them):
+ * computed once per update, however many ranges it is applied in. */
+struct rule {
+	float lr, mu, b1, b2, c1, c2, eps;
+};
+
+static struct rule rule_of(const struct dt_optimizer *opt, float lr, int64_t step)
 {
-	DT_ASSERT(offset <= opt->count && n <= opt->count - offset);
+	struct rule r = { .lr = lr, .mu = (float)opt->momentum, .b1 = (float)opt->beta1, .b2 = (float)opt->beta2,
+			  .c1 = (float)(1.0 - opt->beta1), .c2 = (float)(1.0 - opt->beta2),
+			  .eps = (float)opt->epsilon };
+	if (opt->kind == DT_OPTIM_ADAM) {
+		DT_ASSERT(step >= 1);
+		const double t = (double)step;
+		r.lr = (float)((double)lr * sqrt(1.0 - pow(opt->beta2, t)) / (1.0 - pow(opt->beta1, t)));
+	}
+	return r;
+}
+
+/* The update rules on params[offset, offset + n), for the gradient
+ * gs * grads[i] (grads indexed from the range's start). The caller has
+ * flushed denormals (dt_fp_flush_denormals). */
+static void run_rule(struct dt_optimizer *opt, const struct rule *r, float *params, const float *grads, float gs,
+		     size_t offset, size_t n)
+{
 	float *restrict p = params + offset;
 	const float *restrict g = grads;
-	struct dt_fp_mode fp = dt_fp_flush_denormals();
+	const float lr = r->lr;
 	switch (opt->kind) {
 	case DT_OPTIM_SGD: {
 		size_t i = 0;
@@ -285,7 +305,7 @@ static void apply_rule(struct dt_optimizer *opt, float *params, const float *gra
 	}
 	case DT_OPTIM_MOMENTUM: {
 		float *restrict a = opt->slots + offset;
-		const float mu = (float)opt->momentum;
+		const float mu = r->mu;
 		size_t i = 0;
 #if defined(__AVX__)
 		i = momentum_avx(p, g, gs, a, n, mu, lr);
@@ -297,13 +317,9 @@ static void apply_rule(struct dt_optimizer *opt, float *params, const float *gra
 		break;
 	}
 	case DT_OPTIM_ADAM: {
-		DT_ASSERT(step >= 1);
 		float *restrict m = opt->slots + offset;
 		float *restrict v = opt->slots + opt->count + offset;
-		const float b1 = (float)opt->beta1, b2 = (float)opt->beta2, eps = (float)opt->epsilon;
-		const float c1 = (float)(1.0 - opt->beta1), c2 = (float)(1.0 - opt->beta2);
-		const double t = (double)step;
-		const float lr_t = (float)((double)lr * sqrt(1.0 - pow(opt->beta2, t)) / (1.0 - pow(opt->beta1, t)));
+		const float b1 = r->b1, b2 = r->b2, eps = r->eps, c1 = r->c1, c2 = r->c2, lr_t = lr;
 		size_t i = 0;
 #if defined(__AVX__)
 		i = adam_avx(p, g, gs, m, v, n, b1, c1, b2, c2, lr_t, eps);
@@ -318,7 +334,7 @@ static void apply_rule(struct dt_optimizer *opt, float *params, const float *gra
 	}
 	case DT_OPTIM_ADAGRAD: {
 		float *restrict acc = opt->slots + offset;
-		const float eps = (float)opt->epsilon;
+		const float eps = r->eps;
 		size_t i = 0;
 #if defined(__AVX__)
 		i = adagrad_avx(p, g, gs, acc, n, lr, eps);
@@ -331,6 +347,15 @@ static void apply_rule(struct dt_optimizer *opt, float *params, const float *gra
 		break;
 	}
 	}
+}
+
+static void apply_rule(struct dt_optimizer *opt, float *params, const float *grads, float gs, size_t offset, size_t n,
+		       float lr, int64_t step)
+{
+	DT_ASSERT(offset <= opt->count && n <= opt->count - offset);
+	const struct rule r = rule_of(opt, lr, step);
+	struct dt_fp_mode fp = dt_fp_flush_denormals();
+	run_rule(opt, &r, params, grads, gs, offset, n);
 	dt_fp_restore(fp);
 }
 
@@ -347,6 +372,28 @@ void dt_optimizer_apply_mean(struct dt_optimizer *opt, float *params, const floa
 	apply_rule(opt, params, grad_sum, 1.0f / (float)summed, offset, n, lr, step);
 }
 
+size_t dt_optimizer_apply_made(struct dt_optimizer *opt, float *params, size_t offset, size_t n, float lr,
+			       int64_t step, dt_grad_make_fn make, void *arg)
+{
+	DT_ASSERT(offset <= opt->count && n <= opt->count - offset);
+	const struct rule r = rule_of(opt, lr, step);
+	/* 8 KB: with the ranges of the variables, the slots and the made-from
+	 * buffers streaming past, it stays in a 32 KB L1 until the rule reads it */
+	_Alignas(64) float chunk[DT_OPTIMIZER_CHUNK];
+	for (size_t done = 0; done < n;) {
+		const size_t len = n - done < DT_OPTIMIZER_CHUNK ? n - done : DT_OPTIMIZER_CHUNK;
+		/* made in the caller's floating-point mode, as it would have been
+		 * into a buffer of its own before dt_optimizer_apply: the rule's
+		 * flush of denormals would change a sum of subnormals */
+		if (make(arg, chunk, offset + done, len))
+			return offset + done;
+		struct dt_fp_mode fp = dt_fp_flush_denormals();
+		run_rule(opt, &r, params, chunk, 1.0f, offset + done, len);
+		dt_fp_restore(fp);
+		done += len;
+	}
+	return offset + n;
+}
 /* dtrain's linear_warmup_decay on learning_rate. */
 static double linear_warmup_decay(const struct dt_hparams *hp, int64_t step, int64_t total_steps)
 {

@@ -63,6 +63,28 @@ void dt_optimizer_apply(struct dt_optimizer *opt, float *params, const float *gr
 void dt_optimizer_apply_mean(struct dt_optimizer *opt, float *params, const float *grad_sum, int summed, size_t offset,
 			     size_t n, float lr, int64_t step);
 
+/* The gradient of parameters [offset, offset + n) (n <= DT_OPTIMIZER_CHUNK)
+ * written into out; 0, or non-zero to stop the update there (a gradient
+ * that is not finite: the caller's check, made before the rule sees it). */
+typedef int (*dt_grad_make_fn)(void *arg, float *out, size_t offset, size_t n);
+
+/* The floats of the gradient dt_optimizer_apply_made makes at a time. */
+#define DT_OPTIMIZER_CHUNK 2048
+
+/* As dt_optimizer_apply, with the gradient made a chunk at a time by `make`
+ * into a buffer of the apply's own, just before the rule reads it there:
+ * a gradient computed from other buffers (--deterministic's ordered mean
+ * of its micro-batches, train/fixed_point.h) is then never written to
+ * memory and read back. The rule is this file's one, so every element's
+ * update has the same bits as dt_optimizer_apply of the made gradient.
+ * `make` runs in the caller's floating-point mode (not the rule's flush of
+ * denormals), chunk by chunk in index order. Returns offset + n when every
+ * chunk was applied, else the offset of the chunk `make` refused: the
+ * chunks before it ARE applied (variables and slots), that one and those
+ * after it are not — the caller must treat the parameters as torn. */
+size_t dt_optimizer_apply_made(struct dt_optimizer *opt, float *params, size_t offset, size_t n, float lr,
+			       int64_t step, dt_grad_make_fn make, void *arg);
+
 /*
  * t2t's clip_grad_norm, with tf.clip_by_global_norm's rule: the gradient g
  * is scaled by clip / max(||g||, clip), ||g|| the L2 norm over every

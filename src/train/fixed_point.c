@@ -303,20 +303,77 @@ static inline float ordered_mean1(const float *const *x, int k, size_t i, double
 	return (float)(a * m);
 }
 
+
+/*
+ * K = 2 in floats: out = fl32(a + b) * 0.5f, sixteen lanes at a time
+ * (AVX-512F; eight in portable vectors), the formula's bits whenever
+ * s = fl32(a + b) is finite. Why: if |a + b| <
+ * 2^-125 the float sum is exact (a and b are multiples of 2^-149, and 24
+ * bits at that spacing reach 2^-125), so s * 0.5f rounds (a + b) / 2 once,
+ * as the formula does (its double sum is exact too, and halving a double
+ * of a float's range is exact). Otherwise |a + b| >= 2^-125 and the
+ * formula's fl32(fl64(a + b) / 2) = fl32(fl64(a + b)) / 2 (halving commutes
+ * with rounding in the normal range) = fl32(a + b) / 2 (double rounding
+ * through binary64 is innocuous for a sum of two binary32: 53 >= 2 * 24 + 2,
+ * Figueroa 1995) = s * 0.5f, exact. A non-finite s (an infinity or a NaN
+ * in a term, or a sum past FLT_MAX whose half is finite) ends the float
+ * loop: the double loop below takes the rest. The conversions to double
+ * and back were the double loop's cost (it runs at 0.12 ns an element with
+ * the data in L1, 28 us for mlp's 238k floats: compute, not memory); this
+ * one does one addition and one multiplication per vector. In the
+ * default floating-point mode (no flush of denormals: the session's). The
+ * unit test checks it against the formula on pairs of every kind.
+ */
+static inline size_t ordered_mean_2f(float *out, const float *const *x, size_t n, int portable)
+{
+	size_t i = 0;
+#if defined(__AVX512F__)
+	if (!portable) {
+		const __m512 half = _mm512_set1_ps(0.5f);
+		const __m512i ex = _mm512_set1_epi32(0x7f800000);
+		for (; i + 16 <= n; i += 16) {
+			const __m512 s = _mm512_add_ps(_mm512_loadu_ps(x[0] + i), _mm512_loadu_ps(x[1] + i));
+			if (_mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(s), ex), ex))
+				return i;
+			_mm512_storeu_ps(out + i, _mm512_mul_ps(s, half));
+		}
+		return i;
+	}
+#else
+	(void)portable;
+#endif
+	for (; i + 8 <= n; i += 8) {
+		v8f32 a, b;
+		memcpy(&a, x[0] + i, sizeof(a));
+		memcpy(&b, x[1] + i, sizeof(b));
+		a += b;
+		v8i32 e;
+		memcpy(&e, &a, sizeof(e));
+		e = (e & 0x7f800000) == 0x7f800000;
+		uint64_t w[4]; /* any lane: an OR of four words (a lane loop made this 10x slower with AVX2) */
+		memcpy(w, &e, sizeof(w));
+		if (w[0] | w[1] | w[2] | w[3])
+			return i;
+		a *= 0.5f;
+		memcpy(out + i, &a, sizeof(a));
+	}
+	return i;
+}
+
 /* Eight elements at a time, the same operations in the same order per lane
  * as ordered_mean1, so the same bits. The non-finite check is an OR of the
  * exponent field's "all ones" over the results, in registers. With AVX-512F
  * in intrinsics: the vector extension's float-to-double conversion of eight
  * lanes compiles (GCC 12, -march=znver4) to two 128-bit conversions and an
  * insert, and the pass took 48 us for mlp's 235k floats at k = 2 against 27
- * us here, which is the speed of the memory (two gradients read, one
- * written: the fixed-point pass's too). `k` is a constant at each call
- * (dt_ordered_mean_k's switch), so the loop over the terms unrolls. */
+ * us here. `k` is a constant at each call (dt_ordered_mean_k's switch), so
+ * the loop over the terms unrolls; at k = 2 the float loop above goes
+ * first, and this one takes what it leaves. */
 static inline int ordered_mean_k(float *out, const float *const *x, int k, size_t n, int portable)
 {
 	const double m = 1.0 / (double)k;
 	int nonfinite = 0;
-	size_t i = 0;
+	size_t i = k == 2 ? ordered_mean_2f(out, x, n, portable) : 0;
 #if defined(__AVX512F__)
 	if (!portable) {
 		const __m512d mm = _mm512_set1_pd(m);

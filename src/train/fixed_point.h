@@ -110,12 +110,18 @@ void dt_fixed_sum_mean_k(float *out, const float *const *x, int k, size_t n, int
  * the terms added left to right in double (micro-batch index order), the
  * sum multiplied by 1/k rounded once to double, the product rounded once to
  * float. Vectorized (fixed_point.c: AVX-512F where the build has it,
- * portable vectors otherwise); the unit test checks both against the
- * formula written out, bit for bit. k >= 1. out may be one of the x[j]
+ * portable vectors otherwise); at k = 2 in floats, fl32(x[0][i] + x[1][i])
+ * * 0.5f, which is the formula's value whenever that float sum is finite
+ * (fixed_point.c says why; the rest goes through double). The unit test
+ * checks both against the formula written out, bit for bit, in the default
+ * floating-point mode (no flush of denormals). k >= 1. out may be one of the x[j]
  * (each element is read before it is written). Returns 1 when some out[i]
  * is a NaN or an infinity (every non-finite term makes the sum non-finite:
  * the step diverged, alike on every task, which all compute the same
- * mean), else 0. */
+ * mean), else 0. The session computes it chunk by chunk inside the
+ * optimizer's update where nothing reads the whole mean first
+ * (dt_optimizer_apply_made, train/session_deal.c): the same calls on
+ * shorter ranges, the same bits. */
 int dt_ordered_mean_k(float *out, const float *const *x, int k, size_t n);
 /* dt_ordered_mean_k in the vector extension's portable vectors, whatever
  * the build's instruction set picks for it (the unit test checks both). */

@@ -408,10 +408,22 @@ enum dt_status dt_session_evaluate(struct dt_session *s, struct dt_eval_result *
 	return DT_OK;
 }
 
+/* A step whose update failed part way leaves the variables torn (some of
+ * that step's, some not): never saved, never stepped on. */
+static enum dt_status refuse_torn(const struct dt_session *s, const char *what, struct dt_err *err)
+{
+	enum dt_status st = dt_err_set(err, DT_RUNTIME, "cannot %s: step %lld diverged after its update had begun "
+				       "(--deterministic applies the mean as it computes it), so the variables are "
+				       "neither that step's nor the one before", what, (long long)s->torn_step);
+	return dt_err_hint(err, "resume from the last checkpoint, with a lower learning rate or clip_grad_norm"), st;
+}
+
 enum dt_status dt_session_save(struct dt_session *s, struct dt_err *err)
 {
 	if (!s->saving)
 		return DT_OK;
+	if (s->torn_step)
+		return refuse_torn(s, "save a checkpoint", err);
 	struct dt_ckpt_contents c;
 	dt_ckpt_contents_for_model(&c, s->model);
 	dt_ckpt_contents_set_optimizer(&c, &s->opt);
@@ -626,6 +638,8 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 	if (dt_session_should_stop(s) || s->finished)
 		return dt_err_set(err, DT_USAGE, "the session is at step %lld of %lld: no step left to take",
 				  (long long)s->step, (long long)tc->train_steps);
+	if (s->torn_step)
+		return refuse_torn(s, "take another step", err);
 	struct dt_step_figures fig = { 0 };
 	int64_t t0 = dt_now_ns();
 	enum dt_status st = s->strategy->compute ? s->strategy->compute(s, s->self, &fig, err)

@@ -79,6 +79,9 @@ struct dt_session {
 	int64_t after_first_cpu_ns, end_cpu_ns; /* this process's CPU time, all threads */
 	int64_t compute_ns, apply_ns, eval_ns;
 	int finished;
+	int64_t torn_step;            /* a --deterministic step whose fused update failed part way (its
+				       * variables neither that step's nor the one before: no save, no
+				       * step follows); 0 none */
 	struct dt_train_result res;
 
 	/* --deterministic (micro_batch > 0): this step's micro-batch gradients. */
