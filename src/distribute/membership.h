@@ -121,7 +121,8 @@ enum dt_status dt_member_coordinate(struct dt_member_desk **desk, const struct d
 				    int nold, const struct dt_member_report *mine, int64_t deadline,
 				    struct dt_member_view *view, struct dt_err *err) DT_MUST_CHECK;
 
-/* What ends a report's wait for its answer early (dt_member_report). */
+/* What ends a report's wait for its answer early (dt_member_report); the
+ * desk also ends its retries of a refused connection. */
 struct dt_member_watch {
 	int fd;                       /* a listening socket: a connection waiting there (a peer in its
 					 first rendezvous calls this task); -1: none */
@@ -136,7 +137,8 @@ struct dt_member_watch {
  * has a secret, reports, and waits for the view until `deadline`, or until
  * `watch` (NULL: nothing) says. DT_PEER when it cannot connect (*why_not
  * DT_MEMBER_UNREACHABLE: nothing listens there, the process is gone or not
- * started), when the watch ended the wait (DT_MEMBER_CALLED), or when the
+ * started), when the watch ended the wait (DT_MEMBER_CALLED: a watched
+ * desk ends the retries of a refused connection too, at once), or when the
  * connection closes before a view (the coordinator is dead, or is not
  * taking reports now: in a rendezvous); DT_CONFIG when it refuses this
  * task (another secret). why_not may be NULL. */

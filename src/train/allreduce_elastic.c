@@ -23,7 +23,9 @@
 /* A candidate coordinator whose ring address refuses connections this long
  * is gone (a live member listens there all the time: its desk, or its
  * rendezvous's listener, and the desk reopens as soon as the rendezvous
- * ends): the next is tried. */
+ * ends): the next is tried. At once when another survivor reports to this
+ * task meanwhile (it took the candidate for lost too: dt_member_report's
+ * watched desk). */
 #define COORDINATOR_GONE_S 0.5
 
 void dt_elastic_init(struct dt_elastic *e, int min_workers, int table_n, int self, const struct dt_comm_peer *peers,
@@ -227,7 +229,9 @@ static void record(struct dt_elastic *e, struct dt_session *s, const char *membe
  * coordinator is the lowest member of the ring (members[0]) that this task
  * did not see fail; one whose address refuses connections for
  * COORDINATOR_GONE_S, or that does not answer by the deadline, is taken
- * for lost too and the next is tried, down to this task itself. Every
+ * for lost too and the next is tried, down to this task itself (either
+ * wait ends early when a survivor reports here: it skipped the candidate,
+ * so this task is the next coordinator). Every
  * survivor walks the same list the same way, so they meet at the same one
  * unless one of them saw another survivor fail (then the one it skipped
  * coordinates a view without it, and it finds itself out: exit 3).
