@@ -590,6 +590,51 @@ DT_TEST_TIMEOUT(elastic, a_refusing_coordinator_is_skipped_at_once_when_a_surviv
 	DT_CHECK_INT_EQ(r.st, DT_PEER);
 }
 
+/* The other half of the same race: worker 2 was only told of the failure
+ * (by worker 1, which saw the chief die and coordinates), so nobody reports
+ * to it; but its own connection with worker 0 closed when the chief died
+ * (dt_comm_closed_ranks), so worker 0's first refusal counts (5 s allowed
+ * here). A member whose connection closed but that listens (one that left
+ * the failed ring alive: it coordinates, say) is still reached. */
+DT_TEST_TIMEOUT(elastic, a_refusing_coordinator_whose_connection_closed_is_skipped_at_once, 60)
+{
+	struct three t;
+	three_init(&t);
+	const struct dt_member_id id = { .fingerprint = 42, .peers = t.peers, .table_n = 3, .self = 2 };
+	const struct dt_member_report me = { .fingerprint = 42, .rank = 2, .done_step = 300, .lost = -1 };
+	static struct dt_member_view v;
+	const struct dt_member_watch w = { .fd = -1, .closed = 1 };
+	int why_not = 0;
+	struct dt_err e = DT_ERR_INIT;
+	int64_t t0 = dt_now_ns();
+	DT_CHECK_INT_EQ(dt_member_report(&id, 0, "worker:0", &me, dt_deadline_in(5), dt_deadline_in(10), &w, &v,
+					 &why_not, &e),
+			DT_PEER);
+	double waited = (double)(dt_now_ns() - t0) / 1e9;
+	fprintf(stderr, "worker 2 stopped dialling worker 0 after %.3f s: %s\n", waited, e.msg);
+	DT_CHECK(waited < 2.0);
+	DT_CHECK_INT_EQ(why_not, DT_MEMBER_UNREACHABLE);
+	DT_CHECK_CONTAINS(e.msg, "worker:0 closed its connection with this task and refuses new ones");
+	DT_CHECK_CONTAINS(e.msg, "stopped waiting after 1 attempt in ");
+
+	/* Worker 1 listens (its desk): reached, and its answer awaited (none comes: 0.3 s). */
+	const struct dt_member_id id1 = { .fingerprint = 42, .peers = t.peers, .table_n = 3, .self = 1 };
+	struct dt_member_desk *desk = NULL;
+	DT_CHECK_OK(dt_member_desk_open(&id1, &desk, &e), &e);
+	why_not = 0;
+	e = (struct dt_err)DT_ERR_INIT;
+	t0 = dt_now_ns();
+	enum dt_status st = dt_member_report(&id, 1, "worker:1", &me, dt_deadline_in(5), dt_deadline_in(0.3), &w, &v,
+					     &why_not, &e);
+	waited = (double)(dt_now_ns() - t0) / 1e9;
+	fprintf(stderr, "worker 2's report to worker 1: %s after %.3f s: %s\n", dt_status_name(st), waited, e.msg);
+	DT_CHECK_INT_EQ(st, DT_TIMEOUT);
+	DT_CHECK_INT_EQ(why_not, 0);
+	DT_CHECK(waited >= 0.25);
+	DT_CHECK_CONTAINS(e.msg, "worker:1");
+	dt_sock_close(dt_member_desk_close(desk));
+}
+
 DT_TEST_TIMEOUT(elastic, usage_errors, 60)
 {
 	struct dt_run r;
