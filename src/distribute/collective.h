@@ -180,6 +180,14 @@ const char *dt_comm_peer_label(const struct dt_comm *comm, int rank);
  * the comm is not broken or this rank only heard of the failure. The elastic
  * ring's membership agreement (distribute/membership.h) uses it. */
 int dt_comm_lost_rank(const struct dt_comm *comm, const char **why);
+/* closed[r] (r < n, the comm's ranks) = 1 for each rank whose end of a
+ * connection with this one is closed or reset by now (its process is gone,
+ * or it left the ring: a rank that failed a collective closes its links
+ * after its COLL_ABORT), else 0 (this rank's own: 0). Never blocks. The
+ * elastic agreement takes a candidate coordinator whose connection it saw
+ * closed and whose address refuses for gone at once (allreduce_elastic.c),
+ * which a rank only told of a failure cannot learn from dt_comm_lost_rank. */
+void dt_comm_closed_ranks(const struct dt_comm *comm, int *closed, int n);
 /* 1 if this rank reads its left neighbour's large segments straight from
  * that process's memory (same host, allowed by the kernel), 0 if they come
  * over TCP. */

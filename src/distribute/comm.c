@@ -74,6 +74,19 @@ int dt_comm_lost_rank(const struct dt_comm *comm, const char **why)
 	return comm->broken ? comm->lost : -1;
 }
 
+/* 1 when the peer's end of fd is closed (its FIN read: POLLRDHUP) or reset. */
+static int peer_closed(int fd)
+{
+	struct pollfd p = { fd, POLLRDHUP, 0 };
+	return fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+void dt_comm_closed_ranks(const struct dt_comm *comm, int *closed, int n)
+{
+	for (int q = 0; q < n; q++)
+		closed[q] = q < comm->n && q != comm->rank && (peer_closed(comm->in[q].fd) || peer_closed(comm->out[q].fd));
+}
+
 const char *dt_comm_peer_label(const struct dt_comm *comm, int rank)
 {
 	if (rank < 0 || rank >= comm->n)

@@ -121,13 +121,17 @@ enum dt_status dt_member_coordinate(struct dt_member_desk **desk, const struct d
 				    int nold, const struct dt_member_report *mine, int64_t deadline,
 				    struct dt_member_view *view, struct dt_err *err) DT_MUST_CHECK;
 
-/* What ends a report's wait for its answer early (dt_member_report). */
+/* What ends a report's wait for its answer early (dt_member_report); the
+ * desk and `closed` also end its retries of a refused connection. */
 struct dt_member_watch {
 	int fd;                       /* a listening socket: a connection waiting there (a peer in its
 					 first rendezvous calls this task); -1: none */
 	struct dt_member_desk *desk;  /* this task's desk: a whole report of a survivor (step >= 0) on
 					 it (a member that took the one asked for lost, and so this
 					 task for the next coordinator); NULL: none */
+	int closed;                   /* 1: this task saw its connection with the one asked closed
+					 (dt_comm_closed_ranks), so a refused connection means it is
+					 gone: not retried (a live one listens all the time) */
 };
 
 /* A member's side: connects to the coordinator `to` (a table rank:
@@ -136,7 +140,9 @@ struct dt_member_watch {
  * has a secret, reports, and waits for the view until `deadline`, or until
  * `watch` (NULL: nothing) says. DT_PEER when it cannot connect (*why_not
  * DT_MEMBER_UNREACHABLE: nothing listens there, the process is gone or not
- * started), when the watch ended the wait (DT_MEMBER_CALLED), or when the
+ * started; after one refused attempt with watch->closed), when the watch
+ * ended the wait (DT_MEMBER_CALLED: a watched desk ends the retries of a
+ * refused connection too, at once), or when the
  * connection closes before a view (the coordinator is dead, or is not
  * taking reports now: in a rendezvous); DT_CONFIG when it refuses this
  * task (another secret). why_not may be NULL. */

@@ -499,6 +499,28 @@ static int survivor_waits(struct dt_member_desk *d)
 	return 0;
 }
 
+/* A dial's stop (net/socket.h), looked at after each failed attempt: the
+ * refusals are not waited out (dt_member_report's connect_deadline, kept
+ * for a member whose listener is briefly between a rendezvous and its desk)
+ * when this task saw the connection with the one dialled closed (`closed`:
+ * a member that left the ring alive listens all the same), or when a
+ * survivor's report waits on the watched desk (`stopped`): it took the one
+ * dialled for lost, as this task is about to, so this task is the next
+ * coordinator. */
+struct dial_watch {
+	struct dt_member_desk *desk;
+	int closed;
+	int stopped;
+};
+
+static int dial_stop(void *arg)
+{
+	struct dial_watch *w = arg;
+	if (!w->stopped && w->desk)
+		w->stopped = survivor_waits(w->desk);
+	return w->stopped || w->closed;
+}
+
 /* How often a wait looks at a watched desk. */
 #define WATCH_MS 50
 
@@ -580,10 +602,18 @@ enum dt_status dt_member_report(const struct dt_member_id *id, uint32_t to, cons
 		return dt_err_set(err, DT_INTERNAL, "a report to rank %u of a table of %d", to, id->table_n);
 	char host[DT_HOST_MAX];
 	int port, fd = -1;
+	struct dial_watch dw = { watch ? watch->desk : NULL, watch && watch->closed, 0 };
+	struct dt_connect_opts opts = { 0.01, 1.0, 5.0, 0, 0, 0, NULL, NULL, dw.desk || dw.closed ? dial_stop : NULL,
+					&dw };
 	enum dt_status st = dt_sock_split_hostport(id->peers[to].addr, host, sizeof(host), &port, err);
 	if (!st && (st = dt_sock_connect(host, port, name, connect_deadline < deadline ? connect_deadline : deadline,
-					 NULL, &fd, err)) == DT_PEER)
-		*unreachable = DT_MEMBER_UNREACHABLE;
+					 &opts, &fd, err)) == DT_PEER) {
+		*unreachable = dw.stopped ? DT_MEMBER_CALLED : DT_MEMBER_UNREACHABLE;
+		if (dw.stopped)
+			dt_err_prefix(err, "another member reported to this task while %s refused connections", name);
+		else if (dw.closed)
+			dt_err_prefix(err, "%s closed its connection with this task and refuses new ones", name);
+	}
 	if (st)
 		return st;
 	struct dt_auth_hs hs;

@@ -268,10 +268,19 @@ static int connect_once(const struct addrinfo *ai, int64_t until, const struct d
 	return 0;
 }
 
+/* The pause between two attempts, `seconds`, in slices of 10 ms between
+ * which the caller's stop is looked at. */
+static void pause_unless_stopped(struct dt_connect_opts *o, double seconds)
+{
+	const int64_t until = dt_deadline_in(seconds);
+	for (int ms; (ms = dt_deadline_ms_left(until)) > 0 && !o->stop(o->stop_arg);)
+		dt_sleep((ms < 10 ? ms : 10) / 1e3);
+}
+
 enum dt_status dt_sock_connect(const char *host, int port, const char *task, int64_t deadline,
 			       struct dt_connect_opts *opts, int *fd_out, struct dt_err *err)
 {
-	struct dt_connect_opts defaults = { 0.01, 1.0, 5.0, 0, 0, 0, NULL, NULL };
+	struct dt_connect_opts defaults = { 0.01, 1.0, 5.0, 0, 0, 0, NULL, NULL, NULL, NULL };
 	struct dt_connect_opts *o = opts ? opts : &defaults;
 	double backoff = o->initial_backoff_s > 0 ? o->initial_backoff_s : 0.01;
 	double max_backoff = o->max_backoff_s > 0 ? o->max_backoff_s : 1.0;
@@ -286,6 +295,7 @@ enum dt_status dt_sock_connect(const char *host, int port, const char *task, int
 	struct dt_rng rng;
 	dt_rng_seed(&rng, (uint64_t)start ^ ((uint64_t)getpid() << 32) ^ (uint64_t)port);
 	char last[160] = "no attempt was made";
+	int stopped = 0;
 	*fd_out = -1;
 	o->attempts = 0;
 	for (;;) {
@@ -319,7 +329,7 @@ enum dt_status dt_sock_connect(const char *host, int port, const char *task, int
 			}
 			freeaddrinfo(res);
 		}
-		if (dt_deadline_passed(deadline))
+		if (dt_deadline_passed(deadline) || (stopped = o->stop && o->stop(o->stop_arg)))
 			break;
 		/* Equal jitter: half the backoff fixed, half random, so restarted
 		 * workers do not all knock at the same instant. */
@@ -327,12 +337,18 @@ enum dt_status dt_sock_connect(const char *host, int port, const char *task, int
 		double left = (double)dt_deadline_ms_left(deadline) / 1e3;
 		if (o->pause)
 			o->pause(o->pause_arg, pause < left ? pause : left);
+		else if (o->stop)
+			pause_unless_stopped(o, pause < left ? pause : left);
 		else
 			dt_sleep(pause < left ? pause : left);
 		backoff = backoff * 2 < max_backoff ? backoff * 2 : max_backoff;
 		if (dt_deadline_passed(deadline))
 			break;
 	}
+	if (stopped)
+		return dt_err_set(err, DT_PEER, "cannot connect to %s: %s; stopped waiting after %d attempt%s in %.2f s",
+				  label, last, o->attempts, o->attempts == 1 ? "" : "s",
+				  (double)(dt_now_ns() - start) / 1e9);
 	return dt_err_set(err, DT_PEER, "cannot connect to %s within %.1f s: %s (%d attempt%s)", label,
 			  (double)(dt_now_ns() - start) / 1e9, last, o->attempts, o->attempts == 1 ? "" : "s");
 }

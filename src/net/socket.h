@@ -60,6 +60,13 @@ struct dt_connect_opts {
 	 * runs its event loop here so other connections keep being served. */
 	void (*pause)(void *arg, double seconds);
 	void *pause_arg;
+	/* Optional: looked at after each failed attempt and, when `pause` is not
+	 * set, every 10 ms of the pause between attempts; nonzero ends the dial at
+	 * once with DT_PEER ("... stopped waiting after 3 attempts in 0.04 s"), as
+	 * the deadline would (dt_member_report: another survivor reported to this
+	 * task, so the one it dials is taken for lost without waiting it out). */
+	int (*stop)(void *arg);
+	void *stop_arg;
 };
 
 /* Connects to host:port, retrying refused, reset, unreachable and

@@ -23,7 +23,11 @@
 /* A candidate coordinator whose ring address refuses connections this long
  * is gone (a live member listens there all the time: its desk, or its
  * rendezvous's listener, and the desk reopens as soon as the rendezvous
- * ends): the next is tried. */
+ * ends): the next is tried. At once when this task saw its connection
+ * with the candidate closed (dt_comm_closed_ranks: a live member that left
+ * the failed ring listens all the same, so refusals then mean gone), or when
+ * another survivor reports to this task meanwhile (it took the candidate for
+ * lost too: dt_member_report's watched desk). */
 #define COORDINATOR_GONE_S 0.5
 
 void dt_elastic_init(struct dt_elastic *e, int min_workers, int table_n, int self, const struct dt_comm_peer *peers,
@@ -227,13 +231,15 @@ static void record(struct dt_elastic *e, struct dt_session *s, const char *membe
  * coordinator is the lowest member of the ring (members[0]) that this task
  * did not see fail; one whose address refuses connections for
  * COORDINATOR_GONE_S, or that does not answer by the deadline, is taken
- * for lost too and the next is tried, down to this task itself. Every
+ * for lost too and the next is tried, down to this task itself (either
+ * wait ends early when a survivor reports here: it skipped the candidate,
+ * so this task is the next coordinator). Every
  * survivor walks the same list the same way, so they meet at the same one
  * unless one of them saw another survivor fail (then the one it skipped
  * coordinates a view without it, and it finds itself out: exit 3).
  */
-static enum dt_status agree(struct dt_elastic *e, int lost, const char *why, struct dt_member_view *v,
-			    struct dt_err *err)
+static enum dt_status agree(struct dt_elastic *e, int lost, const char *why, const int *closed,
+			    struct dt_member_view *v, struct dt_err *err)
 {
 	struct dt_member_report me = { .fingerprint = e->fingerprint, .rank = (uint32_t)e->self, .epoch = e->epoch,
 				       .done_step = e->done_step, .lost = lost };
@@ -252,7 +258,7 @@ static enum dt_status agree(struct dt_elastic *e, int lost, const char *why, str
 		/* A survivor reporting here meanwhile took c for lost: this task
 		 * is the next coordinator (of a stopped chief, say, that one
 		 * survivor saw stall and this one only heard of). */
-		const struct dt_member_watch w = { .fd = -1, .desk = e->desk };
+		const struct dt_member_watch w = { .fd = -1, .desk = e->desk, .closed = closed[i] };
 		st = dt_member_report(&e->id, c, e->names[c], &me, dt_deadline_in(COORDINATOR_GONE_S),
 				      dt_deadline_in(2 * e->step_s + 5), &w, v, &unreachable, &e2);
 		if (st != DT_PEER && st != DT_TIMEOUT) {
@@ -327,13 +333,16 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 	int lost = lost_rank >= 0 && lost_rank < e->n ? (int)e->members[lost_rank] : -1;
 	if (!e->failed_ns)
 		e->failed_ns = dt_now_ns();
+	int closed[DT_MEMBER_MAX] = { 0 }; /* by old ring rank: seen closed (agree) */
+	if (*comm)
+		dt_comm_closed_ranks(*comm, closed, e->n);
 	dt_comm_free(*comm);
 	*comm = NULL;
 	rollback(e, s);
 	enum dt_status st = DT_OK;
 	struct dt_member_view *v = dt_xcalloc(1, sizeof(*v));
 	for (int attempt = 0; attempt < REFORM_ATTEMPTS; attempt++) {
-		if ((st = agree(e, lost, why_copy, v, err)))
+		if ((st = agree(e, lost, why_copy, closed, v, err)))
 			break;
 		int me = -1;
 		for (int i = 0; i < v->n; i++)
@@ -395,6 +404,7 @@ enum dt_status dt_elastic_reform(struct dt_elastic *e, struct dt_session *s, str
 			*err = e2;
 			lost = -1;
 			why_copy[0] = '\0';
+			memset(closed, 0, sizeof(closed)); /* of the ring that failed first, not of this rendezvous */
 			continue;
 		}
 		*rank = me;

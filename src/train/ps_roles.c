@@ -355,38 +355,6 @@ static enum dt_status async_connect(struct dt_session *s, void *self, struct dt_
 	return dt__connect_ps(a->cfg, a->r, &a->c, err);
 }
 
-/* A trainer that starts after the global step reached --train_steps (a late
- * one, or one restarted near the end) takes no step, but still does one
- * round: it pulls the run's variables, so that what it ends with (the API's
- * result) is the run's and not its own initialization, and its PS_STEP
- * reports where it stands in the data, which the chief's final checkpoint
- * waits for (dt_ps_units_wait_final: without it the chief waited 10 s and
- * saved this trainer's position as unknown). The chief may end the run
- * meanwhile: then there is nothing to pull and nobody waits for the report. */
-static enum dt_status late_round(struct ps_async *a, const struct dt_strategy_start *at, struct dt_err *err)
-{
-	if (a->has_units)
-		dt_ps_client_set_position(a->c, a->units.index, a->units.layout.trainers, at->epoch, at->offset);
-	int64_t gstep = 0;
-	struct dt_err e = DT_ERR_INIT;
-	enum dt_status st = dt_ps_client_round(a->c, 0, 0, 0, 1, &gstep, dt_deadline_in(a->round_s), &e);
-	if (!st)
-		st = dt__sparse_rows_pull_all(&a->sp, a->c, dt_deadline_in(a->round_s), &e);
-	if (!st) {
-		dt_info("the run had reached global step %lld (--train_steps=%lld) before this trainer's first step: "
-			"took none, pulled the run's variables", (long long)gstep,
-			(long long)a->cfg->train->train_steps);
-		return DT_OK;
-	}
-	if (dt_ps_client_ended_by_ps(a->c) || dt_retry_transient(st)) {
-		dt_info("the run ended before this trainer's first step, and before it could pull the run's variables "
-			"(%s): it ends with its own initial ones", e.msg);
-		return DT_OK;
-	}
-	*err = e;
-	return st;
-}
-
 /* The chief restores or initializes the ps tasks (train/ps_recovery.h), the
  * others wait for them; then every trainer pulls the variables. */
 static enum dt_status async_start(struct dt_session *s, void *self, struct dt_strategy_start *out, struct dt_err *err)
@@ -416,8 +384,12 @@ static enum dt_status async_start(struct dt_session *s, void *self, struct dt_st
 		if (a->chief)
 			a->ch.units = &a->units;
 	}
-	if (ended && !a->chief)
-		return late_round(a, out, err);
+	if (ended && !a->chief) { /* one round: the run's variables, and this trainer's position reported */
+		if (a->has_units)
+			dt_ps_client_set_position(a->c, a->units.index, a->units.layout.trainers, out->epoch, out->offset);
+		int64_t gstep = 0;
+		return dt__late_round(a->cfg, a->c, &a->sp, 0, &gstep, err);
+	}
 	if (a->cfg->overlap && a->sp.n) /* the next batch's rows are pulled before its forward pass */
 		dt_info("--ps_overlap off: the embedding tables move by rows");
 	else if (a->cfg->overlap) {

@@ -86,6 +86,23 @@ void dt_session_set_hook(struct dt_session *s, dt_session_hook_fn fn, void *arg)
 
 static int has_output_dir(const struct dt_train_config *tc) { return tc->output_dir && *tc->output_dir; }
 
+/* The session's saver on --output_dir, at the run's cadence and keep, and
+ * the hyperparameters its checkpoints carry: one set-up for the session that
+ * starts with the checkpoints (dt__session_restore_or_init) and for the one
+ * that takes them over from a lost chief (dt__session_take_chief). */
+static enum dt_status start_saving(struct dt_session *s, struct dt_err *err)
+{
+	const struct dt_train_config *tc = s->cfg;
+	enum dt_status st = dt_saver_init(&s->saver, tc->output_dir, tc->save_checkpoints_steps,
+					  tc->save_checkpoints_secs, tc->keep_checkpoint_max, err);
+	if (st)
+		return st;
+	s->saving = 1;
+	if (!s->hparams_json) /* a chief dropped and taken again keeps the one it made */
+		s->hparams_json = dt_ckpt_hparams_json(&tc->hp);
+	return DT_OK;
+}
+
 enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strategy_start *out, struct dt_err *err)
 {
 	const struct dt_train_config *tc = s->cfg;
@@ -94,12 +111,9 @@ enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strat
 		dt_model_init_params(s->model, tc->seed);
 		return DT_OK;
 	}
-	enum dt_status st = dt_saver_init(&s->saver, tc->output_dir, tc->save_checkpoints_steps,
-					  tc->save_checkpoints_secs, tc->keep_checkpoint_max, err);
+	enum dt_status st = start_saving(s, err);
 	if (st)
 		return st;
-	s->saving = 1;
-	s->hparams_json = dt_ckpt_hparams_json(&tc->hp);
 	struct dt_ckpt_contents c;
 	dt_ckpt_contents_for_model(&c, s->model);
 	dt_ckpt_contents_set_optimizer(&c, &s->opt);
@@ -130,12 +144,8 @@ enum dt_status dt__session_take_chief(struct dt_session *s, struct dt_err *err)
 	const struct dt_train_config *tc = s->cfg;
 	enum dt_status st;
 	if (has_output_dir(tc) && !s->saving) {
-		if ((st = dt_saver_init(&s->saver, tc->output_dir, tc->save_checkpoints_steps,
-					tc->save_checkpoints_secs, tc->keep_checkpoint_max, err)))
+		if ((st = start_saving(s, err)))
 			return dt_err_prefix(err, "cannot take over the chief's checkpoints");
-		s->saving = 1;
-		if (!s->hparams_json)
-			s->hparams_json = dt_ckpt_hparams_json(&tc->hp);
 		/* The lost chief may have died halfway through a save: its
 		 * temporary file goes, the state file only names whole ones. */
 		dt_ckpt_remove_stale_temps(tc->output_dir, (double)time(NULL));

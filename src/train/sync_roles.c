@@ -137,7 +137,8 @@ static void note_position(struct dt_session *s, struct sync_trainer *t)
  * restore sets the synchronous step: distribute/ps_sync.h), then restores or
  * initializes them (train/ps_recovery.h); the others wait for it. A resumed
  * run's input goes on from the step: every trainer read one batch per step
- * (a backup's dropped ones included). */
+ * (a backup's dropped ones included). A worker that finds the run at its
+ * last step takes none but pulls the run's variables (dt__late_round). */
 static enum dt_status trainer_start(struct dt_session *s, void *self, struct dt_strategy_start *out,
 				    struct dt_err *err)
 {
@@ -185,11 +186,17 @@ static enum dt_status trainer_start(struct dt_session *s, void *self, struct dt_
 		dt__session_end_run(s);
 	out->step = t->first_step = t->next_step = sr.min_step;
 	t->gstep = sr.global_step;
+	if ((st = dt__sparse_rows_start(&t->sp, t->k.cfg, t->k.r->model, t->c, err)))
+		return st;
+	if (ended && !t->chief) { /* after the last step: one pull, the run's variables (train/roles.h) */
+		int64_t gstep = 0;
+		return dt__late_round(t->k.cfg, t->c, &t->sp, 1, &gstep, err);
+	}
 	if (!ended && sr.min_step > 0) {
 		position_of_step(t, sr.min_step, out);
 		dt_info("resuming at synchronous step %lld", (long long)sr.min_step);
 	}
-	return ended ? DT_OK : dt__sparse_rows_start(&t->sp, t->k.cfg, t->k.r->model, t->c, err);
+	return DT_OK;
 }
 
 /* With tables moved by rows, the batch's rows are pulled first, once the ps
@@ -284,6 +291,22 @@ static enum dt_status trainer_apply(struct dt_session *s, void *self, const stru
 	return DT_OK;
 }
 
+/* Fault injection for the tests (DTRAIN_TEST_END_DELAY_S, docs/DISTRIBUTED.md):
+ * the chief holds the end of the run that long after its last step, its
+ * loop turning, so that a test can start a trainer after the last step
+ * while the ps still serve (the window is otherwise a checkpoint's save). */
+static void test_end_delay(struct sync_trainer *t)
+{
+	const char *env = getenv("DTRAIN_TEST_END_DELAY_S");
+	const double s = env ? atof(env) : 0;
+	if (!(s > 0 && s < 600))
+		return;
+	dt_info("test hook: the chief holds the end of the run for %g s (DTRAIN_TEST_END_DELAY_S)", s);
+	const int64_t until = dt_deadline_in(s);
+	while (!dt_deadline_passed(until) && !dt_loop_run_once(t->k.r->loop, until, NULL))
+		;
+}
+
 /* The last release brought the final variables; with an output dir the
  * final checkpoint is snapshot from the ps (the same values). */
 static enum dt_status trainer_finish(struct dt_session *s, void *self, int64_t *step, struct dt_err *err)
@@ -301,6 +324,7 @@ static enum dt_status trainer_finish(struct dt_session *s, void *self, int64_t *
 	int64_t gstep = t->gstep;
 	enum dt_status st;
 	note_position(s, t);
+	test_end_delay(t);
 	if ((st = dt_ps_chief_final(&t->ch, t->c, &gstep, err)) ||
 	    (st = dt_ps_client_end(t->c, dt_deadline_in(t->round_s), err)))
 		return st;

@@ -50,6 +50,17 @@ static void stage_cmd(struct stage_cmd *a, const char *dir, int steps, const cha
 	memcpy(a->argv, argv, sizeof(argv));
 }
 
+/* One more argument after stage_cmd's. */
+static void stage_cmd_add(struct stage_cmd *a, const char *arg)
+{
+	int n = 0;
+	while (a->argv[n])
+		n++;
+	DT_CHECK(n + 2 <= (int)(sizeof(a->argv) / sizeof(a->argv[0])));
+	a->argv[n] = arg;
+	a->argv[n + 1] = NULL;
+}
+
 /* One stage of a resized run: `workers` all-reduce workers (1: one plain
  * process, with `replicas` in-process replicas) training to `steps` in the
  * output dir `dir`, each appending its batches to its trace_path. */
@@ -313,6 +324,36 @@ DT_TEST_TIMEOUT(resize, a_trainer_starting_after_the_last_step_pulls_and_reports
 	char *werr = task_read(worker, 1), *cerr = task_read(chief, 1);
 	DT_CHECK_CONTAINS(werr, "before this trainer's first step: took none, pulled the run's variables");
 	DT_CHECK(strstr(cerr, "did not report their last data position") == NULL);
+	DT_CHECK_CONTAINS(cerr, "ended the run on 1 parameter server(s) at global step 200");
+	free(werr), free(cerr);
+}
+
+/* The same in synchronous training: a trainer that starts after the run's
+ * last step takes none, but pulls the run's variables (a synchronous ps
+ * keeps no trainer positions: the chief's checkpoints hold the global one).
+ * The chief trains the 200 steps alone (--replicas_to_aggregate=1: the
+ * worker is a backup) and holds the end of the run 20 s
+ * (DTRAIN_TEST_END_DELAY_S: the window is otherwise one checkpoint's save),
+ * in which the worker starts, finds the run at its last step and pulls. */
+DT_TEST_TIMEOUT(resize, a_sync_trainer_starting_after_the_last_step_pulls_the_runs_variables, 120)
+{
+	struct stage_cmd cmd;
+	stage_cmd(&cmd, "latesync", 200, "--sync");
+	stage_cmd_add(&cmd, "--replicas_to_aggregate=1");
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 1);
+	struct task *ps = cluster_start(&c, "ps", 0, "latesync-ps", cmd.argv, NULL);
+	const char *chief_env[] = { "DTRAIN_TEST_END_DELAY_S=20", NULL };
+	struct task *chief = cluster_start(&c, "chief", 0, "latesync-chief", cmd.argv, chief_env);
+	EXPECT_LOG(&c, chief, "the chief holds the end of the run", 60);
+	struct task *worker = cluster_start(&c, "worker", 0, "latesync-worker", cmd.argv, NULL);
+	EXPECT_EXIT(&c, worker, 0, 60);
+	EXPECT_EXIT(&c, chief, 0, 60);
+	EXPECT_EXIT(&c, ps, 0, 30);
+	char *werr = task_read(worker, 1), *cerr = task_read(chief, 1);
+	DT_CHECK_CONTAINS(werr, "the run had reached synchronous global step 200 (--train_steps=200) before this "
+				"trainer's first step: took none, pulled the run's variables");
+	DT_CHECK_CONTAINS(cerr, "did 200 of 200 synchronous steps");
 	DT_CHECK_CONTAINS(cerr, "ended the run on 1 parameter server(s) at global step 200");
 	free(werr), free(cerr);
 }

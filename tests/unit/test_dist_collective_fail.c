@@ -207,6 +207,67 @@ DT_TEST(dist_collective, closed_peer_is_a_peer_failure)
 	}
 }
 
+/* dt_comm_closed_ranks: nothing closed while all three live; once rank 1
+ * leaves (its comm freed, as a killed process's sockets close), ranks 0 and
+ * 2 see rank 1 closed, and not each other, nor themselves. A rank's answer
+ * goes into its error's message ("ok <closed before> <closed after>"). */
+struct closed_sync {
+	atomic_int checked, seen;
+};
+
+static void closed_string(struct dt_comm *comm, char *buf)
+{
+	int closed[3];
+	dt_comm_closed_ranks(comm, closed, 3);
+	for (int q = 0; q < 3; q++)
+		buf[q] = (char)('0' + closed[q]);
+	buf[3] = '\0';
+}
+
+/* Until `counter` reaches `want` or 10 s pass: 0 when it did. */
+static int await_count(atomic_int *counter, int want)
+{
+	int64_t deadline = dt_deadline_in(10);
+	while (atomic_load(counter) < want && !dt_deadline_passed(deadline))
+		dt_sleep(0.005);
+	return atomic_load(counter) < want;
+}
+
+static enum dt_status closed_ranks_rank(struct coll_group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	struct closed_sync *sync = g->arg;
+	char before[4], after[4] = "";
+	closed_string(comm, before);
+	atomic_fetch_add(&sync->checked, 1);
+	if (rank == 1) /* leaves once the others have looked */
+		return await_count(&sync->checked, 3) ? dt_err_set(err, DT_TIMEOUT, "the others did not look") : DT_OK;
+	int64_t deadline = dt_deadline_in(10);
+	do
+		closed_string(comm, after);
+	while (after[1] != '1' && !dt_deadline_passed(deadline) && (dt_sleep(0.005), 1));
+	atomic_fetch_add(&sync->seen, 1);
+	/* The other survivor stays until both have looked. */
+	if (await_count(&sync->seen, 2))
+		return dt_err_set(err, DT_TIMEOUT, "the other survivor did not look");
+	dt_err_set(err, DT_OK, "ok %s %s", before, after);
+	return DT_OK;
+}
+
+DT_TEST(dist_collective, closed_ranks_are_those_whose_connections_closed)
+{
+	struct coll_group g;
+	coll_group_init(&g, 3);
+	struct closed_sync sync;
+	atomic_init(&sync.checked, 0);
+	atomic_init(&sync.seen, 0);
+	g.fn = closed_ranks_rank;
+	g.arg = &sync;
+	coll_group_run(&g);
+	coll_group_expect_ok(&g);
+	DT_CHECK_STR_EQ(g.err[0].msg, "ok 000 010");
+	DT_CHECK_STR_EQ(g.err[2].msg, "ok 000 010");
+}
+
 DT_TEST(dist_collective, refuses_a_different_cluster)
 {
 	struct coll_group g;

@@ -118,7 +118,7 @@ DT_TEST(net_socket, connect_retries_until_a_late_listener_appears)
 		_exit(0);
 	}
 	int64_t t0 = dt_now_ns();
-	struct dt_connect_opts opts = { 0.01, 0.1, 1.0, 0, 0, 0, NULL, NULL };
+	struct dt_connect_opts opts = { 0.01, 0.1, 1.0, 0, 0, 0, NULL, NULL, NULL, NULL };
 	struct dt_err err = DT_ERR_INIT;
 	int fd;
 	close(holder); /* the child's copy keeps the port bound */
@@ -132,12 +132,39 @@ DT_TEST(net_socket, connect_retries_until_a_late_listener_appears)
 	waitpid(pid, NULL, 0);
 }
 
+/* The caller's stop ends the retries of a refused connection at once,
+ * long before the deadline, and the error says so. */
+static int stop_at_third_look(void *arg)
+{
+	int *looks = arg;
+	return ++*looks >= 3;
+}
+
+DT_TEST(net_socket, a_stop_ends_the_retries_of_a_refused_connection_before_the_deadline)
+{
+	int holder;
+	int port = reserve_port(&holder);
+	int looks = 0;
+	struct dt_connect_opts opts = { 0.01, 0.2, 1.0, 0, 0, 0, NULL, NULL, stop_at_third_look, &looks };
+	struct dt_err err = DT_ERR_INIT;
+	int fd = 123;
+	int64_t t0 = dt_now_ns();
+	DT_CHECK_INT_EQ(dt_sock_connect("127.0.0.1", port, "worker:0", dt_deadline_in(5), &opts, &fd, &err), DT_PEER);
+	double waited = (double)(dt_now_ns() - t0) / 1e9;
+	DT_CHECK(waited < 1.0);
+	DT_CHECK(looks >= 3 && looks <= 4); /* the third look, in a pause or after an attempt, and the next attempt's */
+	DT_CHECK_INT_EQ(fd, -1);
+	DT_CHECK(opts.attempts >= 1);
+	DT_CHECK_CONTAINS(err.msg, ": Connection refused; stopped waiting after ");
+	close(holder);
+}
+
 DT_TEST(net_socket, connect_to_a_port_that_never_listens_fails_by_the_deadline)
 {
 	int holder;
 	int port = reserve_port(&holder);
 	int64_t t0 = dt_now_ns();
-	struct dt_connect_opts opts = { 0.01, 0.2, 1.0, 0, 0, 0, NULL, NULL };
+	struct dt_connect_opts opts = { 0.01, 0.2, 1.0, 0, 0, 0, NULL, NULL, NULL, NULL };
 	struct dt_err err = DT_ERR_INIT;
 	int fd = 123;
 	DT_CHECK_INT_EQ(dt_sock_connect("127.0.0.1", port, "ps:1", dt_deadline_in(0.6), &opts, &fd, &err), DT_PEER);
