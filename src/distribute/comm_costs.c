@@ -175,11 +175,20 @@ static enum dt_status probe(struct dt_comm *c, float *buf, size_t count, int64_t
  * below CROSS_MARGIN of doubling's at every larger size timed. None in
  * range keeps doubling to the largest size timed and leaves the rest to
  * the model. The sums are the same on every rank, so is the decision.
- * Cost: 5 sizes x 2 algorithms x at least 2 ms (4 to 32 calls each), about
- * 25 ms at 1 Gbit/s, 4 ranks.
+ * With 2 ranks 128 and 256 KB are timed too: there both algorithms send
+ * the same bytes, and on the emulated 10 Gbit/s hosts doubling's one
+ * exchange ran at the wire's time at 256 KB where the model's
+ * halving-doubling (priced for doubling's add after its step) did not
+ * (COLLECTIVES.md, "Bytes on the wire"); under load the opposite was seen,
+ * which the timing sees too. With more ranks doubling sends more bytes (512
+ * KB a rank against 384 at 4 ranks, 256 KB), and one noisy timing there
+ * chose doubling to 256 KB at 1.8x the time.
+ * Cost: 5 (2 ranks: 7) sizes x 2 algorithms x at least 2 ms (4 to 32 calls
+ * each), about 25 ms at 1 Gbit/s, 4 ranks.
  */
-#define CROSS_SIZES_N 5
-static const size_t CROSS_SIZES[CROSS_SIZES_N] = { 4096, 8192, 16384, 32768, 65536 };
+#define CROSS_SIZES_N 7
+#define CROSS_SIZES_MANY 5 /* those timed with more than 2 ranks */
+static const size_t CROSS_SIZES[CROSS_SIZES_N] = { 4096, 8192, 16384, 32768, 65536, 131072, 262144 };
 #define CROSS_TIMED 3   /* the median of the last three */
 #define CROSS_MAX 32
 #define CROSS_MS 2.0f
@@ -192,10 +201,11 @@ static const size_t CROSS_SIZES[CROSS_SIZES_N] = { 4096, 8192, 16384, 32768, 655
 static enum dt_status time_the_crossover(struct dt_comm *c, int64_t deadline, struct dt_err *err)
 {
 	c->doubling_below_bytes = c->halving_from_bytes = 0;
-	float *buf = dt_xcalloc(CROSS_SIZES[CROSS_SIZES_N - 1] / sizeof(float), sizeof(float));
+	const int nsizes = c->n == 2 ? CROSS_SIZES_N : CROSS_SIZES_MANY; /* the same on every rank */
+	float *buf = dt_xcalloc(CROSS_SIZES[nsizes - 1] / sizeof(float), sizeof(float));
 	float sums[2 * CROSS_SIZES_N];
 	enum dt_status st = DT_OK;
-	for (int i = 0; i < CROSS_SIZES_N && !st; i++) {
+	for (int i = 0; i < nsizes && !st; i++) {
 		const size_t count = CROSS_SIZES[i] / sizeof(float);
 		for (int a = 0; a < 2 && !st; a++) {
 			const enum dt_comm_algorithm alg = a == 0 ? DT_COMM_ALG_DOUBLING : DT_COMM_ALG_HALVING;
@@ -221,24 +231,24 @@ static enum dt_status time_the_crossover(struct dt_comm *c, int64_t deadline, st
 	}
 	free(buf);
 	if (!st)
-		st = dt__allreduce_doubling(c, sums, 2 * CROSS_SIZES_N, "dtrain/link-costs", deadline, err);
+		st = dt__allreduce_doubling(c, sums, 2 * (size_t)nsizes, "dtrain/link-costs", deadline, err);
 	if (st)
 		return st;
-	for (int i = 0; i < CROSS_SIZES_N; i++)
+	for (int i = 0; i < nsizes; i++)
 		dt_debug("timed at %zu bytes, the mean over %d ranks: recursive doubling %.1f us, halving-doubling %.1f us",
 			 CROSS_SIZES[i], c->n, (double)sums[2 * i] / c->n, (double)sums[2 * i + 1] / c->n);
-	int from = CROSS_SIZES_N;
+	int from = nsizes;
 	while (from > 0 && sums[2 * (from - 1) + 1] < CROSS_MARGIN * sums[2 * (from - 1)])
 		from--;
-	if (from < CROSS_SIZES_N) {
+	if (from < nsizes) {
 		c->doubling_below_bytes = c->halving_from_bytes = CROSS_SIZES[from];
 		dt_info("recursive doubling against halving-doubling, timed over %d ranks: halving-doubling from %zu bytes "
 			"up (%.0f us against doubling's %.0f there, the mean over ranks), recursive doubling below",
 			c->n, c->halving_from_bytes, (double)sums[2 * from + 1] / c->n, (double)sums[2 * from] / c->n);
 	} else {
-		c->doubling_below_bytes = CROSS_SIZES[CROSS_SIZES_N - 1] + 1;
+		c->doubling_below_bytes = CROSS_SIZES[nsizes - 1] + 1;
 		dt_info("recursive doubling against halving-doubling, timed over %d ranks: doubling at every size to %zu "
-			"bytes; the model decides above", c->n, CROSS_SIZES[CROSS_SIZES_N - 1]);
+			"bytes; the model decides above", c->n, CROSS_SIZES[nsizes - 1]);
 	}
 	return DT_OK;
 }

@@ -33,6 +33,11 @@ struct dt__in_link {
 	uint8_t *stage;
 	size_t stage_cap, stage_pos, stage_len;
 	uint64_t last_seq; /* seq of the last COLL_START seen on it; UINT64_MAX: none yet */
+	/* The last COLL_START received on it (valid once has_start): a
+	 * collective whose first frame here is a COLL_DATA is that call again
+	 * with the DATA's request id as its seq (ring_recv.c). */
+	struct dt_coll_start start_seen;
+	int has_start;
 	/* With a cluster secret: opens what comes in, seals what goes back. */
 	struct dt_wire_sec sec;
 	/* Shared-memory link (comm_shm.c): the frames that would come on fd come
@@ -47,6 +52,11 @@ struct dt__in_link {
 /* The sending end of a link: the connection this rank opened to peer p. */
 struct dt__out_link {
 	int fd; /* -1: no link to that rank */
+	/* The payload of the last COLL_START sent on it (start_sent_len 0: none
+	 * yet): the next collective that is the same call (all but its seq)
+	 * and begins here with a COLL_DATA leaves its START out (ring.c). */
+	uint8_t start_sent[DT_COLL_START_FIXED + DT_COLL_NAME_WIRE_MAX];
+	size_t start_sent_len;
 	/* Bytes received back (only COLL_DONE and COLL_ABORT are legal there). */
 	uint8_t back[DT_FRAME_HEADER_SIZE + DT_REASON_PAYLOAD_MAX + DT_AUTH_TAG_BYTES];
 	size_t back_len;

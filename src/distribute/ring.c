@@ -264,6 +264,26 @@ enum dt_status dt__ring_begin(struct dt__ring_run *r, struct dt_comm *c, unsigne
 	return DT_OK;
 }
 
+/* COLL_START on out link R, or not: a call that is the one R's last START
+ * announced again (every field but seq: same kind, dtype, name, root, count,
+ * ring size) and begins there with a DATA frame (can_omit) is announced by
+ * that frame's request id alone; the receiver matches its call against the
+ * last START it got on the link (ring_recv.c). On a link between hosts the
+ * START is 32 + 32 + name bytes a hop, as many as 3 of Open MPI's headers
+ * (COLLECTIVES.md, "Bytes on the wire"). Returns 1 to leave it out, else
+ * remembers it as R's last and returns 0. */
+static int start_again(struct dt__ring_run *r, struct dt__out_link *R, int can_omit)
+{
+	const uint8_t *pl = r->start_frame + DT_FRAME_HEADER_SIZE;
+	size_t len = r->start_len - DT_FRAME_HEADER_SIZE - (r->c->tagged ? DT_AUTH_TAG_BYTES : 0);
+	DT_ASSERT(len >= 8 && len <= sizeof(R->start_sent));
+	if (can_omit && R->start_sent_len == len && memcmp(R->start_sent + 8, pl + 8, len - 8) == 0)
+		return 1; /* bytes 0..7 are the seq */
+	memcpy(R->start_sent, pl, len);
+	R->start_sent_len = len;
+	return 0;
+}
+
 static enum dt_status run_step(struct dt__ring_run *r, const struct dt__plan *p, void *base, const void *send_base,
 			       int to, int from, int by_reference, struct dt_err *err)
 {
@@ -296,6 +316,8 @@ static enum dt_status run_step(struct dt__ring_run *r, const struct dt__plan *p,
 		c->used[2 * from + 1] = 1;
 	if (first_out && c->tagged)
 		pack_start(r);
+	if (first_out && start_again(r, c->R, p->ns > 0 && !by_reference))
+		first_out = 0;
 	r->s_idx = first_out ? -1 : 0;
 	r->sealed = r->s_idx;
 	r->s_done = 0;

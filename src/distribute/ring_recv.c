@@ -22,7 +22,10 @@
 
 /* ---- receiving ---- */
 
-static enum dt_status check_start(struct dt__ring_run *r, const struct dt_coll_start *got, struct dt_err *err)
+/* implied: got is the link's last COLL_START with the seq of a COLL_DATA
+ * that came without one (ring.c, start_again). */
+static enum dt_status check_start(struct dt__ring_run *r, const struct dt_coll_start *got, int implied,
+				  struct dt_err *err)
 {
 	const struct dt_coll_start *me = &r->me;
 	if (got->seq == me->seq && got->kind == me->kind && got->dtype == me->dtype && got->count == me->count &&
@@ -31,9 +34,11 @@ static enum dt_status check_start(struct dt__ring_run *r, const struct dt_coll_s
 	char theirs[DT_COLL_NAME_WIRE_MAX + 96];
 	dt_coll_describe(got, theirs, sizeof(theirs));
 	const char *mine = r->c->labels[r->c->rank];
-	enum dt_status st = dt__ring_fail(r, err, DT_CONFIG, "collective mismatch: %s called %s but %s called %s%s",
+	enum dt_status st = dt__ring_fail(r, err, DT_CONFIG, "collective mismatch: %s called %s but %s called %s%s%s",
 					  mine, r->what, r->c->labels[r->c->lrank], theirs,
-					  got->nranks != me->nranks ? " (the ring sizes differ)" : "");
+					  got->nranks != me->nranks ? " (the ring sizes differ)" : "",
+					  implied ? " (announced by a coll_data alone: the call of its last coll_start "
+						    "on this link again)" : "");
 	dt_err_hint(&r->c->failure, "every rank must issue the same collectives, with the same names and sizes, in the same order");
 	if (err)
 		*err = r->c->failure;
@@ -82,6 +87,16 @@ static enum dt_status parse(struct dt__ring_run *r, uint8_t *src, size_t end, si
 				return dt__ring_fail(r, err, DT_PROTOCOL, "bad frame from %s during %s: %s", from,
 						     r->what, e.msg);
 			if (h.type == DT_MSG_COLL_DATA) {
+				if (!r->got_start && c->L->has_start) {
+					/* The sender's call is the last START's again (ring.c,
+					 * start_again), its seq this frame's request id. */
+					struct dt_coll_start got = c->L->start_seen;
+					got.seq = h.request_id;
+					c->L->last_seq = got.seq;
+					if (check_start(r, &got, 1, err))
+						return c->failure.status;
+					r->got_start = 1;
+				}
 				const struct dt__coll_item *it = r->r_idx < r->nr ? &r->ri[r->r_idx] : NULL;
 				if (!r->got_start || h.request_id != r->me.seq || !it || h.length != it->len)
 					return dt__ring_fail(r, err, DT_PROTOCOL,
@@ -149,7 +164,9 @@ static enum dt_status parse(struct dt__ring_run *r, uint8_t *src, size_t end, si
 				return dt__ring_fail(r, err, DT_PROTOCOL, "bad coll_start from %s during %s: %s", from,
 						     r->what, r->got_start ? "a second one" : e.msg);
 			c->L->last_seq = got.seq;
-			if (check_start(r, &got, err))
+			c->L->start_seen = got;
+			c->L->has_start = 1;
+			if (check_start(r, &got, 0, err))
 				return c->failure.status;
 			r->got_start = 1;
 			dt__ring_left_moves(r);

@@ -6,7 +6,10 @@
  * (64..71). Payloads, byte by byte, all integers little-endian
  * (docs/PROTOCOL.md, "Collectives", has the same table):
  *
- *   COLL_START  the first frame of every collective on a link; request id = seq
+ *   COLL_START  the first frame of every collective on a link; request id = seq.
+ *               Left out when the call is the link's last START again (all
+ *               but seq equal) and its first frame there is a COLL_DATA: that
+ *               DATA's request id stands for it (ring.c, start_again)
  *     1. bytes  0..7   u64 seq         the comm's sequence number of this call
  *     2. byte   8      u8  kind        1 allreduce, 2 broadcast, 3 barrier
  *     3. byte   9      u8  dtype       enum dt_wire_dtype (F32 allreduce, U8 broadcast, 0 barrier)

@@ -63,6 +63,63 @@ DT_TEST(dist_collective, mismatched_names_fail_on_every_rank)
 	}
 }
 
+/* Three matching calls, then the last rank changes one field (g->arg: 0 the
+ * name, 1 the count, 2 the element type) while the others repeat theirs. A
+ * repeated call leaves its COLL_START out on links that carried the same
+ * call's START (ring.c, start_again): the rank that gets only a DATA frame
+ * must still match it against its own call, from the last START there
+ * (which of the two ranks finds the mismatch first is a race; the fake
+ * neighbour's case 1 below checks the START-less side alone). */
+static enum dt_status repeat_then_change_rank(struct coll_group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	float buf[11];
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 10; i++)
+			buf[i] = coll_value(rank, (size_t)i, round);
+		enum dt_status st = dt_allreduce_sum_f32(comm, buf, 10, "grads/mine", dt_deadline_in(10), err);
+		if (st)
+			return st;
+		for (int i = 0; i < 10; i++) {
+			float want = 0;
+			for (int q = 0; q < g->n; q++)
+				want += coll_value(q, (size_t)i, round);
+			if (buf[i] != want)
+				return dt_err_set(err, DT_INTERNAL, "rank %d round %d: [%d] = %g, want %g", rank, round, i,
+						  (double)buf[i], (double)want);
+		}
+	}
+	int change = (int)(intptr_t)g->arg;
+	if (rank != g->n - 1 || change == 1)
+		return dt_allreduce_sum_f32(comm, buf, rank == g->n - 1 ? 11 : 10, "grads/mine", dt_deadline_in(10), err);
+	if (change == 0)
+		return dt_allreduce_sum_f32(comm, buf, 10, "grads/other", dt_deadline_in(10), err);
+	int64_t ibuf[10] = { 0 };
+	return dt_allreduce_sum_i64(comm, ibuf, 10, "grads/mine", dt_deadline_in(10), err);
+}
+
+DT_TEST(dist_collective, a_repeated_call_without_its_start_still_matches)
+{
+	static const char *const theirs[3] = { "allreduce 'grads/other' (#4, 10 float32)",
+					       "allreduce 'grads/mine' (#4, 11 float32)",
+					       "allreduce 'grads/mine' (#4, 10 int64)" };
+	for (int n = 2; n <= 3; n++)
+		for (int no_shm = 0; no_shm <= 1; no_shm++)
+			for (int change = 0; change < 3; change++) {
+				struct coll_group g;
+				coll_group_init(&g, n);
+				g.no_shm = no_shm;
+				g.fn = repeat_then_change_rank;
+				g.arg = (void *)(intptr_t)change;
+				coll_group_run(&g);
+				for (int i = 0; i < n; i++) {
+					DT_CHECK_INT_EQ(g.st[i], DT_CONFIG);
+					DT_CHECK_CONTAINS(g.err[i].msg, "collective mismatch");
+					DT_CHECK_CONTAINS(g.err[i].msg, "allreduce 'grads/mine' (#4, 10 float32)");
+					DT_CHECK_CONTAINS(g.err[i].msg, theirs[change]);
+				}
+			}
+}
+
 static enum dt_status size_mismatch_rank(struct coll_group *g, int rank, struct dt_comm *comm, struct dt_err *err)
 {
 	float buf[11] = { 0 };
@@ -510,7 +567,7 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 	case 0: /* not our protocol at all */
 		DT_CHECK_OK(dt_sock_send_all(out, junk, sizeof(junk), dt_deadline_in(5), "rank 1", &err), &err);
 		break;
-	case 1: /* data before the collective's start */
+	case 1: /* data without the collective's start: the rendezvous's call again */
 		send_frame(out, DT_MSG_COLL_DATA, 1, data, sizeof(data));
 		break;
 	case 2: /* a segment of the wrong size */
@@ -576,7 +633,9 @@ DT_TEST(dist_collective, a_reader_does_not_succeed_when_the_referencing_sender_g
 DT_TEST(dist_collective, misbehaving_neighbour_fails_the_collective_cleanly)
 {
 	bad_neighbour(0, DT_PROTOCOL, "bad magic");
-	bad_neighbour(1, DT_PROTOCOL, "coll_start first");
+	/* a DATA without a START stands for the link's last START again (the
+	 * rendezvous's here), whose call is not rank 1's */
+	bad_neighbour(1, DT_CONFIG, "announced by a coll_data alone");
 	bad_neighbour(2, DT_PROTOCOL, "another size");
 	bad_neighbour(3, DT_PEER, "closed the connection");
 	bad_neighbour(4, DT_PROTOCOL, "set up to carry bytes");
