@@ -300,6 +300,30 @@ DT_TEST_TIMEOUT(resize, async_ps_with_overlap_reads_again_only_each_trainers_las
 	DT_CHECK(twice <= (2 + 3 + 1) * BATCH);
 }
 
+/* One ps, the chief and one worker of `cmd`, the worker started once the
+ * chief's log shows `chief_at` (the run at its last step); all three must
+ * exit 0. The worker's and the chief's stderr into *werr and *cerr (the
+ * caller frees them). Task names start with `name`. */
+static void run_late_trainer(const struct stage_cmd *cmd, const char *name, const char *const *chief_env,
+			     const char *chief_at, char **werr, char **cerr)
+{
+	char ps_name[32], chief_name[32], worker_name[32];
+	snprintf(ps_name, sizeof(ps_name), "%s-ps", name);
+	snprintf(chief_name, sizeof(chief_name), "%s-chief", name);
+	snprintf(worker_name, sizeof(worker_name), "%s-worker", name);
+	struct cluster c;
+	cluster_init(&c, "chief", 1, 1);
+	struct task *ps = cluster_start(&c, "ps", 0, ps_name, cmd->argv, NULL);
+	struct task *chief = cluster_start(&c, "chief", 0, chief_name, cmd->argv, chief_env);
+	EXPECT_LOG(&c, chief, chief_at, 60);
+	struct task *worker = cluster_start(&c, "worker", 0, worker_name, cmd->argv, NULL);
+	EXPECT_EXIT(&c, worker, 0, 60);
+	EXPECT_EXIT(&c, chief, 0, 60);
+	EXPECT_EXIT(&c, ps, 0, 30);
+	*werr = task_read(worker, 1);
+	*cerr = task_read(chief, 1);
+}
+
 /* A trainer that starts after the run reached its step count (late, or
  * restarted near the end) takes no step, but still does one round: it
  * pulls the run's variables and reports its data position, which the
@@ -312,16 +336,8 @@ DT_TEST_TIMEOUT(resize, a_trainer_starting_after_the_last_step_pulls_and_reports
 {
 	struct stage_cmd cmd;
 	stage_cmd(&cmd, "late", 200, "--nops_overlap");
-	struct cluster c;
-	cluster_init(&c, "chief", 1, 1);
-	struct task *ps = cluster_start(&c, "ps", 0, "late-ps", cmd.argv, NULL);
-	struct task *chief = cluster_start(&c, "chief", 0, "late-chief", cmd.argv, NULL);
-	EXPECT_LOG(&c, chief, "did 200 of ", 60);
-	struct task *worker = cluster_start(&c, "worker", 0, "late-worker", cmd.argv, NULL);
-	EXPECT_EXIT(&c, worker, 0, 60);
-	EXPECT_EXIT(&c, chief, 0, 60);
-	EXPECT_EXIT(&c, ps, 0, 30);
-	char *werr = task_read(worker, 1), *cerr = task_read(chief, 1);
+	char *werr, *cerr;
+	run_late_trainer(&cmd, "late", NULL, "did 200 of ", &werr, &cerr);
 	DT_CHECK_CONTAINS(werr, "before this trainer's first step: took none, pulled the run's variables");
 	DT_CHECK(strstr(cerr, "did not report their last data position") == NULL);
 	DT_CHECK_CONTAINS(cerr, "ended the run on 1 parameter server(s) at global step 200");
@@ -340,17 +356,9 @@ DT_TEST_TIMEOUT(resize, a_sync_trainer_starting_after_the_last_step_pulls_the_ru
 	struct stage_cmd cmd;
 	stage_cmd(&cmd, "latesync", 200, "--sync");
 	stage_cmd_add(&cmd, "--replicas_to_aggregate=1");
-	struct cluster c;
-	cluster_init(&c, "chief", 1, 1);
-	struct task *ps = cluster_start(&c, "ps", 0, "latesync-ps", cmd.argv, NULL);
 	const char *chief_env[] = { "DTRAIN_TEST_END_DELAY_S=20", NULL };
-	struct task *chief = cluster_start(&c, "chief", 0, "latesync-chief", cmd.argv, chief_env);
-	EXPECT_LOG(&c, chief, "the chief holds the end of the run", 60);
-	struct task *worker = cluster_start(&c, "worker", 0, "latesync-worker", cmd.argv, NULL);
-	EXPECT_EXIT(&c, worker, 0, 60);
-	EXPECT_EXIT(&c, chief, 0, 60);
-	EXPECT_EXIT(&c, ps, 0, 30);
-	char *werr = task_read(worker, 1), *cerr = task_read(chief, 1);
+	char *werr, *cerr;
+	run_late_trainer(&cmd, "latesync", chief_env, "the chief holds the end of the run", &werr, &cerr);
 	DT_CHECK_CONTAINS(werr, "the run had reached synchronous global step 200 (--train_steps=200) before this "
 				"trainer's first step: took none, pulled the run's variables");
 	DT_CHECK_CONTAINS(cerr, "did 200 of 200 synchronous steps");
