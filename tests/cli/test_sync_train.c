@@ -72,9 +72,15 @@ DT_TEST_TIMEOUT(sync, a_stopped_backup_worker_does_not_hold_the_steps, 240)
 	DT_CHECK_INT_EQ(kill(w1->pid, SIGSTOP), 0);
 	/* Let whatever was in flight settle, then watch the step move without it. */
 	usleep(500 * 1000);
-	long before = last_global_step(chief);
-	usleep(3000 * 1000); /* well below the 10 s after which the ps drops a silent connection */
-	long after = last_global_step(chief);
+	long before = last_global_step(chief), after = before;
+	/* Up to 3 s (well below the 10 s after which the ps drops a silent
+	 * connection), but no longer than 40 steps take: on an idle host the
+	 * run's last 1800 steps take about 3 s, and the backup must wake before
+	 * the end to find its gradient stale. */
+	for (int i = 0; i < 30 && after < before + 40; i++) {
+		usleep(100 * 1000);
+		after = last_global_step(chief);
+	}
 	DT_CHECK_INT_EQ(kill(w1->pid, SIGCONT), 0);
 	fprintf(stderr, "global step %ld -> %ld while worker:1 was stopped\n", before, after);
 	if (!(before > 0 && after >= before + 40 && after < 2000)) {
