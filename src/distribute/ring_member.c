@@ -603,8 +603,8 @@ enum dt_status dt_member_report(const struct dt_member_id *id, uint32_t to, cons
 	char host[DT_HOST_MAX];
 	int port, fd = -1;
 	struct dial_watch dw = { watch ? watch->desk : NULL, watch && watch->closed, 0 };
-	struct dt_connect_opts opts = { 0.01, 1.0, 5.0, 0, 0, 0, NULL, NULL, dw.desk || dw.closed ? dial_stop : NULL,
-					&dw };
+	struct dt_connect_opts opts = { .initial_backoff_s = 0.01, .max_backoff_s = 1.0, .attempt_timeout_s = 5.0,
+					.stop = dw.desk || dw.closed ? dial_stop : NULL, .stop_arg = &dw };
 	enum dt_status st = dt_sock_split_hostport(id->peers[to].addr, host, sizeof(host), &port, err);
 	if (!st && (st = dt_sock_connect(host, port, name, connect_deadline < deadline ? connect_deadline : deadline,
 					 &opts, &fd, err)) == DT_PEER) {

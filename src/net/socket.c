@@ -280,7 +280,7 @@ static void pause_unless_stopped(struct dt_connect_opts *o, double seconds)
 enum dt_status dt_sock_connect(const char *host, int port, const char *task, int64_t deadline,
 			       struct dt_connect_opts *opts, int *fd_out, struct dt_err *err)
 {
-	struct dt_connect_opts defaults = { 0.01, 1.0, 5.0, 0, 0, 0, NULL, NULL, NULL, NULL };
+	struct dt_connect_opts defaults = { .initial_backoff_s = 0.01, .max_backoff_s = 1.0, .attempt_timeout_s = 5.0 };
 	struct dt_connect_opts *o = opts ? opts : &defaults;
 	double backoff = o->initial_backoff_s > 0 ? o->initial_backoff_s : 0.01;
 	double max_backoff = o->max_backoff_s > 0 ? o->max_backoff_s : 1.0;

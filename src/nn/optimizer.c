@@ -394,6 +394,7 @@ size_t dt_optimizer_apply_made(struct dt_optimizer *opt, float *params, size_t o
 	}
 	return offset + n;
 }
+
 /* dtrain's linear_warmup_decay on learning_rate. */
 static double linear_warmup_decay(const struct dt_hparams *hp, int64_t step, int64_t total_steps)
 {

@@ -303,7 +303,6 @@ static inline float ordered_mean1(const float *const *x, int k, size_t i, double
 	return (float)(a * m);
 }
 
-
 /*
  * K = 2 in floats: out = fl32(a + b) * 0.5f, sixteen lanes at a time
  * (AVX-512F; eight in portable vectors), the formula's bits whenever

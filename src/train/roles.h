@@ -94,13 +94,12 @@ enum dt_status dt__wait_for_model(const struct dt_ps_run_config *cfg, struct dt_
  * chief's checkpoints hold the one global position every trainer's derives
  * from); else PS_STEP(0) and a pull, the PS_STEP carrying the data position
  * the caller set (dt_ps_client_set_position), which the asynchronous chief's
- * final checkpoint waits for (dt_ps_units_wait_final). *gstep: ps:0's step,
- * when the pull was had. The chief may end the run meanwhile: then there is
- * nothing to pull, nobody waits for the report, and the trainer ends with its
- * own initial variables, as the log says (DT_OK). Any other failure is
- * returned. */
+ * final checkpoint waits for (dt_ps_units_wait_final). The chief may end
+ * the run meanwhile: then there is nothing to pull, nobody waits for the
+ * report, and the trainer ends with its own initial variables, as the log
+ * says (DT_OK). Any other failure is returned. */
 enum dt_status dt__late_round(const struct dt_ps_run_config *cfg, struct dt_ps_client *c, struct dt__sparse_rows *sp,
-			      int sync, int64_t *gstep, struct dt_err *err) DT_MUST_CHECK;
+			      int sync, struct dt_err *err) DT_MUST_CHECK;
 
 /* Replaces the lost connection to ps `ps`, retrying whatever a retry can fix
  * (refused, reset, a HELLO with no answer from a paused ps) until

@@ -118,7 +118,7 @@ DT_TEST(net_socket, connect_retries_until_a_late_listener_appears)
 		_exit(0);
 	}
 	int64_t t0 = dt_now_ns();
-	struct dt_connect_opts opts = { 0.01, 0.1, 1.0, 0, 0, 0, NULL, NULL, NULL, NULL };
+	struct dt_connect_opts opts = { .initial_backoff_s = 0.01, .max_backoff_s = 0.1, .attempt_timeout_s = 1.0 };
 	struct dt_err err = DT_ERR_INIT;
 	int fd;
 	close(holder); /* the child's copy keeps the port bound */
@@ -145,7 +145,8 @@ DT_TEST(net_socket, a_stop_ends_the_retries_of_a_refused_connection_before_the_d
 	int holder;
 	int port = reserve_port(&holder);
 	int looks = 0;
-	struct dt_connect_opts opts = { 0.01, 0.2, 1.0, 0, 0, 0, NULL, NULL, stop_at_third_look, &looks };
+	struct dt_connect_opts opts = { .initial_backoff_s = 0.01, .max_backoff_s = 0.2, .attempt_timeout_s = 1.0,
+					.stop = stop_at_third_look, .stop_arg = &looks };
 	struct dt_err err = DT_ERR_INIT;
 	int fd = 123;
 	int64_t t0 = dt_now_ns();
@@ -164,7 +165,7 @@ DT_TEST(net_socket, connect_to_a_port_that_never_listens_fails_by_the_deadline)
 	int holder;
 	int port = reserve_port(&holder);
 	int64_t t0 = dt_now_ns();
-	struct dt_connect_opts opts = { 0.01, 0.2, 1.0, 0, 0, 0, NULL, NULL, NULL, NULL };
+	struct dt_connect_opts opts = { .initial_backoff_s = 0.01, .max_backoff_s = 0.2, .attempt_timeout_s = 1.0 };
 	struct dt_err err = DT_ERR_INIT;
 	int fd = 123;
 	DT_CHECK_INT_EQ(dt_sock_connect("127.0.0.1", port, "ps:1", dt_deadline_in(0.6), &opts, &fd, &err), DT_PEER);
