@@ -61,6 +61,26 @@ static int others_running(const char *dir, const pid_t *daemons, int n)
 	return found;
 }
 
+/* The name of process `pid` (its comm), "?" when it is gone. */
+static void comm_of(pid_t pid, char *comm, size_t cap)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	char *name = cli_read_file(path);
+	snprintf(comm, cap, "%.*s", name ? (int)strcspn(name, "\n") : 1, name ? name : "?");
+	free(name);
+}
+
+/* True for Slurm's and munge's own programs, as against the tasks they ran. */
+static int is_slurm_daemon(const char *comm)
+{
+	const char *daemons[] = { "slurmd", "slurmctld", "slurmstepd", "slurmscriptd", "munged" };
+	for (size_t i = 0; i < sizeof(daemons) / sizeof(daemons[0]); i++)
+		if (strcmp(comm, daemons[i]) == 0)
+			return 1;
+	return 0;
+}
+
 void slurm_stop(const char *dir, char *report, size_t cap)
 {
 	const char *names[] = { "slurmd", "slurmctld", "munged" };
@@ -81,10 +101,12 @@ void slurm_stop(const char *dir, char *report, size_t cap)
 	for (int i = 0; i < 3; i++)
 		if (pids[i])
 			kill(pids[i], SIGTERM);
-	deadline = cli_now_s() + 5;
-	for (int i = 0; i < 3; i++)
-		while (pids[i] && cli_pid_alive(pids[i]) && cli_now_s() < deadline)
-			usleep(20000);
+	/* Every process of this Slurm, the daemons' own children included (slurmd forks one
+	 * per request), gets the same bounded time to end after SIGTERM. */
+	pid_t none[3] = { 0, 0, 0 };
+	deadline = cli_now_s() + 10;
+	while (cli_now_s() < deadline && others_running(dir, none, 3))
+		usleep(20000);
 	for (int round = 0; round < 2; round++) {
 		DIR *proc = opendir("/proc");
 		if (!proc)
@@ -94,14 +116,15 @@ void slurm_stop(const char *dir, char *report, size_t cap)
 			pid_t pid = atoi(de->d_name);
 			if (pid <= 1 || pid == getpid() || !cli_pid_alive(pid) || !cli_proc_mentions(pid, dir))
 				continue;
-			char path[64], comm[64] = "?";
-			snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-			char *name = cli_read_file(path);
-			if (name) {
-				snprintf(comm, sizeof(comm), "%.*s", (int)strcspn(name, "\n"), name);
-				free(name);
-			}
+			char comm[64];
+			comm_of(pid, comm, sizeof(comm));
 			kill(pid, SIGKILL);
+			/* A Slurm daemon slow to end on a loaded host is Slurm's business, not a leak of
+			 * the test's tasks: say so, but only a task needing SIGKILL fails the test. */
+			if (round == 0 && is_slurm_daemon(comm)) {
+				fprintf(stderr, "note: process %d (%s) of the test's Slurm needed SIGKILL\n", (int)pid, comm);
+				continue;
+			}
 			size_t used = strlen(report);
 			snprintf(report + used, cap - used, "process %d (%s) of the test's Slurm %s; ", (int)pid, comm,
 				 round ? "survived SIGKILL" : "needed SIGKILL");

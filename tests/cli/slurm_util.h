@@ -23,11 +23,11 @@ void slurm_start(struct dt_run *r, char *dir, size_t cap);
 
 /* Stops what start-cluster.sh started in `dir` (the pids it recorded in
  * slurmd.pid, slurmctld.pid, munged.pid) with SIGTERM, after letting a
- * running step end (at most 10 s; then at most 5 s for the daemons), then
- * SIGKILLs anything else that came from this Slurm (slurmstepd, tasks).
- * Appends to `report` (cap bytes, NUL-terminated) each process that needed
- * SIGKILL or survived it; leaves it as it was when everything ended by
- * itself. */
+ * running step end (at most 10 s; then at most 10 s for everything that
+ * came from this Slurm to end), then SIGKILLs what is left. Appends to
+ * `report` (cap bytes, NUL-terminated) each task (not a Slurm or munge
+ * daemon, which is only noted on stderr) that needed SIGKILL, and any
+ * process that survived it; leaves it as it was otherwise. */
 void slurm_stop(const char *dir, char *report, size_t cap);
 
 #endif
