@@ -305,6 +305,8 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	comm->seg_bytes = cfg->segment_bytes ? cfg->segment_bytes & ~(size_t)3 : DT_COMM_SEGMENT_BYTES;
 	if (comm->seg_bytes < 4)
 		comm->seg_bytes = 4;
+	if (comm->seg_bytes > DT_COMM_SEGMENT_MAX)
+		comm->seg_bytes = DT_COMM_SEGMENT_MAX;
 	comm->algorithm = cfg->algorithm;
 	comm->spin_us = cfg->spin_us;
 	comm->shm_spin_ns = cfg->spin_us ? (int64_t)cfg->spin_us * 1000 : 0; /* 0: adaptive */

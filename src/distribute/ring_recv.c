@@ -1,8 +1,8 @@
 /*
  * ring_recv.c — the progress engine's in link (ring.c runs the loop): bytes
  * from the left neighbour land in the link's stage and are parsed there —
- * COLL_START matched against this rank's call, DATA reduced or copied into
- * place as it arrives (whole elements at a time, so the reduction overlaps
+ * COLL_START matched against this rank's call, DATA (behind its 16-byte data
+ * header) reduced or copied into place as it arrives (whole elements at a time, so the reduction overlaps
  * the transfer of the next bytes), COLL_REF read from the neighbour's memory
  * (ring_ref.c), COLL_STALL and COLL_ABORT taken note of; a tagged ring's
  * frames are checked (and decrypted) whole before any byte is used.
@@ -79,14 +79,18 @@ static enum dt_status parse(struct dt__ring_run *r, uint8_t *src, size_t end, si
 		if (!r->in_frame) {
 			if (r->got_start && r->r_idx >= r->nr)
 				return DT_OK; /* the rest belongs to the next collective */
-			if (avail < DT_FRAME_HEADER_SIZE)
+			if (avail == 0)
+				return DT_OK;
+			const int data = dt_coll_is_data_head(p);
+			const size_t hsz = data ? DT_COLL_DATA_HEAD_SIZE : DT_FRAME_HEADER_SIZE;
+			if (avail < hsz)
 				return DT_OK;
 			struct dt_frame_header h;
 			struct dt_err e = DT_ERR_INIT;
-			if (dt_coll_header_parse(p, &h, &e))
+			if (data ? dt_coll_data_head_parse(p, r->me.seq, &h, &e) : dt_coll_header_parse(p, &h, &e))
 				return dt__ring_fail(r, err, DT_PROTOCOL, "bad frame from %s during %s: %s", from,
 						     r->what, e.msg);
-			if (h.type == DT_MSG_COLL_DATA) {
+			if (data) {
 				if (!r->got_start && c->L->has_start) {
 					/* The sender's call is the last START's again (ring.c,
 					 * start_again), its seq this frame's request id. */
@@ -104,22 +108,23 @@ static enum dt_status parse(struct dt__ring_run *r, uint8_t *src, size_t end, si
 							     from, r->what, (unsigned long long)h.request_id,
 							     (unsigned long long)h.length,
 							     !r->got_start ? "coll_start first" : it ? "another size" : "no more data");
+				if (tag)
+					dt_frame_header_pack(&h, r->data_hdr); /* what the tag covers */
 				if (tag && it->reduce) {
 					/* Nothing unchecked is added in: the whole frame first
 					 * (dt__ring_try_recv makes room), then its tag, then the sum. */
-					if (avail < DT_FRAME_HEADER_SIZE + it->len + tag)
+					if (avail < DT_COLL_DATA_HEAD_SIZE + it->len + tag)
 						return DT_OK;
-					uint8_t *pl = p + DT_FRAME_HEADER_SIZE;
-					if (dt__ring_open(r, &c->L->sec, from, p, pl, it->len, pl + it->len, err))
+					uint8_t *pl = p + DT_COLL_DATA_HEAD_SIZE;
+					if (dt__ring_open(r, &c->L->sec, from, r->data_hdr, pl, it->len, pl + it->len, err))
 						return c->failure.status;
 					r->add(r->buf + it->off, pl, it->len);
-					*pos += DT_FRAME_HEADER_SIZE + it->len + tag;
+					*pos += DT_COLL_DATA_HEAD_SIZE + it->len + tag;
 					r->r_idx++;
 					dt__ring_left_moves(r);
 					continue;
 				}
-				memcpy(r->data_hdr, p, DT_FRAME_HEADER_SIZE);
-				*pos += DT_FRAME_HEADER_SIZE;
+				*pos += DT_COLL_DATA_HEAD_SIZE;
 				r->in_frame = 1;
 				r->r_applied = 0;
 				continue;
@@ -215,10 +220,13 @@ static size_t stage_need(const struct dt__ring_run *r)
 {
 	const struct dt_comm *c = r->c;
 	size_t avail = c->L->stage_len - c->L->stage_pos;
-	if (r->in_frame || avail < DT_FRAME_HEADER_SIZE)
+	const uint8_t *p = c->L->stage + c->L->stage_pos;
+	const int data = avail > 0 && dt_coll_is_data_head(p);
+	const size_t hsz = data ? DT_COLL_DATA_HEAD_SIZE : DT_FRAME_HEADER_SIZE;
+	if (r->in_frame || avail < hsz)
 		return DT_FRAME_HEADER_SIZE + DT_AUTH_TAG_BYTES;
-	uint64_t len = dt_get_u64le(c->L->stage + c->L->stage_pos + 20);
-	uint64_t need = DT_FRAME_HEADER_SIZE + len + DT_AUTH_TAG_BYTES;
+	uint64_t len = data ? dt_get_u32le(p + 8) : dt_get_u64le(p + 20);
+	uint64_t need = hsz + len + DT_AUTH_TAG_BYTES;
 	return need < c->L->stage_cap ? (size_t)need : c->L->stage_cap; /* a bad length is reported by dt__ring_parse_stage */
 }
 

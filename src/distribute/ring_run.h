@@ -62,7 +62,7 @@ struct dt__ring_run {
 	long nr, r_idx;
 	int in_frame;
 	size_t r_applied;
-	uint8_t data_hdr[DT_FRAME_HEADER_SIZE]; /* tagged rings: the header of the frame received in place */
+	uint8_t data_hdr[DT_FRAME_HEADER_SIZE]; /* tagged rings: the 32-byte header a DATA's tag covers */
 	int64_t last_in;
 
 	/* same-host links: segments sent and received by reference */

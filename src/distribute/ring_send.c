@@ -1,7 +1,7 @@
 /*
  * ring_send.c — the progress engine's out link (ring.c runs the loop): the
- * send items of a step as DATA frames (or COLL_REF on a same-host link that
- * reads our memory), gathered IOV_FRAMES at a time into one nonblocking
+ * send items of a step as DATA frames behind their 16-byte data headers (or
+ * COLL_REF on a same-host link that reads our memory), gathered IOV_FRAMES at a time into one nonblocking
  * sendmsg, sealed first on a tagged ring; a queued stall notice between
  * frames; and what the right neighbour sends back on the same socket
  * (COLL_DONE for references, COLL_ABORT, a close).
@@ -35,32 +35,47 @@ size_t dt__ring_frame_size(const struct dt__ring_run *r, long k)
 {
 	if (k < 0)
 		return r->start_len;
-	return DT_FRAME_HEADER_SIZE + (by_ref(r, k) ? DT_COLL_REF_BYTES : r->si[k].len) +
-	       (r->c->tagged ? DT_AUTH_TAG_BYTES : 0);
+	size_t head = by_ref(r, k) ? DT_FRAME_HEADER_SIZE + DT_COLL_REF_BYTES : DT_COLL_DATA_HEAD_SIZE + r->si[k].len;
+	return head + (r->c->tagged ? DT_AUTH_TAG_BYTES : 0);
 }
 
-/* Send item k's header, and a COLL_REF's payload after it, into h. */
-static void pack_head(const struct dt__ring_run *r, long k, uint8_t h[DT_FRAME_HEADER_SIZE + DT_COLL_REF_BYTES])
+/* What goes before send item k's payload: a COLL_REF's header and payload,
+ * or a COLL_DATA's data header; and on a tagged ring the 32-byte header the
+ * tag covers. */
+struct head {
+	uint8_t wire[DT_FRAME_HEADER_SIZE + DT_COLL_REF_BYTES];
+	size_t len; /* bytes of wire that leave */
+	uint8_t covered[DT_FRAME_HEADER_SIZE];
+};
+
+static void pack_head(const struct dt__ring_run *r, long k, struct head *hd)
 {
 	const struct dt__coll_item *it = &r->si[k];
 	if (by_ref(r, k)) {
 		struct dt_frame_header fh = dt_frame_header_make(DT_MSG_COLL_REF, 0, r->me.seq, DT_COLL_REF_BYTES);
-		dt_frame_header_pack(&fh, h);
+		dt_frame_header_pack(&fh, hd->wire);
 		struct dt_coll_ref ref = { (uint64_t)(uintptr_t)(r->sbuf + it->off), it->len };
-		dt_coll_ref_encode(&ref, h + DT_FRAME_HEADER_SIZE);
+		dt_coll_ref_encode(&ref, hd->wire + DT_FRAME_HEADER_SIZE);
+		hd->len = DT_FRAME_HEADER_SIZE + DT_COLL_REF_BYTES;
+		if (r->c->tagged)
+			memcpy(hd->covered, hd->wire, DT_FRAME_HEADER_SIZE);
 		return;
 	}
-	struct dt_frame_header fh = dt_frame_header_make(DT_MSG_COLL_DATA, 0, r->me.seq, it->len);
-	dt_frame_header_pack(&fh, h);
+	dt_coll_data_head_pack(r->me.seq, it->len, hd->wire);
+	hd->len = DT_COLL_DATA_HEAD_SIZE;
+	if (r->c->tagged) {
+		struct dt_frame_header fh = dt_frame_header_make(DT_MSG_COLL_DATA, 0, r->me.seq, it->len);
+		dt_frame_header_pack(&fh, hd->covered);
+	}
 }
 
 /* Tagged rings: seals frame k (== r->sealed: frames are numbered in the
- * order they leave), h its header from pack_head. 0, or -1 when it must wait:
+ * order they leave), hd its head from pack_head. 0, or -1 when it must wait:
  * a stall notice is queued (it goes before any newly sealed frame), or in
  * encrypt mode the ciphertext window is full until what was sealed is sent.
  * The tag is computed over the bytes that will leave (the plan does not
  * change a send item's bytes until the right neighbour has had them). */
-static int seal(struct dt__ring_run *r, long k, const uint8_t *h)
+static int seal(struct dt__ring_run *r, long k, const struct head *hd)
 {
 	struct dt_comm *c = r->c;
 	struct dt_wire_sec *sec = &c->R->sec;
@@ -76,18 +91,18 @@ static int seal(struct dt__ring_run *r, long k, const uint8_t *h)
 	const struct dt__coll_item *it = &r->si[k];
 	struct dt__sealed *sd = &c->sealed[k + 1];
 	if (by_ref(r, k)) {
-		memcpy(sd->ref, h + DT_FRAME_HEADER_SIZE, DT_COLL_REF_BYTES);
-		dt_wire_seal_to(sec, h, sd->ref, DT_COLL_REF_BYTES, sd->ref, sd->tag);
+		memcpy(sd->ref, hd->wire + DT_FRAME_HEADER_SIZE, DT_COLL_REF_BYTES);
+		dt_wire_seal_to(sec, hd->covered, sd->ref, DT_COLL_REF_BYTES, sd->ref, sd->tag);
 	} else if (sec->mode == DT_WIRE_ENCRYPT) {
 		if (r->s_idx == r->sealed)
 			r->tx_used = 0; /* everything sealed before has left */
 		if (r->tx_used + it->len > c->txbuf_cap)
 			return -1;
 		sd->off = r->tx_used;
-		dt_wire_seal_to(sec, h, r->sbuf + it->off, it->len, c->txbuf + sd->off, sd->tag);
+		dt_wire_seal_to(sec, hd->covered, r->sbuf + it->off, it->len, c->txbuf + sd->off, sd->tag);
 		r->tx_used += it->len;
 	} else {
-		dt_wire_seal_to(sec, h, r->sbuf + it->off, it->len, NULL, sd->tag);
+		dt_wire_seal_to(sec, hd->covered, r->sbuf + it->off, it->len, NULL, sd->tag);
 	}
 	r->sealed++;
 	return 0;
@@ -115,7 +130,7 @@ int dt__ring_try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 	const int tagged = c->tagged;
 	*blocked = 0;
 	struct iovec iov[3 * IOV_FRAMES + 2];
-	uint8_t hdrs[IOV_FRAMES][DT_FRAME_HEADER_SIZE + DT_COLL_REF_BYTES];
+	struct head heads[IOV_FRAMES];
 	int cnt = 0, nh = 0;
 	/* A stall notice goes between frames; on a tagged ring only once every
 	 * frame sealed before it has left (seal() seals none while it waits). */
@@ -139,9 +154,9 @@ int dt__ring_try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 				continue;
 			}
 			const struct dt__coll_item *it = &r->si[k];
-			uint8_t *h = hdrs[nh];
-			pack_head(r, k, h);
-			if (tagged && k == r->sealed && seal(r, k, h))
+			struct head *hd = &heads[nh];
+			pack_head(r, k, hd);
+			if (tagged && k == r->sealed && seal(r, k, hd))
 				break;
 			nh++;
 			int ref = by_ref(r, k);
@@ -149,14 +164,14 @@ int dt__ring_try_send(struct dt__ring_run *r, int *blocked, struct dt_err *err)
 				r->refs_out = 1;
 			struct iovec pieces[3];
 			int np = 0;
-			pieces[np++] = (struct iovec){ h, DT_FRAME_HEADER_SIZE + (ref ? DT_COLL_REF_BYTES : 0) };
+			pieces[np++] = (struct iovec){ hd->wire, hd->len };
 			if (!tagged) {
 				if (!ref)
 					pieces[np++] = (struct iovec){ r->sbuf + it->off, it->len };
 			} else {
 				struct dt__sealed *sd = &c->sealed[k + 1];
 				if (ref)
-					memcpy(h + DT_FRAME_HEADER_SIZE, sd->ref, DT_COLL_REF_BYTES);
+					memcpy(hd->wire + DT_FRAME_HEADER_SIZE, sd->ref, DT_COLL_REF_BYTES);
 				else if (c->R->sec.mode == DT_WIRE_ENCRYPT)
 					pieces[np++] = (struct iovec){ c->txbuf + sd->off, it->len };
 				else

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/crc32c.h"
 #include "net/bytes.h"
 #include "net/messages.h"
@@ -150,6 +151,10 @@ enum dt_status dt_coll_header_parse(const uint8_t b[DT_FRAME_HEADER_SIZE], struc
 	if (h->type < DT_MSG_COLLECTIVE_FIRST || h->type > DT_MSG_COLLECTIVE_LAST)
 		return dt_err_set(err, DT_PROTOCOL, "unexpected message type %u (%s) on a ring link", h->type,
 				  dt_msg_name(h->type));
+	if (h->type == DT_MSG_COLL_DATA)
+		return dt_err_set(err, DT_PROTOCOL,
+				  "coll_data with a 32-byte frame header (it travels with its 16-byte data header: a "
+				  "peer built from another dtrain?)");
 	/* The type's cap, looked up in the catalogue once per type, not per
 	 * frame (its linear search was a tenth of a small all-reduce's
 	 * instructions). known: 0 not looked up yet, 1 caps[] holds it, 2 not
@@ -173,6 +178,33 @@ enum dt_status dt_coll_header_parse(const uint8_t b[DT_FRAME_HEADER_SIZE], struc
 	if (h->length > cap)
 		return dt_err_set(err, DT_PROTOCOL, "%s frame of %llu bytes exceeds its cap of %llu", dt_msg_name(h->type),
 				  (unsigned long long)h->length, (unsigned long long)cap);
+	return DT_OK;
+}
+
+void dt_coll_data_head_pack(uint64_t seq, uint64_t len, uint8_t out[DT_COLL_DATA_HEAD_SIZE])
+{
+	DT_ASSERT(len <= UINT32_MAX);
+	dt_put_u8(out + 0, DT_COLL_DATA_MAGIC0);
+	dt_put_u8(out + 1, DT_COLL_DATA_MAGIC1);
+	dt_put_u16le(out + 2, 0);
+	dt_put_u32le(out + 4, (uint32_t)seq);
+	dt_put_u32le(out + 8, (uint32_t)len);
+	dt_put_u32le(out + 12, dt_crc32c(out, 12));
+}
+
+enum dt_status dt_coll_data_head_parse(const uint8_t b[DT_COLL_DATA_HEAD_SIZE], uint64_t seq,
+				       struct dt_frame_header *h, struct dt_err *err)
+{
+	memset(h, 0, sizeof(*h));
+	if (b[0] != DT_COLL_DATA_MAGIC0 || b[1] != DT_COLL_DATA_MAGIC1)
+		return dt_err_set(err, DT_PROTOCOL, "bad data header magic %02x %02x", b[0], b[1]);
+	uint32_t want = dt_get_u32le(b + 12), got = dt_crc32c(b, 12);
+	if (want != got)
+		return dt_err_set(err, DT_PROTOCOL, "data header crc 0x%08x does not match 0x%08x", want, got);
+	if (dt_get_u16le(b + 2) != 0)
+		return dt_err_set(err, DT_PROTOCOL, "data header bytes 2..3 are 0x%04x, must be zero", dt_get_u16le(b + 2));
+	*h = dt_frame_header_make(DT_MSG_COLL_DATA, 0, (seq & ~(uint64_t)UINT32_MAX) | dt_get_u32le(b + 4),
+				  dt_get_u32le(b + 8));
 	return DT_OK;
 }
 

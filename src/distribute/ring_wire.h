@@ -19,8 +19,23 @@
  *     7. bytes 24..27  u32 rank        the sender's rank
  *     8. bytes 28..31  u32 nranks      the sender's ring size
  *     9. bytes 32..    name            n bytes of printable ASCII, no NUL
- *   COLL_DATA   request id = seq; the payload is raw elements (f32 little-endian
- *               or bytes), its length exactly the segment the receiver expects
+ *   COLL_DATA   the payload is raw elements (f32 little-endian or bytes), its
+ *               length exactly the segment the receiver expects. It alone travels
+ *               with a 16-byte data header instead of the 32-byte frame header:
+ *               its type and flags are implied, and the receiver knows the seq it
+ *               expects (its own call's), so 32 bits of it are enough to check.
+ *               Between hosts it is a segment's only overhead (a message of Open
+ *               MPI's TCP transport carries 22 bytes of header; COLLECTIVES.md,
+ *               "Bytes on the wire")
+ *     1. bytes  0..1   magic           0x8A 'd' (a frame header starts 0x89: the first
+ *                                      byte says which header follows)
+ *     2. bytes  2..3   u16 zero
+ *     3. bytes  4..7   u32 seq         the low 32 bits of the call's seq
+ *     4. bytes  8..11  u32 length      payload bytes (segments are < 4 GiB, comm.c)
+ *     5. bytes 12..15  u32 header CRC  CRC-32C of bytes 0..11
+ *               A tagged ring's tag covers the 32-byte frame header the data
+ *               header stands for (dt_coll_data_head_parse rebuilds it), so the
+ *               whole seq is authenticated.
  *   COLL_ABORT  the sender failed this collective and gives up the comm; the
  *               payload is REFUSE/ERROR's layout (u32 wire error code, u16
  *               length, text); request id = seq
@@ -127,11 +142,31 @@ enum dt_status dt_coll_stall_decode(struct dt_coll_stall *out, const uint8_t *p,
 				    struct dt_err *err) DT_MUST_CHECK;
 
 /* Checks a complete 32-byte frame header received on a ring link: magic,
- * version, CRC, flags zero, a collective type, the type's length cap. DT_OK
- * and *h filled, or DT_PROTOCOL with what was wrong (no peer name: the
- * caller adds it). */
+ * version, CRC, flags zero, a collective type other than COLL_DATA (which
+ * has its own header), the type's length cap. DT_OK and *h filled, or
+ * DT_PROTOCOL with what was wrong (no peer name: the caller adds it). */
 enum dt_status dt_coll_header_parse(const uint8_t hdr[DT_FRAME_HEADER_SIZE], struct dt_frame_header *h,
 				    struct dt_err *err) DT_MUST_CHECK;
+
+#define DT_COLL_DATA_HEAD_SIZE 16u
+#define DT_COLL_DATA_MAGIC0 0x8A
+#define DT_COLL_DATA_MAGIC1 'd'
+
+/* 1 when the bytes at p (at least one) begin a COLL_DATA's data header, 0
+ * when they begin a frame header (or garbage that check reports). */
+static inline int dt_coll_is_data_head(const uint8_t *p)
+{
+	return p[0] == DT_COLL_DATA_MAGIC0;
+}
+/* The data header of a COLL_DATA of `len` bytes (< 4 GiB) in call `seq`. */
+void dt_coll_data_head_pack(uint64_t seq, uint64_t len, uint8_t out[DT_COLL_DATA_HEAD_SIZE]);
+/* Checks a complete data header (magic, zero bytes, CRC) received during
+ * call `seq`, and fills *h as the frame header it stands for: type COLL_DATA,
+ * flags 0, request id `seq` with its low 32 bits replaced by the header's
+ * (equal to seq exactly when they match), the length. DT_OK, or DT_PROTOCOL
+ * with what was wrong. */
+enum dt_status dt_coll_data_head_parse(const uint8_t in[DT_COLL_DATA_HEAD_SIZE], uint64_t seq,
+				       struct dt_frame_header *h, struct dt_err *err) DT_MUST_CHECK;
 
 /* "allreduce 'grads/0' (#3, 1000 float32)" / "broadcast 'init' (#0, 4000 bytes from rank 0)". */
 void dt_coll_describe(const struct dt_coll_start *s, char *buf, size_t cap);

@@ -1,5 +1,6 @@
 /* libFuzzer target: the collective frames a ring link receives
- * (distribute/ring_wire.c): the header check and the COLL_START, COLL_STALL,
+ * (distribute/ring_wire.c): the frame header check, COLL_DATA's data header
+ * (which must pack again to the same bytes), and the COLL_START, COLL_STALL,
  * COLL_REF, COLL_PEER and COLL_ABORT payload decoders, over a stream of frames the way ring.c walks
  * its receive buffer. A START that decodes must re-encode to the same bytes.
  *
@@ -23,9 +24,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void walk(uint8_t *data, size_t size, int fix_crc)
 {
 	size_t pos = 0;
-	for (int frames = 0; frames < 64 && size - pos >= DT_FRAME_HEADER_SIZE; frames++) {
+	for (int frames = 0; frames < 64 && pos < size; frames++) {
 		struct dt_frame_header h;
 		struct dt_err err = DT_ERR_INIT;
+		const int data_head = dt_coll_is_data_head(data + pos);
+		if (size - pos < (data_head ? DT_COLL_DATA_HEAD_SIZE : DT_FRAME_HEADER_SIZE))
+			return;
+		if (data_head) {
+			if (fix_crc)
+				dt_put_u32le(data + pos + 12, dt_crc32c(data + pos, 12));
+			const uint64_t seq = 0x100000000ull * frames + 7;
+			if (dt_coll_data_head_parse(data + pos, seq, &h, &err) != DT_OK) {
+				DT_ASSERT(err.msg[0] != '\0');
+				return;
+			}
+			/* the header it stands for, and the same bytes packed again */
+			uint8_t again[DT_COLL_DATA_HEAD_SIZE];
+			dt_coll_data_head_pack(h.request_id, h.length, again);
+			DT_ASSERT(h.type == DT_MSG_COLL_DATA && h.flags == 0 && h.request_id >> 32 == seq >> 32);
+			DT_ASSERT(memcmp(again, data + pos, sizeof(again)) == 0);
+			pos += DT_COLL_DATA_HEAD_SIZE;
+			if (h.length > size - pos)
+				return;
+			pos += (size_t)h.length;
+			continue;
+		}
 		if (fix_crc)
 			dt_put_u32le(data + pos + 28, dt_crc32c(data + pos, 28));
 		if (dt_coll_header_parse(data + pos, &h, &err) != DT_OK) {

@@ -22,6 +22,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/crc32c.h"
 #include "distribute/collective.h"
 #include "distribute/comm_internal.h"
 #include "distribute/ring_wire.h"
@@ -748,16 +749,22 @@ DT_TEST(dist_collective, start_frame_round_trip_and_hostile_input)
 	dt_put_u16le(buf + 10, 500);
 	DT_CHECK_INT_EQ(dt_coll_start_decode(&got, buf, len, &err), DT_PROTOCOL);
 
-	/* headers: good, bad crc, non-collective type, flags */
+	/* headers: good, bad crc, non-collective type, flags, COLL_DATA's own header in 32 bytes */
 	uint8_t hdr[DT_FRAME_HEADER_SIZE];
-	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_DATA, 0, 9, 4096), out;
+	struct dt_frame_header h = dt_frame_header_make(DT_MSG_COLL_REF, 0, 9, DT_COLL_REF_BYTES), out;
 	dt_frame_header_pack(&h, hdr);
 	DT_CHECK_OK(dt_coll_header_parse(hdr, &out, &err), &err);
+	DT_CHECK_INT_EQ(out.type, DT_MSG_COLL_REF);
 	DT_CHECK_INT_EQ(out.request_id, 9);
-	DT_CHECK_INT_EQ(out.length, 4096);
+	DT_CHECK_INT_EQ(out.length, DT_COLL_REF_BYTES);
 	hdr[20] ^= 1;
 	DT_CHECK_INT_EQ(dt_coll_header_parse(hdr, &out, &err), DT_PROTOCOL);
 	DT_CHECK_CONTAINS(err.msg, "crc");
+	h = dt_frame_header_make(DT_MSG_COLL_DATA, 0, 9, 4096);
+	dt_frame_header_pack(&h, hdr);
+	DT_CHECK(!dt_coll_is_data_head(hdr));
+	DT_CHECK_INT_EQ(dt_coll_header_parse(hdr, &out, &err), DT_PROTOCOL);
+	DT_CHECK_CONTAINS(err.msg, "16-byte data header");
 	h = dt_frame_header_make(DT_MSG_PS_PUSH, 0, 1, 8);
 	dt_frame_header_pack(&h, hdr);
 	DT_CHECK_INT_EQ(dt_coll_header_parse(hdr, &out, &err), DT_PROTOCOL);
@@ -768,4 +775,48 @@ DT_TEST(dist_collective, start_frame_round_trip_and_hostile_input)
 	dt_frame_header_pack(&h, hdr);
 	DT_CHECK_INT_EQ(dt_coll_header_parse(hdr, &out, &err), DT_PROTOCOL);
 	DT_CHECK_CONTAINS(err.msg, "cap");
+}
+
+/* COLL_DATA's 16-byte header: its bytes as ring_wire.h lays them out, the
+ * frame header it stands for (the seq's high half from the receiver's own
+ * call), and each way it can be wrong. */
+DT_TEST(dist_collective, data_header_layout_and_hostile_input)
+{
+	struct dt_err err = DT_ERR_INIT;
+	uint8_t b[DT_COLL_DATA_HEAD_SIZE];
+	const uint64_t seq = 0x0000000500000007ull;
+	dt_coll_data_head_pack(seq, 4096, b);
+	const uint8_t want[12] = { 0x8A, 'd', 0, 0, 7, 0, 0, 0, 0x00, 0x10, 0, 0 };
+	DT_CHECK(memcmp(b, want, sizeof(want)) == 0);
+	DT_CHECK_INT_EQ(dt_get_u32le(b + 12), dt_crc32c(b, 12));
+	DT_CHECK(dt_coll_is_data_head(b));
+
+	struct dt_frame_header h;
+	DT_CHECK_OK(dt_coll_data_head_parse(b, seq, &h, &err), &err);
+	DT_CHECK_INT_EQ(h.type, DT_MSG_COLL_DATA);
+	DT_CHECK_INT_EQ(h.flags, 0);
+	DT_CHECK_INT_EQ(h.version, DT_PROTOCOL_VERSION);
+	DT_CHECK(h.request_id == seq);
+	DT_CHECK_INT_EQ(h.length, 4096);
+	/* a call whose low 32 bits differ: the request id shows the sender's */
+	DT_CHECK_OK(dt_coll_data_head_parse(b, 0x0000000500000008ull, &h, &err), &err);
+	DT_CHECK(h.request_id == seq);
+	/* the largest length the header holds */
+	dt_coll_data_head_pack(seq, UINT32_MAX, b);
+	DT_CHECK_OK(dt_coll_data_head_parse(b, seq, &h, &err), &err);
+	DT_CHECK(h.length == UINT32_MAX);
+
+	/* every header byte flipped is caught: by the magic, the zero bytes or the CRC */
+	for (int i = 0; i < (int)DT_COLL_DATA_HEAD_SIZE; i++) {
+		dt_coll_data_head_pack(seq, 4096, b);
+		b[i] ^= 0x10;
+		DT_CHECK_INT_EQ(dt_coll_data_head_parse(b, seq, &h, &err), DT_PROTOCOL);
+		DT_CHECK_CONTAINS(err.msg, i < 2 ? "magic" : "crc");
+	}
+	/* nonzero reserved bytes with a CRC that matches them */
+	dt_coll_data_head_pack(seq, 4096, b);
+	b[3] = 1;
+	dt_put_u32le(b + 12, dt_crc32c(b, 12));
+	DT_CHECK_INT_EQ(dt_coll_data_head_parse(b, seq, &h, &err), DT_PROTOCOL);
+	DT_CHECK_CONTAINS(err.msg, "must be zero");
 }

@@ -420,6 +420,29 @@ static void send_start(int fd, uint64_t seq, unsigned kind, unsigned dtype, uint
 	send_frame(fd, DT_MSG_COLL_START, seq, buf, dt_coll_start_encode(&s, buf));
 }
 
+/* A COLL_DATA: its 16-byte data header, then the payload. */
+static void send_data(int fd, uint64_t seq, const void *payload, size_t len)
+{
+	struct dt_err err = DT_ERR_INIT;
+	uint8_t head[DT_COLL_DATA_HEAD_SIZE];
+	dt_coll_data_head_pack(seq, len, head);
+	DT_CHECK_OK(dt_sock_send_all(fd, head, sizeof(head), dt_deadline_in(5), "rank 1", &err), &err);
+	DT_CHECK_OK(dt_sock_send_all(fd, payload, len, dt_deadline_in(5), "rank 1", &err), &err);
+}
+
+/* Reads one COLL_DATA of call `seq` and `len` bytes from fd (and drops it). */
+static void expect_data(int fd, uint64_t seq, size_t len)
+{
+	struct dt_err err = DT_ERR_INIT;
+	uint8_t head[DT_COLL_DATA_HEAD_SIZE], payload[256];
+	DT_CHECK(len <= sizeof(payload));
+	DT_CHECK_OK(dt_sock_recv_all(fd, head, sizeof(head), dt_deadline_in(10), "rank 1", &err), &err);
+	struct dt_frame_header h;
+	DT_CHECK_OK(dt_coll_data_head_parse(head, seq, &h, &err), &err);
+	DT_CHECK(h.request_id == seq && h.length == len);
+	DT_CHECK_OK(dt_sock_recv_all(fd, payload, len, dt_deadline_in(10), "rank 1", &err), &err);
+}
+
 /* Reads one frame of `type` from fd (and drops it). */
 static void expect_frame(int fd, uint16_t type)
 {
@@ -549,16 +572,10 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 	 * another host, no measuring asked, no link costs given) */
 	float link_counts[4] = { 1, 0, 0, 0 };
 	send_start(out, 0, DT_COLL_ALLREDUCE, DT_WIRE_F32, 4, "dtrain/rendezvous");
-	send_frame(out, DT_MSG_COLL_DATA, 0, link_counts, sizeof(link_counts));
+	send_data(out, 0, link_counts, sizeof(link_counts));
 	/* and rank 1's half of it, so nothing unread makes our close a reset */
-	struct dt_frame_decoder d;
-	dt_frame_decoder_init(&d, 1u << 20);
-	for (int i = 0; i < 2; i++) {
-		DT_CHECK_OK(dt_frame_recv_fd(in, &d, dt_deadline_in(10), "rank 1", &err), &err);
-		DT_CHECK_INT_EQ(d.header.type, i == 0 ? DT_MSG_COLL_START : DT_MSG_COLL_DATA);
-		dt_frame_decoder_next(&d);
-	}
-	dt_frame_decoder_release(&d);
+	expect_frame(in, DT_MSG_COLL_START);
+	expect_data(in, 0, sizeof(link_counts));
 
 	uint8_t junk[64];
 	memset(junk, 'G', sizeof(junk));
@@ -568,11 +585,11 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 		DT_CHECK_OK(dt_sock_send_all(out, junk, sizeof(junk), dt_deadline_in(5), "rank 1", &err), &err);
 		break;
 	case 1: /* data without the collective's start: the rendezvous's call again */
-		send_frame(out, DT_MSG_COLL_DATA, 1, data, sizeof(data));
+		send_data(out, 1, data, sizeof(data));
 		break;
 	case 2: /* a segment of the wrong size */
 		send_start(out, 1, DT_COLL_ALLREDUCE, DT_WIRE_F32, 100, "grads");
-		send_frame(out, DT_MSG_COLL_DATA, 1, data, 64);
+		send_data(out, 1, data, 64);
 		break;
 	case 3: /* part of a frame header, then gone */
 		send_start(out, 1, DT_COLL_ALLREDUCE, DT_WIRE_F32, 100, "grads");
@@ -611,6 +628,23 @@ static void bad_neighbour(int bad, enum dt_status want, const char *want_msg)
 					     dt_deadline_in(5), "rank 1", &err), &err);
 		break;
 	}
+	case 7: /* a segment behind a 32-byte frame header, not its data header */
+		send_start(out, 1, DT_COLL_ALLREDUCE, DT_WIRE_F32, 100, "grads");
+		send_frame(out, DT_MSG_COLL_DATA, 1, data, sizeof(data));
+		break;
+	case 8: { /* a data header altered on the way */
+		uint8_t head[DT_COLL_DATA_HEAD_SIZE];
+		dt_coll_data_head_pack(1, sizeof(data), head);
+		head[9] ^= 0x01;
+		send_start(out, 1, DT_COLL_ALLREDUCE, DT_WIRE_F32, 100, "grads");
+		DT_CHECK_OK(dt_sock_send_all(out, head, sizeof(head), dt_deadline_in(5), "rank 1", &err), &err);
+		DT_CHECK_OK(dt_sock_send_all(out, data, sizeof(data), dt_deadline_in(5), "rank 1", &err), &err);
+		break;
+	}
+	case 9: /* a segment of another call (its seq's low 32 bits differ) */
+		send_start(out, 1, DT_COLL_ALLREDUCE, DT_WIRE_F32, 100, "grads");
+		send_data(out, 2, data, sizeof(data));
+		break;
 	default: /* a message type that has no business on a ring */
 		send_frame(out, DT_MSG_PS_PUSH, 1, data, 8);
 	}
@@ -640,4 +674,7 @@ DT_TEST(dist_collective, misbehaving_neighbour_fails_the_collective_cleanly)
 	bad_neighbour(3, DT_PEER, "closed the connection");
 	bad_neighbour(4, DT_PROTOCOL, "set up to carry bytes");
 	bad_neighbour(6, DT_PROTOCOL, "ps_push");
+	bad_neighbour(7, DT_PROTOCOL, "16-byte data header");
+	bad_neighbour(8, DT_PROTOCOL, "data header crc");
+	bad_neighbour(9, DT_PROTOCOL, "unexpected coll_data");
 }
