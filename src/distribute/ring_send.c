@@ -1,10 +1,10 @@
 /*
  * ring_send.c — the progress engine's out link (ring.c runs the loop): the
  * send items of a step as DATA frames behind their 16-byte data headers (or
- * COLL_REF on a same-host link that reads our memory), gathered IOV_FRAMES at a time into one nonblocking
- * sendmsg, sealed first on a tagged ring; a queued stall notice between
- * frames; and what the right neighbour sends back on the same socket
- * (COLL_DONE for references, COLL_ABORT, a close).
+ * COLL_REF on a same-host link that reads our memory), gathered IOV_FRAMES
+ * at a time into one nonblocking sendmsg, sealed first on a tagged ring; a
+ * queued stall notice between frames; and what the right neighbour sends
+ * back on the same socket (COLL_DONE for references, COLL_ABORT, a close).
  */
 #include "distribute/ring_run.h"
 
