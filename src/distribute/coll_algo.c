@@ -201,7 +201,8 @@ static enum dt_comm_algorithm choose_logged(struct dt_comm *c, enum dt_comm_kind
 				 c->doubling_below_bytes, c->halving_from_bytes ? ", then not" : "");
 		if (kind == DT_COMM_ALLREDUCE)
 			dt_info("all-reduce of %zu bytes or so (size class %d) across %d ranks: %s (model: doubling %.1f us, "
-				"halving-doubling %.1f us, ring %.1f us; links %s%s, alpha %.1f us, beta %.0f ps/byte %s%s)",
+				"halving-doubling %.1f us, ring %.1f us; links %s%s, alpha %.1f us, beta %.0f ps/byte %s%s; "
+				"segments of %zu bytes)",
 				bytes, cls, c->n, dt_comm_algorithm_name(kind, alg),
 				cost_allreduce(c, DT_COMM_ALG_DOUBLING, m) / 1e6, cost_allreduce(c, DT_COMM_ALG_HALVING, m) / 1e6,
 				cost_allreduce(c, DT_COMM_ALG_RING, m) / 1e6, dt__comm_costs_name(c),
@@ -209,7 +210,7 @@ static enum dt_comm_algorithm choose_logged(struct dt_comm *c, enum dt_comm_kind
 				c->costs_from == DT__COSTS_MEASURED ? "measured"
 				: c->costs_from == DT__COSTS_GIVEN ? "given"
 								    : "compiled",
-				timed);
+				timed, c->seg_bytes);
 		else
 			dt_info("broadcast of %zu bytes or so (size class %d) across %d ranks: %s", bytes, cls, c->n,
 				dt_comm_algorithm_name(kind, alg));
@@ -485,6 +486,8 @@ enum dt_status dt__comm_rendezvous_sum(struct dt_comm *comm, int64_t deadline, s
 	comm->link_kind = v[0] == 0.0f || v[0] == 4096.0f * (float)(int)(v[0] / 4096.0f) ? DT__LINK_SAME_HOST : DT__LINK_TCP;
 	comm->shm_all = v[0] < 4096.0f;
 	comm->cost_kind = comm->shm_all ? DT__COST_SHM : v[1] > 0.0f ? DT__COST_TCP_REMOTE : DT__COST_TCP_LOOPBACK;
+	if (comm->cost_kind == DT__COST_TCP_REMOTE && !comm->seg_given) /* every rank alike: v is agreed */
+		dt__comm_set_segment(comm, DT_COMM_SEGMENT_REMOTE_BYTES);
 	return dt__comm_costs_agree(comm, (int)v[2], (int)v[3], deadline, err);
 }
 

@@ -83,6 +83,11 @@ struct dt_comm;
 
 /* Default segment size; the last segment of a chunk may be shorter. */
 #define DT_COMM_SEGMENT_BYTES (256u << 10)
+/* The default when some link goes to another host: a received frame is
+ * added as its bytes arrive, so smaller segments buy no overlap there, only
+ * more headers and system calls (docs/COLLECTIVES.md, "Segments between
+ * hosts"). */
+#define DT_COMM_SEGMENT_REMOTE_BYTES (1u << 20)
 /* The largest segment: a COLL_DATA's length is 32 bits on the wire (ring_wire.h). */
 #define DT_COMM_SEGMENT_MAX (1u << 30)
 /* Collectives of at least this many bytes send their segments by reference
@@ -123,8 +128,9 @@ struct dt_comm_config {
 	 * launchers pick free ports. */
 	int listen_fd;
 	int listen_fd_set;
-	size_t segment_bytes;             /* 0: DT_COMM_SEGMENT_BYTES; rounded down to a multiple of 4, >= 4,
-					   * <= DT_COMM_SEGMENT_MAX */
+	size_t segment_bytes;             /* 0: DT_COMM_SEGMENT_BYTES, or DT_COMM_SEGMENT_REMOTE_BYTES when a
+					   * link goes to another host; rounded down to a multiple of 4,
+					   * >= 4, <= DT_COMM_SEGMENT_MAX */
 	/* 0 (DT_COMM_ALG_AUTO): per collective by the cost model; else every
 	 * all-reduce and broadcast uses this one (tests, the bench). */
 	int algorithm;

@@ -303,6 +303,7 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	comm->out = dt_xcalloc((size_t)comm->n, sizeof(*comm->out));
 	comm->used = dt_xcalloc(2, (size_t)comm->n);
 	comm->seg_bytes = cfg->segment_bytes ? cfg->segment_bytes & ~(size_t)3 : DT_COMM_SEGMENT_BYTES;
+	comm->seg_given = cfg->segment_bytes != 0;
 	if (comm->seg_bytes < 4)
 		comm->seg_bytes = 4;
 	if (comm->seg_bytes > DT_COMM_SEGMENT_MAX)
@@ -315,17 +316,11 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	for (int i = 0; i < comm->n; i++)
 		dt_fmt(comm->labels[i], sizeof(comm->labels[i]), "%s:%u at %s", peer_role(&cfg->peers[i]),
 			 cfg->peers[i].index, cfg->peers[i].addr);
-	size_t stage = comm->seg_bytes;
-	if (stage < (64u << 10))
-		stage = 64u << 10;
 	for (int q = 0; q < comm->n; q++) {
 		comm->in[q].fd = comm->out[q].fd = -1;
 		comm->in[q].last_seq = UINT64_MAX;
-		if (!dt__comm_linked(comm->n, comm->rank, q))
-			continue;
-		comm->in[q].stage_cap = stage + 2 * DT_FRAME_HEADER_SIZE + DT_COLL_START_FIXED + DT_COLL_NAME_WIRE_MAX + 4096;
-		comm->in[q].stage = dt_xmalloc(comm->in[q].stage_cap);
 	}
+	dt__comm_set_segment(comm, comm->seg_bytes);
 	dt__comm_use_ring(comm);
 	dt__comm_costs_compiled(comm); /* until the rendezvous agrees them */
 	st = dt__comm_costs_config(comm, cfg, err);
@@ -360,11 +355,8 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	dt_sock_close(lfd);
 	if (!cfg->hello)
 		dt_hello_release(&own);
-	if (!st && comm->tagged && comm->R->sec.mode == DT_WIRE_ENCRYPT) {
-		/* Ciphertext of the DATA frames sealed ahead (ring.c): two of the largest. */
-		comm->txbuf_cap = 2 * stage;
-		comm->txbuf = dt_xmalloc(comm->txbuf_cap);
-	}
+	if (!st && comm->tagged && comm->R->sec.mode == DT_WIRE_ENCRYPT)
+		dt__comm_set_segment(comm, comm->seg_bytes); /* now with the ciphertext window */
 	if (!st)
 		st = dt__comm_negotiate_cma(comm, cma_wanted(cfg), deadline, err);
 	if (!st)
@@ -379,6 +371,30 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	}
 	*out = comm;
 	return DT_OK;
+}
+
+void dt__comm_set_segment(struct dt_comm *comm, size_t seg)
+{
+	DT_ASSERT(seg >= 4 && seg <= DT_COMM_SEGMENT_MAX && seg % 4 == 0);
+	comm->seg_bytes = seg;
+	/* A stage holds a whole frame of a tagged ring (its tag is checked before any byte is
+	 * used), a START and a control frame besides; bytes already in it (the next
+	 * collective's, from a faster neighbour) stay where they are. */
+	const size_t stage = (seg < (64u << 10) ? 64u << 10 : seg) + 2 * DT_FRAME_HEADER_SIZE + DT_COLL_START_FIXED +
+			     DT_COLL_NAME_WIRE_MAX + 4096;
+	for (int q = 0; q < comm->n; q++) {
+		if (!dt__comm_linked(comm->n, comm->rank, q) || comm->in[q].stage_cap >= stage)
+			continue;
+		comm->in[q].stage = dt_xrealloc(comm->in[q].stage, stage);
+		comm->in[q].stage_cap = stage;
+	}
+	/* Encrypt mode: the ciphertext of the DATA frames sealed ahead (ring.c), two of the
+	 * largest. Called between collectives, when nothing sealed is unsent. */
+	if (comm->tagged && comm->R && comm->R->sec.mode == DT_WIRE_ENCRYPT && comm->txbuf_cap < 2 * stage) {
+		free(comm->txbuf);
+		comm->txbuf_cap = 2 * stage;
+		comm->txbuf = dt_xmalloc(comm->txbuf_cap);
+	}
 }
 
 enum dt_status dt_comm_listen_loopback(int n, int *fds, char (*addrs)[DT_COMM_ADDR_MAX], struct dt_err *err)

@@ -101,6 +101,7 @@ struct dt_comm {
 	char (*labels)[DT_PEER_LABEL_MAX]; /* n labels: "worker:2 at 127.0.0.1:4002" */
 	uint64_t seq;                      /* the next collective's number */
 	size_t seg_bytes;
+	int seg_given; /* the caller chose seg_bytes: the link kind does not change it */
 	int algorithm; /* enum dt_comm_algorithm: 0 chooses by the cost model */
 	unsigned spin_us;
 	enum dt__link_kind link_kind;
@@ -333,6 +334,10 @@ enum dt_status dt__allreduce_by(struct dt_comm *comm, enum dt_comm_algorithm alg
  * Bounded by `deadline`; a peer that stops answering fails it as any
  * collective (named, DT_TIMEOUT or DT_PEER). */
 enum dt_status dt__comm_costs_config(struct dt_comm *c, const struct dt_comm_config *cfg, struct dt_err *err) DT_MUST_CHECK;
+/* Segments of `seg` bytes from the next collective on (every rank must
+ * agree: the plans are cut by it): the stages, and in encrypt mode the
+ * ciphertext window, grown to fit (never shrunk). Between collectives only. */
+void dt__comm_set_segment(struct dt_comm *comm, size_t seg);
 void dt__comm_costs_compiled(struct dt_comm *c);
 const char *dt__comm_costs_name(const struct dt_comm *c);
 enum dt_status dt__comm_costs_agree(struct dt_comm *c, int measure, int given, int64_t deadline,

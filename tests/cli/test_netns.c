@@ -101,6 +101,8 @@ DT_TEST_TIMEOUT(netns, two_workers_train_across_emulated_hosts, 240)
 	DT_CHECK_CONTAINS(e0, "link costs measured (tcp remote links, 2 of 2 ranks)");
 	DT_CHECK_CONTAINS(e0, "ps/byte measured"); /* then ")" or "; timed: ..." */
 	DT_CHECK_CONTAINS(e0, "recursive doubling against halving-doubling, timed over 2 ranks");
+	/* and cuts its steps into 1 MiB segments, not the 256 KiB of one host */
+	DT_CHECK_CONTAINS(e0, "segments of 1048576 bytes)");
 	/* The ring crossed the shaped link: 60 steps of mlp's gradients (about
 	 * 0.4 MB each way per step) are well over 4 MB through host 0's tbf. */
 	const char *sent = strstr(r.out, "Sent ");
