@@ -2,10 +2,11 @@
  * ring_recv.c — the progress engine's in link (ring.c runs the loop): bytes
  * from the left neighbour land in the link's stage and are parsed there —
  * COLL_START matched against this rank's call, DATA (behind its 16-byte data
- * header) reduced or copied into place as it arrives (whole elements at a time, so the reduction overlaps
- * the transfer of the next bytes), COLL_REF read from the neighbour's memory
- * (ring_ref.c), COLL_STALL and COLL_ABORT taken note of; a tagged ring's
- * frames are checked (and decrypted) whole before any byte is used.
+ * header) reduced or copied into place as it arrives (whole elements at a
+ * time, so the reduction overlaps the transfer of the next bytes), COLL_REF
+ * read from the neighbour's memory (ring_ref.c), COLL_STALL and COLL_ABORT
+ * taken note of; a tagged ring's frames are checked (and decrypted) whole
+ * before any byte is used.
  */
 #include "distribute/ring_run.h"
 
