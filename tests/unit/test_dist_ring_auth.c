@@ -19,6 +19,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "distribute/collective.h"
+#include "distribute/comm_internal.h"
 #include "dt_test.h"
 #include "net/auth.h"
 #include "net/handshake.h"
@@ -36,6 +37,7 @@ struct ring {
 	struct dt_auth auth;
 	int secret; /* 0: no secret (frames as without one) */
 	size_t seg_bytes;
+	size_t grow_to; /* > 0: after a first all-reduce every rank switches to segments of this size */
 	size_t counts[4];
 	int ncounts;
 	int no_cma;
@@ -122,6 +124,15 @@ static void *rank_main(void *p)
 				      .hello = &g->hellos[r] };
 	struct dt_comm *comm = NULL;
 	enum dt_status st = dt_comm_new(&cfg, dt_deadline_in(20), &comm, &g->err[r]);
+	if (!st && g->grow_to) {
+		/* As the rendezvous does between hosts (coll_algo.c): a faster rank's
+		 * next collective, cut the new way, may already lie in a slower
+		 * one's stage when that one switches. */
+		float one[4] = { 1, 2, 3, 4 };
+		st = dt_allreduce_sum_f32(comm, one, 4, "before", dt_deadline_in(30), &g->err[r]);
+		if (!st)
+			dt__comm_set_segment(comm, g->grow_to);
+	}
 	if (!st)
 		st = run_rank(g, r, comm, &g->err[r]);
 	dt_comm_free(comm);
@@ -184,6 +195,29 @@ DT_TEST_TIMEOUT(dist_ring_auth, allreduce_and_broadcast_under_auth_and_encrypt_e
 		ring_run(&g);
 		expect_sums(&g, dt_wire_security_name(modes[m]));
 	}
+}
+
+/* Segments switched from 4 KiB to 1 MiB on a live comm, as between hosts:
+ * tagged frames of 1 MiB must fit the grown stages whole, encrypt's window
+ * must hold two of them, and whatever was staged before stays. */
+DT_TEST_TIMEOUT(dist_ring_auth, segments_grown_on_a_live_comm_keep_every_sum, 120)
+{
+	const enum dt_wire_security modes[] = { DT_WIRE_NONE, DT_WIRE_AUTH, DT_WIRE_ENCRYPT };
+	for (int m = 0; m < 3; m++)
+		for (int n = 2; n <= 3; n++) {
+			struct ring g;
+			ring_init(&g, n, modes[m]);
+			g.seg_bytes = 4096;
+			g.grow_to = 1u << 20;
+			g.counts[0] = 10;
+			g.counts[1] = 300007; /* 1.2 MB: more than one of the new segments */
+			g.counts[2] = 70001;
+			g.ncounts = 3;
+			ring_run(&g);
+			char what[64];
+			snprintf(what, sizeof(what), "%s, %d ranks", dt_wire_security_name(modes[m]), n);
+			expect_sums(&g, what);
+		}
 }
 
 /* ---- a man in the middle ---- */
