@@ -2,8 +2,8 @@
  * ring_wire.h — the collective frames: their payloads, encoders and decoders.
  *
  * Collectives travel as ordinary frames (net/frame.h, 32-byte header with
- * CRC) on the ring's two connections; their numbers are in net/messages.h
- * (64..71). Payloads, byte by byte, all integers little-endian
+ * CRC) on the ring's links, but for COLL_DATA, whose 16-byte data header is
+ * below; their numbers are in net/messages.h (64..71). Payloads, byte by byte, all integers little-endian
  * (docs/PROTOCOL.md, "Collectives", has the same table):
  *
  *   COLL_START  the first frame of every collective on a link; request id = seq.
