@@ -40,12 +40,10 @@ size_t dt__ring_frame_size(const struct dt__ring_run *r, long k)
 }
 
 /* What goes before send item k's payload: a COLL_REF's header and payload,
- * or a COLL_DATA's data header; and on a tagged ring the 32-byte header the
- * tag covers. */
+ * or a COLL_DATA's data header. */
 struct head {
 	uint8_t wire[DT_FRAME_HEADER_SIZE + DT_COLL_REF_BYTES];
 	size_t len; /* bytes of wire that leave */
-	uint8_t covered[DT_FRAME_HEADER_SIZE];
 };
 
 static void pack_head(const struct dt__ring_run *r, long k, struct head *hd)
@@ -57,16 +55,10 @@ static void pack_head(const struct dt__ring_run *r, long k, struct head *hd)
 		struct dt_coll_ref ref = { (uint64_t)(uintptr_t)(r->sbuf + it->off), it->len };
 		dt_coll_ref_encode(&ref, hd->wire + DT_FRAME_HEADER_SIZE);
 		hd->len = DT_FRAME_HEADER_SIZE + DT_COLL_REF_BYTES;
-		if (r->c->tagged)
-			memcpy(hd->covered, hd->wire, DT_FRAME_HEADER_SIZE);
 		return;
 	}
 	dt_coll_data_head_pack(r->me.seq, it->len, hd->wire);
 	hd->len = DT_COLL_DATA_HEAD_SIZE;
-	if (r->c->tagged) {
-		struct dt_frame_header fh = dt_frame_header_make(DT_MSG_COLL_DATA, 0, r->me.seq, it->len);
-		dt_frame_header_pack(&fh, hd->covered);
-	}
 }
 
 /* Tagged rings: seals frame k (== r->sealed: frames are numbered in the
@@ -92,17 +84,24 @@ static int seal(struct dt__ring_run *r, long k, const struct head *hd)
 	struct dt__sealed *sd = &c->sealed[k + 1];
 	if (by_ref(r, k)) {
 		memcpy(sd->ref, hd->wire + DT_FRAME_HEADER_SIZE, DT_COLL_REF_BYTES);
-		dt_wire_seal_to(sec, hd->covered, sd->ref, DT_COLL_REF_BYTES, sd->ref, sd->tag);
-	} else if (sec->mode == DT_WIRE_ENCRYPT) {
+		dt_wire_seal_to(sec, hd->wire, sd->ref, DT_COLL_REF_BYTES, sd->ref, sd->tag);
+		r->sealed++;
+		return 0;
+	}
+	/* A DATA's tag covers the 32-byte frame header its data header stands for. */
+	uint8_t covered[DT_FRAME_HEADER_SIZE];
+	struct dt_frame_header fh = dt_frame_header_make(DT_MSG_COLL_DATA, 0, r->me.seq, it->len);
+	dt_frame_header_pack(&fh, covered);
+	if (sec->mode == DT_WIRE_ENCRYPT) {
 		if (r->s_idx == r->sealed)
 			r->tx_used = 0; /* everything sealed before has left */
 		if (r->tx_used + it->len > c->txbuf_cap)
 			return -1;
 		sd->off = r->tx_used;
-		dt_wire_seal_to(sec, hd->covered, r->sbuf + it->off, it->len, c->txbuf + sd->off, sd->tag);
+		dt_wire_seal_to(sec, covered, r->sbuf + it->off, it->len, c->txbuf + sd->off, sd->tag);
 		r->tx_used += it->len;
 	} else {
-		dt_wire_seal_to(sec, hd->covered, r->sbuf + it->off, it->len, NULL, sd->tag);
+		dt_wire_seal_to(sec, covered, r->sbuf + it->off, it->len, NULL, sd->tag);
 	}
 	r->sealed++;
 	return 0;
