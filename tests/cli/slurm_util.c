@@ -38,8 +38,8 @@ static pid_t parent_of(pid_t pid)
 }
 
 /* True while a process of the test's Slurm runs that is neither one of
- * `daemons` nor their child (slurmctld keeps a slurmscriptd): a
- * slurmstepd or a task. */
+ * the n `daemons` nor their child (slurmctld keeps a slurmscriptd): a
+ * slurmstepd or a task; with n = 0, any process of it. */
 static int others_running(const char *dir, const pid_t *daemons, int n)
 {
 	DIR *proc = opendir("/proc");
@@ -103,9 +103,8 @@ void slurm_stop(const char *dir, char *report, size_t cap)
 			kill(pids[i], SIGTERM);
 	/* Every process of this Slurm, the daemons' own children included (slurmd forks one
 	 * per request), gets the same bounded time to end after SIGTERM. */
-	pid_t none[3] = { 0, 0, 0 };
 	deadline = cli_now_s() + 10;
-	while (cli_now_s() < deadline && others_running(dir, none, 3))
+	while (cli_now_s() < deadline && others_running(dir, NULL, 0))
 		usleep(20000);
 	for (int round = 0; round < 2; round++) {
 		DIR *proc = opendir("/proc");
