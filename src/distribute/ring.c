@@ -50,9 +50,16 @@
 
 /* The yields of a step on TCP links to other hosts (run_plan): how long a
  * rank keeps yielding before it sleeps, a yield that counts as having lost
- * the core, and for how long waits then sleep at once. */
+ * the core, and for how long waits then sleep at once. A yield that lost the
+ * core to another job's thread may be gone for that thread's whole
+ * scheduler slice (EEVDF's base slice, 0.75 ms times 1 + log2 of the CPUs:
+ * 1.5 ms on 2); one that let this host's own ranks, or the softirqs moving
+ * their bytes, run comes back when that burst of work ends, a few hundred
+ * microseconds at most. At 100 us every rank of an idle 4-rank bench on 2
+ * vCPUs took its neighbours' sums for another job and slept (COLLECTIVES.md,
+ * "The progress loop"). */
 #define TCP_YIELD_NS 100000
-#define TCP_YIELD_SLOW_NS 100000
+#define TCP_YIELD_SLOW_NS 1000000
 #define TCP_YIELD_BACKOFF_NS (100 * 1000000LL)
 
 /* A step over shared-memory links slept on its futex and should look at its
