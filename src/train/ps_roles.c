@@ -387,7 +387,7 @@ static enum dt_status async_start(struct dt_session *s, void *self, struct dt_st
 	if (ended && !a->chief) { /* one round: the run's variables, and this trainer's position reported */
 		if (a->has_units)
 			dt_ps_client_set_position(a->c, a->units.index, a->units.layout.trainers, out->epoch, out->offset);
-		return dt__late_round(a->cfg, a->c, &a->sp, 0, err);
+		return dt__late_round(a->cfg, a->c, &a->sp, 0, &out->step, err);
 	}
 	if (a->cfg->overlap && a->sp.n) /* the next batch's rows are pulled before its forward pass */
 		dt_info("--ps_overlap off: the embedding tables move by rows");

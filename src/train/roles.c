@@ -187,25 +187,26 @@ enum dt_status dt__wait_for_model(const struct dt_ps_run_config *cfg, struct dt_
 }
 
 enum dt_status dt__late_round(const struct dt_ps_run_config *cfg, struct dt_ps_client *c, struct dt__sparse_rows *sp,
-			      int sync, struct dt_err *err)
+			      int sync, int64_t *gstep, struct dt_err *err)
 {
 	const double round_s = dt__or_default(cfg->round_s, 60);
 	struct dt_err e = DT_ERR_INIT;
 	enum dt_status st;
-	int64_t gstep = 0; /* ps:0's step, for the log */
+	int64_t at = 0; /* ps:0's step */
 	if (sync) {
 		struct dt_ps_sync_result sr;
 		st = dt_ps_client_sync_round(c, 0, 0, 0, -1, &sr, dt_deadline_in(round_s), &e);
-		gstep = st ? 0 : sr.global_step;
+		at = st ? 0 : sr.global_step;
 	} else {
-		st = dt_ps_client_round(c, 0, 0, 0, 1, &gstep, dt_deadline_in(round_s), &e);
+		st = dt_ps_client_round(c, 0, 0, 0, 1, &at, dt_deadline_in(round_s), &e);
 	}
 	if (!st)
 		st = dt__sparse_rows_pull_all(sp, c, dt_deadline_in(round_s), &e);
 	if (!st) {
 		dt_info("the run had reached %sglobal step %lld (--train_steps=%lld) before this trainer's first step: "
-			"took none, pulled the run's variables", sync ? "synchronous " : "", (long long)gstep,
+			"took none, pulled the run's variables", sync ? "synchronous " : "", (long long)at,
 			(long long)cfg->train->train_steps);
+		*gstep = at;
 		return DT_OK;
 	}
 	if (dt_ps_client_ended_by_ps(c) || dt_retry_transient(st)) {

@@ -97,9 +97,11 @@ enum dt_status dt__wait_for_model(const struct dt_ps_run_config *cfg, struct dt_
  * final checkpoint waits for (dt_ps_units_wait_final). The chief may end
  * the run meanwhile: then there is nothing to pull, nobody waits for the
  * report, and the trainer ends with its own initial variables, as the log
- * says (DT_OK). Any other failure is returned. */
+ * says (DT_OK). *gstep: ps:0's global step when the pull brought it (what
+ * the trainer's last line reports: "did 0 of N"), else unchanged. Any other
+ * failure is returned. */
 enum dt_status dt__late_round(const struct dt_ps_run_config *cfg, struct dt_ps_client *c, struct dt__sparse_rows *sp,
-			      int sync, struct dt_err *err) DT_MUST_CHECK;
+			      int sync, int64_t *gstep, struct dt_err *err) DT_MUST_CHECK;
 
 /* Replaces the lost connection to ps `ps`, retrying whatever a retry can fix
  * (refused, reset, a HELLO with no answer from a paused ps) until

@@ -189,7 +189,7 @@ static enum dt_status trainer_start(struct dt_session *s, void *self, struct dt_
 	if ((st = dt__sparse_rows_start(&t->sp, t->k.cfg, t->k.r->model, t->c, err)))
 		return st;
 	if (ended && !t->chief) /* after the last step: one pull, the run's variables (train/roles.h) */
-		return dt__late_round(t->k.cfg, t->c, &t->sp, 1, err);
+		return dt__late_round(t->k.cfg, t->c, &t->sp, 1, &t->gstep, err);
 	if (!ended && sr.min_step > 0) {
 		position_of_step(t, sr.min_step, out);
 		dt_info("resuming at synchronous step %lld", (long long)sr.min_step);

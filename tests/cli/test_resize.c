@@ -339,6 +339,7 @@ DT_TEST_TIMEOUT(resize, a_trainer_starting_after_the_last_step_pulls_and_reports
 	char *werr, *cerr;
 	run_late_trainer(&cmd, "late", NULL, "did 200 of ", &werr, &cerr);
 	DT_CHECK_CONTAINS(werr, "before this trainer's first step: took none, pulled the run's variables");
+	DT_CHECK_CONTAINS(werr, "did 0 of 200 global steps"); /* the run's step, not "0 of 0" */
 	DT_CHECK(strstr(cerr, "did not report their last data position") == NULL);
 	DT_CHECK_CONTAINS(cerr, "ended the run on 1 parameter server(s) at global step 200");
 	free(werr), free(cerr);
@@ -361,6 +362,7 @@ DT_TEST_TIMEOUT(resize, a_sync_trainer_starting_after_the_last_step_pulls_the_ru
 	run_late_trainer(&cmd, "latesync", chief_env, "the chief holds the end of the run", &werr, &cerr);
 	DT_CHECK_CONTAINS(werr, "the run had reached synchronous global step 200 (--train_steps=200) before this "
 				"trainer's first step: took none, pulled the run's variables");
+	DT_CHECK_CONTAINS(werr, "did 0 of 200 synchronous steps"); /* the run's step, not "0 of 0" */
 	DT_CHECK_CONTAINS(cerr, "did 200 of 200 synchronous steps");
 	DT_CHECK_CONTAINS(cerr, "ended the run on 1 parameter server(s) at global step 200");
 	free(werr), free(cerr);
