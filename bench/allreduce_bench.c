@@ -4,13 +4,14 @@
  *
  *   build/bench-allreduce --ranks=N [--sizes=4096,65536,...] [--samples=9]
  *                         [--min_sample_ms=50] [--spin_us=0] [--segment_bytes=0] [--algorithm=auto]
- *                         [--wire_security=none|auth|encrypt] [--no_cma] [--no_shm]
+ *                         [--wire_security=none|auth|encrypt] [--no_cma] [--no_shm] [--tcp_congestion=NAME]
  *                         [--netns=NS0,NS1,... --addrs=HOST:PORT,...]
  * (0 = the library's defaults; --algorithm=ring|doubling|halving forces one instead of the cost model's choice; auth and
  * encrypt give every rank one fixed cluster secret, so every ring frame is tagged or encrypted
  * (docs/SECURITY.md); --no_cma sends every byte over TCP, as between machines, instead of
  * reading large segments from the neighbour's memory; --no_shm sends the frames over loopback TCP
- * rather than shared-memory rings, and reports the rows as impl "dtrain_tcp"; --netns puts rank i in
+ * rather than shared-memory rings, and reports the rows as impl "dtrain_tcp"; --tcp_congestion sets
+ * the comm's tcp_congestion ("host" keeps the host's default, docs/COLLECTIVES.md); --netns puts rank i in
  * the network namespace NSi (/run/netns/NSi), listening on the i-th of --addrs,
  * the emulated hosts of scripts/netns-hosts.sh: bench/allreduce_hosts)
  *
@@ -58,6 +59,7 @@ struct opts {
 	char *netns[MAX_RANKS]; /* --netns: rank i's namespace, or all NULL */
 	char *addrs[MAX_RANKS]; /* --addrs: rank i's listening address with --netns */
 	int no_shm; /* frames over loopback TCP, not shared memory; reported as impl "dtrain_tcp" */
+	const char *tcp_congestion; /* NULL: the library's choice */
 };
 
 /* Splits a comma-separated list in place into out[0..n); returns n. */
@@ -103,7 +105,7 @@ static int run_rank(const struct opts *o, const struct dt_comm_peer *peers, int 
 	struct dt_comm_config cfg = { .nranks = o->ranks, .rank = rank, .peers = peers, .listen_fd = listen_fd,
 				      .listen_fd_set = listen_fd >= 0, .segment_bytes = o->segment_bytes, .spin_us = o->spin_us,
 				      .algorithm = o->algorithm, .no_cma = o->no_cma,
-				      .no_shm = o->no_shm, .hello = &hello };
+				      .no_shm = o->no_shm, .tcp_congestion = o->tcp_congestion, .hello = &hello };
 	struct dt_comm *comm = NULL;
 	struct dt_err err = DT_ERR_INIT;
 	enum dt_status st = dt_comm_new(&cfg, dt_deadline_in(60), &comm, &err);
@@ -224,6 +226,8 @@ int main(int argc, char **argv)
 			naddrs = split_list(argv[i] + 8, o.addrs, MAX_RANKS);
 		else if (!strcmp(a, "--no_shm"))
 			o.no_shm = 1;
+		else if (!strncmp(a, "--tcp_congestion=", 17))
+			o.tcp_congestion = a + 17;
 		else if (!strncmp(a, "--sizes=", 8)) {
 			if (parse_sizes(a + 8, &o)) {
 				fprintf(stderr, "bench-allreduce: bad --sizes '%s' (e.g. 4K,64K,1M)\n", a + 8);
@@ -232,7 +236,8 @@ int main(int argc, char **argv)
 		} else {
 			fprintf(stderr, "usage: bench-allreduce --ranks=N [--sizes=4K,64K,1M] [--samples=9] "
 					"[--min_sample_ms=50] [--spin_us=0] [--segment_bytes=0] [--algorithm=auto] "
-					"[--wire_security=none|auth|encrypt] [--no_cma] [--no_shm] [--netns=NS0,.. --addrs=H:P,..]\n");
+					"[--wire_security=none|auth|encrypt] [--no_cma] [--no_shm] [--tcp_congestion=NAME] "
+					"[--netns=NS0,.. --addrs=H:P,..]\n");
 			return 2;
 		}
 	}

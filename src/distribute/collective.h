@@ -144,6 +144,15 @@ struct dt_comm_config {
 	 * memory (memfd) instead of loopback TCP, sleeping on a futex after a
 	 * short spin; see "Shared-memory links" in docs/COLLECTIVES.md. */
 	int no_shm;                       /* nonzero: frames over TCP (also DTRAIN_COLLECTIVE_SHM=0) */
+	/* The TCP congestion control of the connections this rank dials (its
+	 * bytes leave on them); see "TCP congestion control" in
+	 * docs/COLLECTIVES.md. NULL or "": the host's default unless that is bbr
+	 * (which, without the fq qdisc, paces each socket with a timer per
+	 * burst: large all-reduces 1.3-1.7x slower), then cubic, or reno where
+	 * cubic may not be set; "host": the host's default whatever it is; else
+	 * that name, or dt_comm_new fails (DT_CONFIG) saying which this process
+	 * may set. Unset here, DTRAIN_COLLECTIVE_TCP_CONGESTION says the same. */
+	const char *tcp_congestion;
 	/* The cost model's α and β (docs/COLLECTIVES.md "Choosing an
 	 * algorithm"): by default compiled in per link kind, and measured at the
 	 * rendezvous when some link is to another host. cost_alpha_us and
@@ -204,6 +213,9 @@ int dt_comm_reads_left_memory(const struct dt_comm *comm);
 /* How many linked peers this rank exchanges frames with through shared
  * memory (both directions; 0: every link over TCP). */
 int dt_comm_shared_memory_links(const struct dt_comm *comm);
+/* The congestion control set on the connections this rank dialled ("cubic"),
+ * or "" where they kept the host's default (dt_comm_config.tcp_congestion). */
+const char *dt_comm_tcp_congestion(const struct dt_comm *comm);
 /* The sequence number the next collective will carry (starts at 1 after the
  * rendezvous barrier, which is #0). */
 uint64_t dt_comm_next_seq(const struct dt_comm *comm);

@@ -233,7 +233,8 @@ static enum dt_status rendezvous(struct dt_comm *comm, const struct dt_comm_conf
 			break;
 		}
 		task_name(cfg, q, task, sizeof(task));
-		st = dt_sock_connect(host, port, task, deadline, NULL, &comm->out[q].fd, err);
+		struct dt_connect_opts opts = { .congestion = comm->tcp_cc };
+		st = dt_sock_connect(host, port, task, deadline, &opts, &comm->out[q].fd, err);
 		if (st)
 			break;
 		struct dt__ring_right *rr = &rights[nr++];
@@ -324,6 +325,8 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	dt__comm_use_ring(comm);
 	dt__comm_costs_compiled(comm); /* until the rendezvous agrees them */
 	st = dt__comm_costs_config(comm, cfg, err);
+	if (!st)
+		st = dt__comm_choose_congestion(comm, cfg, err);
 	if (st) {
 		dt_sock_close(lfd);
 		dt_comm_free(comm);

@@ -226,7 +226,9 @@ static int connect_once(const struct addrinfo *ai, int64_t until, const struct d
 	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
 	if (fd < 0)
 		return errno;
-	if (dt_sock_set_bufsizes(fd, o->sndbuf, o->rcvbuf, NULL) != DT_OK) {
+	if (dt_sock_set_bufsizes(fd, o->sndbuf, o->rcvbuf, NULL) != DT_OK ||
+	    (o->congestion && *o->congestion &&
+	     setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, o->congestion, (socklen_t)strlen(o->congestion)) != 0)) {
 		int e = errno;
 		close(fd);
 		return e;
@@ -505,4 +507,26 @@ enum dt_status dt_sock_sendrecv(int sfd, const void *sbuf, size_t slen, const ch
 					  sent, slen, speer, got, rlen, rpeer, since(t0));
 	}
 	return DT_OK;
+}
+
+int dt_sock_cc_default(char name[DT_SOCK_CC_MAX])
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return errno;
+	socklen_t len = DT_SOCK_CC_MAX - 1;
+	memset(name, 0, DT_SOCK_CC_MAX);
+	int e = getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0 ? 0 : errno;
+	close(fd);
+	return e;
+}
+
+int dt_sock_cc_usable(const char *name)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return errno;
+	int e = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name)) == 0 ? 0 : errno;
+	close(fd);
+	return e;
 }

@@ -34,7 +34,7 @@ void *coll_rank_main(void *p)
 	struct dt_comm_config cfg = { .nranks = g->n, .rank = a->rank, .peers = g->peers, .listen_fd = g->fds[a->rank],
 				      .listen_fd_set = 1, .segment_bytes = g->seg_bytes, .algorithm = g->algorithm,
 				      .no_cma = g->no_cma, .cma_min_bytes = g->cma_min_bytes, .no_shm = g->no_shm,
-				      .hello = g->hellos ? &g->hellos[a->rank] : NULL,
+				      .tcp_congestion = g->tcp_congestion, .hello = g->hellos ? &g->hellos[a->rank] : NULL,
 				      .cost_alpha_us = g->cost_alpha_us[a->rank], .cost_beta_ps = g->cost_beta_ps[a->rank],
 				      .measure_costs = g->measure_costs[a->rank] };
 	struct dt_comm *comm = NULL;

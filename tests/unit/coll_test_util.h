@@ -41,6 +41,7 @@ struct coll_group {
 	int reads_left[COLL_MAXR]; /* what each rank's comm agreed (dt_comm_reads_left_memory) */
 	int no_shm;           /* every frame over TCP, not shared memory */
 	int shm_links[COLL_MAXR];  /* dt_comm_shared_memory_links of each rank's comm */
+	const char *tcp_congestion; /* the comm config's (NULL: the library's choice) */
 	double cost_alpha_us[COLL_MAXR], cost_beta_ps[COLL_MAXR]; /* per rank: given link costs (0: none) */
 	int measure_costs[COLL_MAXR];                               /* per rank: ask for them to be measured */
 	double connect_s;

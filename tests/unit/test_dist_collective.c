@@ -8,6 +8,8 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -571,6 +573,89 @@ DT_TEST(dist_collective, link_costs_from_the_environment)
 	DT_CHECK(comm == NULL);
 	DT_CHECK_CONTAINS(err.msg, "DTRAIN_COLLECTIVE_COSTS='fast'");
 	DT_CHECK(unsetenv("DTRAIN_COLLECTIVE_COSTS") == 0);
+}
+
+/* ---- the TCP congestion control of the links a rank dials ---- */
+
+/* Each rank: the name its comm chose is the one on every connection it
+ * dialled (the host's default where it chose ""), and an all-reduce runs. */
+static enum dt_status congestion_rank(struct coll_group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	const char *want = g->arg;
+	DT_CHECK_STR_EQ(dt_comm_tcp_congestion(comm), want);
+	char host[DT_SOCK_CC_MAX];
+	DT_CHECK_INT_EQ(dt_sock_cc_default(host), 0);
+	int dialled = 0;
+	for (int q = 0; q < comm->n; q++) {
+		if (comm->out[q].fd < 0)
+			continue;
+		char name[DT_SOCK_CC_MAX] = "";
+		socklen_t len = sizeof(name) - 1;
+		DT_CHECK(getsockopt(comm->out[q].fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0);
+		DT_CHECK_STR_EQ(name, *want ? want : host);
+		dialled++;
+	}
+	DT_CHECK(dialled > 0);
+	float x[1000];
+	for (int i = 0; i < 1000; i++)
+		x[i] = (float)(rank + i);
+	enum dt_status st = dt_allreduce_sum_f32(comm, x, 1000, "congestion", dt_deadline_in(10), err);
+	DT_CHECK(st || x[999] == (float)(2 * 999 + 1));
+	return st;
+}
+
+static void run_congestion(const char *config, const char *want)
+{
+	struct coll_group g;
+	coll_group_init(&g, 2);
+	g.no_shm = 1;
+	g.tcp_congestion = config;
+	g.fn = congestion_rank;
+	g.arg = (void *)(uintptr_t)want;
+	coll_group_run(&g);
+	coll_group_expect_ok(&g);
+}
+
+DT_TEST(dist_collective, a_named_tcp_congestion_control_is_set_before_dialling)
+{
+	run_congestion("reno", "reno"); /* reno may always be set */
+	DT_CHECK(setenv("DTRAIN_COLLECTIVE_TCP_CONGESTION", "reno", 1) == 0);
+	run_congestion(NULL, "reno");
+	run_congestion("host", ""); /* the config wins over the environment */
+	DT_CHECK(unsetenv("DTRAIN_COLLECTIVE_TCP_CONGESTION") == 0);
+}
+
+/* By default the host's congestion control, unless it is bbr: then cubic
+ * where this process may set it, else reno (docs/COLLECTIVES.md, "TCP
+ * congestion control"). Which branch runs depends on the host's sysctl;
+ * each checks what it must. */
+DT_TEST(dist_collective, the_hosts_tcp_congestion_control_is_kept_unless_it_is_bbr)
+{
+	char host[DT_SOCK_CC_MAX];
+	DT_CHECK_INT_EQ(dt_sock_cc_default(host), 0);
+	const char *want = strncmp(host, "bbr", 3) != 0 ? "" : dt_sock_cc_usable("cubic") == 0 ? "cubic" : "reno";
+	run_congestion(NULL, want);
+	run_congestion("", want);
+	run_congestion("host", "");
+}
+
+DT_TEST(dist_collective, a_tcp_congestion_control_that_cannot_be_set_fails_the_comm_naming_it)
+{
+	struct dt_comm_peer peer = { "127.0.0.1:1", "worker", 0 };
+	struct dt_comm_config cfg = { .nranks = 1, .rank = 0, .peers = &peer, .tcp_congestion = "no-such-cc" };
+	struct dt_comm *comm = NULL;
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_INT_EQ(dt_comm_new(&cfg, dt_deadline_in(5), &comm, &err), DT_CONFIG);
+	DT_CHECK(comm == NULL);
+	DT_CHECK_CONTAINS(err.msg, "TCP congestion control 'no-such-cc' (the comm config's tcp_congestion) cannot be set");
+	DT_CHECK_CONTAINS(err.msg, "this kernel has ");
+	DT_CHECK_CONTAINS(err.msg, "'host' keeps the host's default");
+	cfg.tcp_congestion = NULL;
+	DT_CHECK(setenv("DTRAIN_COLLECTIVE_TCP_CONGESTION", "a-name-longer-than-sixteen", 1) == 0);
+	DT_CHECK_INT_EQ(dt_comm_new(&cfg, dt_deadline_in(5), &comm, &err), DT_CONFIG);
+	DT_CHECK(unsetenv("DTRAIN_COLLECTIVE_TCP_CONGESTION") == 0);
+	DT_CHECK(comm == NULL);
+	DT_CHECK_CONTAINS(err.msg, "'a-name-longer-than-sixteen' (DTRAIN_COLLECTIVE_TCP_CONGESTION) cannot be set");
 }
 
 DT_TEST(dist_collective, single_rank_is_a_no_op)
