@@ -148,7 +148,7 @@ struct dt_comm_config {
 	 * bytes leave on them); see "TCP congestion control" in
 	 * docs/COLLECTIVES.md. NULL or "": the host's default unless that is bbr
 	 * (which, without the fq qdisc, paces each socket with a timer per
-	 * burst: large all-reduces 1.3-1.7x slower), then cubic, or reno where
+	 * burst: all-reduces of 1 MB and up 1.1-1.7x slower), then cubic, or reno where
 	 * cubic may not be set; "host": the host's default whatever it is; else
 	 * that name, or dt_comm_new fails (DT_CONFIG) saying which this process
 	 * may set. Unset here, DTRAIN_COLLECTIVE_TCP_CONGESTION says the same. */

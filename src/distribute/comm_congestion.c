@@ -81,7 +81,7 @@ enum dt_status dt__comm_choose_congestion(struct dt_comm *c, const struct dt_com
 		dt_fmt(c->tcp_cc, sizeof(c->tcp_cc), "%s", instead[i]);
 		if (c->n > 1)
 			dt_info("TCP links: congestion control %s, not the host's %s, which paces each socket with a timer "
-				"per burst where no fq qdisc paces them (large all-reduces 1.3-1.7x slower; "
+				"per burst where no fq qdisc paces them (all-reduces of 1 MB and up 1.1-1.7x slower; "
 				"docs/COLLECTIVES.md, \"TCP congestion control\"); %s=host keeps %s",
 				c->tcp_cc, host, CC_ENV, host);
 		return DT_OK;
