@@ -326,7 +326,7 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	dt__comm_costs_compiled(comm); /* until the rendezvous agrees them */
 	st = dt__comm_costs_config(comm, cfg, err);
 	if (!st)
-		st = dt__comm_choose_congestion(comm, cfg, err);
+		st = dt_tcp_cc_choose(cfg->tcp_congestion, "the comm config's tcp_congestion", comm->tcp_cc, err);
 	if (st) {
 		dt_sock_close(lfd);
 		dt_comm_free(comm);
@@ -374,6 +374,11 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 	}
 	*out = comm;
 	return DT_OK;
+}
+
+const char *dt_comm_tcp_congestion(const struct dt_comm *comm)
+{
+	return comm->tcp_cc;
 }
 
 void dt__comm_set_segment(struct dt_comm *comm, size_t seg)

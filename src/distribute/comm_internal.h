@@ -15,6 +15,7 @@
 #include "distribute/collective.h"
 #include "distribute/ring_wire.h"
 #include "net/auth.h"
+#include "net/congestion.h"
 #include "net/socket.h"
 
 /* One DATA frame of a collective's plan: buf[off, off + len). */
@@ -188,7 +189,7 @@ struct dt_comm {
 	int64_t shm_spin_ns; /* spin this long on shared-memory links before sleeping on the futex; 0: adaptive */
 	int64_t shm_wait_avg; /* adaptive: a moving average of how long waits took (comm_shm.c) */
 	int shm_yield_skip; /* waits left that skip the yield (a yield lost the core for long: comm_shm.c) */
-	char tcp_cc[DT_SOCK_CC_MAX]; /* set on the connections this rank dials; "": the host's (comm_congestion.c) */
+	char tcp_cc[DT_TCP_CC_MAX]; /* set on the connections this rank dials; "": the host's (net/congestion.h) */
 	int64_t tcp_yield_after; /* steps on TCP links to other hosts yield from then on (ring.c: not after a slow yield) */
 };
 
@@ -335,13 +336,6 @@ enum dt_status dt__allreduce_by(struct dt_comm *comm, enum dt_comm_algorithm alg
  * Bounded by `deadline`; a peer that stops answering fails it as any
  * collective (named, DT_TIMEOUT or DT_PEER). */
 enum dt_status dt__comm_costs_config(struct dt_comm *c, const struct dt_comm_config *cfg, struct dt_err *err) DT_MUST_CHECK;
-
-/* comm_congestion.c: from the config, else DTRAIN_COLLECTIVE_TCP_CONGESTION,
- * else the host's default (cubic or reno instead of bbr), into c->tcp_cc
- * before any connection is dialled. DT_CONFIG for a name this process may
- * not set. */
-enum dt_status dt__comm_choose_congestion(struct dt_comm *c, const struct dt_comm_config *cfg,
-					  struct dt_err *err) DT_MUST_CHECK;
 /* Segments of `seg` bytes from the next collective on (every rank must
  * agree: the plans are cut by it): the stages, and in encrypt mode the
  * ciphertext window, grown to fit (never shrunk). Between collectives only. */

@@ -10,12 +10,14 @@
 #include "distribute/ps_positions.h"
 #include "distribute/ps_wire.h"
 #include "net/bytes.h"
+#include "net/congestion.h"
 #include "net/conn.h"
 #include "net/socket.h"
 
 struct dt_ps_client {
 	struct dt_loop *loop;
 	struct dt_ps_client_config cfg;
+	char tcp_cc[DT_TCP_CC_MAX]; /* set on every connection to a ps ("": the host's; net/congestion.h) */
 	int num_ps;
 	struct dt_conn **conns;           /* (num_ps) */
 	const struct dt_placement *pl;
@@ -152,7 +154,7 @@ static enum dt_status dial(struct dt_ps_client *c, int ps, struct dt_retry *rt, 
 {
 	char host[DT_HOST_MAX];
 	int port;
-	struct dt_conn_config cc = { .silence_s = c->cfg.silence_s };
+	struct dt_conn_config cc = { .silence_s = c->cfg.silence_s, .congestion = c->tcp_cc };
 	enum dt_status st = dt_sock_split_hostport(c->cfg.ps_addrs[ps], host, sizeof(host), &port, err);
 	if (!st)
 		st = dt_conn_dial(c->loop, host, port, c->cfg.local, "ps", (uint32_t)ps, &cc, rt, stop, out, err);
@@ -191,6 +193,13 @@ enum dt_status dt_ps_client_new(struct dt_loop *loop, const struct dt_ps_client_
 	for (size_t i = 0; i < ns; i++) {
 		dt_put_u64le(c->range_hdr[i], c->pl->shards[i].offset);
 		dt_put_u64le(c->range_hdr[i] + 8, c->pl->shards[i].count);
+	}
+	/* push and pull move the model both ways: the congestion control of
+	 * both ends (the ps sets its listener's) */
+	enum dt_status cc_st = dt_tcp_cc_choose(NULL, NULL, c->tcp_cc, err);
+	if (cc_st) {
+		dt_ps_client_free(c);
+		return cc_st;
 	}
 	for (int i = 0; i < c->num_ps; i++) {
 		struct dt_retry rt;

@@ -340,7 +340,7 @@ static enum dt_status connect_once(struct dt_loop *loop, const char *host, int p
 		dt_fmt(peer, sizeof(peer), "%s:%d", host, port);
 	struct connect_wait w = { loop, NULL };
 	struct dt_connect_opts opts = { .initial_backoff_s = 0.01, .max_backoff_s = 1.0, .attempt_timeout_s = 5.0,
-					.pause = pause_in_loop, .pause_arg = &w };
+					.pause = pause_in_loop, .pause_arg = &w, .congestion = cfg ? cfg->congestion : NULL };
 	int fd;
 	enum dt_status st = dt_sock_connect(host, port, task[0] ? task : NULL, tcp_by, &opts, &fd, err);
 	if (st)

@@ -89,6 +89,9 @@ struct dt_conn_config {
 	size_t max_queued;
 	const struct dt_conn_handler *handler; /* may be NULL */
 	void *arg;
+	/* dt_conn_connect / dt_conn_dial: TCP_CONGESTION set before dialling
+	 * (net/congestion.h); NULL or "" keeps the host's default. */
+	const char *congestion;
 };
 
 /* Wraps a connected descriptor whose handshake is done (or that needs none,

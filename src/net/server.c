@@ -7,6 +7,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "net/congestion.h"
 #include "net/handshake.h"
 #include "net/socket.h"
 
@@ -251,8 +252,12 @@ enum dt_status dt_server_new(struct dt_loop *loop, const struct dt_server_config
 	s->cfg.conn.arg = s;
 	dt_timer_init(&s->resume, resume_accept, s);
 	enum dt_status st = dt_sock_listen(s->cfg.host, cfg->port, cfg->backlog, &s->listen_fd, &s->port, err);
-	if (!st) /* accepted sockets inherit the listener's buffer sizes */
+	if (!st) /* accepted sockets inherit the listener's buffer sizes and congestion control */
 		st = dt_sock_set_bufsizes(s->listen_fd, cfg->sndbuf, cfg->rcvbuf, err);
+	int e = st ? 0 : dt_tcp_cc_set(s->listen_fd, cfg->congestion);
+	if (e)
+		st = dt_err_set(err, DT_CONFIG, "cannot set TCP congestion control '%s' on the listening socket: %s",
+				cfg->congestion, strerror(e));
 	if (!st)
 		st = dt_loop_add(loop, s->listen_fd, DT_LOOP_READ, on_accept, s, err);
 	if (st) {

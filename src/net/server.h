@@ -52,6 +52,7 @@ struct dt_server_config {
 	uint64_t pending_bytes;       /* their announced hellos together; default dt_handshake_pending_budget */
 	uint64_t hello_cap;           /* largest hello taken unjudged; default dt_handshake_hello_cap(local) */
 	int sndbuf, rcvbuf;           /* SO_SNDBUF/SO_RCVBUF of accepted sockets; 0 keeps autotuning */
+	const char *congestion;       /* TCP_CONGESTION of accepted sockets (net/congestion.h); NULL: the host's */
 	/* Optional admission after the version, fingerprint and signature checks
 	 * pass: 0 accepts, a dt_refuse_code refuses with the reason written to why. */
 	uint32_t (*admit)(void *arg, struct dt_conn *c, const struct dt_hello *remote, char *why, size_t cap);

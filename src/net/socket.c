@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "base/rng.h"
 #include "base/strutil.h"
+#include "net/congestion.h"
 
 enum dt_status dt_sock_split_hostport(const char *addr, char *host, size_t host_cap, int *port, struct dt_err *err)
 {
@@ -226,14 +227,11 @@ static int connect_once(const struct addrinfo *ai, int64_t until, const struct d
 	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
 	if (fd < 0)
 		return errno;
-	if (dt_sock_set_bufsizes(fd, o->sndbuf, o->rcvbuf, NULL) != DT_OK ||
-	    (o->congestion && *o->congestion &&
-	     setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, o->congestion, (socklen_t)strlen(o->congestion)) != 0)) {
-		int e = errno;
+	int e = dt_sock_set_bufsizes(fd, o->sndbuf, o->rcvbuf, NULL) != DT_OK ? errno : dt_tcp_cc_set(fd, o->congestion);
+	if (e) {
 		close(fd);
 		return e;
 	}
-	int e = 0;
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
 		e = errno;
 		if (e == EINPROGRESS || e == EINTR) {
@@ -507,26 +505,4 @@ enum dt_status dt_sock_sendrecv(int sfd, const void *sbuf, size_t slen, const ch
 					  sent, slen, speer, got, rlen, rpeer, since(t0));
 	}
 	return DT_OK;
-}
-
-int dt_sock_cc_default(char name[DT_SOCK_CC_MAX])
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return errno;
-	socklen_t len = DT_SOCK_CC_MAX - 1;
-	memset(name, 0, DT_SOCK_CC_MAX);
-	int e = getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0 ? 0 : errno;
-	close(fd);
-	return e;
-}
-
-int dt_sock_cc_usable(const char *name)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return errno;
-	int e = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name)) == 0 ? 0 : errno;
-	close(fd);
-	return e;
 }

@@ -55,10 +55,8 @@ struct dt_connect_opts {
 	double max_backoff_s;     /* pauses double up to this; default 1.0 */
 	double attempt_timeout_s; /* one attempt waits at most this for the handshake; default 5.0 */
 	int sndbuf, rcvbuf;       /* SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning */
-	/* TCP_CONGESTION set before connecting ("cubic"); NULL or "" keeps the
-	 * host's default. Before, because a congestion control's setup at the
-	 * handshake stays: bbr's asks the socket to pace itself, and a socket
-	 * moved off bbr afterwards still does. */
+	/* TCP_CONGESTION set before connecting ("cubic"; net/congestion.h says
+	 * why before); NULL or "" keeps the host's default. */
 	const char *congestion;
 	int attempts;             /* out: attempts made */
 	/* Optional: how to wait between attempts (default: sleep). dt_conn_connect
@@ -83,16 +81,6 @@ struct dt_connect_opts {
  * address; DT_IO: no descriptors). `opts` may be NULL. */
 enum dt_status dt_sock_connect(const char *host, int port, const char *task, int64_t deadline,
 			       struct dt_connect_opts *opts, int *fd_out, struct dt_err *err) DT_MUST_CHECK;
-
-/* TCP congestion control names (TCP_CONGESTION, at most DT_SOCK_CC_MAX - 1
- * characters). dt_sock_cc_default: the one a new TCP socket of this network
- * namespace gets (net.ipv4.tcp_congestion_control), 0 or an errno.
- * dt_sock_cc_usable: 0 when this process may set `name` on a socket, else
- * the errno setting it gave (ENOENT: not in this kernel; EPERM: not in
- * net.ipv4.tcp_allowed_congestion_control and no CAP_NET_ADMIN). */
-#define DT_SOCK_CC_MAX 16
-int dt_sock_cc_default(char name[DT_SOCK_CC_MAX]);
-int dt_sock_cc_usable(const char *name);
 
 /* Writes/reads exactly len bytes before the deadline (the descriptor may be
  * blocking or not: each call uses MSG_DONTWAIT and waits in poll). */

@@ -333,3 +333,27 @@ DT_TEST_TIMEOUT(ps, a_ps_whose_chief_never_comes_gives_up_by_its_idle_deadline, 
 	DT_CHECK(r.seconds < 30);
 	dt_run_release(&r);
 }
+
+/* DTRAIN_TCP_CONGESTION reaches both ends of the ps connections (the ps's
+ * listener, the trainer's dial: net/congestion.h): a name the kernel does
+ * not have stops each before it listens or dials, naming the variable
+ * (exit 2). */
+DT_TEST_TIMEOUT(ps, a_congestion_control_that_cannot_be_set_stops_the_ps_and_the_trainer, 60)
+{
+	struct cluster c;
+	cluster_init(&c, "chief", 0, 1);
+	const char *roles[] = { "ps", "chief" };
+	for (int i = 0; i < 2; i++) {
+		char tf_config[512];
+		cluster_tf_config(&c, roles[i], 0, tf_config, sizeof(tf_config));
+		const char *env[] = { tf_config, "DTRAIN_TCP_CONGESTION=no-such-cc", NULL };
+		struct dt_run r;
+		dt_test_run(&r, (const char *[]){ "dtrain", "train", "--problem=synthetic", "--model=mlp",
+						 "--train_steps=10", "--connect_timeout=5", NULL }, env, 50);
+		DT_CHECK(!r.timed_out);
+		DT_CHECK_INT_EQ(r.exit_code, 2);
+		DT_CHECK_CONTAINS(r.err, "TCP congestion control 'no-such-cc' (DTRAIN_TCP_CONGESTION) cannot be set");
+		DT_CHECK(r.seconds < 20);
+		dt_run_release(&r);
+	}
+}

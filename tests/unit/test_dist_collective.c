@@ -30,6 +30,7 @@
 #include "distribute/ring_wire.h"
 #include "dt_test.h"
 #include "net/bytes.h"
+#include "net/congestion.h"
 #include "net/auth.h"
 #include "net/handshake.h"
 #include "net/socket.h"
@@ -583,13 +584,13 @@ static enum dt_status congestion_rank(struct coll_group *g, int rank, struct dt_
 {
 	const char *want = g->arg;
 	DT_CHECK_STR_EQ(dt_comm_tcp_congestion(comm), want);
-	char host[DT_SOCK_CC_MAX];
-	DT_CHECK_INT_EQ(dt_sock_cc_default(host), 0);
+	char host[DT_TCP_CC_MAX];
+	DT_CHECK_INT_EQ(dt_tcp_cc_default(host), 0);
 	int dialled = 0;
 	for (int q = 0; q < comm->n; q++) {
 		if (comm->out[q].fd < 0)
 			continue;
-		char name[DT_SOCK_CC_MAX] = "";
+		char name[DT_TCP_CC_MAX] = "";
 		socklen_t len = sizeof(name) - 1;
 		DT_CHECK(getsockopt(comm->out[q].fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0);
 		DT_CHECK_STR_EQ(name, *want ? want : host);
@@ -619,10 +620,10 @@ static void run_congestion(const char *config, const char *want)
 DT_TEST(dist_collective, a_named_tcp_congestion_control_is_set_before_dialling)
 {
 	run_congestion("reno", "reno"); /* reno may always be set */
-	DT_CHECK(setenv("DTRAIN_COLLECTIVE_TCP_CONGESTION", "reno", 1) == 0);
+	DT_CHECK(setenv("DTRAIN_TCP_CONGESTION", "reno", 1) == 0);
 	run_congestion(NULL, "reno");
 	run_congestion("host", ""); /* the config wins over the environment */
-	DT_CHECK(unsetenv("DTRAIN_COLLECTIVE_TCP_CONGESTION") == 0);
+	DT_CHECK(unsetenv("DTRAIN_TCP_CONGESTION") == 0);
 }
 
 /* By default the host's congestion control, unless it is bbr: then cubic
@@ -631,9 +632,9 @@ DT_TEST(dist_collective, a_named_tcp_congestion_control_is_set_before_dialling)
  * each checks what it must. */
 DT_TEST(dist_collective, the_hosts_tcp_congestion_control_is_kept_unless_it_is_bbr)
 {
-	char host[DT_SOCK_CC_MAX];
-	DT_CHECK_INT_EQ(dt_sock_cc_default(host), 0);
-	const char *want = strncmp(host, "bbr", 3) != 0 ? "" : dt_sock_cc_usable("cubic") == 0 ? "cubic" : "reno";
+	char host[DT_TCP_CC_MAX];
+	DT_CHECK_INT_EQ(dt_tcp_cc_default(host), 0);
+	const char *want = strncmp(host, "bbr", 3) != 0 ? "" : dt_tcp_cc_usable("cubic") == 0 ? "cubic" : "reno";
 	run_congestion(NULL, want);
 	run_congestion("", want);
 	run_congestion("host", "");
@@ -651,11 +652,11 @@ DT_TEST(dist_collective, a_tcp_congestion_control_that_cannot_be_set_fails_the_c
 	DT_CHECK_CONTAINS(err.msg, "this kernel has ");
 	DT_CHECK_CONTAINS(err.msg, "'host' keeps the host's default");
 	cfg.tcp_congestion = NULL;
-	DT_CHECK(setenv("DTRAIN_COLLECTIVE_TCP_CONGESTION", "a-name-longer-than-sixteen", 1) == 0);
+	DT_CHECK(setenv("DTRAIN_TCP_CONGESTION", "a-name-longer-than-sixteen", 1) == 0);
 	DT_CHECK_INT_EQ(dt_comm_new(&cfg, dt_deadline_in(5), &comm, &err), DT_CONFIG);
-	DT_CHECK(unsetenv("DTRAIN_COLLECTIVE_TCP_CONGESTION") == 0);
+	DT_CHECK(unsetenv("DTRAIN_TCP_CONGESTION") == 0);
 	DT_CHECK(comm == NULL);
-	DT_CHECK_CONTAINS(err.msg, "'a-name-longer-than-sixteen' (DTRAIN_COLLECTIVE_TCP_CONGESTION) cannot be set");
+	DT_CHECK_CONTAINS(err.msg, "'a-name-longer-than-sixteen' (DTRAIN_TCP_CONGESTION) cannot be set");
 }
 
 DT_TEST(dist_collective, single_rank_is_a_no_op)
