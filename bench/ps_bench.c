@@ -8,7 +8,8 @@
  * trainer (distribute/ps_client.h): every round pushes the whole gradient buffer
  * and pulls the whole parameter buffer (2 × size bytes on the wire). The raw
  * copy sends size bytes to a child that reads them and sends size bytes back
- * (also 2 × size). Rates are MB/s of bytes moved, medians of --reps,
+ * (also 2 × size), over TCP with the congestion control the ps connections
+ * take (net/congestion.h; DTRAIN_TCP_CONGESTION=host keeps the host's). Rates are MB/s of bytes moved, medians of --reps,
  * measured interleaved: raw, 1 ps, 2 ps, raw, ...
  *
  * Prints one JSON object per line: {"what": "raw"|"ps", "mb": 10, "num_ps": 2, "mb_per_s": ...}.
@@ -39,6 +40,7 @@
 #include "distribute/ps_server.h"
 #include "distribute/ps_wire.h"
 #include "net/auth.h"
+#include "net/congestion.h"
 #include "net/handshake.h"
 #include "net/loop.h"
 #include "net/socket.h"
@@ -195,8 +197,15 @@ static double raw_rate(int mb, int rounds)
 	struct dt_err err = DT_ERR_INIT;
 	size_t len = (size_t)mb << 20;
 	int lfd, port;
+	/* the congestion control the ps connections take (net/congestion.h), on
+	 * both ends, so that the copy is the same TCP as theirs */
+	char cc[DT_TCP_CC_MAX];
+	if (dt_tcp_cc_choose(NULL, NULL, cc, &err))
+		die("congestion control", &err);
 	if (dt_sock_listen("127.0.0.1", 0, 1, &lfd, &port, &err))
 		die("listen", &err);
+	if (dt_tcp_cc_set(lfd, cc) != 0)
+		die("congestion control", &err);
 	pid_t pid = fork();
 	if (pid == 0) {
 		char *buf = malloc(len);
@@ -217,7 +226,8 @@ static double raw_rate(int mb, int rounds)
 	close(lfd);
 	int fd;
 	char *buf = calloc(1, len);
-	if (dt_sock_connect("127.0.0.1", port, "bench", dt_deadline_in(10), NULL, &fd, &err))
+	struct dt_connect_opts opts = { .congestion = cc };
+	if (dt_sock_connect("127.0.0.1", port, "bench", dt_deadline_in(10), &opts, &fd, &err))
 		die("connect", &err);
 	int64_t t0 = 0;
 	for (int r = 0; r <= rounds; r++) {
