@@ -97,8 +97,8 @@ enum dt_status dt_tcp_cc_choose(const char *given, const char *given_by, char ou
 		static atomic_int logged;
 		if (!atomic_exchange(&logged, 1))
 			dt_info("TCP connections: congestion control %s, not the host's %s, which paces each socket with a "
-				"timer per burst where no fq qdisc paces them (transfers of 1 MB and up 1.1-1.7x slower; "
-				"docs/COLLECTIVES.md, \"TCP congestion control\"); %s=host keeps %s",
+				"timer per burst where no fq qdisc paces them (all-reduces of 1 MB and up 1.1-1.7x slower, "
+				"ps push and pull 1.8-2.1x; docs/COLLECTIVES.md, \"TCP congestion control\"); %s=host keeps %s",
 				out, host, DT_TCP_CC_ENV, host);
 		return DT_OK;
 	}
