@@ -12,12 +12,12 @@
  * (docs/COLLECTIVES.md, "TCP congestion control"): 4 ranks at 10 Gbit/s
  * between emulated hosts, a 1 MB all-reduce 2.0 ms under bbr and 1.3 ms
  * under cubic (the wire's time), 37,000 pacing timers a second against
- * none; a trainer's push and pull of 10 MB through one ps on loopback 2.6-2.8
- * against 5.6-5.7 GB/s. So where the host's default is bbr, dtrain takes cubic, or reno
- * where this process may not set cubic (reno may always be set; on links of
- * sub-millisecond round trips cubic behaves as reno). A name, or "host" to
- * keep the host's default, can be given instead (a config field, or
- * DTRAIN_TCP_CONGESTION).
+ * none; a trainer's push and pull of 10 MB through one ps on loopback
+ * 2.6-2.8 against 5.6-5.7 GB/s. So where the host's default is bbr, dtrain
+ * takes cubic, or reno where this process may not set cubic (reno may
+ * always be set; on links of sub-millisecond round trips cubic behaves as
+ * reno). A name, or "host" to keep the host's default, can be given instead
+ * (a config field, or DTRAIN_TCP_CONGESTION).
  *
  * The name must be on a socket before its handshake: a congestion control's
  * set-up at the handshake stays (bbr's asks the socket to pace itself, and a
