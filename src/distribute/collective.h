@@ -145,13 +145,10 @@ struct dt_comm_config {
 	 * short spin; see "Shared-memory links" in docs/COLLECTIVES.md. */
 	int no_shm;                       /* nonzero: frames over TCP (also DTRAIN_COLLECTIVE_SHM=0) */
 	/* The TCP congestion control of the connections this rank dials (its
-	 * bytes leave on them; net/congestion.h, and "TCP congestion control" in
-	 * docs/COLLECTIVES.md). NULL or "": DTRAIN_TCP_CONGESTION if set, else
-	 * the host's default unless that is bbr (which, without the fq qdisc,
-	 * paces each socket with a timer per burst: all-reduces of 1 MB and up
-	 * 1.1-1.7x slower), then cubic, or reno where cubic may not be set;
-	 * "host": the host's default whatever it is; else that name, or
-	 * dt_comm_new fails (DT_CONFIG) saying which this process may set. */
+	 * bytes leave on them), as net/congestion.h's dt_tcp_cc_choose takes it:
+	 * NULL or "" for DTRAIN_TCP_CONGESTION or the default (the host's, cubic
+	 * instead of bbr), "host", or a name; one that cannot be set fails
+	 * dt_comm_new (DT_CONFIG). */
 	const char *tcp_congestion;
 	/* The cost model's α and β (docs/COLLECTIVES.md "Choosing an
 	 * algorithm"): by default compiled in per link kind, and measured at the

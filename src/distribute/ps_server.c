@@ -26,7 +26,6 @@ struct held_shard {
 struct dt_ps_server {
 	struct dt_ps_server_config cfg;
 	struct dt_server *server;
-	char tcp_cc[DT_TCP_CC_MAX]; /* its listener's, so every accepted connection's (net/congestion.h) */
 	float *params;               /* (num_params), only this server's shards are used */
 	struct dt_optimizer opt;     /* slots over (num_params) too */
 	struct held_shard *shards;   /* the shards this server holds */
@@ -565,11 +564,12 @@ enum dt_status dt_ps_server_new(struct dt_loop *loop, const struct dt_ps_server_
 	};
 	s->sync = dt_ps_sync_new(&sp);
 	free(held);
+	char cc[DT_TCP_CC_MAX]; /* set on the listener, so every accepted connection has it (net/congestion.h) */
 	struct dt_server_config sc = {
-		.host = cfg->host, .port = cfg->port, .local = cfg->local, .congestion = s->tcp_cc,
+		.host = cfg->host, .port = cfg->port, .local = cfg->local, .congestion = cc,
 		.conn = { .silence_s = cfg->silence_s, .handler = &handler, .arg = s },
 	};
-	if ((st = dt_tcp_cc_choose(NULL, NULL, s->tcp_cc, err)) || (st = dt_server_new(loop, &sc, &s->server, err))) {
+	if ((st = dt_tcp_cc_choose(NULL, NULL, cc, err)) || (st = dt_server_new(loop, &sc, &s->server, err))) {
 		dt_err_prefix(err, "cannot start %s", s->name); /* before the free: s->name is s's */
 		dt_ps_server_free(s);
 		return st;
