@@ -81,13 +81,21 @@
  * the 4-64 KB all-reduces against none; a wait longer than this (a peer
  * computing) still sleeps. */
 #define YIELD_NS 50000
-/* A single yield that kept the core away this long (longer than a peer's
- * turn at these sizes: its spin, a copy and an add) means other jobs share
- * the cores too (a loaded host): each yield then queues behind all of them
- * for their whole slices, while a sleeper woken by the futex is scheduled
- * promptly. So the next YIELD_BACKOFF waits go from the spin straight to the
- * futex, and then yielding is tried again. */
-#define YIELD_SLOW_NS 250000
+/* A single yield that kept the core away longer than a peer's turn means
+ * other jobs share the cores too (a loaded host): each yield then queues
+ * behind all of them for their whole slices, while a sleeper woken by the
+ * futex is scheduled promptly. So the next YIELD_BACKOFF waits go from the
+ * spin straight to the futex, and then yielding is tried again.
+ * A peer's turn grows with the collective (its copies and adds, between
+ * waits, may run through its whole share: about 250 ps a byte of the
+ * collective a rank, 4 ranks on 2 vCPUs), so "longer" is that, at least
+ * 250 us (a small collective's turn is its spin, a copy and an add) and at
+ * most 1 ms (another job's slice, EEVDF's 0.75 ms times 1 + log2 of the
+ * CPUs, is still caught). A fixed 250 us took a 2-4 MB all-reduce's own
+ * turns for other jobs: 10-20% slower (docs/COLLECTIVES.md "Waiting"). */
+#define YIELD_SLOW_MIN_NS 250000
+#define YIELD_SLOW_MAX_NS 1000000
+#define YIELD_SLOW_BYTES_PER_NS 4 /* 250 ps a byte */
 #define YIELD_BACKOFF 64
 
 struct dt__shm_head {
@@ -274,6 +282,12 @@ void dt__link_poke_back(struct dt__in_link *in)
 
 /* ---- waiting ---- */
 
+void dt__shm_expect(struct dt_comm *c, size_t bytes)
+{
+	int64_t turn = (int64_t)(bytes / YIELD_SLOW_BYTES_PER_NS);
+	c->shm_slow_yield_ns = turn < YIELD_SLOW_MIN_NS ? YIELD_SLOW_MIN_NS : turn > YIELD_SLOW_MAX_NS ? YIELD_SLOW_MAX_NS : turn;
+}
+
 /* Something for the step to do: bytes (or the end) from L while it still
  * wants some (bytes of the next collective are not for it), room on R when
  * it was full. */
@@ -346,7 +360,7 @@ void dt__shm_wait(struct dt_comm *c, int want_in, int blocked, int64_t until_ns,
 	for (int64_t y0 = *now; !c->shm_yield_skip && y0 - t0 < YIELD_NS; y0 = *now) {
 		sched_yield();
 		*now = dt_now_ns();
-		if (*now - y0 > YIELD_SLOW_NS)
+		if (*now - y0 > c->shm_slow_yield_ns)
 			c->shm_yield_skip = YIELD_BACKOFF; /* other jobs had the core: sleep rather than queue behind them */
 		if (ready(c, want_in, blocked)) {
 			note_wait(c, *now - t0);

@@ -391,6 +391,40 @@ DT_TEST(dist_collective, every_rank_chooses_the_same_algorithm)
 		}
 }
 
+/* A yield on shared memory counts as lost to other jobs only past a peer's
+ * turn, which grows with the collective (comm_shm.c, dt__shm_expect): each
+ * call sets it from its own size, 250 ps a byte within 250 us .. 1 ms. */
+static int64_t slow_yield[COLL_MAXR][3];
+
+static enum dt_status slow_yield_rank(struct coll_group *g, int rank, struct dt_comm *comm, struct dt_err *err)
+{
+	(void)g;
+	const size_t counts[3] = { 4, (size_t)512 << 10, (size_t)4 << 20 }; /* 16 B, 2 MiB, 16 MiB */
+	for (int k = 0; k < 3; k++) {
+		float *buf = dt_xcalloc(counts[k], sizeof(float));
+		enum dt_status st = dt_allreduce_sum_f32(comm, buf, counts[k], "slow-yield", dt_deadline_in(30), err);
+		free(buf);
+		if (st)
+			return st;
+		slow_yield[rank][k] = comm->shm_slow_yield_ns;
+	}
+	return DT_OK;
+}
+
+DT_TEST_TIMEOUT(dist_collective, a_slow_yield_is_measured_against_the_collective, 60)
+{
+	struct coll_group g;
+	coll_group_init(&g, 2);
+	g.fn = slow_yield_rank;
+	coll_group_run(&g);
+	coll_group_expect_ok(&g);
+	for (int r = 0; r < 2; r++) {
+		DT_CHECK_INT_EQ(slow_yield[r][0], 250000);
+		DT_CHECK_INT_EQ(slow_yield[r][1], (2 << 20) / 4);
+		DT_CHECK_INT_EQ(slow_yield[r][2], 1000000);
+	}
+}
+
 /* The cost model's link kind is agreed at the rendezvous: shared memory, or
  * TCP over loopback (these threads' links); between hosts (addresses of
  * their own: the netns suite) TCP remote, whose larger α keeps recursive
