@@ -189,7 +189,7 @@ struct dt_comm {
 	int64_t shm_spin_ns; /* spin this long on shared-memory links before sleeping on the futex; 0: adaptive */
 	int64_t shm_wait_avg; /* adaptive: a moving average of how long waits took (comm_shm.c) */
 	int shm_yield_skip; /* waits left that skip the yield (a yield lost the core for long: comm_shm.c) */
-	int64_t shm_slow_yield_ns; /* a yield longer than this lost the core to other jobs (dt__shm_expect) */
+	int64_t shm_slow_yield_ns; /* a yield longer than this lost the core to other jobs (dt__shm_set_slow_yield) */
 	char tcp_cc[DT_TCP_CC_MAX]; /* set on the connections this rank dials; "": the host's (net/congestion.h) */
 	int64_t tcp_yield_after; /* steps on TCP links to other hosts yield from then on (ring.c: not after a slow yield) */
 };
@@ -296,7 +296,7 @@ void dt__link_poke_back(struct dt__in_link *in);
 /* Before a collective of `bytes` bytes (the caller's buffer): how long a
  * yield in its waits may keep the core before it counts as lost to other
  * jobs (comm_shm.c: the longer a collective, the longer its ranks' turns). */
-void dt__shm_expect(struct dt_comm *c, size_t bytes);
+void dt__shm_set_slow_yield(struct dt_comm *c, size_t bytes);
 /* Sleeps until a shared-memory link of the step (L in, R out) may move or
  * the timeout passes, after spinning a while (shm_spin_ns, or adapted to
  * how long waits have taken: comm_shm.c); then *tcp_check is 1 if

@@ -282,10 +282,12 @@ void dt__link_poke_back(struct dt__in_link *in)
 
 /* ---- waiting ---- */
 
-void dt__shm_expect(struct dt_comm *c, size_t bytes)
+void dt__shm_set_slow_yield(struct dt_comm *c, size_t bytes)
 {
 	int64_t turn = (int64_t)(bytes / YIELD_SLOW_BYTES_PER_NS);
-	c->shm_slow_yield_ns = turn < YIELD_SLOW_MIN_NS ? YIELD_SLOW_MIN_NS : turn > YIELD_SLOW_MAX_NS ? YIELD_SLOW_MAX_NS : turn;
+	c->shm_slow_yield_ns = turn < YIELD_SLOW_MIN_NS   ? YIELD_SLOW_MIN_NS
+			       : turn > YIELD_SLOW_MAX_NS ? YIELD_SLOW_MAX_NS
+							  : turn;
 }
 
 /* Something for the step to do: bytes (or the end) from L while it still

@@ -256,7 +256,7 @@ enum dt_status dt__ring_begin(struct dt__ring_run *r, struct dt_comm *c, unsigne
 		return c->failure.status;
 	}
 	pack_start(r);
-	dt__shm_expect(c, (size_t)count * r->esize);
+	dt__shm_set_slow_yield(c, (size_t)count * r->esize);
 	r->blamed = c->lrank;
 	r->blamed_since = r->t0;
 	r->stall_heard = 0;

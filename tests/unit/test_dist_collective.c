@@ -392,7 +392,7 @@ DT_TEST(dist_collective, every_rank_chooses_the_same_algorithm)
 }
 
 /* A yield on shared memory counts as lost to other jobs only past a peer's
- * turn, which grows with the collective (comm_shm.c, dt__shm_expect): each
+ * turn, which grows with the collective (comm_shm.c, dt__shm_set_slow_yield): each
  * call sets it from its own size, 250 ps a byte within 250 us .. 1 ms. */
 static int64_t slow_yield[COLL_MAXR][3];
 
