@@ -368,6 +368,8 @@ enum dt_status dt_comm_new(const struct dt_comm_config *cfg, int64_t deadline, s
 		comm->seq = 0;
 		st = dt__comm_rendezvous_sum(comm, deadline, err);
 	}
+	if (!st)
+		dt__shm_count_ranks_here(comm);
 	if (st) {
 		dt_comm_free(comm);
 		return st;

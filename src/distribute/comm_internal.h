@@ -190,6 +190,10 @@ struct dt_comm {
 	int64_t shm_wait_avg; /* adaptive: a moving average of how long waits took (comm_shm.c) */
 	int shm_yield_skip; /* waits left that skip the yield (a yield lost the core for long: comm_shm.c) */
 	int64_t shm_slow_yield_ns; /* a yield longer than this lost the core to other jobs (dt__shm_set_slow_yield) */
+	/* This comm's ranks known to be on this host (every rank when every
+	 * link is on shared memory, else this one and its shared-memory peers)
+	 * and the cores this process may run on (dt__shm_count_ranks_here). */
+	int shm_ranks_here, cpus;
 	char tcp_cc[DT_TCP_CC_MAX]; /* set on the connections this rank dials; "": the host's (net/congestion.h) */
 	int64_t tcp_yield_after; /* steps on TCP links to other hosts yield from then on (ring.c: not after a slow yield) */
 };
@@ -293,10 +297,16 @@ void dt__link_consume(struct dt__in_link *in, size_t n);
 /* After a frame was sent back on in->fd (COLL_DONE, COLL_ABORT): wakes the
  * writer, which sleeps on its futex rather than in poll(), to read it. */
 void dt__link_poke_back(struct dt__in_link *in);
-/* Before a collective of `bytes` bytes (the caller's buffer): how long a
- * yield in its waits may keep the core before it counts as lost to other
- * jobs (comm_shm.c: the longer a collective, the longer its ranks' turns). */
+/* How long a yield in the waits of a collective of `bytes` bytes may keep
+ * the core before it counts as lost to other jobs: 250 us, or where this
+ * host runs more of the ranks than `cpus` (they take turns on the cores,
+ * and the longer a collective, the longer a turn) 250 ps a byte, within
+ * 250 us .. 1 ms (comm_shm.c). dt__shm_set_slow_yield sets it for the
+ * collective about to run; dt__shm_count_ranks_here, once the rendezvous
+ * has agreed shm_all, counts the ranks and cores it is weighed with. */
+int64_t dt__shm_slow_yield_ns(size_t bytes, int ranks_here, int cpus);
 void dt__shm_set_slow_yield(struct dt_comm *c, size_t bytes);
+void dt__shm_count_ranks_here(struct dt_comm *c);
 /* Sleeps until a shared-memory link of the step (L in, R out) may move or
  * the timeout passes, after spinning a while (shm_spin_ns, or adapted to
  * how long waits have taken: comm_shm.c); then *tcp_check is 1 if

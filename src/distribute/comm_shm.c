@@ -86,13 +86,16 @@
  * behind all of them for their whole slices, while a sleeper woken by the
  * futex is scheduled promptly. So the next YIELD_BACKOFF waits go from the
  * spin straight to the futex, and then yielding is tried again.
- * A peer's turn grows with the collective (its copies and adds, between
- * waits, may run through its whole share: about 250 ps a byte of the
- * collective a rank, 4 ranks on 2 vCPUs), so "longer" is that, at least
- * 250 us (a small collective's turn is its spin, a copy and an add) and at
- * most 1 ms (another job's slice, EEVDF's 0.75 ms times 1 + log2 of the
- * CPUs, is still caught). A fixed 250 us took a 2-4 MB all-reduce's own
- * turns for other jobs: 10-20% slower (docs/COLLECTIVES.md "Waiting"). */
+ * A peer's turn is short (its spin, a copy and an add: under 250 us) unless
+ * this host runs more of the comm's ranks than there are cores for them;
+ * then a yield hands the core to one of them, whose turn may run through its
+ * whole share of the collective before it waits (about 250 ps a byte of the
+ * collective, 4 ranks on 2 vCPUs). There "longer" is that, at least 250 us
+ * and at most 1 ms (another job's slice, EEVDF's 0.75 ms times 1 + log2 of
+ * the CPUs, is still caught): a fixed 250 us took a 2-64 MB all-reduce's own
+ * turns for other jobs, 10-20% slower; with a core per rank the scaled
+ * threshold let yields behind other jobs' slices go on, 1.7x slower at 2
+ * ranks and 4-16 MB beside two busy loops (docs/COLLECTIVES.md "Waiting"). */
 #define YIELD_SLOW_MIN_NS 250000
 #define YIELD_SLOW_MAX_NS 1000000
 #define YIELD_SLOW_BYTES_PER_NS 4 /* 250 ps a byte */
@@ -282,12 +285,29 @@ void dt__link_poke_back(struct dt__in_link *in)
 
 /* ---- waiting ---- */
 
+int64_t dt__shm_slow_yield_ns(size_t bytes, int ranks_here, int cpus)
+{
+	if (ranks_here <= cpus)
+		return YIELD_SLOW_MIN_NS;
+	int64_t turn = (int64_t)(bytes / YIELD_SLOW_BYTES_PER_NS);
+	return turn < YIELD_SLOW_MIN_NS ? YIELD_SLOW_MIN_NS : turn > YIELD_SLOW_MAX_NS ? YIELD_SLOW_MAX_NS : turn;
+}
+
 void dt__shm_set_slow_yield(struct dt_comm *c, size_t bytes)
 {
-	int64_t turn = (int64_t)(bytes / YIELD_SLOW_BYTES_PER_NS);
-	c->shm_slow_yield_ns = turn < YIELD_SLOW_MIN_NS   ? YIELD_SLOW_MIN_NS
-			       : turn > YIELD_SLOW_MAX_NS ? YIELD_SLOW_MAX_NS
-							  : turn;
+	c->shm_slow_yield_ns = dt__shm_slow_yield_ns(bytes, c->shm_ranks_here, c->cpus);
+}
+
+void dt__shm_count_ranks_here(struct dt_comm *c)
+{
+	int here = 1;
+	for (int q = 0; q < c->n; q++)
+		here += c->in[q].shm && c->out[q].shm;
+	c->shm_ranks_here = c->shm_all ? c->n : here;
+	cpu_set_t set;
+	c->cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (c->cpus < 1)
+		c->cpus = 1;
 }
 
 /* Something for the step to do: bytes (or the end) from L while it still

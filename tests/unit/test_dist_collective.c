@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -391,10 +392,22 @@ DT_TEST(dist_collective, every_rank_chooses_the_same_algorithm)
 		}
 }
 
-/* A yield on shared memory counts as lost to other jobs only past a peer's
- * turn, which grows with the collective (comm_shm.c, dt__shm_set_slow_yield): each
- * call sets it from its own size, 250 ps a byte within 250 us .. 1 ms. */
+/* A yield on shared memory counts as lost to other jobs past a peer's turn:
+ * 250 us where every rank here has a core, else growing with the collective
+ * (250 ps a byte within 250 us .. 1 ms), set by each call from its own size
+ * (comm_shm.c, dt__shm_set_slow_yield). */
+DT_TEST(dist_collective, a_slow_yield_is_weighed_by_ranks_per_core_and_size)
+{
+	DT_CHECK_INT_EQ(dt__shm_slow_yield_ns((size_t)16 << 20, 2, 2), 250000); /* a core each */
+	DT_CHECK_INT_EQ(dt__shm_slow_yield_ns((size_t)16 << 20, 4, 8), 250000);
+	DT_CHECK_INT_EQ(dt__shm_slow_yield_ns(16, 4, 2), 250000);                 /* sharing: small */
+	DT_CHECK_INT_EQ(dt__shm_slow_yield_ns((size_t)2 << 20, 4, 2), (2 << 20) / 4);
+	DT_CHECK_INT_EQ(dt__shm_slow_yield_ns((size_t)16 << 20, 3, 2), 1000000);  /* capped */
+	DT_CHECK_INT_EQ(dt__shm_slow_yield_ns((size_t)16 << 20, 2, 1), 1000000);
+}
+
 static int64_t slow_yield[COLL_MAXR][3];
+static int ranks_here[COLL_MAXR], cpus_seen[COLL_MAXR];
 
 static enum dt_status slow_yield_rank(struct coll_group *g, int rank, struct dt_comm *comm, struct dt_err *err)
 {
@@ -408,21 +421,41 @@ static enum dt_status slow_yield_rank(struct coll_group *g, int rank, struct dt_
 			return st;
 		slow_yield[rank][k] = comm->shm_slow_yield_ns;
 	}
+	ranks_here[rank] = comm->shm_ranks_here;
+	cpus_seen[rank] = comm->cpus;
 	return DT_OK;
 }
 
-DT_TEST_TIMEOUT(dist_collective, a_slow_yield_is_measured_against_the_collective, 60)
+/* Two ranks (threads, every link on shared memory) with the process's cores,
+ * then with one core: the comm counts both, and each call sets the threshold. */
+DT_TEST_TIMEOUT(dist_collective, each_collective_sets_its_slow_yield_from_the_ranks_on_a_core, 60)
 {
-	struct coll_group g;
-	coll_group_init(&g, 2);
-	g.fn = slow_yield_rank;
-	coll_group_run(&g);
-	coll_group_expect_ok(&g);
-	for (int r = 0; r < 2; r++) {
-		DT_CHECK_INT_EQ(slow_yield[r][0], 250000);
-		DT_CHECK_INT_EQ(slow_yield[r][1], (2 << 20) / 4);
-		DT_CHECK_INT_EQ(slow_yield[r][2], 1000000);
+	cpu_set_t all, one;
+	DT_CHECK(sched_getaffinity(0, sizeof(all), &all) == 0);
+	CPU_ZERO(&one);
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &all)) {
+			CPU_SET(cpu, &one);
+			break;
+		}
+	for (int pinned = 0; pinned <= 1; pinned++) {
+		if (pinned)
+			DT_CHECK(sched_setaffinity(0, sizeof(one), &one) == 0); /* the ranks' threads inherit it */
+		const int cpus = pinned ? 1 : CPU_COUNT(&all);
+		struct coll_group g;
+		coll_group_init(&g, 2);
+		g.fn = slow_yield_rank;
+		coll_group_run(&g);
+		coll_group_expect_ok(&g);
+		for (int r = 0; r < 2; r++) {
+			DT_CHECK_INT_EQ(ranks_here[r], 2);
+			DT_CHECK_INT_EQ(cpus_seen[r], cpus);
+			DT_CHECK_INT_EQ(slow_yield[r][0], 250000);
+			DT_CHECK_INT_EQ(slow_yield[r][1], cpus >= 2 ? 250000 : (2 << 20) / 4);
+			DT_CHECK_INT_EQ(slow_yield[r][2], cpus >= 2 ? 250000 : 1000000);
+		}
 	}
+	DT_CHECK(sched_setaffinity(0, sizeof(all), &all) == 0);
 }
 
 /* The cost model's link kind is agreed at the rendezvous: shared memory, or
