@@ -25,7 +25,7 @@ endif
 # The sanitizer build compiles the code the plain one runs (-O2, this CPU's vector
 # kernels: the AVX-512 paths of kernels_direct.c, fixed_point.c, optimizer.c) and
 # checks it; at -O1 without -march=native it checked only the portable fallbacks,
-# and their per-lane fmaf made the training tests 5-30x slower (docs/TESTING.md).
+# and their per-lane fmaf made the training tests 5-33x slower (docs/TESTING.md).
 OPT      := -O2 -march=native -fvect-cost-model=dynamic -fno-math-errno \
             $(if $(SANITIZE),-fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-recover=all)
 # Debian keeps HDF5's headers in a directory of its own (the serial flavour) and links the

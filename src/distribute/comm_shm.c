@@ -300,10 +300,7 @@ void dt__shm_set_slow_yield(struct dt_comm *c, size_t bytes)
 
 void dt__shm_count_ranks_here(struct dt_comm *c)
 {
-	int here = 1;
-	for (int q = 0; q < c->n; q++)
-		here += c->in[q].shm && c->out[q].shm;
-	c->shm_ranks_here = c->shm_all ? c->n : here;
+	c->shm_ranks_here = c->shm_all ? c->n : 1 + dt_comm_shared_memory_links(c);
 	cpu_set_t set;
 	c->cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (c->cpus < 1)
