@@ -32,6 +32,7 @@ struct dt_in_graph_replica {
 	struct dt_hparams hp;       /* the server's, with the master's dropout and batch size */
 	struct dt_rng rngs[DT_PS_REPLICA_MAX_PER_TASK];
 	float *sum;                 /* (num_params) the replicas' summed gradients */
+	float *ma_before;           /* (dt_model_sync_mean_floats) the moving averages before a replica's step */
 	struct dt_pipeline_config pcs[DT_PS_REPLICA_MAX_PER_TASK];
 	uint8_t header[DT_PS_REPLICA_REPLY_TEXT_HEADER];
 	int64_t next_step;          /* the step the pipelines are positioned for */
@@ -51,6 +52,8 @@ static void teardown(struct dt_in_graph_replica *r)
 	}
 	dt_model_free(r->model);
 	r->model = NULL;
+	free(r->ma_before);
+	r->ma_before = NULL;
 	dt_dataset_release(&r->train);
 	memset(&r->train, 0, sizeof(r->train));
 	r->master = NULL;
@@ -140,6 +143,9 @@ static enum dt_status set_up(struct dt_in_graph_replica *r, const struct dt_ps_r
 	}
 	if (s->replicas > 1 && !r->sum)
 		r->sum = dt_xcalloc(r->num_params ? r->num_params : 1, sizeof(float));
+	const size_t nma = dt_model_sync_mean_floats(r->model);
+	if (nma && !r->ma_before)
+		r->ma_before = dt_xmalloc(nma * sizeof(float));
 	r->setup = *s;
 	r->next_step = 0;
 	return DT_OK;
@@ -196,6 +202,13 @@ static void compute(struct dt_in_graph_replica *r, struct dt_conn *c, const stru
 	for (uint32_t i = 0; i < r->setup.replicas; i++) {
 		int ok = 0;
 		const struct dt_batch *b;
+		/* Each replica's batch values of the moving averages ride where their
+		 * gradients would (nn/model.h's dt_model_moving_average_values): the
+		 * master moves its copy toward their mean. Its training forward pass
+		 * normalizes by the batch's own moments, so the copy the replica
+		 * before it moved changes nothing else. */
+		if (r->ma_before)
+			dt_model_sync_mean_gather(r->model, r->ma_before);
 		if (r->texts[i]) {
 			struct dt_err err = DT_ERR_INIT;
 			struct dt_step_result res;
@@ -221,6 +234,8 @@ static void compute(struct dt_in_graph_replica *r, struct dt_conn *c, const stru
 		}
 		fig.correct += (uint32_t)ok;
 		fig.examples += (uint32_t)b->size;
+		if (r->ma_before)
+			dt_model_moving_average_values(r->model, r->ma_before, grads);
 		if (r->setup.replicas == 1)
 			break;
 		if (i == 0)

@@ -71,6 +71,8 @@ enum dt_status dt_placement_compute(const struct dt_variable *vars, int n, int n
 			sh->row_end = end;
 			sh->offset = v->offset + (size_t)begin * row_elems;
 			sh->count = slices == 1 ? v->count : (size_t)(end - begin) * row_elems;
+			sh->kind = v->kind;
+			sh->decay = v->decay;
 		}
 	}
 

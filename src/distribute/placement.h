@@ -35,6 +35,8 @@ struct dt_shard {
 	size_t offset;     /* first element in the flat buffer */
 	size_t count;      /* elements */
 	int ps;            /* server that holds it */
+	enum dt_var_kind kind; /* its variable's: how the ps updates it (distribute/ps_server.h) */
+	float decay;       /* DT_VAR_MOVING_AVERAGE: its variable's */
 };
 
 struct dt_placement {

@@ -18,6 +18,7 @@
 
 struct held_shard {
 	size_t offset, count;
+	struct dt_ps_sync_shard rule; /* the same range, and how pushes update it */
 	size_t rows;      /* of its variable's first axis: count / rows elements each */
 	int initialized;
 	int64_t updates;  /* pushes applied: Adam's bias-correction step */
@@ -409,7 +410,7 @@ static void on_frame(struct dt_conn *c, const struct dt_frame_header *h, uint8_t
 		}
 		/* The payload is 8-byte aligned in the conn's buffer and the header is 24 bytes. */
 		const float *g = (const float *)(const void *)(p + DT_PS_PUSH_HEADER);
-		dt_optimizer_apply(&s->opt, s->params, g, sh->offset, sh->count, lr, ++sh->updates);
+		dt_ps_shard_apply(&sh->rule, &s->opt, s->params, g, 1, lr, ++sh->updates);
 		s->stats.pushes++;
 		reply_empty(c, h);
 		return;
@@ -541,6 +542,7 @@ enum dt_status dt_ps_server_new(struct dt_loop *loop, const struct dt_ps_server_
 		if (pl->shards[i].ps == cfg->index)
 			s->shards[k++] = (struct held_shard){
 				.offset = pl->shards[i].offset, .count = pl->shards[i].count,
+				.rule = { pl->shards[i].offset, pl->shards[i].count, pl->shards[i].kind, pl->shards[i].decay },
 				.rows = (size_t)(pl->shards[i].row_end - pl->shards[i].row_begin),
 			};
 	size_t largest = 1;
@@ -557,7 +559,7 @@ enum dt_status dt_ps_server_new(struct dt_loop *loop, const struct dt_ps_server_
 	}
 	struct dt_ps_sync_shard *held = dt_xcalloc((size_t)(s->nshards ? s->nshards : 1), sizeof(*held));
 	for (int i = 0; i < s->nshards; i++)
-		held[i] = (struct dt_ps_sync_shard){ s->shards[i].offset, s->shards[i].count };
+		held[i] = s->shards[i].rule;
 	struct dt_ps_sync_params sp = {
 		.name = s->name, .shards = held, .nshards = s->nshards, .num_params = cfg->num_params,
 		.params = s->params, .opt = &s->opt, .trainers = cfg->trainers, .num_trainers = cfg->num_trainers,

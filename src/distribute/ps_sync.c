@@ -168,14 +168,33 @@ static void release_ready(struct dt_ps_sync *s, int64_t now)
 	}
 }
 
-/* Every shard has its gradients: average, apply, next step, release. */
+void dt_ps_shard_apply(const struct dt_ps_sync_shard *sh, struct dt_optimizer *opt, float *params, const float *sum,
+		       int summed, float lr, int64_t step)
+{
+	switch (sh->kind) {
+	case DT_VAR_TRAINABLE:
+		dt_optimizer_apply_mean(opt, params, sum, summed, sh->offset, sh->count, lr, step);
+		break;
+	case DT_VAR_MOVING_AVERAGE:
+		dt_moving_average_apply(params + sh->offset, sum, summed, sh->count, sh->decay);
+		break;
+	case DT_VAR_FROZEN:
+		break;
+	}
+}
+
+/* Every shard has its gradients: average, apply, next step, release. The
+ * moving statistics move once per aggregated step, toward the mean of its
+ * trainers' batch values: the mean of a global batch's halves' means is the
+ * global batch's, as with all-reduce (SyncOnRead MEAN), and no trainer's
+ * arrival order changes it (TensorFlow's SyncReplicasOptimizer instead lets
+ * each worker's update ops assign on the ps as they come, stale or not). */
 static void apply_step(struct dt_ps_sync *s, int64_t now)
 {
 	s->stats.applied++;
 	for (int i = 0; i < s->nshards; i++) {
-		const float *g = s->sum + s->shards[i].offset;
-		dt_optimizer_apply_mean(s->opt, s->params, g, (int)s->acc[i].n, s->shards[i].offset, s->shards[i].count,
-					s->acc[i].lr, (int64_t)s->stats.applied);
+		dt_ps_shard_apply(&s->shards[i], s->opt, s->params, s->sum + s->shards[i].offset, (int)s->acc[i].n,
+				  s->acc[i].lr, (int64_t)s->stats.applied);
 		s->acc[i].n = 0;
 	}
 	for (int t = 0; t < s->num_trainers; t++)

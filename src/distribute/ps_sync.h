@@ -43,7 +43,19 @@ struct dt_ps_sync;
 
 struct dt_ps_sync_shard {
 	size_t offset, count;    /* a range of the flat parameter buffer */
+	enum dt_var_kind kind;   /* its variable's (distribute/placement.h) */
+	float decay;             /* DT_VAR_MOVING_AVERAGE */
 };
+
+/* The one update of a shard on a ps, asynchronous or synchronous, from the
+ * sum of `summed` pushed vectors (sum indexed from the shard's start): a
+ * trainable shard's are gradients, applied as their mean by the optimizer at
+ * lr (`step`: Adam's 1-based count); a moving-average shard's are its
+ * trainers' batch values (nn/model.h's dt_model_moving_average_values),
+ * whose mean it moves toward with its decay as TensorFlow's
+ * assign_moving_average does on the ps; a frozen shard never changes. */
+void dt_ps_shard_apply(const struct dt_ps_sync_shard *sh, struct dt_optimizer *opt, float *params, const float *sum,
+		       int summed, float lr, int64_t step);
 
 struct dt_ps_sync_params {
 	const char *name;                        /* "ps:0", for messages */

@@ -693,8 +693,8 @@ static void add_vars(struct dt_model *m, const struct dt__node *n)
 		for (int i = first; i < m->num_vars; i++)
 			dt__model_freeze_var(m, i);
 	else if (l->kind == DT_LAYER_BATCHNORM) {
-		dt__model_sync_mean_var(m, m->num_vars - 2);
-		dt__model_sync_mean_var(m, m->num_vars - 1);
+		dt__model_moving_average_var(m, m->num_vars - 2, l->momentum);
+		dt__model_moving_average_var(m, m->num_vars - 1, l->momentum);
 	}
 }
 

@@ -78,8 +78,6 @@ void dt_model_free(struct dt_model *m)
 	free(m->layer_node);
 	free(m->vars);
 	free(m->var_is_kernel);
-	free(m->var_trainable);
-	free(m->var_sync_mean);
 	free(m->var_init);
 	free(m->params);
 	free(m->grads_own);
@@ -101,8 +99,6 @@ void dt__model_add_var(struct dt_model *m, const char *node, const char *suffix,
 		m->cap_vars = m->cap_vars ? 2 * m->cap_vars : 16;
 		m->vars = dt_xrealloc(m->vars, (size_t)m->cap_vars * sizeof(*m->vars));
 		m->var_is_kernel = dt_xrealloc(m->var_is_kernel, (size_t)m->cap_vars * sizeof(int));
-		m->var_trainable = dt_xrealloc(m->var_trainable, (size_t)m->cap_vars * sizeof(int));
-		m->var_sync_mean = dt_xrealloc(m->var_sync_mean, (size_t)m->cap_vars * sizeof(int));
 		m->var_init = dt_xrealloc(m->var_init, (size_t)m->cap_vars * sizeof(*m->var_init));
 	}
 	struct dt_variable *v = &m->vars[m->num_vars];
@@ -120,38 +116,51 @@ void dt__model_add_var(struct dt_model *m, const char *node, const char *suffix,
 	v->offset = m->num_params;
 	v->count = count;
 	m->var_is_kernel[m->num_vars] = is_kernel;
-	m->var_trainable[m->num_vars] = 1;
-	m->var_sync_mean[m->num_vars] = 0;
 	m->var_init[m->num_vars] = init;
 	m->num_params += count;
 	m->num_vars++;
 }
 
+const char *dt_var_kind_name(enum dt_var_kind k)
+{
+	switch (k) {
+	case DT_VAR_TRAINABLE:
+		return "trainable";
+	case DT_VAR_MOVING_AVERAGE:
+		return "moving_average";
+	case DT_VAR_FROZEN:
+		return "frozen";
+	}
+	return "?";
+}
+
 void dt__model_freeze_var(struct dt_model *m, int i)
 {
 	DT_ASSERT(i >= 0 && i < m->num_vars);
-	m->var_trainable[i] = 0;
+	m->vars[i].kind = DT_VAR_FROZEN;
+	m->vars[i].decay = 0.0f;
 	m->var_is_kernel[i] = 0;
-	m->var_sync_mean[i] = 0;
 }
 
-void dt__model_sync_mean_var(struct dt_model *m, int i)
+void dt__model_moving_average_var(struct dt_model *m, int i, float decay)
 {
-	DT_ASSERT(i >= 0 && i < m->num_vars && !m->var_trainable[i]);
-	m->var_sync_mean[i] = 1;
+	DT_ASSERT(i >= 0 && i < m->num_vars && decay >= 0.0f && decay < 1.0f);
+	m->vars[i].kind = DT_VAR_MOVING_AVERAGE;
+	m->vars[i].decay = decay;
+	m->var_is_kernel[i] = 0;
 }
 
 int dt_model_variable_sync_mean(const struct dt_model *m, int i)
 {
 	DT_ASSERT(i >= 0 && i < m->num_vars);
-	return m->var_sync_mean[i];
+	return m->vars[i].kind == DT_VAR_MOVING_AVERAGE;
 }
 
 size_t dt_model_sync_mean_floats(const struct dt_model *m)
 {
 	size_t n = 0;
 	for (int i = 0; i < m->num_vars; i++)
-		if (m->var_sync_mean[i])
+		if (m->vars[i].kind == DT_VAR_MOVING_AVERAGE)
 			n += m->vars[i].count;
 	return n;
 }
@@ -159,7 +168,7 @@ size_t dt_model_sync_mean_floats(const struct dt_model *m)
 void dt_model_sync_mean_gather(const struct dt_model *m, float *buf)
 {
 	for (int i = 0; i < m->num_vars; i++)
-		if (m->var_sync_mean[i]) {
+		if (m->vars[i].kind == DT_VAR_MOVING_AVERAGE) {
 			memcpy(buf, m->params + m->vars[i].offset, m->vars[i].count * sizeof(float));
 			buf += m->vars[i].count;
 		}
@@ -168,7 +177,7 @@ void dt_model_sync_mean_gather(const struct dt_model *m, float *buf)
 void dt_model_sync_mean_scatter(struct dt_model *m, const float *buf, float scale)
 {
 	for (int i = 0; i < m->num_vars; i++)
-		if (m->var_sync_mean[i]) {
+		if (m->vars[i].kind == DT_VAR_MOVING_AVERAGE) {
 			float *p = m->params + m->vars[i].offset;
 			for (size_t k = 0; k < m->vars[i].count; k++)
 				p[k] = buf[k] * scale;
@@ -176,10 +185,24 @@ void dt_model_sync_mean_scatter(struct dt_model *m, const float *buf, float scal
 		}
 }
 
+void dt_model_moving_average_values(const struct dt_model *m, const float *before, float *out)
+{
+	for (int i = 0; i < m->num_vars; i++) {
+		const struct dt_variable *v = &m->vars[i];
+		if (v->kind != DT_VAR_MOVING_AVERAGE)
+			continue;
+		const float *now = m->params + v->offset;
+		const double rate = 1.0 - (double)v->decay;
+		for (size_t k = 0; k < v->count; k++)
+			out[v->offset + k] = (float)((double)before[k] + ((double)now[k] - (double)before[k]) / rate);
+		before += v->count;
+	}
+}
+
 int dt_model_variable_trainable(const struct dt_model *m, int i)
 {
 	DT_ASSERT(i >= 0 && i < m->num_vars);
-	return m->var_trainable[i];
+	return m->vars[i].kind == DT_VAR_TRAINABLE;
 }
 
 void dt__model_alloc_params(struct dt_model *m)

@@ -34,12 +34,31 @@
 #define DT_VAR_NAME_MAX 64
 #define DT_MAX_DIMS 4
 
+/*
+ * What changes a variable (ARCHITECTURE.md, "Variables have kinds"). Every
+ * update of the flat buffers goes by it: only trainable variables get
+ * gradients, optimizer slots, weight decay and a share of the clipping norm.
+ */
+enum dt_var_kind {
+	DT_VAR_TRAINABLE = 0,      /* trained by the optimizer */
+	DT_VAR_MOVING_AVERAGE,     /* non-trainable state that each training batch moves toward its own
+				    * value v (batch norm's moving statistics): x -= (x - v) * (1 - decay),
+				    * TensorFlow's assign_moving_average; read as the mean over replicas
+				    * (SyncOnRead MEAN); on a ps, the ps applies it (distribute/ps_server.h) */
+	DT_VAR_FROZEN,             /* non-trainable and never changed (Keras's trainable False) */
+};
+/* "trainable", "moving_average", "frozen": the word checkpoints and
+ * `ckpt inspect` carry. */
+const char *dt_var_kind_name(enum dt_var_kind k);
+
 struct dt_variable {
 	char name[DT_VAR_NAME_MAX]; /* "dense_1/kernel" */
 	int ndim;
 	int64_t shape[DT_MAX_DIMS];
 	size_t offset;              /* first element in the flat buffers */
 	size_t count;               /* elements */
+	enum dt_var_kind kind;
+	float decay;                /* DT_VAR_MOVING_AVERAGE: the layer's momentum, in [0, 1) */
 };
 
 struct dt_model;
@@ -208,10 +227,10 @@ int dt_model_variable_trainable(const struct dt_model *m, int i);
 int dt_model_sparse_vars(const struct dt_model *m, int *vars, int cap);
 size_t dt_model_batch_rows(const struct dt_model *m, const struct dt_model_batch *b, int var, int64_t *rows);
 /*
- * True for the variables TensorFlow makes SyncOnRead with aggregation MEAN
- * under MirroredStrategy and MultiWorkerMirroredStrategy: batch norm's
- * moving statistics of a node that is not frozen (the training forward pass
- * updates them; a frozen node's never change). Each replica or worker
+ * True for DT_VAR_MOVING_AVERAGE variables, which TensorFlow makes SyncOnRead
+ * with aggregation MEAN under MirroredStrategy and MultiWorkerMirroredStrategy:
+ * batch norm's moving statistics of a node that is not frozen (the training
+ * forward pass updates them; a frozen node's never change). Each replica or worker
  * updates its own copy from its own batches; a read (checkpoint, evaluation,
  * export, the replica check) sees the mean over them. The strategies replace
  * every copy by that mean after each step (distribute/mirrored.h,
@@ -227,6 +246,20 @@ size_t dt_model_sync_mean_floats(const struct dt_model *m);
 void dt_model_sync_mean_gather(const struct dt_model *m, float *buf);
 /* Sets them, in the same order, to buf[k] * scale (1/N: buf holds a sum). */
 void dt_model_sync_mean_scatter(struct dt_model *m, const float *buf, float scale);
+/*
+ * The parameter-server modes keep moving-average variables on the ps, which
+ * moves them toward each trainer's batch value as TensorFlow's
+ * assign_moving_average does there. A training step updates the model's own
+ * copy in place, x' = x * decay + v * (1 - decay) (averaged over in-process
+ * replicas); this recovers v = x + (x' - x) / (1 - decay), in double, from
+ * `before` (dt_model_sync_mean_gather's copy from before the step) and the
+ * variables now, and writes it at each such variable's offsets in `out` (a
+ * (num_params) buffer: the gradient buffer a trainer pushes, where those
+ * variables' gradients are otherwise unused). The division's rounding is
+ * multiplied back by (1 - decay) on the ps, so its copy gets x' to within a
+ * float's rounding when nothing moved it meanwhile (synchronous steps).
+ */
+void dt_model_moving_average_values(const struct dt_model *m, const float *before, float *out);
 int dt_model_max_batch(const struct dt_model *m);
 /* A one-line description: "cnn: 6 layers, 421642 parameters (1.6 MiB)"
  * (pooling is fused into conv layers and not counted). */

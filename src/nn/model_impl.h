@@ -66,8 +66,6 @@ struct dt_model {
 	int num_vars, cap_vars;
 	struct dt_variable *vars;
 	int *var_is_kernel;
-	int *var_trainable;                /* 0: frozen, or batch norm's moving statistics */
-	int *var_sync_mean;                /* 1: synchronized on read by the mean (dt_model_variable_sync_mean) */
 	struct dt_init *var_init;
 	size_t num_params;
 	float *params, *grads;             /* (num_params) each, 64-byte aligned; params owned, grads the
@@ -85,15 +83,15 @@ struct dt_model {
 };
 
 /* Appends a variable of node `node` (or -1) at the end of the flat layout;
- * it is trainable until dt__model_freeze_var says otherwise. */
+ * it is trainable until dt__model_freeze_var or dt__model_moving_average_var
+ * says otherwise. */
 void dt__model_add_var(struct dt_model *m, const char *node, const char *suffix, int ndim, const int64_t *shape,
 		       int is_kernel, struct dt_init init);
-/* Marks variable i as not trained (and not a kernel: no weight decay),
- * and not synchronized (a frozen variable never changes). */
+/* Marks variable i DT_VAR_FROZEN: never changed (and not a kernel: no weight decay). */
 void dt__model_freeze_var(struct dt_model *m, int i);
-/* Marks variable i (not trained) as updated by the training forward pass
- * and read as the mean over replicas (dt_model_variable_sync_mean). */
-void dt__model_sync_mean_var(struct dt_model *m, int i);
+/* Marks variable i DT_VAR_MOVING_AVERAGE with its layer's decay: updated by
+ * the training forward pass, read as the mean over replicas. */
+void dt__model_moving_average_var(struct dt_model *m, int i, float decay);
 /* Allocates params/grads (zeroed) for the variables added so far. */
 void dt__model_alloc_params(struct dt_model *m);
 /* Graph execution (exec.c): allocation of the per-node buffers once the

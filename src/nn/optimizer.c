@@ -372,6 +372,34 @@ void dt_optimizer_apply_mean(struct dt_optimizer *opt, float *params, const floa
 	apply_rule(opt, params, grad_sum, 1.0f / (float)summed, offset, n, lr, step);
 }
 
+void dt_moving_average_apply(float *x, const float *value_sum, int summed, size_t n, float decay)
+{
+	DT_ASSERT(summed >= 1 && decay >= 0.0f && decay < 1.0f);
+	const float scale = 1.0f / (float)summed, rate = 1.0f - decay;
+	for (size_t i = 0; i < n; i++)
+		x[i] -= (x[i] - value_sum[i] * scale) * rate;
+}
+
+void dt_optimizer_apply_vars(struct dt_optimizer *opt, const struct dt_variable *vars, int nvars, float *params,
+			     const float *sum, int summed, float lr, int64_t step)
+{
+	for (int i = 0; i < nvars;) {
+		const struct dt_variable *v = &vars[i];
+		if (v->kind == DT_VAR_MOVING_AVERAGE)
+			dt_moving_average_apply(params + v->offset, sum + v->offset, summed, v->count, v->decay);
+		if (v->kind != DT_VAR_TRAINABLE) {
+			i++;
+			continue;
+		}
+		int j = i + 1; /* one call for each run of trainable variables: they are adjacent in the buffer */
+		while (j < nvars && vars[j].kind == DT_VAR_TRAINABLE)
+			j++;
+		const size_t end = vars[j - 1].offset + vars[j - 1].count;
+		dt_optimizer_apply_mean(opt, params, sum + v->offset, summed, v->offset, end - v->offset, lr, step);
+		i = j;
+	}
+}
+
 size_t dt_optimizer_apply_made(struct dt_optimizer *opt, float *params, size_t offset, size_t n, float lr,
 			       int64_t step, dt_grad_make_fn make, void *arg)
 {

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include "base/err.h"
 #include "nn/hparams.h"
+#include "nn/model.h"
 
 enum dt_optimizer_kind { DT_OPTIM_SGD, DT_OPTIM_MOMENTUM, DT_OPTIM_ADAM, DT_OPTIM_ADAGRAD };
 
@@ -62,6 +63,20 @@ void dt_optimizer_apply(struct dt_optimizer *opt, float *params, const float *gr
  * averaging costs no extra sweep over the buffer. grad_sum is not changed. */
 void dt_optimizer_apply_mean(struct dt_optimizer *opt, float *params, const float *grad_sum, int summed, size_t offset,
 			     size_t n, float lr, int64_t step);
+
+/* Moves the n values of x toward the mean of `summed` values given as their
+ * sum: x -= (x - value_sum / summed) * (1 - decay), TensorFlow's
+ * assign_moving_average (the non-trainable DT_VAR_MOVING_AVERAGE variables of
+ * nn/model.h: batch norm's moving statistics on a ps). */
+void dt_moving_average_apply(float *x, const float *value_sum, int summed, size_t n, float decay);
+
+/* The whole flat buffer of a model's variables by their kinds (nn/model.h):
+ * the trainable ones as dt_optimizer_apply_mean of the sum of `summed`
+ * gradients, the moving averages toward the mean of `summed` batch values
+ * (dt_moving_average_apply), the frozen ones not at all. For a master that
+ * applies what its replicas sent (t2t's in-graph sync, train/sync_roles.c). */
+void dt_optimizer_apply_vars(struct dt_optimizer *opt, const struct dt_variable *vars, int nvars, float *params,
+			     const float *sum, int summed, float lr, int64_t step);
 
 /* The gradient of parameters [offset, offset + n) (n <= DT_OPTIMIZER_CHUNK)
  * written into out; 0, or non-zero to stop the update there (a gradient

@@ -27,7 +27,7 @@ static int ids_source(const struct dt_model *m, int i, int *shifted)
  * embedding, or a symbol node that no logits node shares; else -1. */
 static int gather_owner(const struct dt_model *m, int v)
 {
-	if (m->custom || !m->var_trainable[v])
+	if (m->custom || m->vars[v].kind != DT_VAR_TRAINABLE)
 		return -1;
 	for (int i = 0; i < m->num_nodes; i++) {
 		const struct dt_layer *l = &m->nodes[i].layer;

@@ -52,7 +52,33 @@ double dt_train_clip_grads(struct dt_model *m, const struct dt_hparams *hp, int 
 {
 	if (!(hp->clip_grad_norm > 0))
 		return 0;
-	return dt_clip_by_global_norm(dt_model_grads(m), dt_model_num_params(m), summed, hp->clip_grad_norm);
+	float *g = dt_model_grads(m);
+	const size_t nma = dt_model_sync_mean_floats(m);
+	if (nma == 0)
+		return dt_clip_by_global_norm(g, dt_model_num_params(m), summed, hp->clip_grad_norm);
+	/* Where moving averages' batch values ride in the buffer (a replica's sum
+	 * to the in-graph master: nn/model.h's dt_model_moving_average_values)
+	 * they are no gradient: set aside, out of the norm, and put back unscaled. */
+	float *kept = dt_xmalloc(nma * sizeof(float)), *k = kept;
+	for (int i = 0; i < dt_model_num_variables(m); i++) {
+		const struct dt_variable *v = dt_model_variable(m, i);
+		if (v->kind == DT_VAR_MOVING_AVERAGE) {
+			memcpy(k, g + v->offset, v->count * sizeof(float));
+			memset(g + v->offset, 0, v->count * sizeof(float));
+			k += v->count;
+		}
+	}
+	const double norm = dt_clip_by_global_norm(g, dt_model_num_params(m), summed, hp->clip_grad_norm);
+	k = kept;
+	for (int i = 0; i < dt_model_num_variables(m); i++) {
+		const struct dt_variable *v = dt_model_variable(m, i);
+		if (v->kind == DT_VAR_MOVING_AVERAGE) {
+			memcpy(g + v->offset, k, v->count * sizeof(float));
+			k += v->count;
+		}
+	}
+	free(kept);
+	return norm;
 }
 
 enum dt_status dt_train_evaluate_shard(struct dt_model *model, const struct dt_dataset *ds, int shard_index,

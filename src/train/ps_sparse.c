@@ -96,9 +96,10 @@ enum dt_status dt__sparse_rows_compute(struct dt__sparse_rows *sp, struct dt_ses
 	/* Clipped before the push as a dense gradient is (weight decay, which
 	 * would make the tables dense, is off here): the rows no id touched hold
 	 * zeros, so the global norm is the touched rows' and the dense variables'. */
+	dt__session_push_begin(s);
 	st = dt__session_compute_batch(s, b, NULL, NULL, out, err);
-	if (!st && isfinite(out->loss))
-		out->grad_norm = dt_train_clip_grads(sp->model, &dt__session_config(s)->hp, 1);
+	if (!st)
+		dt__session_push_end(s, 0, out);
 	return st;
 }
 

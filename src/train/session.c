@@ -377,6 +377,7 @@ void dt_session_free(struct dt_session *s)
 	if (s->saving)
 		dt_saver_release(&s->saver);
 	free(s->hparams_json);
+	free(s->pushed_before);
 	dt_train_bg_eval_free(s->bg);
 	dt_events_free(s->eval_events);
 	dt_summary_free(s->summary);
@@ -620,14 +621,35 @@ enum dt_status dt__session_compute_batch(struct dt_session *s, const struct dt_b
 	return DT_OK;
 }
 
+void dt__session_push_begin(struct dt_session *s)
+{
+	const size_t n = dt_model_sync_mean_floats(s->model);
+	if (n == 0)
+		return;
+	if (!s->pushed_before)
+		s->pushed_before = dt_xmalloc(n * sizeof(float));
+	dt_model_sync_mean_gather(s->model, s->pushed_before);
+}
+
+void dt__session_push_end(struct dt_session *s, int decay, struct dt_step_figures *out)
+{
+	if (!isfinite(out->loss))
+		return;
+	const float wd = (float)s->cfg->hp.weight_decay;
+	if (decay && wd > 0)
+		dt_train_add_weight_decay(s->model, wd);
+	out->grad_norm = dt_train_clip_grads(s->model, &s->cfg->hp, 1);
+	/* after the clip: the values are no gradient and count in no norm */
+	if (s->pushed_before)
+		dt_model_moving_average_values(s->model, s->pushed_before, dt_model_grads(s->model));
+}
+
 enum dt_status dt__session_compute_decayed(struct dt_session *s, struct dt_step_figures *out, struct dt_err *err)
 {
+	dt__session_push_begin(s);
 	enum dt_status st = dt__session_compute(s, out, err);
-	const float wd = (float)s->cfg->hp.weight_decay;
-	if (!st && isfinite(out->loss) && wd > 0)
-		dt_train_add_weight_decay(s->model, wd);
-	if (!st && isfinite(out->loss))
-		out->grad_norm = dt_train_clip_grads(s->model, &s->cfg->hp, 1);
+	if (!st)
+		dt__session_push_end(s, 1, out);
 	return st;
 }
 

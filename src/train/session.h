@@ -130,8 +130,18 @@ enum dt_status dt__session_compute(struct dt_session *s, struct dt_step_figures 
  * (nn/model.h), for a reduction overlapped with the backward pass. */
 enum dt_status dt__session_compute_batch(struct dt_session *s, const struct dt_batch *b, dt_grads_ready_fn on_ready,
 					 void *arg, struct dt_step_figures *out, struct dt_err *err) DT_MUST_CHECK;
-/* dt__session_compute plus weight decay on the whole gradient: for the
- * strategies that push it to be applied elsewhere (the ps). */
+/* The gradient a ps trainer pushes, for the ps to apply: push_begin keeps,
+ * before the step's forward pass, the moving-average variables as pulled;
+ * push_end, after the backward pass, adds weight decay (when `decay`),
+ * clips to hp.clip_grad_norm (out->grad_norm: the norm before), and then
+ * writes the moving-average variables' batch values where their gradients
+ * would be (nn/model.h's dt_model_moving_average_values): the ps moves its
+ * copy toward them (distribute/ps_sync.h's dt_ps_shard_apply). Nothing
+ * after a loss that is not finite. */
+void dt__session_push_begin(struct dt_session *s);
+void dt__session_push_end(struct dt_session *s, int decay, struct dt_step_figures *out);
+/* push_begin, dt__session_compute, push_end with weight decay: the whole
+ * gradient of a step for the strategies that push it to a ps. */
 enum dt_status dt__session_compute_decayed(struct dt_session *s, struct dt_step_figures *out,
 					   struct dt_err *err) DT_MUST_CHECK;
 /* The next batch of the input (for a strategy's own compute). */

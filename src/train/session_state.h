@@ -74,6 +74,7 @@ struct dt_session {
 	struct dt_eval_result last_eval;
 	struct window w;
 	double fixed_norm; /* --deterministic with clip_grad_norm: the last apply's norm before clipping */
+	float *pushed_before; /* (dt_model_sync_mean_floats) the moving averages before a step pushed to a ps */
 	int loss_logged;              /* a window's loss reached res.final_loss */
 	int64_t train_start_ns, after_first_ns, end_ns;
 	int64_t after_first_cpu_ns, end_cpu_ns; /* this process's CPU time, all threads */

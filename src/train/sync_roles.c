@@ -482,7 +482,8 @@ static enum dt_status master_compute(struct dt_session *s, void *self, struct dt
 }
 
 /* The mean of the replicas' gradients, weight decay included (total * wd * p
- * added to the sum puts wd * p in its mean). */
+ * added to the sum puts wd * p in its mean); the moving statistics toward the
+ * mean of the replicas' batch values, once a step as on a synchronous ps. */
 static enum dt_status master_apply(struct dt_session *s, void *self, const struct dt_step_figures *fig, float lr,
 				   struct dt_strategy_step *io, struct dt_err *err)
 {
@@ -493,8 +494,8 @@ static enum dt_status master_apply(struct dt_session *s, void *self, const struc
 	if (wd > 0)
 		dt_train_add_weight_decay(model, wd * (float)g->total);
 	io->grad_norm = dt_train_clip_grads(model, &g->k.cfg->train->hp, g->total);
-	dt_optimizer_apply_mean(dt__session_optimizer(s), dt_model_params(model), dt_model_grads(model), g->total, 0,
-				dt_model_num_params(model), lr, io->step);
+	dt_optimizer_apply_vars(dt__session_optimizer(s), g->k.r->vars, g->k.r->nvars, dt_model_params(model),
+				dt_model_grads(model), g->total, lr, io->step);
 	return DT_OK;
 }
 

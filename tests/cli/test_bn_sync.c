@@ -1,7 +1,9 @@
-/* Batch norm's moving statistics under the mirrored strategies
- * (TensorFlow's SyncOnRead variables, aggregation MEAN): each replica or
- * worker updates its own copy from its own examples and the checkpoint
- * holds the mean. A Keras model conv -> batch norm -> dense trains with
+/* Batch norm's moving statistics in every distributed mode. Under the
+ * mirrored strategies (TensorFlow's SyncOnRead variables, aggregation
+ * MEAN) each replica or worker updates its own copy from its own examples
+ * and the checkpoint holds the mean; in the parameter-server modes they live
+ * on the ps, which moves them toward each trainer's batch values (once per
+ * aggregated step in the synchronous modes). A Keras model conv -> batch norm -> dense trains with
  * the same global batch of 8 on one process alone, with --replicas=2 and
  * with 2 workers by all-reduce (4 examples each, the same halves of each
  * global batch); batch norm's mean over a batch is the mean of its halves'
@@ -126,4 +128,87 @@ DT_TEST_TIMEOUT(bn_sync, moving_statistics_are_the_mean_over_replicas_and_worker
 	DT_CHECK(rel_diff(mean[2], mean[0]) < 1e-5);
 	DT_CHECK(rel_diff(var[1], var[0]) > 1e-5);
 	DT_CHECK(rel_diff(var[2], var[1]) < 1e-5);
+}
+
+/* The two moving statistics of step `want`'s checkpoint in dir. */
+static void read_stats(const char *dir, int64_t want, float *mean, float *var)
+{
+	read_var(dir, want, "bn/moving_mean", mean);
+	read_var(dir, want, "bn/moving_variance", var);
+}
+
+/* One process's statistics after one step of the global batch of 8 (alone),
+ * and 2 replicas' (the mean of the halves' variances) in the caller's dirs. */
+static void baselines(const char *mflag, float mean[2][BN_CHANNELS], float var[2][BN_CHANNELS])
+{
+	char dirs[2][512];
+	dt_test_path(dirs[0], sizeof(dirs[0]), "base-alone");
+	dt_test_path(dirs[1], sizeof(dirs[1]), "base-replicas");
+	run_one(mflag, dirs[0], "--train_steps=1", "--replicas=1");
+	run_one(mflag, dirs[1], "--train_steps=1", "--replicas=2");
+	for (int i = 0; i < 2; i++)
+		read_stats(dirs[i], 1, mean[i], var[i]);
+}
+
+static void write_model(char *mflag, size_t cap)
+{
+	char model[512];
+	dt_test_path(model, sizeof(model), "bn.json");
+	dt_test_write_file(model, model_json, strlen(model_json));
+	snprintf(mflag, cap, "--keras_model=%s", model);
+}
+
+/* The parameter-server modes: the ps's copy, which the chief checkpoints,
+ * is what one process computes from the same examples. Asynchronously one
+ * trainer with the whole batch of 8; synchronously (--sync, and t2t's
+ * in-graph master with two std servers as replicas) two trainers with 4
+ * each, the halves of the same global batch: the ps moves the statistics
+ * once, toward the mean of the two halves' values (the whole batch's mean,
+ * the halves' mean variance). Before, the ps's copy stayed at 0 and 1. */
+DT_TEST_TIMEOUT(bn_sync, moving_statistics_live_on_the_ps_in_every_ps_mode, 300)
+{
+	char mflag[600];
+	write_model(mflag, sizeof(mflag));
+	float base_mean[2][BN_CHANNELS], base_var[2][BN_CHANNELS];
+	baselines(mflag, base_mean, base_var);
+	static const char *const modes[3] = { "async", "sync", "in_graph" };
+	for (int mode = 0; mode < 3; mode++) {
+		struct cluster c;
+		if (mode == 2)
+			cluster_init(&c, "master", 0, 2);
+		else
+			cluster_init(&c, "chief", mode == 1, 1);
+		cluster_output_dir(&c, modes[mode]);
+		const char *args[] = { mflag, "--problem=synthetic", "--train_steps=1", "--log_every=0", "--noeval",
+				       c.out_flag, mode == 0 ? "--hparams=batch_size=8,learning_rate=0.05"
+							     : "--hparams=batch_size=4,learning_rate=0.05",
+				       "--connect_timeout=60", mode ? "--sync" : NULL, NULL };
+		struct task *head;
+		if (mode == 2) {
+			const char *std_args[] = { mflag, "--problem=synthetic", "--schedule=run_std_server", c.out_flag,
+						   "--hparams=batch_size=4,learning_rate=0.05", NULL };
+			cluster_start_train(&c, "ps", 0, std_args);
+			cluster_start_train(&c, "ps", 1, std_args);
+			head = cluster_start_train(&c, "master", 0, args);
+		} else {
+			cluster_start_train(&c, "ps", 0, args);
+			if (mode == 1)
+				cluster_start_train(&c, "worker", 0, args);
+			head = cluster_start_train(&c, "chief", 0, args);
+		}
+		EXPECT_EXIT(&c, head, 0, TASK_WAIT_S);
+		for (int i = 0; i < c.n; i++)
+			EXPECT_EXIT(&c, &c.tasks[i], 0, 60);
+		float mean[BN_CHANNELS], var[BN_CHANNELS];
+		read_stats(c.out_dir, 1, mean, var);
+		const int halves = mode > 0;
+		fprintf(stderr, "%s: bn/moving_mean[0] %.7g (one process %.7g), moving_variance[0] %.7g (%s %.7g); "
+				"relative differences %.2g, %.2g\n",
+			modes[mode], (double)mean[0], (double)base_mean[0][0], (double)var[0],
+			halves ? "2 replicas" : "one process", (double)base_var[halves][0], rel_diff(mean, base_mean[0]),
+			rel_diff(var, base_var[halves]));
+		DT_CHECK(rel_diff(mean, base_mean[0]) < 1e-5);
+		DT_CHECK(rel_diff(var, base_var[halves]) < 1e-5);
+		DT_CHECK(rel_diff(mean, (const float[BN_CHANNELS]){ 0 }) > 1e-3); /* moved off the initializer */
+	}
 }

@@ -39,7 +39,7 @@ static void core_start(struct core *c, int trainers, int aggregate)
 	DT_CHECK_OK(dt_hparams_from_set("mlp_base", &c->hp, &err), &err);
 	snprintf(c->hp.optimizer, sizeof(c->hp.optimizer), "sgd");
 	DT_CHECK_OK(dt_optimizer_init(&c->opt, &c->hp, 10, &err), &err);
-	static const struct dt_ps_sync_shard shards[2] = { { 0, 4 }, { 4, 6 } };
+	static const struct dt_ps_sync_shard shards[2] = { { 0, 4, DT_VAR_TRAINABLE, 0 }, { 4, 6, DT_VAR_TRAINABLE, 0 } };
 	static const char *const names[3] = { "chief:0", "worker:0", "worker:1" };
 	struct dt_ps_sync_params p = { .name = "ps:0", .shards = shards, .nshards = 2, .num_params = 10,
 				       .params = c->params, .opt = &c->opt, .trainers = names, .num_trainers = trainers };
