@@ -1,7 +1,7 @@
 /*
  * dtrain ckpt — look at checkpoints (train/checkpoint.h).
  *
- *   dtrain ckpt inspect PATH   step, tensors (name, dtype, shape, bytes),
+ *   dtrain ckpt inspect PATH   step, tensors (name, dtype, shape, kind, bytes),
  *                              metadata, size, and whether the CRCs match
  *   dtrain ckpt verify PATH    exit 0 when the checkpoint is intact (header
  *                              checksum, model_signature, data CRC), else 4
@@ -90,14 +90,14 @@ static int inspect(const char *arg)
 		int n = (int)strlen(f->tensors[i].name);
 		w = n > w ? n : w;
 	}
-	printf("tensors:\n  %-*s  %-5s  %-20s  %s\n", w, "name", "dtype", "shape", "bytes");
+	printf("tensors:\n  %-*s  %-5s  %-20s  %-14s  %s\n", w, "name", "dtype", "shape", "kind", "bytes");
 	uint64_t params = 0;
 	for (int i = 0; i < f->num_tensors; i++) {
 		const struct dt_st_tensor_info *t = &f->tensors[i];
 		char shape[128];
 		print_shape(t, shape, sizeof(shape));
-		printf("  %-*s  %-5s  %-20s  %" PRIu64 "\n", w, t->name, dt_st_dtype_name(t->dtype), shape,
-		       t->end - t->begin);
+		printf("  %-*s  %-5s  %-20s  %-14s  %" PRIu64 "\n", w, t->name, dt_st_dtype_name(t->dtype), shape,
+		       dt_ckpt_tensor_kind(f, t->name), t->end - t->begin);
 		params += t->end - t->begin;
 	}
 	printf("metadata:\n");

@@ -33,7 +33,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoint tensors ne
 
 static const char *const reserved_keys[] = {
 	"format", "global_step", "crc32c", "header_crc32c", "model_signature", "optimizer", "num_slots",
-	"dropout_rng", "pipeline_epoch", "pipeline_offset", "pipeline_position", "hparams",
+	"dropout_rng", "pipeline_epoch", "pipeline_offset", "pipeline_position", "hparams", "non_trainable",
 };
 
 /* ---- names ------------------------------------------------------------------------ */
@@ -224,6 +224,20 @@ static int is_reserved(const char *key)
 	return 0;
 }
 
+/* The non-trainable variables and their kinds as one compact JSON object,
+ * {"bn/moving_mean":"moving_average","conv/kernel":"frozen"}, malloc'd; NULL
+ * when every variable is trainable. */
+static char *non_trainable_json(const struct dt_variable *vars, int n)
+{
+	json_t *o = json_object();
+	for (int i = 0; i < n; i++)
+		if (vars[i].kind != DT_VAR_TRAINABLE)
+			json_object_set_new(o, vars[i].name, json_string(dt_var_kind_name(vars[i].kind)));
+	char *text = json_object_size(o) ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return text;
+}
+
 /* Builds the tensor list (file order) and header of `c`, with `crc` as the
  * CRC-32C of the tensor bytes. The header's length does not depend on the
  * CRC (always 8 hex digits), so a writer can build it with a placeholder,
@@ -233,7 +247,10 @@ static enum dt_status build_file(const struct dt_ckpt_contents *c, const int64_t
 				 struct dt_err *err)
 {
 	int nslots = c->slots ? c->num_slots : 0;
-	int n = 1 + c->num_vars * (1 + nslots);
+	int n = 1 + c->num_vars;
+	for (int i = 0; i < c->num_vars; i++)
+		if (c->vars[i].kind == DT_VAR_TRAINABLE) /* the others have no optimizer slots */
+			n += nslots;
 	struct out_tensor *t = dt_xcalloc((size_t)n, sizeof(*t));
 	snprintf(t[0].name, sizeof(t[0].name), "global_step");
 	t[0].dtype = DT_ST_I64;
@@ -242,7 +259,7 @@ static enum dt_status build_file(const struct dt_ckpt_contents *c, const int64_t
 	int k = 1;
 	for (int i = 0; i < c->num_vars; i++) {
 		const struct dt_variable *v = &c->vars[i];
-		for (int s = -1; s < nslots; s++) {
+		for (int s = -1; s < (v->kind == DT_VAR_TRAINABLE ? nslots : 0); s++) {
 			struct out_tensor *o = &t[k++];
 			if (s < 0) {
 				snprintf(o->name, sizeof(o->name), "%s", v->name);
@@ -257,7 +274,9 @@ static enum dt_status build_file(const struct dt_ckpt_contents *c, const int64_t
 			o->nbytes = (uint64_t)v->count * sizeof(float);
 		}
 	}
+	DT_ASSERT(k == n);
 	qsort(t, (size_t)n, sizeof(*t), cmp_out);
+	char *kinds = non_trainable_json(c->vars, c->num_vars);
 
 	char step_s[24], crc_s[16], sig[24], nslots_s[16], rng_s[80] = "", epoch_s[24], offset_s[24];
 	snprintf(step_s, sizeof(step_s), "%" PRId64, c->global_step);
@@ -287,6 +306,8 @@ static enum dt_status build_file(const struct dt_ckpt_contents *c, const int64_t
 		meta[nmeta++] = (struct dt_ckpt_kv){ "pipeline_position", "global" };
 	if (c->hparams)
 		meta[nmeta++] = (struct dt_ckpt_kv){ "hparams", c->hparams };
+	if (kinds)
+		meta[nmeta++] = (struct dt_ckpt_kv){ "non_trainable", kinds };
 	enum dt_status st = DT_OK;
 	for (int i = 0; i < c->num_extra && !st; i++) {
 		if (is_reserved(c->extra[i].key) || strcmp(c->extra[i].key, "__metadata__") == 0)
@@ -302,6 +323,7 @@ static enum dt_status build_file(const struct dt_ckpt_contents *c, const int64_t
 		free(desc);
 	}
 	free(meta);
+	free(kinds);
 	if (st) {
 		free(t);
 		return st;
@@ -630,7 +652,8 @@ static enum dt_status match_model_names(const struct dt_st_file *f, const struct
 							"the checkpoint but %s F32 in this model", f->path, v->name, a,
 					  dt_st_dtype_name(t->dtype), b);
 		place[t - f->tensors] = (struct placement){ into->params + v->offset, 1 };
-		int nslots = into->slots ? into->num_slots : 0;
+		/* a non-trainable variable has no slots (an older checkpoint's, zero, are skipped below) */
+		int nslots = into->slots && v->kind == DT_VAR_TRAINABLE ? into->num_slots : 0;
 		for (int s = 0; s < nslots; s++) {
 			char name[DT_VAR_NAME_MAX + 16];
 			snprintf(name, sizeof(name), "%s/%s", v->name, slot_suffix(into->optimizer, s));

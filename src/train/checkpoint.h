@@ -24,7 +24,8 @@
  *      so first `global_step` (I64, shape [], 8 bytes), then every F32 tensor
  *      by name: variables (`dense_1/kernel`, shape as in nn/model.h) and
  *      slots (`dense_1/kernel/Adam`, `dense_1/kernel/Adam_1`,
- *      `<var>/Momentum`, `<var>/Adagrad`), each slot with its variable's shape.
+ *      `<var>/Momentum`, `<var>/Adagrad`) of the trainable variables, each
+ *      slot with its variable's shape.
  *   4. `__metadata__` keys (all values strings):
  *        format           "dtrain.ckpt.v2" (v1: the same without header_crc32c)
  *        global_step      decimal, equal to the `global_step` tensor
@@ -42,6 +43,10 @@
  *        dropout_rng      four 16-hex-digit words joined by ':' (base/rng.h)
  *        pipeline_epoch, pipeline_offset   decimal (data/pipeline.h's position)
  *        hparams          the hparams as one JSON object (nn/hparams.h)
+ *        non_trainable    (only when some variable is not trainable) one JSON
+ *                         object of those variables' kinds (nn/model.h's
+ *                         dt_var_kind_name): {"bn/moving_mean":"moving_average"};
+ *                         they have no optimizer slots
  *        plus the caller's extra keys (struct dt_ckpt_kv), which must not
  *        reuse these names.
  *
@@ -286,6 +291,12 @@ void dt_st_free(struct dt_st_file *f);
 const char *dt_st_meta(const struct dt_st_file *f, const char *key);
 /* The tensor named `name`, or NULL. */
 const struct dt_st_tensor_info *dt_st_find(const struct dt_st_file *f, const char *name);
+
+/* What tensor `name` of f is, for `ckpt inspect`: "step" (global_step),
+ * "slot" (an optimizer slot of another tensor), else its variable's kind
+ * from the non_trainable metadata (nn/model.h's dt_var_kind_name), and
+ * "trainable" for the variables not named there. */
+const char *dt_ckpt_tensor_kind(const struct dt_st_file *f, const char *name);
 
 /* Checks that `f` is a dtrain checkpoint (format, global_step, crc32c keys),
  * that its header checksum matches (format v2; a v1 file has none), that its

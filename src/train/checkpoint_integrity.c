@@ -8,6 +8,7 @@
 #include "train/checkpoint_internal.h"
 
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,24 @@ static int is_slot_in_file(const struct dt_st_file *f, const char *name)
 		if (strlen(f->tensors[i].name) == base && strncmp(f->tensors[i].name, name, base) == 0)
 			return 1;
 	return 0;
+}
+
+const char *dt_ckpt_tensor_kind(const struct dt_st_file *f, const char *name)
+{
+	if (strcmp(name, "global_step") == 0)
+		return "step";
+	if (is_slot_in_file(f, name))
+		return "slot";
+	const char *kinds = dt_st_meta(f, "non_trainable");
+	json_t *o = kinds ? json_loads(kinds, 0, NULL) : NULL;
+	const char *k = json_string_value(json_object_get(o, name));
+	static const char *const names[] = { "moving_average", "frozen" };
+	const char *kind = "trainable"; /* a static string, not the JSON's */
+	for (size_t i = 0; k && i < DT_ARRAY_LEN(names); i++)
+		if (strcmp(k, names[i]) == 0)
+			kind = names[i];
+	json_decref(o);
+	return kind;
 }
 
 /* The signature of the variables a file holds: its tensors but global_step

@@ -158,6 +158,35 @@ static void write_model(char *mflag, size_t cap)
 	snprintf(mflag, cap, "--keras_model=%s", model);
 }
 
+/* The moving statistics are non-trainable state: no optimizer slots in the
+ * latest checkpoint of dir (momentum), their kind in its metadata and in
+ * `dtrain ckpt inspect`, while the trained variables keep theirs. */
+static void check_no_slots(const char *dir)
+{
+	char path[1024];
+	int64_t step = 0;
+	struct dt_err err = DT_ERR_INIT;
+	enum dt_ckpt_poll found = DT_CKPT_POLL_NONE;
+	DT_CHECK_OK(dt_ckpt_latest_path(dir, path, sizeof(path), &step, &found, &err), &err);
+	struct dt_st_file *f = NULL;
+	DT_CHECK_OK(dt_st_open(path, &f, &err), &err);
+	if (!f)
+		return;
+	DT_CHECK(dt_st_find(f, "bn/gamma/Momentum") != NULL);
+	DT_CHECK(dt_st_find(f, "bn/moving_mean/Momentum") == NULL);
+	DT_CHECK(dt_st_find(f, "bn/moving_variance/Momentum") == NULL);
+	const char *kinds = dt_st_meta(f, "non_trainable");
+	DT_CHECK(kinds != NULL);
+	DT_CHECK_CONTAINS(kinds ? kinds : "", "\"bn/moving_mean\":\"moving_average\"");
+	dt_st_free(f);
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "ckpt", "inspect", dir, NULL }, NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK(strstr(r.out, "bn/moving_variance") && strstr(strstr(r.out, "bn/moving_variance"), "moving_average"));
+	DT_CHECK(strstr(r.out, "bn/gamma/Momentum") && strstr(strstr(r.out, "bn/gamma/Momentum"), "slot"));
+	dt_run_release(&r);
+}
+
 /* The parameter-server modes: the ps's copy, which the chief checkpoints,
  * is what one process computes from the same examples. Asynchronously one
  * trainer with the whole batch of 8; synchronously (--sync, and t2t's
@@ -180,13 +209,13 @@ DT_TEST_TIMEOUT(bn_sync, moving_statistics_live_on_the_ps_in_every_ps_mode, 300)
 			cluster_init(&c, "chief", mode == 1, 1);
 		cluster_output_dir(&c, modes[mode]);
 		const char *args[] = { mflag, "--problem=synthetic", "--train_steps=1", "--log_every=0", "--noeval",
-				       c.out_flag, mode == 0 ? "--hparams=batch_size=8,learning_rate=0.05"
-							     : "--hparams=batch_size=4,learning_rate=0.05",
+				       c.out_flag, mode == 0 ? "--hparams=batch_size=8,learning_rate=0.05,optimizer=momentum"
+							     : "--hparams=batch_size=4,learning_rate=0.05,optimizer=momentum",
 				       "--connect_timeout=60", mode ? "--sync" : NULL, NULL };
 		struct task *head;
 		if (mode == 2) {
 			const char *std_args[] = { mflag, "--problem=synthetic", "--schedule=run_std_server", c.out_flag,
-						   "--hparams=batch_size=4,learning_rate=0.05", NULL };
+						   "--hparams=batch_size=4,learning_rate=0.05,optimizer=momentum", NULL };
 			cluster_start_train(&c, "ps", 0, std_args);
 			cluster_start_train(&c, "ps", 1, std_args);
 			head = cluster_start_train(&c, "master", 0, args);
@@ -210,5 +239,6 @@ DT_TEST_TIMEOUT(bn_sync, moving_statistics_live_on_the_ps_in_every_ps_mode, 300)
 		DT_CHECK(rel_diff(mean, base_mean[0]) < 1e-5);
 		DT_CHECK(rel_diff(var, base_var[halves]) < 1e-5);
 		DT_CHECK(rel_diff(mean, (const float[BN_CHANNELS]){ 0 }) > 1e-3); /* moved off the initializer */
+		check_no_slots(c.out_dir);
 	}
 }
