@@ -18,6 +18,7 @@
 #include "nn/hparams.h"
 #include "models/builtin.h"
 #include "nn/model.h"
+#include "nn/optimizer.h"
 #include "tensor/blas.h"
 
 #define H 28
@@ -368,5 +369,77 @@ DT_TEST(dist_mirrored, moving_statistics_are_the_mean_of_the_replicas_own)
 	for (int r = 0; r < 2; r++)
 		dt_model_free(alone[r]);
 	dt_model_free(primary);
+	dt_graph_free(g);
+}
+
+/* The parameter-server modes' moving averages (nn/model.h's dt_var_kind):
+ * the values a step recovers for its pushed buffer, applied with each
+ * variable's kind (nn/optimizer.h's dt_optimizer_apply_vars) to the
+ * variables as they were before the step, give what the step itself made
+ * of the statistics; the trained variables move by the optimizer, the frozen
+ * ones not at all. */
+DT_TEST(dist_mirrored, moving_average_values_rebuild_the_step_on_another_copy)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_graph *g = bn_graph();
+	enum { B = 8 };
+	struct dt_model *m;
+	DT_CHECK_OK(dt_model_from_graph(g, "g", B, &m, &err), &err);
+	dt_model_init_params(m, 9);
+	for (int i = 0; i < dt_model_num_variables(m); i++) {
+		const struct dt_variable *v = dt_model_variable(m, i);
+		const enum dt_var_kind want = strncmp(v->name, "frozen/", 7) == 0 ? DT_VAR_FROZEN
+					      : strstr(v->name, "/moving_") ? DT_VAR_MOVING_AVERAGE
+									  : DT_VAR_TRAINABLE;
+		DT_CHECK_INT_EQ(v->kind, want);
+		DT_CHECK(v->kind != DT_VAR_MOVING_AVERAGE || v->decay == 0.5f);
+		DT_CHECK_INT_EQ(dt_model_variable_trainable(m, i), want == DT_VAR_TRAINABLE);
+	}
+	const size_t np = dt_model_num_params(m);
+	float *before_params = malloc(np * sizeof(float)), *pushed = calloc(np + 1, sizeof(float));
+	float before[10];
+	DT_CHECK(dt_model_sync_mean_floats(m) == 10);
+	memcpy(before_params, dt_model_params(m), np * sizeof(float));
+	dt_model_sync_mean_gather(m, before);
+	float x[B * 6];
+	int32_t y[B];
+	struct dt_rng rng;
+	dt_rng_seed(&rng, 4);
+	for (int i = 0; i < B * 6; i++)
+		x[i] = 3.0f * dt_rng_uniform(&rng) + 2.0f;
+	for (int i = 0; i < B; i++)
+		y[i] = (int32_t)dt_rng_below(&rng, 4);
+	struct dt_model_batch b = { .size = B, .num_inputs = 1, .inputs = { { DT_FLOAT32, x } },
+				    .targets = { DT_INT32, y } };
+	struct dt_step_result res;
+	DT_CHECK_OK(dt_model_step(m, &b, NULL, NULL, NULL, &res, &err), &err);
+	memcpy(pushed, dt_model_grads(m), np * sizeof(float));
+	dt_model_moving_average_values(m, before, pushed);
+	/* The ps's side: its copy is the one from before the step. */
+	struct dt_hparams hp;
+	DT_CHECK_OK(dt_hparams_from_set("mlp_base", &hp, &err), &err);
+	snprintf(hp.optimizer, sizeof(hp.optimizer), "sgd");
+	struct dt_optimizer opt;
+	DT_CHECK_OK(dt_optimizer_init(&opt, &hp, np, &err), &err);
+	const struct dt_variable *vars = dt_model_variable(m, 0);
+	dt_optimizer_apply_vars(&opt, vars, dt_model_num_variables(m), before_params, pushed, 1, 0.1f, 1);
+	for (int i = 0; i < dt_model_num_variables(m); i++) {
+		const struct dt_variable *v = dt_model_variable(m, i);
+		const float *now = dt_model_params(m) + v->offset, *ps = before_params + v->offset;
+		for (size_t k = 0; k < v->count; k++) {
+			if (v->kind == DT_VAR_MOVING_AVERAGE) /* the step's own update, to a float's rounding */
+				DT_CHECK_NEAR(ps[k], now[k], 1e-6 * (1.0 + fabs((double)now[k])));
+			else if (v->kind == DT_VAR_FROZEN)
+				DT_CHECK(ps[k] == now[k] && pushed[v->offset + k] == 0.0f);
+			else /* sgd: p - 0.1 g */
+				DT_CHECK_NEAR(ps[k], now[k] - 0.1f * dt_model_grads(m)[v->offset + k], 1e-6);
+		}
+	}
+	/* and the statistics did move: a batch far from 0 and 1 */
+	DT_CHECK(fabsf(var_of(m, "bn/moving_mean")[0] - before[0]) > 0.01f);
+	dt_optimizer_release(&opt);
+	free(before_params);
+	free(pushed);
+	dt_model_free(m);
 	dt_graph_free(g);
 }

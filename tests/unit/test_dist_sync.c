@@ -566,3 +566,25 @@ DT_TEST(dist_sync, one_trainer_steps_through_two_servers_and_async_pushes_are_re
 	dt_placement_release(&pl);
 	free(params), free(grads);
 }
+
+/* Each shard by its variable's kind (distribute/ps_sync.h's dt_ps_shard_apply):
+ * a moving average moves toward its trainers' mean value once a step, a
+ * frozen one never changes, a trainable one takes the optimizer's update. */
+DT_TEST(dist_sync, each_shard_moves_by_its_kind)
+{
+	struct core c;
+	core_start(&c, 2, 2);
+	const struct dt_ps_sync_shard ma = { 0, 4, DT_VAR_MOVING_AVERAGE, 0.75f }, fz = { 4, 2, DT_VAR_FROZEN, 0 },
+				      tr = { 6, 4, DT_VAR_TRAINABLE, 0 };
+	float params[10] = { 1, 1, 1, 1, 5, 5, 0, 0, 0, 0 };
+	const float sum[4] = { 2 + 4, 2 + 4, 2 + 4, 2 + 4 }; /* two trainers' values 2 and 4 */
+	dt_ps_shard_apply(&ma, &c.opt, params, sum, 2, 1.0f, 1);
+	dt_ps_shard_apply(&fz, &c.opt, params, sum, 2, 1.0f, 1);
+	dt_ps_shard_apply(&tr, &c.opt, params, sum, 2, 1.0f, 1);
+	for (int i = 0; i < 4; i++)
+		DT_CHECK_NEAR(params[i], 1.0 - (1.0 - 3.0) * 0.25, 1e-6); /* x -= (x - mean) (1 - decay) */
+	DT_CHECK(params[4] == 5.0f && params[5] == 5.0f);
+	for (int i = 6; i < 10; i++)
+		DT_CHECK_NEAR(params[i], -3.0, 1e-6); /* sgd at lr 1: -mean gradient */
+	core_stop(&c);
+}
