@@ -7,7 +7,8 @@
  * round's requests are in flight at once on all servers, so pulls and pushes
  * to different servers proceed in parallel. Nothing is copied: pushes are
  * written straight from the gradient buffer (dt_conn_sendv_ref) and pull
- * replies are received straight into the parameter buffer (reply_buf).
+ * replies are received straight into the parameter buffer (reply_buf; under a
+ * cluster secret copied there once their tag verified, net/conn.h).
  *
  * One round (dt_ps_client_round) does, on each connection in this order,
  * push → step → pull: the server handles a connection's frames in order, so

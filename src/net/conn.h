@@ -23,7 +23,10 @@
  * largest need and are reused; steady traffic allocates nothing per message.
  * Payloads can avoid copies both ways: dt_conn_sendv_ref writes straight from
  * the caller's memory, and on_dest (or dt_request.reply_buf) receives a
- * payload straight into the caller's memory.
+ * payload straight into the caller's memory — a reply_buf only on a link
+ * without a cluster secret: on an authenticated one the reply is received
+ * into the connection's buffer and copied there once its tag verified, so
+ * no forged byte ever reaches the caller's memory.
  *
  * Callbacks run only from dt_loop_run_once, never from inside a dt_conn_*
  * call: a send that fails records the failure and the close is reported on
@@ -178,7 +181,7 @@ enum dt_status dt_conn_reply_error(struct dt_conn *c, uint64_t request_id, enum 
 struct dt_request {
 	uint16_t type;      /* message type of the request */
 	int64_t deadline;   /* absolute; required */
-	void *reply_buf;    /* optional: the reply payload is received here directly; */
+	void *reply_buf;    /* optional: the reply payload is received here (directly without a secret); */
 	size_t reply_cap;   /*   a longer reply fails the request with DT_PROTOCOL */
 	/* Optional, runs in the loop when the request completes; `reply` is the
 	 * reply payload (NULL on error), valid during the call. */

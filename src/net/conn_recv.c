@@ -121,8 +121,13 @@ int dt__conn_on_header(void *arg, const struct dt_frame_header *h, void **dest, 
 		return 0;
 	}
 	if (h->flags & DT_FRAME_F_REPLY) {
+		/* Straight into the caller's buffer (a worker's parameters, for a
+		 * pull) only where no check is to come: on an authenticated link the
+		 * frame is received here first and copied there once its tag
+		 * verified (handle_reply), so no forged byte reaches it. */
 		struct dt_request *r = dt__conn_find_request(c, h->request_id);
-		if (r && r->reply_buf && h->type != DT_MSG_ERROR && h->length > 0 && h->length <= r->reply_cap) {
+		if (r && r->reply_buf && !c->dec.trailer && h->type != DT_MSG_ERROR && h->length > 0 &&
+		    h->length <= r->reply_cap) {
 			*dest = r->reply_buf;
 			c->receiving = r;
 		}

@@ -229,11 +229,13 @@ DT_TEST(net_wire_crypto, a_frame_sealed_or_opened_in_pieces_equals_one_done_whol
 /* ---- through real connections ---- */
 
 /* A relay between a client and a server: bytes pass as they are, except one
- * bit of the client's stream when flip_at is set. */
+ * bit of the client's stream (or with `down`, the server's) when flip_at is set. */
 struct relay {
 	int lfd, target;  /* listens here; forwards to 127.0.0.1:target */
 	size_t flip_at;   /* 0: none */
+	int down;         /* the flip is in the server -> client stream */
 	size_t forwarded; /* client -> server bytes so far */
+	size_t returned;  /* server -> client bytes so far */
 };
 
 static int pass(int from, int to, struct relay *rl, int upstream)
@@ -244,10 +246,10 @@ static int pass(int from, int to, struct relay *rl, int upstream)
 		return errno == EAGAIN || errno == EINTR ? 0 : -1;
 	if (n == 0)
 		return -1;
-	if (upstream && rl->flip_at && rl->forwarded <= rl->flip_at && rl->flip_at < rl->forwarded + (size_t)n)
-		buf[rl->flip_at - rl->forwarded] ^= 0x10;
-	if (upstream)
-		rl->forwarded += (size_t)n;
+	size_t *so_far = upstream ? &rl->forwarded : &rl->returned;
+	if (upstream != rl->down && rl->flip_at && *so_far <= rl->flip_at && rl->flip_at < *so_far + (size_t)n)
+		buf[rl->flip_at - *so_far] ^= 0x10;
+	*so_far += (size_t)n;
 	struct dt_err err = DT_ERR_INIT;
 	return dt_sock_send_all(to, buf, (size_t)n, dt_deadline_in(20), "relay", &err) == DT_OK ? 1 : -1;
 }
@@ -305,8 +307,11 @@ static int finished(void *arg)
 }
 
 /* A 3 MB ECHO request sent by reference in two parts, echoed back: both
- * directions are streamed frames (sealed while sent, checked while received). */
-static void echo_through(enum dt_wire_security mode, size_t flip_at)
+ * directions are streamed frames (sealed while sent, checked while received).
+ * With flip_at, one bit flipped on the way there, or with `down` on the way
+ * back: then the reply buffer (a worker's parameters, for a pull) must keep
+ * every byte it had, since no byte reaches it before its frame verified. */
+static void echo_through(enum dt_wire_security mode, size_t flip_at, int down)
 {
 	struct dt_auth auth;
 	memset(&auth, 0, sizeof(auth));
@@ -321,7 +326,7 @@ static void echo_through(enum dt_wire_security mode, size_t flip_at)
 	struct dt_loop *loop;
 	DT_CHECK_OK(dt_loop_new(&loop, &err), &err);
 	int slfd, sport;
-	struct relay rl = { .flip_at = flip_at };
+	struct relay rl = { .flip_at = flip_at, .down = down };
 	DT_CHECK_OK(dt_sock_listen("127.0.0.1", 0, 4, &slfd, &sport, &err), &err);
 	DT_CHECK_OK(dt_sock_listen("127.0.0.1", 0, 4, &rl.lfd, &rl.target, &err), &err);
 	int rport = rl.target;
@@ -347,8 +352,10 @@ static void echo_through(enum dt_wire_security mode, size_t flip_at)
 	DT_CHECK_OK(dt_loop_run_until(loop, finished, &w, dt_deadline_in(10), "the handshake", &err), &err);
 
 	const size_t n = 3u << 20;
-	uint8_t *out = malloc(n), *back = calloc(1, n);
+	uint8_t *out = malloc(n), *back = malloc(n);
 	DT_CHECK(out && back);
+	for (size_t i = 0; i < n; i++) /* what the buffer held before: not what comes back */
+		back[i] = (uint8_t)(i * 7 + 1);
 	for (size_t i = 0; i < n; i++)
 		out[i] = (uint8_t)(i * 13 + 5);
 	struct dt_request r;
@@ -369,11 +376,17 @@ static void echo_through(enum dt_wire_security mode, size_t flip_at)
 			DT_CHECK_INT_EQ(out[i], (uint8_t)(i * 13 + 5));
 	} else {
 		DT_CHECK(r.status != DT_OK);
-		DT_CHECK(rl.forwarded > flip_at); /* the flip happened */
-		DT_CHECK_CONTAINS(server_closed.why.msg, "failed its authentication check");
-		DT_CHECK_CONTAINS(server_closed.why.msg, "echo, 3145728 bytes");
-		for (size_t i = 0; i < n; i += 4093) /* nothing came back */
-			DT_CHECK_INT_EQ(back[i], 0);
+		DT_CHECK((down ? rl.returned : rl.forwarded) > flip_at); /* the flip happened */
+		if (down) {
+			DT_CHECK_CONTAINS(r.err.msg, "failed its authentication check");
+		} else {
+			DT_CHECK_CONTAINS(server_closed.why.msg, "failed its authentication check");
+			DT_CHECK_CONTAINS(server_closed.why.msg, "echo, 3145728 bytes");
+		}
+		size_t changed = 0; /* bit-identical: nothing of the forged reply landed */
+		for (size_t i = 0; i < n; i++)
+			changed += back[i] != (uint8_t)(i * 7 + 1);
+		DT_CHECK(changed == 0);
 	}
 	dt_conn_free(client);
 	dt_conn_free(server);
@@ -389,8 +402,16 @@ static void echo_through(enum dt_wire_security mode, size_t flip_at)
 
 DT_TEST_TIMEOUT(net_wire_crypto, large_frames_stream_through_connections_and_a_flipped_bit_is_refused, 120)
 {
-	echo_through(DT_WIRE_AUTH, 0);
-	echo_through(DT_WIRE_ENCRYPT, 0);
-	echo_through(DT_WIRE_AUTH, 1500007);
-	echo_through(DT_WIRE_ENCRYPT, 1500007);
+	echo_through(DT_WIRE_AUTH, 0, 0);
+	echo_through(DT_WIRE_ENCRYPT, 0, 0);
+	echo_through(DT_WIRE_AUTH, 1500007, 0);
+	echo_through(DT_WIRE_ENCRYPT, 1500007, 0);
+}
+
+/* A reply altered on its way back (a forged pull reply): the request fails
+ * and the buffer it would have landed in keeps every byte it had. */
+DT_TEST_TIMEOUT(net_wire_crypto, a_forged_reply_leaves_the_reply_buffer_bit_identical, 120)
+{
+	echo_through(DT_WIRE_AUTH, 1500007, 1);
+	echo_through(DT_WIRE_ENCRYPT, 1500007, 1);
 }
