@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/strutil.h"
 #include "nn/graph_impl.h"
 
 static const char *const prefixes[P_COUNT] = {
@@ -95,15 +96,17 @@ static int find(const struct dt_graph *g, const char *name)
 
 static enum dt_status check_name(const struct dt_graph *g, const char *name, struct dt_err *err)
 {
-	size_t len = strlen(name);
-	if (len == 0 || len >= DT_LAYER_NAME_MAX)
-		return dt_err_set(err, DT_CONFIG, "node name '%s' must have 1 to %d characters", name, DT_LAYER_NAME_MAX - 1);
-	for (size_t i = 0; i < len; i++) {
-		char c = name[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-		      c == '.'))
-			return dt_err_set(err, DT_CONFIG, "node name '%s': character %zu is not one of [A-Za-z0-9_.-]", name, i);
-	}
+	const size_t len = strlen(name);
+	if (len == 0)
+		return dt_err_set(err, DT_CONFIG, "node name is empty (names have 1 to %d bytes)", DT_LAYER_NAME_MAX - 1);
+	if (len >= DT_LAYER_NAME_MAX)
+		return dt_err_set(err, DT_CONFIG, "node name '%.64s...' has %zu bytes, more than the %d allowed", name, len,
+				  DT_LAYER_NAME_MAX - 1);
+	if (!dt_utf8_name_ok(name, len))
+		return dt_err_set(err, DT_CONFIG, "node name '%s' is not UTF-8 text without control characters", name);
+	if (name[0] == '/' || name[len - 1] == '/' || strstr(name, "//"))
+		return dt_err_set(err, DT_CONFIG, "node name '%s': a '/' may only separate scopes (none first, last or "
+				  "twice in a row)", name);
 	if (find(g, name) >= 0)
 		return dt_err_set(err, DT_CONFIG, "node name '%s' is already used in this graph", name);
 	return DT_OK;
@@ -765,6 +768,16 @@ enum dt_status dt_model_from_graph(const struct dt_graph *g, const char *name, i
 	} else {
 		io_info(&m->target, "targets", DT_FLOAT32, o->rank, o->dims);
 	}
+	/* Names may hold '/' (Keras's scopes), so node "a" with variable
+	 * "a/q/kernel" and node "a/q" with "a/q/kernel" would be one name. */
+	for (int i = 0; i < m->num_vars; i++)
+		for (int j = 0; j < i; j++)
+			if (strcmp(m->vars[i].name, m->vars[j].name) == 0) {
+				dt_err_set(err, DT_CONFIG, "model '%s': two variables named '%s' (rename one of their nodes)",
+					   name, m->vars[i].name);
+				dt_model_free(m);
+				return DT_CONFIG;
+			}
 	if (m->num_params > (size_t)MAX_PARAMS) { /* each layer's limit still lets their sum grow past memory */
 		const size_t np = m->num_params;
 		dt_model_free(m);

@@ -22,7 +22,7 @@ struct dt__keras {
 	int keras3;
 	const char *output;                        /* the output layer's Keras name */
 	int n;                                     /* layers built so far */
-	char kname[DT__KERAS_MAX_LAYERS][64];      /* Keras layer name */
+	char kname[DT__KERAS_MAX_LAYERS][DT_LAYER_NAME_MAX]; /* Keras layer name */
 	char gname[DT__KERAS_MAX_LAYERS][DT_LAYER_NAME_MAX]; /* the graph node giving its output */
 	int extra;                                 /* helper nodes made (for unique names) */
 	int layers;                                /* Keras layers built */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/strutil.h"
 #include "nn/keras_impl.h"
 
 #define FAIL(...) dt__keras_fail(k, layer, cls, __VA_ARGS__)
@@ -255,7 +256,9 @@ static enum dt_status then_act(struct dt__keras *k, const char *layer, const cha
 	snprintf(out, DT_LAYER_NAME_MAX, "%s", node);
 	if (act == DT_ACT_LINEAR)
 		return DT_OK;
-	snprintf(out, DT_LAYER_NAME_MAX, "%.20s.%d", layer, ++k->extra % 100000);
+	/* the layer's name cut on a character boundary to leave room for ".N" */
+	const size_t keep = dt_utf8_prefix_len(layer, strnlen(layer, DT_LAYER_NAME_MAX - 8));
+	snprintf(out, DT_LAYER_NAME_MAX, "%.*s.%d", (int)keep, layer, ++k->extra % 100000);
 	return graph_st(k, layer, cls, dt_graph_activation(k->g, out, node, act, k->err));
 }
 

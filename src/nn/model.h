@@ -31,7 +31,9 @@
 #include "nn/hparams.h"
 #include "tensor/tensor.h"
 
-#define DT_VAR_NAME_MAX 64
+/* A variable's name: its layer's (up to DT_LAYER_NAME_MAX - 1 bytes), '/'
+ * and the weight's ("kernel", "output_transform/kernel"), NUL included. */
+#define DT_VAR_NAME_MAX 320
 #define DT_MAX_DIMS 4
 
 struct dt_variable {
