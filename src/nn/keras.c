@@ -338,6 +338,11 @@ enum dt_status dt_keras_parse(const char *text, size_t len, const char *source, 
 	const char *cls = dt__keras_class(model);
 	json_t *cfg = json_object_get(model, "config");
 	k->keras3 = json_object_get(model, "module") != NULL || json_object_get(model, "registered_name") != NULL;
+	const char *kv = json_string_value(json_object_get(root, "keras_version"));
+	if (!kv)
+		kv = json_string_value(json_object_get(json_object_get(root, "modelTopology"), "keras_version"));
+	k->activity_mean = !k->keras3 && !(kv && strncmp(kv, "2.", 2) == 0 && kv[2] >= '0' && kv[2] <= '3' &&
+					   (kv[3] == '.' || kv[3] == '\0') && !strstr(kv, "-tf"));
 	enum dt_status st;
 	if (!cls || !cfg)
 		st = dt__keras_fail(k, NULL, NULL,

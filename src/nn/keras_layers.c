@@ -42,7 +42,7 @@ static enum dt_status check_fields(struct dt__keras *k, const char *layer, const
 	json_t *v;
 	json_object_foreach(cfg, key, v)
 	{
-		if (in_list(key, common_fields) || in_list(key, known) || is_default(v))
+		if (in_list(key, common_fields) || in_list(key, known) || is_default(v) || dt__keras_reg_field(cls, key))
 			continue;
 		char list[400] = "";
 		size_t at = 0;
@@ -642,6 +642,9 @@ static enum dt_status misc(struct dt__keras *k, const char *layer, const char *c
 	return graph_st(k, layer, cls, dt_graph_embedding(k->g, layer, in[0], vocab, dim, ei[0] ? ei : NULL, k->err));
 }
 
+static enum dt_status layer_nodes(struct dt__keras *k, const char *layer, const char *cls, json_t *cfg, int nin,
+				  const char *const *in, char *out);
+
 enum dt_status dt__keras_layer(struct dt__keras *k, const char *layer, const char *cls, json_t *cfg, int nin,
 			       const char *const *in, char *out)
 {
@@ -658,6 +661,14 @@ enum dt_status dt__keras_layer(struct dt__keras *k, const char *layer, const cha
 			    cls);
 	if (!merge && nin != 1)
 		return FAIL("field 'inbound_nodes': %d inputs (supported: 1)", nin);
+	enum dt_status st = layer_nodes(k, layer, cls, cfg, nin, in, out);
+	return st ? st : dt__keras_reg(k, layer, cls, cfg, layer, out);
+}
+
+/* The nodes of one layer, before its regularizers and constraints. */
+static enum dt_status layer_nodes(struct dt__keras *k, const char *layer, const char *cls, json_t *cfg, int nin,
+				  const char *const *in, char *out)
+{
 	if (strcmp(cls, "Dense") == 0)
 		return dense(k, layer, cls, cfg, in[0], out);
 	if (strstr(cls, "Conv2D"))

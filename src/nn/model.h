@@ -133,6 +133,9 @@ struct dt_step_result {
 	 * (nn/bleu.h) in bleu, bleu_batches 1; 0 and 0 otherwise */
 	double bleu;
 	int bleu_batches;
+	/* Keras's regularization losses (nn/regularize.h): their sum, which
+	 * `loss` includes, as Keras's loss does; 0 without regularizers */
+	float reg_loss;
 };
 
 /*
