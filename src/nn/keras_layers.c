@@ -596,6 +596,9 @@ static enum dt_status misc(struct dt__keras *k, const char *layer, const char *c
 		if ((st = check_fields(k, layer, cls, cfg, known)) ||
 		    (st = get_float(k, layer, cls, cfg, "rate", 0.0, 0.0, 0.99, &rate)))
 			return st;
+		/* a noise_shape shares one mask over some axes (SpatialDropout's): other math */
+		if (!is_default(json_object_get(cfg, "noise_shape")))
+			return FAIL("field 'noise_shape' is set (supported: null, one mask value per element)");
 		return graph_st(k, layer, cls, dt_graph_dropout(k->g, layer, in[0], rate, k->err));
 	}
 	if (strcmp(cls, "Flatten") == 0) {

@@ -90,6 +90,8 @@ DT_TEST(train_keras, every_refused_layer_and_field_exits_2_with_its_name)
 		  { "layer 'c' (Conv2D)", "field 'kernel_initializer' is initializer 'Orthogonal' (supported: GlorotUniform" } },
 		{ "{\"class_name\": \"GlobalAveragePooling2D\", \"config\": {\"name\": \"g\", \"keepdims\": true}}",
 		  { "layer 'g' (GlobalAveragePooling2D)", "field 'keepdims' is true (supported: false)" } },
+		{ "{\"class_name\": \"Dropout\", \"config\": {\"name\": \"d\", \"rate\": 0.5, \"noise_shape\": [null, 1, 1, 1]}}",
+		  { "layer 'd' (Dropout)", "field 'noise_shape' is set (supported: null" } },
 		{ "{\"class_name\": \"Dropout\", \"config\": {\"name\": \"d\", \"rate\": 0.5, \"mystery\": 3}}",
 		  { "layer 'd' (Dropout)", "field 'mystery' is not supported (supported fields: rate, noise_shape)" } },
 	};
