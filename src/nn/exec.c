@@ -194,6 +194,9 @@ static void weight_penalty_grads(const struct dt__node *n)
 	const struct dt_layer *l = &n->layer;
 	if (dt_regularizer_on(n->reg[0]))
 		dt_regularizer_grad(n->reg[0], 1.0f, l->kernel, l->dkernel, l->kernel_count);
+	if (n->reg[0].orth != 0.0f) /* a dense kernel (IN, OUT) */
+		(void)dt_orthogonal_penalty(n->reg[0].orth, n->reg[0].orth_cols, l->kernel,
+					    (int)(l->kernel_count / (size_t)l->out.c), l->out.c, l->dkernel);
 	if (dt_regularizer_on(n->reg[1]) && l->bias_count)
 		dt_regularizer_grad(n->reg[1], 1.0f, l->bias, l->dbias, l->bias_count);
 }
@@ -222,6 +225,9 @@ static double penalties(const struct dt_model *m, int B)
 		const struct dt_layer *l = &n->layer;
 		if (!n->frozen && dt_regularizer_on(n->reg[0]))
 			sum += dt_regularizer_penalty(n->reg[0], l->kernel, l->kernel_count);
+		if (!n->frozen && n->reg[0].orth != 0.0f)
+			sum += dt_orthogonal_penalty(n->reg[0].orth, n->reg[0].orth_cols, l->kernel,
+						     (int)(l->kernel_count / (size_t)l->out.c), l->out.c, NULL);
 		if (!n->frozen && dt_regularizer_on(n->reg[1]) && l->bias_count)
 			sum += dt_regularizer_penalty(n->reg[1], l->bias, l->bias_count);
 		if (dt_regularizer_on(n->reg[2])) {

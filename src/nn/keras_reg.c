@@ -9,7 +9,8 @@
  * Constraints: MaxNorm, NonNeg, UnitNorm, MinMaxNorm (TF.js: "maxNorm",
  * "nonNeg", "unitNorm", "minMaxNorm" too) with Keras's defaults and an
  * axis as an integer or a list, negative ones counted from the end.
- * OrthogonalRegularizer and any other class are refused naming the field.
+ * Keras 3's OrthogonalRegularizer(factor, mode rows or columns) on a Dense
+ * kernel. Any other class is refused naming the field.
  */
 #include <math.h>
 #include <stdio.h>
@@ -123,8 +124,19 @@ static enum dt_status get_reg(struct dt__keras *k, const char *layer, const char
 		st = factor(k, layer, cls, key, c, "l1", 0.01, &out->l1);
 	} else if (strcmp(name, "L2") == 0 || strcmp(name, "l2") == 0) {
 		st = factor(k, layer, cls, key, c, "l2", 0.01, &out->l2);
+	} else if (strcmp(name, "OrthogonalRegularizer") == 0 || strcmp(name, "orthogonal_regularizer") == 0) {
+		/* Keras 3 raises on a kernel that is not rank 2: Dense's only */
+		if (strcmp(cls, "Dense") != 0 || strcmp(key, "kernel_regularizer") != 0)
+			return FAIL("field '%s' is an OrthogonalRegularizer (supported on a Dense kernel_regularizer "
+				    "only: it needs a rank-2 weight)", key);
+		const char *mode = json_string_value(json_object_get(c, "mode"));
+		if (mode && strcmp(mode, "rows") != 0 && strcmp(mode, "columns") != 0)
+			return FAIL("field '%s': mode '%s' (supported: rows, columns)", key, mode);
+		out->orth_cols = mode && strcmp(mode, "columns") == 0;
+		st = factor(k, layer, cls, key, c, "factor", 0.01, &out->orth);
 	} else {
-		return FAIL("field '%s' is regularizer '%s' (supported: L1, L2, L1L2)", key, name);
+		return FAIL("field '%s' is regularizer '%s' (supported: L1, L2, L1L2, OrthogonalRegularizer)", key,
+			    name);
 	}
 	return st;
 }

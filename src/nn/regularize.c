@@ -30,6 +30,58 @@ void dt_regularizer_grad(struct dt_regularizer r, float scale, const float *x, f
 		g[i] += a * (float)((x[i] > 0.0f) - (x[i] < 0.0f)) + q * x[i];
 }
 
+double dt_orthogonal_penalty(float factor, int by_cols, const float *w, int rows, int cols, float *grad)
+{
+	const int n = by_cols ? cols : rows, d = by_cols ? rows : cols;
+	if (n < 2)
+		return 0.0;
+	/* element k of vector i */
+	const size_t si = by_cols ? 1 : (size_t)cols, sk = by_cols ? (size_t)cols : 1;
+	double *u = dt_xmallocarray((size_t)n * (size_t)d, sizeof(double));
+	double *r = dt_xmallocarray((size_t)n, sizeof(double));
+	for (int i = 0; i < n; i++) {
+		double q = 0;
+		for (int k = 0; k < d; k++)
+			q += (double)w[i * si + k * sk] * (double)w[i * si + k * sk];
+		r[i] = fmax(sqrt(q), (double)DT_CONSTRAINT_EPS);
+		for (int k = 0; k < d; k++)
+			u[(size_t)i * d + k] = (double)w[i * si + k * sk] / r[i];
+	}
+	const double c = (double)factor * 0.5 / ((double)n * ((double)n - 1.0) / 2.0);
+	double sum = 0;
+	double *gu = grad ? dt_xcalloc((size_t)n * (size_t)d, sizeof(double)) : NULL;
+	for (int i = 0; i < n; i++)
+		for (int j = i + 1; j < n; j++) {
+			double p = 0;
+			for (int k = 0; k < d; k++)
+				p += u[(size_t)i * d + k] * u[(size_t)j * d + k];
+			sum += 2.0 * fabs(p); /* P_ij and P_ji */
+			if (!gu || p == 0.0)
+				continue;
+			const double s = p > 0 ? 2.0 * c : -2.0 * c; /* d/du_i of c (|P_ij| + |P_ji|) = 2c sign u_j */
+			for (int k = 0; k < d; k++) {
+				gu[(size_t)i * d + k] += s * u[(size_t)j * d + k];
+				gu[(size_t)j * d + k] += s * u[(size_t)i * d + k];
+			}
+		}
+	if (gu) {
+		/* through u = v / max(|v|, eps): (g - u (u . g)) / |v| above eps, g / eps below */
+		for (int i = 0; i < n; i++) {
+			const double *g = gu + (size_t)i * d, *ui = u + (size_t)i * d;
+			const int above = r[i] > (double)DT_CONSTRAINT_EPS;
+			double ug = 0;
+			for (int k = 0; k < d && above; k++)
+				ug += ui[k] * g[k];
+			for (int k = 0; k < d; k++)
+				grad[i * si + k * sk] += (float)((g[k] - (above ? ui[k] * ug : 0.0)) / r[i]);
+		}
+		free(gu);
+	}
+	free(r);
+	free(u);
+	return c * sum;
+}
+
 /* ---- constraints -------------------------------------------------------------- */
 
 void dt_constraint_apply(const struct dt_constraint *c, float *w, int ndim, const int64_t *shape)
@@ -129,9 +181,12 @@ enum dt_status dt_graph_set_regularizer(struct dt_graph *g, const char *name, in
 	enum dt_status st = target(g, name, &which, &n, err);
 	if (st)
 		return st;
-	if (!(r.l1 >= 0.0f && r.l2 >= 0.0f && isfinite(r.l1) && isfinite(r.l2)))
-		return dt_err_set(err, DT_CONFIG, "node '%s': regularization factors l1 %g, l2 %g must be finite and >= 0",
-				  name, (double)r.l1, (double)r.l2);
+	if (!(r.l1 >= 0.0f && r.l2 >= 0.0f && r.orth >= 0.0f && isfinite(r.l1) && isfinite(r.l2) && isfinite(r.orth)))
+		return dt_err_set(err, DT_CONFIG, "node '%s': regularization factors l1 %g, l2 %g, orthogonal %g must be "
+				  "finite and >= 0", name, (double)r.l1, (double)r.l2, (double)r.orth);
+	if (r.orth != 0.0f && (which != 0 || n->layer.kind != DT_LAYER_DENSE))
+		return dt_err_set(err, DT_CONFIG, "node '%s': an orthogonal regularizer needs a rank-2 kernel (a dense "
+				  "node's)", name);
 	if (which == 2 && n->dtype != DT_FLOAT32)
 		return dt_err_set(err, DT_CONFIG, "node '%s': an output regularizer needs a float32 output", name);
 	n->reg[which] = r;

@@ -2,7 +2,8 @@
  * regularize.h — Keras's weight and activity regularizers and weight
  * constraints, as the nn layer runs them.
  *
- * Regularizers (keras.regularizers L1, L2, L1L2) add a penalty to the loss:
+ * Regularizers (keras.regularizers L1, L2, L1L2, and Keras 3's
+ * OrthogonalRegularizer on a rank-2 kernel) add a penalty to the loss:
  *
  *     penalty(x) = l1 * sum |x| + l2 * sum x^2
  *
@@ -41,18 +42,27 @@ struct dt_model;
 struct dt_graph;
 
 struct dt_regularizer {
-	float l1, l2; /* >= 0; both 0: none */
+	float l1, l2;   /* >= 0; both 0 (and orth 0): none */
+	float orth;     /* Keras 3's OrthogonalRegularizer factor (> 0: on; a rank-2 kernel only) */
+	int orth_cols;  /* its mode: 0 "rows", 1 "columns" */
 };
 
 static inline int dt_regularizer_on(struct dt_regularizer r)
 {
-	return r.l1 != 0.0f || r.l2 != 0.0f;
+	return r.l1 != 0.0f || r.l2 != 0.0f || r.orth != 0.0f;
 }
 
 /* l1 * sum |x| + l2 * sum x^2 over x[0 .. n), in double. */
 double dt_regularizer_penalty(struct dt_regularizer r, const float *x, size_t n);
 /* g[i] += scale * (l1 * sign(x[i]) + 2 * l2 * x[i]). */
 void dt_regularizer_grad(struct dt_regularizer r, float scale, const float *x, float *g, size_t n);
+/* Keras 3's OrthogonalRegularizer(factor, mode) on w (rows, cols): the
+ * vectors (w's rows, or its columns with by_cols) normalized to u_i =
+ * v_i / max(|v_i|, 1e-7), and
+ *     penalty = factor * 0.5 * sum_{i != j} |u_i . u_j| / (n (n - 1) / 2)
+ * over the n vectors (0 when n < 2, where Keras's is NaN). Returns it and,
+ * unless grad is NULL, adds its gradient to grad (rows, cols). */
+double dt_orthogonal_penalty(float factor, int by_cols, const float *w, int rows, int cols, float *grad);
 
 enum dt_constraint_kind { DT_CONSTRAINT_NONE, DT_CONSTRAINT_MAX_NORM, DT_CONSTRAINT_NON_NEG, DT_CONSTRAINT_UNIT_NORM,
 			  DT_CONSTRAINT_MIN_MAX_NORM };

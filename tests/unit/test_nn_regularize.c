@@ -176,6 +176,95 @@ DT_TEST(nn_regularize, keras3_loss_is_the_hand_penalty_and_its_gradient_checks)
 	loss_is_data_loss_plus_penalty(1);
 }
 
+/* Keras 3's OrthogonalRegularizer on h's kernel (IN, HID), by hand. */
+static double hand_orthogonal(const float *w, int rows, int cols, int by_cols, double factor)
+{
+	const int n = by_cols ? cols : rows, d = by_cols ? rows : cols;
+	double u[IN * HID], sum = 0;
+	for (int i = 0; i < n; i++) {
+		double q = 0;
+		for (int k = 0; k < d; k++) {
+			const double v = by_cols ? w[k * cols + i] : w[i * cols + k];
+			q += v * v;
+		}
+		for (int k = 0; k < d; k++)
+			u[i * d + k] = (double)(by_cols ? w[k * cols + i] : w[i * cols + k]) / fmax(sqrt(q), 1e-7);
+	}
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++) {
+			double p = 0;
+			for (int k = 0; k < d && i != j; k++)
+				p += u[i * d + k] * u[j * d + k];
+			sum += fabs(p);
+		}
+	return factor * 0.5 * sum / (n * (n - 1.0) / 2.0);
+}
+
+static struct dt_model *load_orthogonal(const char *mode, int on)
+{
+	char json[2048], reg[200];
+	snprintf(reg, sizeof(reg),
+		 "{\"module\": \"keras.regularizers\", \"class_name\": \"OrthogonalRegularizer\", \"config\": "
+		 "{\"factor\": 0.3, \"mode\": \"%s\"}, \"registered_name\": null}",
+		 mode);
+	snprintf(json, sizeof(json),
+		 "{\"module\": \"keras\", \"class_name\": \"Sequential\", \"config\": {\"name\": \"o\", \"layers\": ["
+		 "{\"class_name\": \"InputLayer\", \"config\": {\"name\": \"in\", \"batch_shape\": [null, %d]}},"
+		 "{\"class_name\": \"Dense\", \"config\": {\"name\": \"h\", \"units\": %d, \"activation\": \"tanh\", "
+		 "\"kernel_regularizer\": %s}},"
+		 "{\"class_name\": \"Dense\", \"config\": {\"name\": \"out\", \"units\": %d, \"activation\": \"softmax\"}}"
+		 "]}}",
+		 IN, HID, on ? reg : "null", OUT);
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_graph *g = NULL;
+	struct dt_model *m = NULL;
+	DT_CHECK_OK(dt_keras_parse(json, strlen(json), "orth.json", &g, NULL, &err), &err);
+	if (g)
+		DT_CHECK_OK(dt_model_from_graph(g, "orth", RB, &m, &err), &err);
+	dt_graph_free(g);
+	return m;
+}
+
+DT_TEST(nn_regularize, orthogonal_regularizer_is_keras3s_and_its_gradient_checks)
+{
+	static const char *const modes[2] = { "rows", "columns" };
+	for (int c = 0; c < 2; c++) {
+		struct dt_model *m = load_orthogonal(modes[c], 1), *plain = load_orthogonal(modes[c], 0);
+		if (!m || !plain) {
+			dt_model_free(m);
+			dt_model_free(plain);
+			return;
+		}
+		struct fixture f, g;
+		fixture_init(&f, m);
+		fixture_init(&g, plain);
+		memcpy(dt_model_params(plain), dt_model_params(m), dt_model_num_params(m) * sizeof(float));
+		const double data = eval_loss(&g);
+		const double want = hand_orthogonal(dt_model_params(m), IN, HID, c, 0.3);
+		struct dt_step_result r;
+		struct dt_err err = DT_ERR_INIT;
+		DT_CHECK_OK(dt_model_evaluate(m, &f.batch, &r, &err), &err);
+		DT_CHECK(want > 1e-3);
+		DT_CHECK_NEAR(r.reg_loss, want, 1e-5 * want);
+		DT_CHECK_NEAR(r.loss, data + want, 1e-5 * (data + want));
+		struct dt_rng rng;
+		dt_rng_seed(&rng, 1);
+		DT_CHECK_OK(dt_model_step(m, &f.batch, &rng, NULL, NULL, &r, &err), &err);
+		const struct dt_variable *k = dt_model_variable(m, 0);
+		float *grads = dt_xmalloc(k->count * sizeof(float));
+		memcpy(grads, dt_model_grads(m) + k->offset, k->count * sizeof(float));
+		char what[64];
+		snprintf(what, sizeof(what), "orthogonal %s h/kernel", modes[c]);
+		const double agg = check_array(what, dt_model_params(m) + k->offset, k->count, grads, eval_loss, &f, 0.05,
+					       1e-3, 1);
+		if (!(agg <= 1e-2))
+			dt_test_fail(__FILE__, __LINE__, "%s: aggregate relative error %.3g > 1e-2", what, agg);
+		free(grads);
+		dt_model_free(m);
+		dt_model_free(plain);
+	}
+}
+
 DT_TEST(nn_regularize, constraints_project_as_keras_says)
 {
 	/* a (3, 2) kernel: Keras's default axis 0 is one norm per column */
@@ -254,8 +343,10 @@ DT_TEST(nn_regularize, a_keras_constraint_reaches_the_model_and_refusals_name_th
 	static const struct {
 		const char *field, *needle;
 	} bad[] = {
-		{ "\"kernel_regularizer\": {\"class_name\": \"OrthogonalRegularizer\", \"config\": {\"factor\": 0.01}}",
-		  "field 'kernel_regularizer' is regularizer 'OrthogonalRegularizer' (supported: L1, L2, L1L2)" },
+		{ "\"bias_regularizer\": {\"class_name\": \"OrthogonalRegularizer\", \"config\": {\"factor\": 0.01}}",
+		  "field 'bias_regularizer' is an OrthogonalRegularizer (supported on a Dense kernel_regularizer only" },
+		{ "\"kernel_regularizer\": {\"class_name\": \"L1L2Plus\", \"config\": {}}",
+		  "field 'kernel_regularizer' is regularizer 'L1L2Plus' (supported: L1, L2, L1L2, OrthogonalRegularizer)" },
 		{ "\"kernel_constraint\": {\"class_name\": \"RadialConstraint\", \"config\": {}}",
 		  "field 'kernel_constraint' is constraint 'RadialConstraint' (supported: MaxNorm, NonNeg" },
 		{ "\"kernel_constraint\": {\"class_name\": \"MaxNorm\", \"config\": {\"axis\": 2}}",
