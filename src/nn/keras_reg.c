@@ -60,7 +60,7 @@ static const struct wfield *fields_of(const char *cls, int *n)
 /* Layers whose output may carry an activity_regularizer. */
 static int takes_activity(const char *cls)
 {
-	static const char *const none[] = { "InputLayer", "BatchNormalization", "LayerNormalization", "Embedding", NULL };
+	static const char *const none[] = { "InputLayer", "BatchNormalization", "LayerNormalization", NULL };
 	for (int i = 0; none[i]; i++)
 		if (strcmp(cls, none[i]) == 0)
 			return 0;

@@ -16,6 +16,7 @@
 #include "dt_test.h"
 #include "grad_check.h"
 #include "base/alloc.h"
+#include "base/atomic_file.h"
 #include "nn/keras.h"
 #include "nn/model.h"
 #include "nn/regularize.h"
@@ -367,4 +368,62 @@ DT_TEST(nn_regularize, a_keras_constraint_reaches_the_model_and_refusals_name_th
 		DT_CHECK_CONTAINS(err.msg, bad[i].needle);
 		dt_graph_free(g);
 	}
+}
+
+/* The issue's case: a MobileNetV2 whose head carries Keras 2.2.4's L2 (an
+ * L1L2 with l1 0) loads, and its penalty is 0.01 * sum k^2 of the head. */
+DT_TEST(nn_regularize, mobilenet_v2_with_an_l2_head_in_keras_2_2_4s_spelling)
+{
+	char *text = NULL;
+	size_t len = 0;
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_OK(dt_read_file("tests/fixtures/keras/mobilenet_v2_k3.json", (size_t)16 << 20, &text, &len, &err), &err);
+	if (!text)
+		return;
+	/* the last Dense is the head: its kernel_regularizer */
+	const char *key = "\"kernel_regularizer\": null";
+	char *at = NULL;
+	for (char *p = strstr(text, key); p; p = strstr(p + 1, key))
+		at = p;
+	DT_CHECK(at != NULL);
+	if (!at) {
+		free(text);
+		return;
+	}
+	const char *l2 = "\"kernel_regularizer\": {\"class_name\": \"L1L2\", \"config\": {\"l1\": 0.0, \"l2\": 0.01}}";
+	char *json = dt_xmalloc(len + strlen(l2) + 1);
+	const size_t head = (size_t)(at - text);
+	memcpy(json, text, head);
+	strcpy(json + head, l2);
+	strcat(json, at + strlen(key));
+	free(text);
+	struct dt_graph *g = NULL;
+	struct dt_model *m = NULL;
+	DT_CHECK_OK(dt_keras_parse(json, strlen(json), "mbv2_l2.json", &g, NULL, &err), &err);
+	free(json);
+	if (g)
+		DT_CHECK_OK(dt_model_from_graph(g, "mbv2", 2, &m, &err), &err);
+	dt_graph_free(g);
+	if (!m)
+		return;
+	dt_model_init_params(m, 4);
+	const struct dt_variable *k = NULL;
+	for (int v = 0; v < dt_model_num_variables(m); v++)
+		if (strcmp(dt_model_variable(m, v)->name, "predictions/kernel") == 0)
+			k = dt_model_variable(m, v);
+	DT_CHECK(k != NULL);
+	float *x = random_floats(2 * 32 * 32 * 3, 9, 1.0f);
+	int32_t labels[2] = { 0, 3 };
+	struct dt_model_batch b = { .size = 2, .num_inputs = 1 };
+	b.inputs[0] = (struct dt_data){ DT_FLOAT32, x };
+	b.targets = (struct dt_data){ DT_INT32, labels };
+	struct dt_step_result r;
+	DT_CHECK_OK(dt_model_evaluate(m, &b, &r, &err), &err);
+	if (k) {
+		const double want = l1l2(dt_model_params(m) + k->offset, k->count, 0.0, 0.01);
+		DT_CHECK(want > 0.01);
+		DT_CHECK_NEAR(r.reg_loss, want, 1e-5 * want);
+	}
+	free(x);
+	dt_model_free(m);
 }
