@@ -213,10 +213,13 @@ enum dt_status dt__keras_reg(struct dt__keras *k, const char *layer, const char 
 {
 	int n;
 	const struct wfield *f = fields_of(cls, &n);
+	const int no_bias = json_is_false(json_object_get(cfg, "use_bias"));
 	for (int i = 0; i < n; i++) {
 		struct dt_regularizer r;
 		struct dt_constraint c;
 		int rank = f[i].rank;
+		if (f[i].which == 1 && no_bias)
+			continue; /* no bias weight: Keras ignores its regularizer and constraint */
 		if (i == 0 && strcmp(cls, "Dense") == 0)
 			rank = 2; /* (IN, OUT) however many axes the input has */
 		enum dt_status st = get_reg(k, layer, cls, cfg, f[i].reg, &r);

@@ -341,6 +341,17 @@ DT_TEST(nn_regularize, a_keras_constraint_reaches_the_model_and_refusals_name_th
 	DT_CHECK(p[4 * 3] == 0.0f);
 	dt_model_free(m);
 
+	/* no bias, as Keras: its bias_regularizer and bias_constraint are ignored */
+	static const char nobias[] =
+		"{\"class_name\": \"Sequential\", \"config\": {\"name\": \"c\", \"layers\": ["
+		"{\"class_name\": \"InputLayer\", \"config\": {\"name\": \"in\", \"batch_input_shape\": [null, 4]}},"
+		"{\"class_name\": \"Dense\", \"config\": {\"name\": \"out\", \"units\": 2, \"use_bias\": false, "
+		"\"bias_regularizer\": {\"class_name\": \"L2\", \"config\": {\"l2\": 0.1}}, "
+		"\"bias_constraint\": {\"class_name\": \"NonNeg\", \"config\": {}}}}]}}";
+	g = NULL;
+	DT_CHECK_OK(dt_keras_parse(nobias, sizeof(nobias) - 1, "nobias.json", &g, NULL, &err), &err);
+	dt_graph_free(g);
+
 	static const struct {
 		const char *field, *needle;
 	} bad[] = {
