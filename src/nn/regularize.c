@@ -84,6 +84,15 @@ double dt_orthogonal_penalty(float factor, int by_cols, const float *w, int rows
 
 /* ---- constraints -------------------------------------------------------------- */
 
+/* Element i's norm group: its index over the kept axes (reduced ones read 0). */
+static size_t group_of(size_t i, int ndim, const int64_t *shape, const size_t *stride, const size_t *nstride)
+{
+	size_t k = 0;
+	for (int a = 0; a < ndim; a++)
+		k += (i / stride[a]) % (size_t)shape[a] * nstride[a];
+	return k;
+}
+
 void dt_constraint_apply(const struct dt_constraint *c, float *w, int ndim, const int64_t *shape)
 {
 	if (c->kind == DT_CONSTRAINT_NONE)
@@ -108,16 +117,9 @@ void dt_constraint_apply(const struct dt_constraint *c, float *w, int ndim, cons
 		nstride[a] = groups;
 		groups *= (size_t)shape[a];
 	}
-	/* each element's norm group: its index over the kept axes */
 	double *sq = dt_xcalloc(groups, sizeof(double));
-	size_t *at = dt_xmalloc((n ? n : 1) * sizeof(size_t));
-	for (size_t i = 0; i < n; i++) {
-		size_t k = 0;
-		for (int a = 0; a < ndim; a++)
-			k += (i / stride[a]) % (size_t)shape[a] * nstride[a];
-		at[i] = k;
-		sq[k] += (double)w[i] * (double)w[i];
-	}
+	for (size_t i = 0; i < n; i++)
+		sq[group_of(i, ndim, shape, stride, nstride)] += (double)w[i] * (double)w[i];
 	for (size_t k = 0; k < groups; k++) {
 		const double norm = sqrt(sq[k]);
 		double want = norm;
@@ -131,8 +133,7 @@ void dt_constraint_apply(const struct dt_constraint *c, float *w, int ndim, cons
 		sq[k] = want / ((double)DT_CONSTRAINT_EPS + norm); /* now the scale */
 	}
 	for (size_t i = 0; i < n; i++)
-		w[i] = (float)((double)w[i] * sq[at[i]]);
-	free(at);
+		w[i] = (float)((double)w[i] * sq[group_of(i, ndim, shape, stride, nstride)]);
 	free(sq);
 }
 
