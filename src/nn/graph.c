@@ -772,19 +772,10 @@ enum dt_status dt_model_from_graph(const struct dt_graph *g, const char *name, i
 	} else {
 		io_info(&m->target, "targets", DT_FLOAT32, o->rank, o->dims);
 	}
-	for (int i = 0; i < m->num_nodes; i++)
-		for (int w = 0; w < 2; w++) {
-			const struct dt__node *n = &m->nodes[i];
-			if (n->con[w].kind == DT_CONSTRAINT_NONE || n->var_first < 0)
-				continue;
-			const struct dt_variable *v = &m->vars[n->var_first + w];
-			if (n->con[w].axes >> v->ndim) {
-				dt_err_set(err, DT_CONFIG, "model '%s': %s of '%s' normalizes over an axis past the rank %d "
-					   "of its variable '%s'", name, n->con_field[w], n->layer.name, v->ndim, v->name);
-				dt_model_free(m);
-				return DT_CONFIG;
-			}
-		}
+	if (dt__model_check_constraints(m, name, err)) {
+		dt_model_free(m);
+		return DT_CONFIG;
+	}
 	/* Names may hold '/' (Keras's scopes), so node "a" with variable
 	 * "a/q/kernel" and node "a/q" with "a/q/kernel" would be one name. */
 	for (int i = 0; i < m->num_vars; i++)

@@ -246,6 +246,22 @@ float dt_model_last_reg_loss(const struct dt_model *m)
 	return m ? m->last_reg_loss : 0.0f;
 }
 
+enum dt_status dt__model_check_constraints(const struct dt_model *m, const char *name, struct dt_err *err)
+{
+	for (int i = 0; i < m->num_nodes; i++)
+		for (int w = 0; w < 2; w++) {
+			const struct dt__node *n = &m->nodes[i];
+			if (n->con[w].kind == DT_CONSTRAINT_NONE || n->var_first < 0)
+				continue;
+			const struct dt_variable *v = &m->vars[n->var_first + w];
+			if (n->con[w].axes >> v->ndim)
+				return dt_err_set(err, DT_CONFIG, "model '%s': %s of '%s' normalizes over an axis past the "
+						  "rank %d of its variable '%s'", name, n->con_field[w], n->layer.name,
+						  v->ndim, v->name);
+		}
+	return DT_OK;
+}
+
 void dt_model_apply_constraints(struct dt_model *m)
 {
 	for (int i = 0; m && i < m->num_nodes; i++) {

@@ -438,3 +438,34 @@ DT_TEST(nn_regularize, mobilenet_v2_with_an_l2_head_in_keras_2_2_4s_spelling)
 	free(x);
 	dt_model_free(m);
 }
+
+/* The graph calls: an axis past the variable's rank fails compilation;
+ * a node without weights, a missing bias, a non-separable depthwise
+ * target and a negative factor are refused where they are set. */
+DT_TEST(nn_regularize, graph_calls_check_their_targets)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_graph *g = dt_graph_new();
+	const int in[1] = { 4 };
+	DT_CHECK_OK(dt_graph_input(g, "x", DT_FLOAT32, 1, in, &err), &err);
+	DT_CHECK_OK(dt_graph_dense(g, "d", NULL, 3, DT_ACT_LINEAR, NULL, &err), &err);
+	DT_CHECK_OK(dt_graph_dropout(g, "drop", NULL, 0.0f, &err), &err);
+	const struct dt_constraint far = { .kind = DT_CONSTRAINT_UNIT_NORM, .axes = 4 }; /* axis 2 of a rank-2 kernel */
+	DT_CHECK_OK(dt_graph_set_constraint(g, "d", 0, &far, "kernel_constraint", &err), &err);
+	DT_CHECK(dt_graph_set_constraint(g, "drop", 0, &far, "kernel_constraint", &err) == DT_CONFIG);
+	DT_CHECK_CONTAINS(err.msg, "node 'drop' has no kernel or bias");
+	DT_CHECK(dt_graph_set_regularizer(g, "d", 3, (struct dt_regularizer){ .l2 = 0.1f }, 0, &err) == DT_CONFIG);
+	DT_CHECK_CONTAINS(err.msg, "is not a separable convolution");
+	DT_CHECK(dt_graph_set_regularizer(g, "d", 0, (struct dt_regularizer){ .l1 = -1.0f }, 0, &err) == DT_CONFIG);
+	DT_CHECK_CONTAINS(err.msg, "must be finite and >= 0");
+	DT_CHECK(dt_graph_set_regularizer(g, "nope", 0, (struct dt_regularizer){ .l2 = 0.1f }, 0, &err) == DT_CONFIG);
+	DT_CHECK_OK(dt_graph_drop_bias(g, "d", &err), &err);
+	DT_CHECK(dt_graph_set_regularizer(g, "d", 1, (struct dt_regularizer){ .l2 = 0.1f }, 0, &err) == DT_CONFIG);
+	DT_CHECK_CONTAINS(err.msg, "node 'd' has no bias");
+	DT_CHECK_OK(dt_graph_loss(g, NULL, DT_LOSS_SOFTMAX_XENT, &err), &err);
+	struct dt_model *m = NULL;
+	DT_CHECK(dt_model_from_graph(g, "far", 2, &m, &err) == DT_CONFIG);
+	DT_CHECK_CONTAINS(err.msg, "kernel_constraint of 'd' normalizes over an axis past the rank 2 of its variable 'd/kernel'");
+	DT_CHECK(m == NULL);
+	dt_graph_free(g);
+}
