@@ -296,8 +296,8 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 	const char *cnode = NULL, *cfield = NULL;
 	if (!s->strategy->constraints && dt_model_has_constraints(s->model, &cnode, &cfield))
 		return dt_err_set(err, DT_USAGE, "layer '%s': field '%s' is not supported in %s training (the constraint "
-				  "runs after each update where the variables are updated: local, --replicas and "
-				  "multi-worker all-reduce training)", cnode, cfield, s->strategy->name);
+				  "runs after each update where the variables are updated: local, --replicas, "
+				  "multi-worker all-reduce and in-graph training)", cnode, cfield, s->strategy->name);
 	/* before the in-graph master's return: its replicas would not sum in fixed point */
 	if (tc->micro_batch > 0 && !s->strategy->fixed_point)
 		return dt_err_set(err, DT_USAGE, "--deterministic is not built for %s training", s->strategy->name);

@@ -1,11 +1,11 @@
 /* Keras regularizers and constraints in every mode (nn/regularize.h): a
  * model whose conv kernel has an L2 regularizer and a MaxNorm(0.05) over
  * axes [0, 1, 2] (one norm per filter), and whose output has an L1L2 one,
- * trains alone, with --replicas=2 and with 2 workers by all-reduce; the
- * progress line reports the regularization apart and every filter of the
- * saved kernel is within the norm. With a parameter server the
- * regularizers train as they are and the constraint is refused, exit 2,
- * naming the layer, the field and the mode. */
+ * trains alone, with --replicas=2, with 2 workers by all-reduce and with
+ * t2t's in-graph master; the progress line reports the regularization
+ * apart and every filter of the saved kernel is within the norm. With a
+ * parameter server the regularizers train as they are and the constraint
+ * is refused, exit 2, naming the layer, the field and the mode. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,7 +90,7 @@ static void run_ok(const char *mflag, const char *dir, const char *replicas)
 	dt_run_release(&r);
 }
 
-DT_TEST_TIMEOUT(keras_regularize, constraint_holds_alone_with_replicas_and_all_reduce, 240)
+DT_TEST_TIMEOUT(keras_regularize, constraint_holds_alone_with_replicas_all_reduce_and_in_graph, 240)
 {
 	char model[512], mflag[600], dirs[3][512];
 	write_model(model, sizeof(model), "reg.json", 1);
@@ -117,6 +117,22 @@ DT_TEST_TIMEOUT(keras_regularize, constraint_holds_alone_with_replicas_and_all_r
 	DT_CHECK(log && strstr(log, "(regularization "));
 	free(log);
 	check_norms(dirs[2]);
+
+	/* t2t's in-graph master holds the variables: it constrains them */
+	char gdir[512], gflag[1100];
+	dt_test_path(gdir, sizeof(gdir), "in_graph");
+	snprintf(gflag, sizeof(gflag), "--output_dir=%s", gdir);
+	const char *margs[] = { mflag, "--problem=synthetic", "--train_steps=3", "--log_every=1", "--noeval", gflag,
+				"--hparams=batch_size=4,learning_rate=0.5", "--sync", "--connect_timeout=60", NULL };
+	struct cluster g;
+	cluster_init(&g, "master", 0, 1);
+	struct task *s0 = cluster_start_train(&g, "ps", 0,
+					      (const char *[]){ "--schedule=run_std_server", mflag, "--problem=synthetic",
+								"--connect_timeout=60", NULL });
+	struct task *master = cluster_start_train(&g, "master", 0, margs);
+	EXPECT_EXIT(&g, master, 0, TASK_WAIT_S);
+	EXPECT_EXIT(&g, s0, 0, 60);
+	check_norms(gdir);
 }
 
 DT_TEST_TIMEOUT(keras_regularize, a_parameter_server_trains_regularizers_and_refuses_the_constraint, 240)
