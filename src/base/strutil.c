@@ -140,6 +140,44 @@ size_t dt_utf8_prefix_len(const char *s, size_t n)
 	return n;
 }
 
+int dt_utf8_name_ok(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	for (size_t i = 0; i < n;) {
+		const unsigned char c = u[i];
+		if (c < 0x80) {
+			if (c < 0x20 || c == 0x7f)
+				return 0;
+			i++;
+			continue;
+		}
+		size_t len;
+		unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range */
+		if (c >= 0xC2 && c <= 0xDF) {
+			len = 2;
+		} else if (c >= 0xE0 && c <= 0xEF) {
+			len = 3;
+			lo = c == 0xE0 ? 0xA0 : 0x80; /* no overlong */
+			hi = c == 0xED ? 0x9F : 0xBF; /* no surrogates */
+		} else if (c >= 0xF0 && c <= 0xF4) {
+			len = 4;
+			lo = c == 0xF0 ? 0x90 : 0x80;
+			hi = c == 0xF4 ? 0x8F : 0xBF;
+		} else {
+			return 0;
+		}
+		if (n - i < len || u[i + 1] < lo || u[i + 1] > hi)
+			return 0;
+		for (size_t k = 2; k < len; k++)
+			if ((u[i + k] & 0xC0) != 0x80)
+				return 0;
+		if (len == 2 && u[i] == 0xC2 && u[i + 1] < 0xA0)
+			return 0; /* C1 controls U+0080..U+009F */
+		i += len;
+	}
+	return 1;
+}
+
 size_t dt_vfmt(char *buf, size_t cap, const char *fmt, va_list ap)
 {
 	if (cap == 0)

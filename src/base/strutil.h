@@ -35,6 +35,11 @@ enum dt_status dt_parse_bool(const char *text, int *out, const char *what, struc
  * multi-byte character whose remaining bytes lie at or past n: n itself,
  * or up to 3 bytes less. */
 size_t dt_utf8_prefix_len(const char *s, size_t n);
+/* True when s[0..n) is well-formed UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF) without control characters (below
+ * 0x20, and 0x7f): what names from a user's file (Keras layer and variable
+ * names) must be before they travel into checkpoints and handshakes. */
+int dt_utf8_name_ok(const char *s, size_t n);
 /* vsnprintf, then, if the text was cut to fit, the cut moved back to a
  * character boundary. Returns the length of what buf holds. */
 size_t dt_vfmt(char *buf, size_t cap, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));

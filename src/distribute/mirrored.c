@@ -24,7 +24,7 @@ struct replica {
 	int off;                  /* general step: the slice's first example */
 	int mb_first, mb_count;   /* micro step: its micro-batches (dt_mirrored_micro_step) */
 	/* Written by the replica before the barrier. */
-	float loss;
+	float loss, reg_loss;     /* reg_loss: its regularization part (nn/regularize.h) */
 	int correct, counted;
 	int seqs, seqs_correct;   /* general step, a padded sequence loss (nn/model.h's dt_step_result) */
 	double nll_sum, bleu;
@@ -178,6 +178,7 @@ static void general_slice(struct replica *rep)
 	dt_err_clear(&rep->err);
 	rep->st = dt_model_step(rep->model, &s, &rep->rng, NULL, NULL, &res, &rep->err);
 	rep->loss = res.loss;
+	rep->reg_loss = res.reg_loss;
 	rep->correct = res.correct;
 	rep->counted = res.counted;
 	rep->seqs = res.seqs;
@@ -453,7 +454,7 @@ enum dt_status dt_mirrored_step_general(struct dt_mirrored *g, const struct dt_m
 	run_all(g);
 	float weights[DT_MIRRORED_MAX_REPLICAS];
 	step_weights(g, weights);
-	double loss = 0;
+	double loss = 0, reg = 0;
 	memset(res, 0, sizeof(*res));
 	for (int r = 0; r < g->n; r++) {
 		const struct replica *rep = &g->reps[r];
@@ -463,6 +464,7 @@ enum dt_status dt_mirrored_step_general(struct dt_mirrored *g, const struct dt_m
 			return dt_err_prefix(err, "replica %d", r);
 		}
 		loss += (double)weights[r] * (double)rep->loss;
+		reg += (double)weights[r] * (double)rep->reg_loss;
 		res->correct += rep->correct;
 		res->counted += rep->counted;
 		res->seqs += rep->seqs;
@@ -477,5 +479,6 @@ enum dt_status dt_mirrored_step_general(struct dt_mirrored *g, const struct dt_m
 		res->bleu_batches = 1;
 	}
 	res->loss = (float)loss;
+	res->reg_loss = (float)reg;
 	return DT_OK;
 }

@@ -4,6 +4,9 @@
 
 #include "net/bytes.h"
 
+/* every model variable's name fits the handshake's signature */
+_Static_assert(DT_VAR_NAME_MAX - 1 <= DT_SIG_NAME_MAX, "variable names longer than the signature carries");
+
 static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 {
 	const unsigned char *p = data;

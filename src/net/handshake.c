@@ -13,6 +13,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/strutil.h"
 #include "net/auth.h"
 #include "net/socket.h"
 
@@ -88,12 +89,12 @@ int dt_signature_diff(const struct dt_signature *a, const char *a_label, const s
 		if (strcmp(va->name, vb->name) != 0) {
 			if (!find_var(b, va->name)) {
 				dt_sig_shape_str(va, sa, sizeof(sa));
-				snprintf(buf, cap, "variable '%s' %s exists on %s but not on %s", va->name, sa, a_label, b_label);
+				dt_fmt(buf, cap, "variable '%s' %s exists on %s but not on %s", va->name, sa, a_label, b_label);
 			} else if (!find_var(a, vb->name)) {
 				dt_sig_shape_str(vb, sb, sizeof(sb));
-				snprintf(buf, cap, "variable '%s' %s exists on %s but not on %s", vb->name, sb, b_label, a_label);
+				dt_fmt(buf, cap, "variable '%s' %s exists on %s but not on %s", vb->name, sb, b_label, a_label);
 			} else {
-				snprintf(buf, cap, "variables are in a different order: number %u is '%s' on %s but '%s' on %s",
+				dt_fmt(buf, cap, "variables are in a different order: number %u is '%s' on %s but '%s' on %s",
 					 i, va->name, a_label, vb->name, b_label);
 			}
 			return 1;
@@ -104,11 +105,11 @@ int dt_signature_diff(const struct dt_signature *a, const char *a_label, const s
 		if (!same_shape) {
 			dt_sig_shape_str(va, sa, sizeof(sa));
 			dt_sig_shape_str(vb, sb, sizeof(sb));
-			snprintf(buf, cap, "variable '%s' is %s on %s but %s on %s", va->name, sa, a_label, sb, b_label);
+			dt_fmt(buf, cap, "variable '%s' is %s on %s but %s on %s", va->name, sa, a_label, sb, b_label);
 			return 1;
 		}
 		if (va->dtype != vb->dtype) {
-			snprintf(buf, cap, "variable '%s' is %s on %s but %s on %s", va->name, dt_wire_dtype_name(va->dtype),
+			dt_fmt(buf, cap, "variable '%s' is %s on %s but %s on %s", va->name, dt_wire_dtype_name(va->dtype),
 				 a_label, dt_wire_dtype_name(vb->dtype), b_label);
 			return 1;
 		}
@@ -118,7 +119,7 @@ int dt_signature_diff(const struct dt_signature *a, const char *a_label, const s
 		const char *more_label = more == a ? a_label : b_label, *less_label = more == a ? b_label : a_label;
 		const struct dt_sig_var *extra = &more->vars[n];
 		dt_sig_shape_str(extra, sa, sizeof(sa));
-		snprintf(buf, cap, "%s has %u variables and %s %u: variable '%s' %s exists on %s but not on %s",
+		dt_fmt(buf, cap, "%s has %u variables and %s %u: variable '%s' %s exists on %s but not on %s",
 			 a_label, a->count, b_label, b->count, extra->name, sa, more_label, less_label);
 		return 1;
 	}
@@ -133,19 +134,19 @@ uint32_t dt_handshake_check(const struct dt_hello *local, const struct dt_hello 
 	dt_hello_name(local, me, sizeof(me));
 	dt_hello_name(remote, them, sizeof(them));
 	if (remote->protocol_version != local->protocol_version) {
-		snprintf(buf, cap, "protocol version differs: %s speaks version %u but %s speaks version %u",
+		dt_fmt(buf, cap, "protocol version differs: %s speaks version %u but %s speaks version %u",
 			 me, local->protocol_version, them, remote->protocol_version);
 		return DT_REFUSE_VERSION;
 	}
 	if (remote->cluster_fingerprint != local->cluster_fingerprint) {
-		snprintf(buf, cap,
+		dt_fmt(buf, cap,
 			 "cluster fingerprint differs: %016llx on %s but %016llx on %s (the tasks were started with different cluster specs)",
 			 (unsigned long long)local->cluster_fingerprint, me, (unsigned long long)remote->cluster_fingerprint, them);
 		return DT_REFUSE_FINGERPRINT;
 	}
 	char diff[700];
 	if (dt_signature_diff(&local->signature, me, &remote->signature, them, diff, sizeof(diff))) {
-		snprintf(buf, cap, "model signature differs: %s", diff);
+		dt_fmt(buf, cap, "model signature differs: %s", diff);
 		return DT_REFUSE_SIGNATURE;
 	}
 	if (cap)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/strutil.h"
 #include "net/bytes.h"
 
 static const struct dt_msg_info catalogue[] = {
@@ -80,9 +81,9 @@ enum dt_status dt_signature_add(struct dt_signature *sig, const char *name, enum
 				unsigned rank, const uint64_t *dims, struct dt_err *err)
 {
 	size_t n = strlen(name);
-	if (n == 0 || n > DT_SIG_NAME_MAX || !printable((const uint8_t *)name, n))
-		return dt_err_set(err, DT_CONFIG, "variable name '%.64s' cannot be sent: names are 1..%d printable ASCII characters",
-				  name, DT_SIG_NAME_MAX);
+	if (n == 0 || n > DT_SIG_NAME_MAX || !dt_utf8_name_ok(name, n))
+		return dt_err_set(err, DT_CONFIG, "variable name '%.64s' cannot be sent: names are 1..%d bytes of UTF-8 "
+				  "without control characters", name, DT_SIG_NAME_MAX);
 	if (rank > DT_SIG_MAX_RANK)
 		return dt_err_set(err, DT_CONFIG, "variable '%s' has rank %u, more than the %d the protocol carries",
 				  name, rank, DT_SIG_MAX_RANK);
@@ -206,7 +207,7 @@ enum dt_status dt_hello_decode(struct dt_hello *out, const uint8_t *p, size_t le
 		if (r.bad)
 			return dt_err_set(err, DT_PROTOCOL, "hello from %s:%u is truncated in variable %u of %u",
 					  out->role, out->index, i, count);
-		if (name_len == 0 || name_len > DT_SIG_NAME_MAX || !printable(name, name_len))
+		if (name_len == 0 || name_len > DT_SIG_NAME_MAX || !dt_utf8_name_ok((const char *)name, name_len))
 			return dt_err_set(err, DT_PROTOCOL, "hello from %s:%u: variable %u has an invalid name (%zu bytes)",
 					  out->role, out->index, i, name_len);
 		if (rank > DT_SIG_MAX_RANK)

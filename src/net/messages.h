@@ -176,10 +176,14 @@ enum dt_wire_dtype {
 const char *dt_wire_dtype_name(unsigned dtype);
 
 #define DT_SIG_MAX_RANK 8
-#define DT_SIG_NAME_MAX 256
+/* Variable names are the model's (Keras's, up to 255 bytes of layer name
+ * and the weight's): UTF-8 without control characters, 1..DT_SIG_NAME_MAX
+ * bytes. Version 1 peers took printable ASCII of up to 256 bytes; every
+ * name they sent is still accepted. */
+#define DT_SIG_NAME_MAX 512
 
 struct dt_sig_var {
-	char *name;     /* owned; printable ASCII, 1..DT_SIG_NAME_MAX bytes */
+	char *name;     /* owned; UTF-8 without control characters, 1..DT_SIG_NAME_MAX bytes */
 	uint8_t dtype;  /* enum dt_wire_dtype */
 	uint8_t rank;   /* 0..DT_SIG_MAX_RANK */
 	uint64_t dims[DT_SIG_MAX_RANK];

@@ -185,8 +185,63 @@ void dt__graph_give(struct dt_model *m, int j, const float *src, size_t rows, si
 			dst[r * width + k] += src[r * ld + k];
 }
 
+/* ---- regularizers (nn/regularize.h) ---- */
+
+/* The kernel-like variable's regularizer on reg[0], the bias-like one's on
+ * reg[1]: their gradients join the layer's before its range is reported. */
+static void weight_penalty_grads(const struct dt__node *n)
+{
+	const struct dt_layer *l = &n->layer;
+	if (dt_regularizer_on(n->reg[0]))
+		dt_regularizer_grad(n->reg[0], 1.0f, l->kernel, l->dkernel, l->kernel_count);
+	if (n->reg[0].orth != 0.0f) /* a dense kernel (IN, OUT) */
+		(void)dt_orthogonal_penalty(n->reg[0].orth, n->reg[0].orth_cols, l->kernel,
+					    (int)(l->kernel_count / (size_t)l->out.c), l->out.c, l->dkernel);
+	if (dt_regularizer_on(n->reg[1]) && l->bias_count)
+		dt_regularizer_grad(n->reg[1], 1.0f, l->bias, l->dbias, l->bias_count);
+}
+
+/* The output regularizers' gradients, handed to their nodes before any
+ * consumer's (dt__graph_give adds what comes after). */
+static void output_penalty_grads(struct dt_model *m, int B)
+{
+	for (int i = 0; i < m->num_nodes; i++) {
+		const struct dt__node *n = &m->nodes[i];
+		if (!dt_regularizer_on(n->reg[2]) || !m->needs_grad[i])
+			continue;
+		const size_t e = dt_shape_elems(n->layer.out) * (size_t)B;
+		memset(m->tmp, 0, e * sizeof(float));
+		dt_regularizer_grad(n->reg[2], n->reg_per_example ? 1.0f / (float)B : 1.0f, m->val[i], m->tmp, e);
+		dt__graph_give(m, i, m->tmp, 1, e, e);
+	}
+}
+
+/* Every penalty of the step: the trained variables' and the outputs'. */
+static double penalties(const struct dt_model *m, int B)
+{
+	double sum = 0.0;
+	for (int i = 0; i < m->num_nodes; i++) {
+		const struct dt__node *n = &m->nodes[i];
+		const struct dt_layer *l = &n->layer;
+		if (!n->frozen && dt_regularizer_on(n->reg[0]))
+			sum += dt_regularizer_penalty(n->reg[0], l->kernel, l->kernel_count);
+		if (!n->frozen && n->reg[0].orth != 0.0f)
+			sum += dt_orthogonal_penalty(n->reg[0].orth, n->reg[0].orth_cols, l->kernel,
+						     (int)(l->kernel_count / (size_t)l->out.c), l->out.c, NULL);
+		if (!n->frozen && dt_regularizer_on(n->reg[1]) && l->bias_count)
+			sum += dt_regularizer_penalty(n->reg[1], l->bias, l->bias_count);
+		if (dt_regularizer_on(n->reg[2])) {
+			const size_t e = dt_shape_elems(l->out) * (size_t)B;
+			const double p = dt_regularizer_penalty(n->reg[2], m->val[i], e);
+			sum += n->reg_per_example ? p / (double)B : p;
+		}
+	}
+	return sum;
+}
+
 static void backward(struct dt_model *m, int B, dt_grads_ready_fn on_ready, void *arg)
 {
+	output_penalty_grads(m, B);
 	for (int i = m->num_nodes - 1; i >= 0; i--) {
 		struct dt__node *n = &m->nodes[i];
 		struct dt_layer *l = &n->layer;
@@ -236,6 +291,8 @@ static void backward(struct dt_model *m, int B, dt_grads_ready_fn on_ready, void
 		}
 		if (n->frozen && np > 0) /* Keras's trainable False: nothing to apply */
 			memset(l->dkernel, 0, np * sizeof(float));
+		else if (np > 0)
+			weight_penalty_grads(n);
 		if (on_ready && np > 0)
 			on_ready(arg, (size_t)(l->dkernel - m->grads), np);
 	}
@@ -294,6 +351,9 @@ static enum dt_status loss(struct dt_model *m, const struct dt_model_batch *b, i
 	case DT_LOSS_CUSTOM:
 		DT_ASSERT(!"a graph has no custom loss");
 	}
+	res->reg_loss = (float)penalties(m, B);
+	res->loss += res->reg_loss;
+	m->last_reg_loss = res->reg_loss;
 	if (!isfinite(res->loss))
 		return dt_err_set(err, DT_RUNTIME, "model '%s': the loss is %g; the step is not trained on", m->name,
 				  (double)res->loss);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/strutil.h"
 #include "nn/graph_impl.h"
 
 static const char *const prefixes[P_COUNT] = {
@@ -95,15 +96,17 @@ static int find(const struct dt_graph *g, const char *name)
 
 static enum dt_status check_name(const struct dt_graph *g, const char *name, struct dt_err *err)
 {
-	size_t len = strlen(name);
-	if (len == 0 || len >= DT_LAYER_NAME_MAX)
-		return dt_err_set(err, DT_CONFIG, "node name '%s' must have 1 to %d characters", name, DT_LAYER_NAME_MAX - 1);
-	for (size_t i = 0; i < len; i++) {
-		char c = name[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-		      c == '.'))
-			return dt_err_set(err, DT_CONFIG, "node name '%s': character %zu is not one of [A-Za-z0-9_.-]", name, i);
-	}
+	const size_t len = strlen(name);
+	if (len == 0)
+		return dt_err_set(err, DT_CONFIG, "node name is empty (names have 1 to %d bytes)", DT_LAYER_NAME_MAX - 1);
+	if (len >= DT_LAYER_NAME_MAX)
+		return dt_err_set(err, DT_CONFIG, "node name '%.64s...' has %zu bytes, more than the %d allowed", name, len,
+				  DT_LAYER_NAME_MAX - 1);
+	if (!dt_utf8_name_ok(name, len))
+		return dt_err_set(err, DT_CONFIG, "node name '%s' is not UTF-8 text without control characters", name);
+	if (name[0] == '/' || name[len - 1] == '/' || strstr(name, "//"))
+		return dt_err_set(err, DT_CONFIG, "node name '%s': a '/' may only separate scopes (none first, last or "
+				  "twice in a row)", name);
 	if (find(g, name) >= 0)
 		return dt_err_set(err, DT_CONFIG, "node name '%s' is already used in this graph", name);
 	return DT_OK;
@@ -604,7 +607,9 @@ static void fuse(struct dt_model *m, const int *consumers)
 		struct dt__node *n = &m->nodes[i];
 		const int relu = n->layer.kind == DT_LAYER_ACTIVATION && n->layer.act == DT_ACT_RELU;
 		const int relu6 = n->layer.kind == DT_LAYER_ACTIVATION && n->layer.act == DT_ACT_RELU6;
+		/* a node whose output has a regularizer keeps that output as it is */
 		if ((relu || relu6) && !m->nodes[n->inputs[0]].fused && consumers[n->inputs[0]] == 1 &&
+		    !dt_regularizer_on(m->nodes[n->inputs[0]].reg[2]) &&
 		    m->nodes[n->inputs[0]].layer.kind == DT_LAYER_BATCHNORM &&
 		    m->nodes[n->inputs[0]].layer.act == DT_ACT_LINEAR) {
 			m->nodes[n->inputs[0]].layer.act = n->layer.act;
@@ -613,10 +618,10 @@ static void fuse(struct dt_model *m, const int *consumers)
 		}
 		if (!relu && n->layer.kind != DT_LAYER_MAXPOOL2)
 			continue;
-		int c = n->inputs[0], ok = consumers[c] == 1;
+		int c = n->inputs[0], ok = consumers[c] == 1 && !dt_regularizer_on(m->nodes[c].reg[2]);
 		while (ok && m->nodes[c].fused) {
 			c = m->nodes[c].inputs[0];
-			ok = consumers[c] == 1;
+			ok = consumers[c] == 1 && !dt_regularizer_on(m->nodes[c].reg[2]);
 		}
 		struct dt_layer *l = &m->nodes[c].layer;
 		if (!ok || l->pool)
@@ -645,12 +650,13 @@ static void io_info(struct dt_io_info *io, const char *name, enum dt_dtype dtype
 	}
 }
 
-static void add_vars(struct dt_model *m, const struct dt__node *n)
+static void add_vars(struct dt_model *m, struct dt__node *n)
 {
 	const struct dt_layer *l = &n->layer;
 	const char *name = n->var_prefix[0] ? n->var_prefix : l->name;
 	const char *kernel = n->kernel_suffix ? n->kernel_suffix : "kernel";
 	const int first = m->num_vars;
+	n->var_first = dt_layer_num_params(l) > 0 ? first : -1;
 	const int64_t bs[1] = { (int64_t)l->bias_count };
 	if (l->kind == DT_LAYER_DENSE) {
 		const int64_t ks[2] = { (int64_t)(l->kernel_count / (size_t)l->out.c), l->out.c };
@@ -733,6 +739,7 @@ enum dt_status dt_model_from_graph(const struct dt_graph *g, const char *name, i
 	m->layer_node = dt_xcalloc((size_t)g->n, sizeof(int));
 	for (int i = 0; i < g->n; i++) {
 		const struct dt__node *n = &m->nodes[i];
+		m->nodes[i].var_first = -1;
 		const int view = n->fused || dt_layer_is_view(&n->layer);
 		m->store[i] = view ? m->store[n->inputs[0]] : i;
 		m->needs_grad[i] = !n->fused && dt_layer_num_params(&n->layer) > 0;
@@ -743,7 +750,7 @@ enum dt_status dt_model_from_graph(const struct dt_graph *g, const char *name, i
 			m->input_node[m->num_inputs++] = i;
 		} else if (!n->fused) {
 			m->layer_node[m->num_layers++] = i;
-			add_vars(m, n);
+			add_vars(m, &m->nodes[i]);
 		}
 	}
 	const struct dt__node *o = &m->nodes[m->output];
@@ -765,6 +772,20 @@ enum dt_status dt_model_from_graph(const struct dt_graph *g, const char *name, i
 	} else {
 		io_info(&m->target, "targets", DT_FLOAT32, o->rank, o->dims);
 	}
+	if (dt__model_check_constraints(m, name, err)) {
+		dt_model_free(m);
+		return DT_CONFIG;
+	}
+	/* Names may hold '/' (Keras's scopes), so node "a" with variable
+	 * "a/q/kernel" and node "a/q" with "a/q/kernel" would be one name. */
+	for (int i = 0; i < m->num_vars; i++)
+		for (int j = 0; j < i; j++)
+			if (strcmp(m->vars[i].name, m->vars[j].name) == 0) {
+				dt_err_set(err, DT_CONFIG, "model '%s': two variables named '%s' (rename one of their nodes)",
+					   name, m->vars[i].name);
+				dt_model_free(m);
+				return DT_CONFIG;
+			}
 	if (m->num_params > (size_t)MAX_PARAMS) { /* each layer's limit still lets their sum grow past memory */
 		const size_t np = m->num_params;
 		dt_model_free(m);

@@ -12,8 +12,12 @@
  * Shapes are inferred as nodes are added. A call that does not fit (an
  * unknown input, shapes that do not connect, a bad size, a duplicate name)
  * adds nothing and returns DT_CONFIG with a message naming the node and the
- * shapes involved; the graph stays usable. Names: 1 to 31 characters of
- * [A-Za-z0-9_.-] (no '/': variables are named "<node>/kernel").
+ * shapes involved; the graph stays usable. Names: 1 to 255 bytes
+ * (DT_LAYER_NAME_MAX - 1) of UTF-8 without control characters, any name
+ * Keras 2, Keras 3 or TF.js writes; a '/' separates nested scopes (none
+ * first, last or doubled). Variables are "<node>/kernel" and the like; two
+ * variables that would share a name ("a" with "a/q/kernel" and a node
+ * "a/q" with "a/q/kernel") make dt_model_from_graph fail with DT_CONFIG.
  *
  * Per-example shapes: (N), (T, D) or (H, W, C); the batch is implicit.
  *   dense       (..., IN) -> (..., units); over the last axis (Keras's Dense);

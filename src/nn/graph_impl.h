@@ -61,4 +61,8 @@ void dt__graph_commit(struct dt_graph *g, const struct dt__node *n, enum dt__pre
 enum dt_status dt__graph_layer_status(enum dt_status st, const char *node, const struct dt_graph *g, int in,
 				      struct dt_err *err);
 
+/* regularize.c: a compiled model's constraints fit their variables'
+ * ranks (DT_CONFIG naming the field, node and variable otherwise). */
+enum dt_status dt__model_check_constraints(const struct dt_model *m, const char *name, struct dt_err *err);
+
 #endif

@@ -95,10 +95,13 @@ enum dt_status dt_graph_separable_conv2d(struct dt_graph *g, const char *name, c
 		return st;
 	if (g->n + 2 > DT__MAX_NODES)
 		return dt_err_set(err, DT_CONFIG, "graph has %d nodes already; separable_conv2d '%s' needs two more", g->n, nm);
-	/* The depthwise half: a node name no caller can give ('~'), so it
-	 * never collides; its variables carry the separable node's name. */
+	/* The depthwise half: a node name of '~' and a number no other node
+	 * has; its variables carry the separable node's name. */
 	char inner[DT_LAYER_NAME_MAX];
-	snprintf(inner, sizeof(inner), "~%d", g->n);
+	int tag = g->n;
+	do /* a caller may have named a node "~5" itself */
+		snprintf(inner, sizeof(inner), "~%d", tag++);
+	while (dt_graph_node_dims(g, inner, (int[3]){ 0 }) > 0);
 	const int saved = g->counter[P_SEPARABLE];
 	st = add_depthwise(g, inner, saved, P_SEPARABLE, in, kh, kw, padding, depthwise_init, o, nm, 0, err);
 	if (st)

@@ -12,6 +12,7 @@
 
 #include "base/alloc.h"
 #include "base/atomic_file.h"
+#include "base/strutil.h"
 #include "nn/keras_impl.h"
 
 enum dt_status dt__keras_fail(struct dt__keras *k, const char *layer, const char *cls, const char *fmt, ...)
@@ -53,7 +54,8 @@ static enum dt_status remember(struct dt__keras *k, const char *layer, const cha
 	if (k->n >= DT__KERAS_MAX_LAYERS)
 		return dt__keras_fail(k, layer, NULL, "more than %d layers", DT__KERAS_MAX_LAYERS);
 	if (strlen(layer) >= sizeof(k->kname[0]))
-		return dt__keras_fail(k, layer, NULL, "name longer than %zu characters", sizeof(k->kname[0]) - 1);
+		return dt__keras_fail(k, NULL, NULL, "layer '%.64s...': its name has %zu bytes, more than the %zu allowed",
+				      layer, strlen(layer), sizeof(k->kname[0]) - 1);
 	if (lookup(k, layer) >= 0)
 		return dt__keras_fail(k, layer, NULL, "a second layer with this name");
 	snprintf(k->kname[k->n], sizeof(k->kname[0]), "%s", layer);
@@ -336,6 +338,11 @@ enum dt_status dt_keras_parse(const char *text, size_t len, const char *source, 
 	const char *cls = dt__keras_class(model);
 	json_t *cfg = json_object_get(model, "config");
 	k->keras3 = json_object_get(model, "module") != NULL || json_object_get(model, "registered_name") != NULL;
+	const char *kv = json_string_value(json_object_get(root, "keras_version"));
+	if (!kv)
+		kv = json_string_value(json_object_get(json_object_get(root, "modelTopology"), "keras_version"));
+	k->activity_mean = !k->keras3 && !(kv && strncmp(kv, "2.", 2) == 0 && kv[2] >= '0' && kv[2] <= '3' &&
+					   (kv[3] == '.' || kv[3] == '\0') && !strstr(kv, "-tf"));
 	enum dt_status st;
 	if (!cls || !cfg)
 		st = dt__keras_fail(k, NULL, NULL,
@@ -354,7 +361,7 @@ enum dt_status dt_keras_parse(const char *text, size_t len, const char *source, 
 	}
 	if (!st) {
 		const char *nm = json_string_value(json_object_get(cfg, "name"));
-		snprintf(info->name, sizeof(info->name), "%s", nm ? nm : "keras");
+		dt_fmt(info->name, sizeof(info->name), "%s", nm ? nm : "keras");
 		info->keras_version = k->keras3 ? 3 : 2;
 		info->layers = k->layers;
 		int dims[3];

@@ -19,11 +19,14 @@
  * Keras's class names and configs (VarianceScaling, GlorotUniform,
  * GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, Zeros,
  * Ones, Constant, RandomNormal, RandomUniform, TruncatedNormal);
- * `trainable: false` freezes a layer. Anything else — a layer class, a
- * config field with a value we do not implement (channels_first, a
- * regularizer, a shared layer, ...) — is refused with DT_USAGE naming the
- * layer, the field and what is supported; a config field we do not know at
- * all is refused too unless it is null or false.
+ * `trainable: false` freezes a layer; regularizers (L1, L2, L1L2) and
+ * constraints (MaxNorm, NonNeg, UnitNorm, MinMaxNorm) as nn/regularize.h
+ * runs them (keras_reg.c reads them). Anything else — a layer class, a
+ * config field with a value we do not implement (channels_first, an
+ * OrthogonalRegularizer, a shared layer, ...) — is refused with DT_USAGE
+ * naming the layer, the field and what is supported; a config field we do
+ * not know at all is refused too unless it is null or false. Layer names
+ * are any Keras or TF.js writes, up to 255 bytes (nn/graph.h).
  *
  * Nodes and variables keep Keras's names (`block_1_expand/kernel`,
  * `bn_Conv1/moving_mean`) in Keras's weight order, so checkpoints map one

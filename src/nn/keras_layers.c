@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/strutil.h"
 #include "nn/keras_impl.h"
 
 #define FAIL(...) dt__keras_fail(k, layer, cls, __VA_ARGS__)
@@ -41,7 +42,7 @@ static enum dt_status check_fields(struct dt__keras *k, const char *layer, const
 	json_t *v;
 	json_object_foreach(cfg, key, v)
 	{
-		if (in_list(key, common_fields) || in_list(key, known) || is_default(v))
+		if (in_list(key, common_fields) || in_list(key, known) || is_default(v) || dt__keras_reg_field(cls, key))
 			continue;
 		char list[400] = "";
 		size_t at = 0;
@@ -255,7 +256,9 @@ static enum dt_status then_act(struct dt__keras *k, const char *layer, const cha
 	snprintf(out, DT_LAYER_NAME_MAX, "%s", node);
 	if (act == DT_ACT_LINEAR)
 		return DT_OK;
-	snprintf(out, DT_LAYER_NAME_MAX, "%.20s.%d", layer, ++k->extra % 100000);
+	/* the layer's name cut on a character boundary to leave room for ".N" */
+	const size_t keep = dt_utf8_prefix_len(layer, strnlen(layer, DT_LAYER_NAME_MAX - 8));
+	snprintf(out, DT_LAYER_NAME_MAX, "%.*s.%d", (int)keep, layer, ++k->extra % 100000);
 	return graph_st(k, layer, cls, dt_graph_activation(k->g, out, node, act, k->err));
 }
 
@@ -593,6 +596,9 @@ static enum dt_status misc(struct dt__keras *k, const char *layer, const char *c
 		if ((st = check_fields(k, layer, cls, cfg, known)) ||
 		    (st = get_float(k, layer, cls, cfg, "rate", 0.0, 0.0, 0.99, &rate)))
 			return st;
+		/* a noise_shape shares one mask over some axes (SpatialDropout's): other math */
+		if (!is_default(json_object_get(cfg, "noise_shape")))
+			return FAIL("field 'noise_shape' is set (supported: null, one mask value per element)");
 		return graph_st(k, layer, cls, dt_graph_dropout(k->g, layer, in[0], rate, k->err));
 	}
 	if (strcmp(cls, "Flatten") == 0) {
@@ -639,6 +645,9 @@ static enum dt_status misc(struct dt__keras *k, const char *layer, const char *c
 	return graph_st(k, layer, cls, dt_graph_embedding(k->g, layer, in[0], vocab, dim, ei[0] ? ei : NULL, k->err));
 }
 
+static enum dt_status layer_nodes(struct dt__keras *k, const char *layer, const char *cls, json_t *cfg, int nin,
+				  const char *const *in, char *out);
+
 enum dt_status dt__keras_layer(struct dt__keras *k, const char *layer, const char *cls, json_t *cfg, int nin,
 			       const char *const *in, char *out)
 {
@@ -655,6 +664,14 @@ enum dt_status dt__keras_layer(struct dt__keras *k, const char *layer, const cha
 			    cls);
 	if (!merge && nin != 1)
 		return FAIL("field 'inbound_nodes': %d inputs (supported: 1)", nin);
+	enum dt_status st = layer_nodes(k, layer, cls, cfg, nin, in, out);
+	return st ? st : dt__keras_reg(k, layer, cls, cfg, layer, out);
+}
+
+/* The nodes of one layer, before its regularizers and constraints. */
+static enum dt_status layer_nodes(struct dt__keras *k, const char *layer, const char *cls, json_t *cfg, int nin,
+				  const char *const *in, char *out)
+{
 	if (strcmp(cls, "Dense") == 0)
 		return dense(k, layer, cls, cfg, in[0], out);
 	if (strstr(cls, "Conv2D"))

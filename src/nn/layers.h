@@ -98,7 +98,9 @@ static inline size_t dt_shape_elems(struct dt_shape s)
 	return (size_t)s.h * (size_t)s.w * (size_t)s.c;
 }
 
-#define DT_LAYER_NAME_MAX 32
+/* A layer's name: 1 to DT_LAYER_NAME_MAX - 1 bytes of UTF-8 (Keras and
+ * TF.js names, '/' between nested scopes; nn/graph.h's rules). */
+#define DT_LAYER_NAME_MAX 256
 
 struct dt_layer {
 	enum dt_layer_kind kind;

@@ -31,7 +31,9 @@
 #include "nn/hparams.h"
 #include "tensor/tensor.h"
 
-#define DT_VAR_NAME_MAX 64
+/* A variable's name: its layer's (up to DT_LAYER_NAME_MAX - 1 bytes), '/'
+ * and the weight's ("kernel", "output_transform/kernel"), NUL included. */
+#define DT_VAR_NAME_MAX 320
 #define DT_MAX_DIMS 4
 
 /*
@@ -150,6 +152,9 @@ struct dt_step_result {
 	 * (nn/bleu.h) in bleu, bleu_batches 1; 0 and 0 otherwise */
 	double bleu;
 	int bleu_batches;
+	/* Keras's regularization losses (nn/regularize.h): their sum, which
+	 * `loss` includes, as Keras's loss does; 0 without regularizers */
+	float reg_loss;
 };
 
 /*

@@ -18,6 +18,7 @@
 
 #include "nn/layers.h"
 #include "nn/model.h"
+#include "nn/regularize.h"
 
 #define DT__MAX_NODES 256
 #define DT__MAX_NODE_INPUTS 8
@@ -34,6 +35,15 @@ struct dt__node {
 	int frozen;                        /* Keras's trainable False: its gradients are zeroed */
 	char var_prefix[DT_LAYER_NAME_MAX]; /* variables' "<prefix>/": "" means the node's name */
 	const char *kernel_suffix;         /* the kernel variable's name: NULL means "kernel" */
+	/* Keras's regularizers and constraints (nn/regularize.h): reg[0] on the
+	 * kernel-like variable, reg[1] on the bias-like one, reg[2] on the
+	 * output (divided by the batch when reg_per_example); con[0], con[1]
+	 * on the variables, named in messages by con_field */
+	struct dt_regularizer reg[3];
+	int reg_per_example;
+	struct dt_constraint con[2];
+	char con_field[2][32];
+	int var_first;                     /* compiled: its first variable, or -1 */
 };
 
 typedef enum dt_status (*dt__custom_fn)(struct dt_model *m, const struct dt_model_batch *b, int training,
@@ -62,6 +72,7 @@ struct dt_model {
 	float label_smoothing;             /* DT_LOSS_PADDED_XENT */
 	int seq_max_len;                   /* > 0: a sequence model; nodes run on B * L token rows */
 	int seq_B, seq_L;                  /* this step's sequences and length */
+	float last_reg_loss;               /* the last step's regularization losses (nn/regularize.h) */
 	/* variables */
 	int num_vars, cap_vars;
 	struct dt_variable *vars;

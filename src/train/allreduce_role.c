@@ -19,6 +19,7 @@
 #include "net/socket.h"
 #include "nn/model.h"
 #include "nn/optimizer.h"
+#include "nn/regularize.h"
 #include "train/common.h"
 #include "train/session.h"
 
@@ -481,6 +482,8 @@ static enum dt_status ring_apply(struct dt_session *s, void *self, const struct 
 	}
 	enum dt_status st = fixed ? dt__session_apply_fixed(s, lr, step, err)
 				  : reduce_and_apply(s, r, lr, step, &io->grad_norm, err);
+	if (!st) /* the same bits on every worker, as the update left them */
+		dt_model_apply_constraints(dt__session_model(s));
 	if (st) {
 		r->join_pending = 0; /* it may have failed before its first collective */
 	} else if (r->join_pending) {
@@ -652,7 +655,7 @@ static const struct dt_strategy strategy_ring = {
 	.name = "multi_worker_mirrored", .connect = ring_connect, .start = ring_start, .compute = ring_compute,
 	.apply = ring_apply, .reduce = ring_reduce, .reduce_i64 = ring_reduce_i64,
 	.allgather = ring_allgather, .finish = ring_finish,
-	.fixed_point = 1,
+	.fixed_point = 1, .constraints = 1,
 	.clip_where = "after the all-reduce, once every bucket has arrived (with --deterministic, after the fixed-point "
 		      "sum): the same bits on every worker",
 };

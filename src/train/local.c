@@ -5,6 +5,7 @@
 
 #include "nn/model.h"
 #include "nn/optimizer.h"
+#include "nn/regularize.h"
 #include "train/session.h"
 
 void dt_train_config_defaults(struct dt_train_config *cfg)
@@ -36,20 +37,25 @@ static enum dt_status local_apply(struct dt_session *s, void *self, const struct
 				  struct dt_strategy_step *io, struct dt_err *err)
 {
 	(void)self, (void)fig;
-	if (dt__session_config(s)->micro_batch > 0)
-		return dt__session_apply_fixed(s, lr, io->step, err);
 	struct dt_model *m = dt__session_model(s);
+	if (dt__session_config(s)->micro_batch > 0) {
+		enum dt_status st = dt__session_apply_fixed(s, lr, io->step, err);
+		if (!st)
+			dt_model_apply_constraints(m);
+		return st;
+	}
 	const float wd = (float)dt__session_config(s)->hp.weight_decay;
 	if (wd > 0)
 		dt_train_add_weight_decay(m, wd);
 	io->grad_norm = dt_train_clip_grads(m, &dt__session_config(s)->hp, 1);
 	dt_optimizer_apply(dt__session_optimizer(s), dt_model_params(m), dt_model_grads(m), 0, dt_model_num_params(m),
 			   lr, io->step);
+	dt_model_apply_constraints(m);
 	return DT_OK;
 }
 
 const struct dt_strategy dt_strategy_local = {
-	.name = "local", .start = local_start, .apply = local_apply, .fixed_point = 1,
+	.name = "local", .start = local_start, .apply = local_apply, .fixed_point = 1, .constraints = 1,
 	.clip_where = "before the update (after the replicas' reduce; with --deterministic, the fixed-point mean)",
 };
 

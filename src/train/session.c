@@ -21,6 +21,7 @@
 #include "base/progress.h"
 #include "distribute/mirrored.h"
 #include "train/checkpoint.h"
+#include "nn/regularize.h"
 #include "train/common.h"
 #include "train/evaluator.h"
 #include "train/events.h"
@@ -292,6 +293,11 @@ static enum dt_status start_compute(struct dt_session *s, const struct dt_strate
 		dt_info("mirrored: %d replicas on threads split each batch of %d%s, OpenBLAS 1 thread each", tc->replicas,
 			tc->hp.batch_size, text ? " tokens" : "");
 	}
+	const char *cnode = NULL, *cfield = NULL;
+	if (!s->strategy->constraints && dt_model_has_constraints(s->model, &cnode, &cfield))
+		return dt_err_set(err, DT_USAGE, "layer '%s': field '%s' is not supported in %s training (the constraint "
+				  "runs after each update where the variables are updated: local, --replicas, "
+				  "multi-worker all-reduce and in-graph training)", cnode, cfield, s->strategy->name);
 	/* before the in-graph master's return: its replicas would not sum in fixed point */
 	if (tc->micro_batch > 0 && !s->strategy->fixed_point)
 		return dt_err_set(err, DT_USAGE, "--deterministic is not built for %s training", s->strategy->name);
@@ -393,8 +399,8 @@ static enum dt_status reduce(struct dt_session *s, double *v, int n, const char 
 {
 	if (!s->strategy->reduce)
 		return DT_OK;
-	float f[8];
-	DT_ASSERT(n <= 8);
+	float f[16];
+	DT_ASSERT(n <= 16);
 	for (int i = 0; i < n; i++)
 		f[i] = (float)v[i]; /* counts <= 2^24 stay exact */
 	enum dt_status st = s->strategy->reduce(s, s->self, f, (size_t)n, what, err);
@@ -461,12 +467,17 @@ static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *
 {
 	const struct dt_train_config *tc = s->cfg;
 	struct window *w = &s->w;
-	double v[8] = { w->loss_sum, (double)w->correct, (double)w->examples, (double)w->counted,
-			(double)w->seqs_correct, w->nll_sum, w->bleu_sum, (double)w->bleu_batches };
-	enum dt_status st = reduce(s, v, 8, "log/window", err);
+	double v[9] = { w->loss_sum, (double)w->correct, (double)w->examples, (double)w->counted,
+			(double)w->seqs_correct, w->nll_sum, w->bleu_sum, (double)w->bleu_batches, w->reg_sum };
+	enum dt_status st = reduce(s, v, 9, "log/window", err);
 	if (st)
 		return dt_err_prefix(err, "training stopped at step %lld", (long long)s->step);
 	double loss = v[0] / ((double)w->steps * (s->strategy->reduce ? s->info.shard_count : 1));
+	/* Keras's regularization losses, apart (the loss includes them, as Keras's does) */
+	char reg[48] = "";
+	if (dt_model_has_regularizers(s->model))
+		snprintf(reg, sizeof(reg), " (regularization %.4g)",
+			 v[8] / ((double)w->steps * (s->strategy->reduce ? s->info.shard_count : 1)));
 	s->res.final_loss = loss;
 	s->loss_logged = 1;
 	if (tc->log_every > 0 || s->info.log_last_step) {
@@ -491,12 +502,12 @@ static enum dt_status log_window(struct dt_session *s, float lr, struct dt_err *
 		if (v[7] > 0)
 			snprintf(bleu, sizeof(bleu), " approx_bleu_score %.4f", v[6] / v[7]);
 		if (v[3] > 0) /* text: t2t's metrics, tokens counted */
-			dt_info("%s loss %.4f accuracy %.4f accuracy_per_sequence %.4f neg_log_perplexity %.4f%s lr %.3g%s "
+			dt_info("%s loss %.4f%s accuracy %.4f accuracy_per_sequence %.4f neg_log_perplexity %.4f%s lr %.3g%s "
 				"%.0f examples/s %.0f tokens/s%s%s eta %s",
-				at, loss, v[1] / v[3], v[4] / v[2], -v[5] / v[3], bleu, (double)lr, clip,
+				at, loss, reg, v[1] / v[3], v[4] / v[2], -v[5] / v[3], bleu, (double)lr, clip,
 				secs > 0 ? v[2] / secs : 0, secs > 0 ? v[3] / secs : 0, s->info.examples_note, note, eta);
 		else
-			dt_info("%s loss %.4f acc %.3f lr %.3g%s %.0f examples/s%s%s eta %s", at, loss, v[1] / v[2],
+			dt_info("%s loss %.4f%s acc %.3f lr %.3g%s %.0f examples/s%s%s eta %s", at, loss, reg, v[1] / v[2],
 				(double)lr, clip, secs > 0 ? v[2] / secs : 0, s->info.examples_note, note, eta);
 	}
 	*w = (struct window){ .start_ns = dt_now_ns() };
@@ -601,6 +612,7 @@ enum dt_status dt__session_compute_batch(struct dt_session *s, const struct dt_b
 								   &out->correct, on_ready, arg)
 				     : dt_mirrored_step(s->mirror, s->model, b->x, b->y, b->size, &s->dropout_rng,
 							&out->correct);
+		out->reg_loss = dt_model_last_reg_loss(s->model); /* replicas: the first one's */
 		return DT_OK;
 	}
 	struct dt_step_result res;
@@ -609,6 +621,7 @@ enum dt_status dt__session_compute_batch(struct dt_session *s, const struct dt_b
 	if (st)
 		return dt_err_prefix(err, "step %lld", (long long)s->step + 1);
 	out->loss = res.loss;
+	out->reg_loss = res.reg_loss;
 	out->correct = res.correct;
 	out->length = b->general->length;
 	if (res.seqs > 0) {
@@ -707,6 +720,7 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 			s->seq_examples += fig.examples;
 	}
 	s->w.loss_sum += (double)fig.loss;
+	s->w.reg_sum += (double)fig.reg_loss;
 	s->w.correct += fig.correct;
 	s->w.examples += fig.examples;
 	s->w.counted += fig.counted;

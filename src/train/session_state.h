@@ -28,7 +28,7 @@ struct dt_summary;
 
 /* Progress since the last progress line. */
 struct window {
-	double loss_sum;
+	double loss_sum, reg_sum; /* reg_sum: its regularization part */
 	int64_t correct, examples, steps;
 	int64_t counted, seqs_correct; /* text: tokens counted, sequences all right */
 	double nll_sum;

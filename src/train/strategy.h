@@ -139,6 +139,8 @@ struct dt_step_figures {
 	/* clip_grad_norm on, clipped in compute (ps trainers): the gradient's
 	 * global norm before clipping; 0 otherwise */
 	double grad_norm;
+	/* the part of loss that is Keras's regularization losses (nn/regularize.h) */
+	float reg_loss;
 };
 
 /* What apply did. */
@@ -167,6 +169,12 @@ struct dt_strategy {
 	 * sums and applies through dt__session_apply_fixed; the session refuses
 	 * --deterministic with a strategy that does not. */
 	int fixed_point;
+	/* Nonzero: its apply leaves the updated variables in this task's model
+	 * and then runs the model's constraints (nn/regularize.h's
+	 * dt_model_apply_constraints); the session refuses a model with
+	 * constraints under a strategy that does not (the parameter servers
+	 * update variables this task only copies). */
+	int constraints;
 	/* Where its apply (or compute) clips the gradient to hp.clip_grad_norm
 	 * (dt_train_clip_grads), said in the log at the start when that is on:
 	 * the end of "the gradient is scaled to global norm <= C ...". */

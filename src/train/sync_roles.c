@@ -13,6 +13,7 @@
 #include "distribute/ps_client.h"
 #include "distribute/ps_wire.h"
 #include "nn/optimizer.h"
+#include "nn/regularize.h"
 #include "tensor/blas.h"
 #include "train/checkpoint.h"
 #include "train/common.h"
@@ -496,6 +497,7 @@ static enum dt_status master_apply(struct dt_session *s, void *self, const struc
 	io->grad_norm = dt_train_clip_grads(model, &g->k.cfg->train->hp, g->total);
 	dt_optimizer_apply_vars(dt__session_optimizer(s), g->k.r->vars, g->k.r->nvars, dt_model_params(model),
 				dt_model_grads(model), g->total, lr, io->step);
+	dt_model_apply_constraints(model); /* the next step sends the replicas these variables */
 	return DT_OK;
 }
 
@@ -515,6 +517,7 @@ static enum dt_status master_finish(struct dt_session *s, void *self, int64_t *s
 static const struct dt_strategy strategy_in_graph = {
 	.name = "in_graph_sync", .connect = master_connect, .start = master_start, .compute = master_compute,
 	.apply = master_apply, .wait = loop_for_a_second, .note = barrier_note, .finish = master_finish,
+	.constraints = 1,
 	.clip_where = "on the master, the replicas' mean",
 };
 

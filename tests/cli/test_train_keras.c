@@ -68,8 +68,9 @@ DT_TEST(train_keras, every_refused_layer_and_field_exits_2_with_its_name)
 		  "\"data_format\": \"channels_first\"}}",
 		  { "layer 'c' (Conv2D)", "field 'data_format' is 'channels_first' (supported: channels_last)" } },
 		{ "{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"c\", \"filters\": 2, \"kernel_size\": 3, "
-		  "\"kernel_regularizer\": {\"class_name\": \"L2\", \"config\": {\"l2\": 0.01}}}}",
-		  { "layer 'c' (Conv2D)", "field 'kernel_regularizer' is not supported (supported fields: kernel_size" } },
+		  "\"kernel_regularizer\": {\"class_name\": \"OrthogonalRegularizer\", \"config\": {\"factor\": 0.01}}}}",
+		  { "layer 'c' (Conv2D)", "field 'kernel_regularizer' is an OrthogonalRegularizer (supported on a Dense "
+					  "kernel_regularizer only" } },
 		{ "{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"c\", \"filters\": 2, \"kernel_size\": 3, "
 		  "\"dilation_rate\": [2, 2]}}",
 		  { "layer 'c' (Conv2D)", "field 'dilation_rate' is (2, 2)" } },
@@ -89,6 +90,8 @@ DT_TEST(train_keras, every_refused_layer_and_field_exits_2_with_its_name)
 		  { "layer 'c' (Conv2D)", "field 'kernel_initializer' is initializer 'Orthogonal' (supported: GlorotUniform" } },
 		{ "{\"class_name\": \"GlobalAveragePooling2D\", \"config\": {\"name\": \"g\", \"keepdims\": true}}",
 		  { "layer 'g' (GlobalAveragePooling2D)", "field 'keepdims' is true (supported: false)" } },
+		{ "{\"class_name\": \"Dropout\", \"config\": {\"name\": \"d\", \"rate\": 0.5, \"noise_shape\": [null, 1, 1, 1]}}",
+		  { "layer 'd' (Dropout)", "field 'noise_shape' is set (supported: null" } },
 		{ "{\"class_name\": \"Dropout\", \"config\": {\"name\": \"d\", \"rate\": 0.5, \"mystery\": 3}}",
 		  { "layer 'd' (Dropout)", "field 'mystery' is not supported (supported fields: rate, noise_shape)" } },
 	};

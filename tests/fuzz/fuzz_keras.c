@@ -1,6 +1,7 @@
 /* libFuzzer target: the Keras JSON loader (nn/keras.c, nn/keras_layers.c):
  * any bytes give a graph or DT_USAGE, never a crash; a graph that loads is
- * compiled for a batch of 2 and run one step on zero data. */
+ * compiled for a batch of 2 and run one step on zero data, its
+ * regularizers' penalties included, and its constraints applied. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "nn/graph.h"
 #include "nn/keras.h"
 #include "nn/model.h"
+#include "nn/regularize.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -35,6 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			struct dt_rng rng;
 			dt_rng_seed(&rng, 1);
 			(void)dt_model_step(m, &b, &rng, NULL, NULL, &res, &err);
+			dt_model_apply_constraints(m); /* Keras's constraints, after the update */
 			free(x);
 			free(y);
 		}

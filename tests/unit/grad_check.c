@@ -132,7 +132,7 @@ void check_rig(struct rig *g, double rtol, double atol)
 	float *dx = dt_xmalloc(g->in_n * sizeof(float)), *dp = dt_xmalloc((g->np ? g->np : 1) * sizeof(float));
 	memcpy(dx, g->dx, g->in_n * sizeof(float));
 	memcpy(dp, g->grads, g->np * sizeof(float));
-	char what[64];
+	char what[DT_LAYER_NAME_MAX + 16];
 	snprintf(what, sizeof(what), "%s dx", g->layer.name);
 	check_array(what, g->x, g->in_n, dx, rig_loss_cb, g, rtol, atol, 0);
 	if (g->np) {

@@ -94,6 +94,28 @@ DT_TEST(strutil, utf8_cuts_fall_on_character_boundaries)
 	}
 }
 
+DT_TEST(strutil, utf8_names_are_well_formed_and_free_of_controls)
+{
+	const char *s = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80z/b_c.d-e~";
+	DT_CHECK(dt_utf8_name_ok(s, strlen(s)));
+	DT_CHECK(dt_utf8_name_ok("", 0));
+	static const char *const bad[] = {
+		"a\tb",            /* a control character */
+		"a\x7f",           /* DEL */
+		"\xc2\x85",        /* C1 control U+0085 */
+		"\xc0\xaf",        /* overlong '/' */
+		"\xe0\x80\xaf",    /* overlong, 3 bytes */
+		"\xed\xa0\x80",    /* a surrogate */
+		"\xf4\x90\x80\x80", /* past U+10FFFF */
+		"\xe2\x82",        /* cut short */
+		"\x80",            /* a lone continuation byte */
+		"\xff",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (dt_utf8_name_ok(bad[i], strlen(bad[i])))
+			dt_test_fail(__FILE__, __LINE__, "bad name %zu accepted", i);
+}
+
 /* Issue 21: a non-ASCII host name in an error printed half a character
  * where the message was cut to fit. */
 DT_TEST(err, messages_cut_to_fit_never_split_a_character)

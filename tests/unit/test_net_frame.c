@@ -587,6 +587,40 @@ DT_TEST(net_messages, hello_round_trip)
 	dt_hello_release(&h);
 }
 
+/* Keras's names (docs/MODELS.md "Names"): UTF-8 and up to 512 bytes travel;
+ * control characters and longer names are refused when added. */
+DT_TEST(net_messages, signature_names_are_utf8_up_to_512_bytes)
+{
+	struct dt_hello h, back;
+	dt_hello_init(&h, "worker", 1, 7);
+	struct dt_err err = DT_ERR_INIT;
+	const uint64_t dims[2] = { 3, 4 };
+	char longest[DT_SIG_NAME_MAX + 2];
+	memset(longest, 'n', sizeof(longest) - 1);
+	longest[DT_SIG_NAME_MAX] = '\0';
+	DT_CHECK_OK(dt_signature_add(&h.signature, "block/conv_\xc3\xa9\xcf\x83/kernel", DT_WIRE_F32, 2, dims, &err), &err);
+	DT_CHECK_OK(dt_signature_add(&h.signature, longest, DT_WIRE_F32, 1, dims, &err), &err);
+	longest[DT_SIG_NAME_MAX] = 'n';
+	longest[DT_SIG_NAME_MAX + 1] = '\0';
+	DT_CHECK_INT_EQ(dt_signature_add(&h.signature, longest, DT_WIRE_F32, 1, dims, &err), DT_CONFIG);
+	DT_CHECK_CONTAINS(err.msg, "names are 1..512 bytes of UTF-8 without control characters");
+	DT_CHECK_INT_EQ(dt_signature_add(&h.signature, "a\tb", DT_WIRE_F32, 1, dims, &err), DT_CONFIG);
+	const size_t len = dt_hello_encode(&h, NULL, 0);
+	uint8_t *buf = malloc(len);
+	DT_CHECK_INT_EQ(dt_hello_encode(&h, buf, len), len);
+	DT_CHECK_OK(dt_hello_decode(&back, buf, len, &err), &err);
+	DT_CHECK_INT_EQ(back.signature.count, 2);
+	if (back.signature.count == 2) {
+		DT_CHECK_STR_EQ(back.signature.vars[0].name, "block/conv_\xc3\xa9\xcf\x83/kernel");
+		DT_CHECK_INT_EQ(strlen(back.signature.vars[1].name), DT_SIG_NAME_MAX);
+	}
+	char diff[256];
+	DT_CHECK_INT_EQ(dt_signature_diff(&h.signature, "a", &back.signature, "b", diff, sizeof(diff)), 0);
+	dt_hello_release(&back);
+	dt_hello_release(&h);
+	free(buf);
+}
+
 DT_TEST(net_messages, every_truncated_or_extended_hello_is_refused_cleanly)
 {
 	struct dt_hello h, back;
@@ -648,6 +682,15 @@ DT_TEST(net_messages, hostile_hello_fields_are_refused)
 	dt_put_u16le(buf + 29 + 6 + 4, 0);
 	DT_CHECK_INT_EQ(dt_hello_decode(&back, buf, len, &err), DT_PROTOCOL);
 	dt_hello_release(&back);
+
+	/* A control character, or a byte that is not UTF-8, in a variable name. */
+	for (int bad = 0; bad < 2; bad++) {
+		dt_hello_encode(&h, buf, len);
+		buf[29 + 6 + 4 + 2] = bad ? 0xff : 0x09;
+		DT_CHECK_INT_EQ(dt_hello_decode(&back, buf, len, &err), DT_PROTOCOL);
+		DT_CHECK_CONTAINS(err.msg, "invalid name");
+		dt_hello_release(&back);
+	}
 
 	free(buf);
 	dt_hello_release(&h);

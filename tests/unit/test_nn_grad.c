@@ -326,7 +326,7 @@ static void check_model(const char *name, int H, int W, int C, int B, uint64_t s
 	DT_CHECK_NEAR(loss, model_loss(&c), 1e-5);
 	for (int v = 0; v < dt_model_num_variables(m); v++) {
 		const struct dt_variable *var = dt_model_variable(m, v);
-		char what[128];
+		char what[DT_VAR_NAME_MAX + 64];
 		snprintf(what, sizeof(what), "%s %s", name, var->name);
 		double agg = check_array(what, p + var->offset, var->count, g + var->offset, model_loss, &c, 0.1, 2e-3, 1);
 		if (!(agg <= 1e-2))

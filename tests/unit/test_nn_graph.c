@@ -60,7 +60,18 @@ DT_TEST(nn_graph, shapes_that_do_not_connect_name_the_node_and_the_shapes)
 	CHECK_FAILS(dt_graph_reshape(g, NULL, "a", 1, r5, &err), &err, "node 'reshape_1': cannot reshape 'a' (6) (6 values) to (5)");
 	CHECK_FAILS(dt_graph_reshape(g, NULL, "b", 2, r3m, &err), &err, "cannot reshape 'b' (5) (5 values) to (3, -1)");
 	CHECK_FAILS(dt_graph_dense(g, "a", NULL, 3, DT_ACT_LINEAR, NULL, &err), &err, "node name 'a' is already used");
-	CHECK_FAILS(dt_graph_dense(g, "x/y", NULL, 3, DT_ACT_LINEAR, NULL, &err), &err, "node name 'x/y': character 1");
+	CHECK_FAILS(dt_graph_dense(g, "x//y", NULL, 3, DT_ACT_LINEAR, NULL, &err), &err,
+		    "node name 'x//y': a '/' may only separate scopes");
+	CHECK_FAILS(dt_graph_dense(g, "x/", NULL, 3, DT_ACT_LINEAR, NULL, &err), &err, "node name 'x/': a '/' may only");
+	CHECK_FAILS(dt_graph_dense(g, "x\ty", NULL, 3, DT_ACT_LINEAR, NULL, &err), &err,
+		    "is not UTF-8 text without control characters");
+	CHECK_FAILS(dt_graph_dense(g, "x\xc3(", NULL, 3, DT_ACT_LINEAR, NULL, &err), &err,
+		    "is not UTF-8 text without control characters");
+	char longest[DT_LAYER_NAME_MAX + 1];
+	memset(longest, 'n', sizeof(longest) - 1);
+	longest[DT_LAYER_NAME_MAX] = '\0';
+	CHECK_FAILS(dt_graph_dense(g, longest, NULL, 3, DT_ACT_LINEAR, NULL, &err), &err,
+		    "has 256 bytes, more than the 255 allowed");
 	CHECK_FAILS(dt_graph_dense(g, NULL, NULL, 0, DT_ACT_LINEAR, NULL, &err), &err, "node 'dense_1': dense needs 1 to");
 	CHECK_FAILS(dt_graph_dense(g, NULL, NULL, 3, DT_ACT_LINEAR, "uniformish", &err), &err,
 		    "node 'dense_1': unknown initializer 'uniformish'; valid: glorot_uniform, he_normal");
@@ -191,7 +202,7 @@ static void check_dag(enum dt_loss loss)
 	float *p = dt_model_params(d.m);
 	for (int i = 0; i < dt_model_num_variables(d.m); i++) {
 		const struct dt_variable *v = dt_model_variable(d.m, i);
-		char what[96];
+		char what[DT_VAR_NAME_MAX + 32];
 		snprintf(what, sizeof(what), "loss %d %s", (int)loss, v->name);
 		double agg = check_array(what, p + v->offset, v->count, g + v->offset, dag_loss, &d, 0.05, 1e-3, 1);
 		if (!(agg <= 2e-2))
