@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "dtrain.h"
 #include "api/internal.h"
@@ -74,6 +75,9 @@ static enum dt_status write_metrics(const char *path, const char *problem, int t
 			      "load_seconds", res->load_seconds, "final_train_loss", res->final_loss,
 			      "blas_core", res->blas_core);
 	json_object_set_new(o, "steady_cpu_seconds", json_real(res->steady_cpu_seconds));
+	struct rusage ru; /* the process's peak resident memory, data and model and all */
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		json_object_set_new(o, "peak_rss_bytes", json_integer((json_int_t)ru.ru_maxrss * 1024));
 	if (res->steady_positions > 0) {
 		json_object_set_new(o, "steady_tokens", json_integer(res->steady_tokens));
 		json_object_set_new(o, "steady_positions", json_integer(res->steady_positions));

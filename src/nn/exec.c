@@ -39,6 +39,80 @@ static size_t round16(size_t n)
 	return (n + 15) / 16 * 16; /* each buffer 64-byte aligned */
 }
 
+/*
+ * The plan of the output gradients' memory (a graph without sequence nodes).
+ * Backward runs the nodes from the last to the first; the gradient of a
+ * node t that owns memory (its `store`) is written first at the backward
+ * step of its last consumer — at the start of backward for the loss's input
+ * and for a node with an output regularizer — and read last at t's own step.
+ * So it lives over the steps [t, last], and two gradients whose steps do not
+ * meet can share memory: each is placed, largest first, at the lowest
+ * offset clear of those it meets (the greedy-by-size plan of TFLite's
+ * arena). A chain such as MobileNetV2 then holds a few gradients at a time
+ * instead of one per node: about half of what training keeps. Every
+ * gradient buffer is written whole before it is read (the first hand-over
+ * copies, dt__graph_give; a layer's backward writes its dx whole), so what
+ * a buffer held before does not matter. Returns the floats the plan needs
+ * (offsets in floats into it in off[]).
+ */
+static size_t plan_grads(const struct dt_model *m, const int *owns, size_t *off)
+{
+	const int N = m->num_nodes;
+	const size_t B = (size_t)m->max_batch;
+	int *last = dt_xcalloc((size_t)N, sizeof(int)), *order = dt_xcalloc((size_t)N, sizeof(int));
+	size_t *size = dt_xcalloc((size_t)N, sizeof(size_t));
+	int n = 0;
+	for (int i = 0; i < N; i++) {
+		const struct dt__node *nd = &m->nodes[i];
+		if (!owns[i])
+			continue;
+		last[i] = i;
+		size[i] = round16(dt_shape_elems(nd->layer.out)) * B;
+		order[n++] = i;
+		if (i == m->store[m->output] || dt_regularizer_on(nd->reg[2]))
+			last[i] = N;
+	}
+	for (int i = 0; i < N; i++) {
+		const struct dt__node *nd = &m->nodes[i];
+		if (nd->layer.kind == DT_LAYER_INPUT || is_view(nd) || !m->needs_grad[i])
+			continue;
+		for (int k = 0; k < nd->ninputs; k++) {
+			const int t = m->store[nd->inputs[k]];
+			if (m->needs_grad[nd->inputs[k]] && owns[t] && last[t] < i)
+				last[t] = i;
+		}
+	}
+	for (int a = 1; a < n; a++) /* largest first; ties by node, so the plan is the same every time */
+		for (int b = a; b > 0 && (size[order[b]] > size[order[b - 1]] ||
+					  (size[order[b]] == size[order[b - 1]] && order[b] < order[b - 1])); b--) {
+			const int t = order[b];
+			order[b] = order[b - 1];
+			order[b - 1] = t;
+		}
+	size_t total = 0;
+	for (int a = 0; a < n; a++) {
+		const int t = order[a];
+		size_t at = 0;
+		for (int moved = 1; moved;) { /* the lowest offset clear of every placed one it meets */
+			moved = 0;
+			for (int c = 0; c < a; c++) {
+				const int u = order[c];
+				const int meet = t <= last[u] && u <= last[t];
+				if (meet && at < off[u] + size[u] && off[u] < at + size[t]) {
+					at = off[u] + size[u];
+					moved = 1;
+				}
+			}
+		}
+		off[t] = at;
+		total = at + size[t] > total ? at + size[t] : total;
+	}
+	free(last);
+	free(order);
+	free(size);
+	return total;
+}
+
 void dt__graph_allocate(struct dt_model *m)
 {
 	const int N = m->num_nodes;
@@ -72,8 +146,21 @@ void dt__graph_allocate(struct dt_model *m)
 		const size_t s = dt__seq_allocate(m);
 		scratch = s > scratch ? s : scratch;
 	}
+	int *owns = dt_xcalloc((size_t)N, sizeof(int));
+	size_t *goff = dt_xcalloc((size_t)N, sizeof(size_t));
+	for (int i = 0; i < N; i++) {
+		const struct dt__node *n = &m->nodes[i];
+		owns[i] = !n->fused && n->layer.kind != DT_LAYER_INPUT && !is_view(n) &&
+			  (m->needs_grad[i] || i == m->store[m->output]);
+	}
+	/* Sequence nodes read and write other nodes' gradients of their own
+	 * (exec_seq.c): each gradient keeps its own memory there. */
+	size_t planned = dact_floats * B;
+	if (m->seq_max_len == 0)
+		planned = plan_grads(m, owns, goff);
 	m->acts = dt_xalloc_aligned(act_floats * B + 1, sizeof(float));
-	m->dacts = dt_xalloc_aligned(dact_floats * B + 1, sizeof(float));
+	m->dacts = dt_xalloc_aligned(planned + 1, sizeof(float));
+	m->dacts_floats = planned;
 	float *p = m->acts, *q = m->dacts;
 	for (int i = 0; i < N; i++) {
 		struct dt__node *n = &m->nodes[i];
@@ -82,11 +169,19 @@ void dt__graph_allocate(struct dt_model *m)
 		const size_t e = round16(dt_shape_elems(n->layer.out)) * B;
 		m->out[i] = p;
 		p += e;
-		if (m->needs_grad[i] || i == m->store[m->output]) {
+		if (!owns[i])
+			continue;
+		if (m->seq_max_len == 0) {
+			m->grad[i] = m->dacts + goff[i];
+		} else {
 			m->grad[i] = q;
 			q += e;
 		}
 	}
+	m->acts_floats = act_floats * B;
+	m->dacts_unplanned = dact_floats * B;
+	free(owns);
+	free(goff);
 	m->scratch = dt_xalloc_aligned(scratch + 1, sizeof(float));
 	m->tmp = dt_xalloc_aligned(largest * B, sizeof(float));
 	m->labels32 = dt_xalloc_aligned((size_t)m->rows * B + 1, sizeof(int32_t));

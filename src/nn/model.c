@@ -535,6 +535,16 @@ void dt_model_describe(const struct dt_model *m, char *buf, size_t cap)
 		 scaled, unit);
 }
 
+void dt_model_memory(const struct dt_model *m, struct dt_model_memory *out)
+{
+	*out = (struct dt_model_memory){
+		.batch = m->max_batch,
+		.activation_bytes = m->acts_floats * sizeof(float),
+		.gradient_bytes = m->dacts_floats * sizeof(float),
+		.gradient_bytes_unshared = m->dacts_unplanned * sizeof(float),
+	};
+}
+
 const float *dt_model_logits(const struct dt_model *m)
 {
 	return m->custom ? NULL : m->val[m->output];

@@ -269,6 +269,15 @@ int dt_model_max_batch(const struct dt_model *m);
 /* A one-line description: "cnn: 6 layers, 421642 parameters (1.6 MiB)"
  * (pooling is fused into conv layers and not counted). */
 void dt_model_describe(const struct dt_model *m, char *buf, size_t cap);
+/* The memory a step's activations take, for the batch the model was built
+ * for (max_batch): bytes of the node outputs, of their gradients as planned
+ * (buffers shared where their lifetimes in the backward pass do not meet),
+ * and of those gradients had each its own buffer. 0 for custom models. */
+struct dt_model_memory {
+	int batch;
+	size_t activation_bytes, gradient_bytes, gradient_bytes_unshared;
+};
+void dt_model_memory(const struct dt_model *m, struct dt_model_memory *out);
 /* The layers in order (nn/layers.h), for summaries and tests; owned by m. */
 struct dt_layer;
 int dt_model_num_layers(const struct dt_model *m);

@@ -82,7 +82,10 @@ struct dt_model {
 	float *params, *grads;             /* (num_params) each, 64-byte aligned; params owned, grads the
 					    * buffer the backward pass writes now (dt_model_set_grads) */
 	float *grads_own;                  /* (num_params), owned: grads unless redirected */
-	float *acts, *dacts;               /* node outputs and their gradients, owned */
+	float *acts, *dacts;               /* node outputs and their gradients, owned; gradients share
+					    * memory where their lifetimes in backward do not meet (exec.c) */
+	size_t acts_floats, dacts_floats;  /* their sizes */
+	size_t dacts_unplanned;            /* the gradients' floats had each its own memory */
 	float *scratch;                    /* the largest any layer needs */
 	float *tmp;                        /* (max_batch, largest output): gradients to accumulate */
 	int32_t *labels32;                 /* (max_batch * rows): the uint8 entry points' labels */

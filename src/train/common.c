@@ -298,6 +298,12 @@ enum dt_status dt_train_setup_load(const struct dt_train_config *cfg, int load_t
 	char desc[256];
 	dt_model_describe(out->model, desc, sizeof(desc));
 	dt_info("model: %s", desc);
+	struct dt_model_memory mm;
+	dt_model_memory(out->model, &mm);
+	if (mm.activation_bytes)
+		dt_info("memory for a batch of %d: activations %.1f MiB, their gradients %.1f MiB (%.1f MiB unshared)",
+			mm.batch, (double)mm.activation_bytes / 1048576.0, (double)mm.gradient_bytes / 1048576.0,
+			(double)mm.gradient_bytes_unshared / 1048576.0);
 	return dt_train_make_input(cfg, &out->train, out->model, &out->input, err);
 }
 

@@ -9,13 +9,16 @@
  * loss.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dt_test.h"
 #include "grad_check.h"
 #include "base/alloc.h"
+#include "base/rng.h"
 #include "nn/graph.h"
+#include "nn/keras.h"
 #include "nn/layers.h"
 #include "nn/layers_more.h"
 #include "nn/model.h"
@@ -253,4 +256,96 @@ DT_TEST(nn_mbv2, moments_and_depthwise_on_mobilenet_sizes_match_their_naive_twin
 		check_close("dw dbias", db1, db2, 48, 1e-4);
 		free(x), free(k), free(dy), free(y1), free(y2), free(dx1), free(dx2), free(dk1), free(dk2);
 	}
+}
+
+/* ---- the gradients' memory plan (exec.c's plan_grads) ---- */
+
+/* One training step of m on a seeded random batch of B images; the
+ * parameters' gradient copied into g (num_params floats). */
+static void one_step(struct dt_model *m, int B, float *g)
+{
+	const struct dt_io_info *in = dt_model_input(m, 0);
+	const size_t n = (size_t)B * in->count;
+	float *x = dt_xmalloc(n * sizeof(float));
+	int32_t y[16];
+	struct dt_rng rng;
+	dt_rng_seed(&rng, 11);
+	for (size_t i = 0; i < n; i++)
+		x[i] = dt_rng_uniform(&rng) * 2.0f - 1.0f;
+	for (int i = 0; i < B; i++)
+		y[i] = (int32_t)dt_rng_below(&rng, 5);
+	struct dt_model_batch b = { .size = B, .num_inputs = 1, .inputs = { { DT_FLOAT32, x } },
+				    .targets = { DT_INT32, y } };
+	struct dt_step_result res;
+	struct dt_err err = DT_ERR_INIT;
+	DT_CHECK_OK(dt_model_step(m, &b, NULL, NULL, NULL, &res, &err), &err);
+	memcpy(g, dt_model_grads(m), dt_model_num_params(m) * sizeof(float));
+	free(x);
+}
+
+/* Gradients share memory only where their lifetimes in the backward pass do
+ * not meet: MobileNetV2's (a chain of inverted residual blocks, 52 batch
+ * norms, Add nodes) need a few buffers' worth instead of one a node, and the
+ * step's gradient is bit-identical to the one computed with every node's
+ * gradient in memory of its own (the plan changes where, never what). */
+DT_TEST(nn_mbv2, gradient_buffers_are_shared_without_changing_a_bit)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_model *m = NULL;
+	enum { B = 4 };
+	DT_CHECK_OK(dt_keras_load("tests/fixtures/keras/mobilenet_v2_k3.json", B, &m, NULL, &err), &err);
+	if (!m)
+		return;
+	dt_model_init_params(m, 3);
+	struct dt_model_memory mm;
+	dt_model_memory(m, &mm);
+	fprintf(stderr, "batch %d: activations %zu bytes, their gradients %zu planned, %zu unshared\n", mm.batch,
+		mm.activation_bytes, mm.gradient_bytes, mm.gradient_bytes_unshared);
+	DT_CHECK(mm.gradient_bytes_unshared == mm.activation_bytes);
+	DT_CHECK(mm.gradient_bytes * 4 < mm.gradient_bytes_unshared);
+	/* the plan's invariant, checked on its own terms: buffers of nodes whose
+	 * gradients are both live at some backward step do not overlap */
+	const int N = m->num_nodes;
+	int *last = calloc((size_t)N, sizeof(int));
+	for (int i = 0; i < N; i++)
+		last[i] = i == m->store[m->output] ? N : i;
+	for (int i = 0; i < N; i++)
+		for (int k = 0; k < m->nodes[i].ninputs; k++) {
+			const int t = m->store[m->nodes[i].inputs[k]];
+			if (m->grad[t] && m->needs_grad[i] && last[t] < i)
+				last[t] = i;
+		}
+	int pairs = 0;
+	for (int t = 0; t < N; t++)
+		for (int u = t + 1; u < N; u++) {
+			if (!m->grad[t] || !m->grad[u] || !(u <= last[t] && t <= last[u]))
+				continue;
+			const float *a = m->grad[t], *b = m->grad[u];
+			const size_t na = dt_shape_elems(m->nodes[t].layer.out) * B,
+				     nb = dt_shape_elems(m->nodes[u].layer.out) * B;
+			DT_CHECK(a + na <= b || b + nb <= a);
+			pairs++;
+		}
+	DT_CHECK(pairs > N); /* the check saw the graph's live pairs, not none */
+	const size_t np = dt_model_num_params(m);
+	float *planned = dt_xmalloc(np * sizeof(float)), *own = dt_xmalloc(np * sizeof(float));
+	float *saved = dt_xmalloc(np * sizeof(float));
+	memcpy(saved, dt_model_params(m), np * sizeof(float));
+	one_step(m, B, planned);
+	/* the same step with every gradient in a buffer of its own */
+	float **mine = calloc((size_t)N, sizeof(float *));
+	for (int i = 0; i < N; i++)
+		if (m->grad[i]) {
+			mine[i] = dt_xalloc_aligned(dt_shape_elems(m->nodes[i].layer.out) * B + 16, sizeof(float));
+			m->grad[i] = mine[i];
+		}
+	memcpy(dt_model_params(m), saved, np * sizeof(float)); /* batch norm's statistics moved */
+	one_step(m, B, own);
+	DT_CHECK(memcmp(planned, own, np * sizeof(float)) == 0);
+	for (int i = 0; i < N; i++)
+		free(mine[i]);
+	free(mine);
+	free(last);
+	free(planned), free(own), free(saved);
+	dt_model_free(m);
 }
