@@ -11,6 +11,7 @@
  * a replica's own would follow its half only. With --check_replicas_every=1
  * the two workers' variables, statistics included, stay bit-identical. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,4 +295,39 @@ DT_TEST_TIMEOUT(bn_sync, moving_statistics_continue_after_a_ps_restore, 300)
 		rel_diff(var20, ones));
 	DT_CHECK(rel_diff(var20, ones) > 0.35);
 	DT_CHECK(rel_diff(restarted, straight) < 0.05);
+}
+
+/* Elastic all-reduce: 3 workers, one SIGKILLed mid-run, the ring re-formed
+ * with 2 (--min_workers=2); the replica check after every 10 steps compares
+ * every variable bit for bit, the moving statistics included, so the
+ * survivors' statistics stay the SyncOnRead mean of the ring that remains
+ * (a worker keeping its own would be named as diverged), and the final
+ * checkpoint holds trained statistics. */
+DT_TEST_TIMEOUT(bn_sync, statistics_stay_one_across_the_ring_after_a_worker_loss, 300)
+{
+	char mflag[600];
+	write_model(mflag, sizeof(mflag), "0.9");
+	struct cluster c;
+	cluster_init(&c, NULL, 3, 0);
+	cluster_output_dir(&c, "elastic");
+	const char *args[] = { mflag, "--problem=synthetic", "--train_steps=400", "--log_every=50", "--noeval",
+			       c.out_flag, "--hparams=batch_size=8,learning_rate=0.05", "--min_workers=2",
+			       "--step_timeout=4", "--check_replicas_every=10", "--connect_timeout=60", NULL };
+	for (int i = 0; i < 3; i++)
+		cluster_start_train(&c, "worker", i, args);
+	EXPECT_LOG(&c, &c.tasks[2], "step 100/", TASK_WAIT_S);
+	kill(c.tasks[2].pid, SIGKILL);
+	EXPECT_EXIT(&c, &c.tasks[0], 0, TASK_WAIT_S);
+	EXPECT_EXIT(&c, &c.tasks[1], 0, 60);
+	char *err0 = task_read(&c.tasks[0], 1);
+	const char *re = strstr(err0, "ring re-formed at step ");
+	fprintf(stderr, "worker:0: %.60s\n", re ? re : "(no re-formation)");
+	DT_CHECK(re != NULL);
+	DT_CHECK_CONTAINS(err0, "it ended with 2 of 3 workers");
+	free(err0);
+	float mean[BN_CHANNELS], var[BN_CHANNELS];
+	read_stats(c.out_dir, 400, mean, var);
+	const float ones[BN_CHANNELS] = { 1, 1, 1, 1 };
+	DT_CHECK(rel_diff(var, ones) > 0.1);
+	cluster_kill_all(&c);
 }
