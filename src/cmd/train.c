@@ -26,6 +26,7 @@
 #include "cmd/secret.h"
 #include "cluster/resolve.h"
 #include "distribute/mirrored.h"
+#include "nn/hparams.h"
 #include "train/summary.h"
 
 static const char usage[] =
@@ -257,6 +258,36 @@ static int resolve_replicas(int replicas, const struct dt_option *opts, const st
 	return replicas;
 }
 
+/* --help-hparams: the set's values (the model's default set without
+ * --hparams_set) with --hparams applied, as the JSON of hparams.json, on
+ * stdout. The set's model stays unless --model is given. Exit 0, or 2 on a
+ * bad set or override. */
+static int print_hparams(const struct train_args *a, const struct dt_option *opts)
+{
+	struct dt_err err = DT_ERR_INIT;
+	const int model_given = dt_opts_find(opts, "model")->was_set;
+	const char *set = *a->hparams_set ? a->hparams_set : dt_hparams_default_set(a->model);
+	if (!set) {
+		dt_err_set(&err, DT_USAGE, "model '%s' has no default hparams set", a->model);
+		dt_err_hint(&err, "name one with --hparams_set (dtrain train --help lists the models)");
+		return dt_cmd_report(&err);
+	}
+	struct dt_hparams hp;
+	if (dt_hparams_from_set(set, &hp, &err))
+		return dt_cmd_report(&err);
+	if (model_given)
+		snprintf(hp.model, sizeof(hp.model), "%s", a->model);
+	if (*a->hparams && dt_hparams_parse(&hp, a->hparams, &err)) {
+		enum dt_status st = dt_err_prefix(&err, "--hparams");
+		(void)st;
+		return dt_cmd_report(&err);
+	}
+	if (dt_hparams_validate(&hp, &err))
+		return dt_cmd_report(&err);
+	dt_hparams_write_json(&hp, stdout);
+	return 0;
+}
+
 /* The evaluator's flags. */
 struct eval_args {
 	const char *mode;               /* "latest" or "every" */
@@ -376,7 +407,7 @@ int dt_cmd_train(int argc, char **argv)
 				.sync_timeout = DT_SYNC_TIMEOUT_DEFAULT_S };
 	int64_t steps = so.train_steps, eval_every = 0, log_every = so.log_every;
 	int eval = 1, threads = 1, prefetch = 1;
-	int replicas = 1, deterministic = 0, micro_batch = 32;
+	int replicas = 1, deterministic = 0, micro_batch = 32, help_hparams = 0;
 	const char *data_dir = "";
 	struct dt_data_flags df = DT_DATA_FLAGS_INIT;
 	struct ckpt_args ck = { .output_dir = "", .keep_max = so.keep_checkpoint_max,
@@ -390,6 +421,9 @@ int dt_cmd_train(int argc, char **argv)
 		DT_OPT_STRING("model", &a.model, "NAME", "model to train: mlp, lenet, cnn"),
 		DT_OPT_STRING("hparams_set", &a.hparams_set, "NAME", "named hyper-parameter set [default: <model>_base]"),
 		DT_OPT_STRING("hparams", &a.hparams, "K=V,...", "overrides, e.g. 'learning_rate=0.05,batch_size=128'"),
+		DT_OPT_BOOL("help-hparams", &help_hparams,
+			    "print the hyper-parameters of --hparams_set (or the model's default set), with --hparams "
+			    "applied, as JSON on stdout and exit"),
 		DT_OPT_STRING("keras_model", &a.keras_model, "PATH",
 			      "train the Keras model of this JSON (model.to_json() or a TF.js model.json) instead of "
 			      "--model; hparams from --hparams_set [default: cnn_base]"),
@@ -467,6 +501,8 @@ int dt_cmd_train(int argc, char **argv)
 		return dt_cmd_report(&err);
 	}
 	dt_args_release(&args);
+	if (help_hparams)
+		return print_hparams(&a, opts);
 
 	enum dt_log_level level;
 	if (dt_log_parse_level(a.log_level, &level, &err))
