@@ -428,7 +428,9 @@ int dt_cmd_train(int argc, char **argv)
 			      "train the Keras model of this JSON (model.to_json() or a TF.js model.json) instead of "
 			      "--model; hparams from --hparams_set [default: cnn_base]"),
 		DT_OPT_GROUP("Data"),
-		DT_OPT_STRING("problem", &problem, "NAME", "fashion_mnist, mnist, synthetic, image_folder or csv"),
+		DT_OPT_STRING("problem", &problem, "NAME",
+			      "fashion_mnist, mnist, synthetic, image_folder, csv, t2t's text problems, or any problem "
+			      "whose t2t shards are in --data_dir"),
 		DT_OPT_STRING("data_dir", &data_dir, "DIR",
 			      "the problem's IDX files, image folder or CSV file [default: the problem's own]"),
 		DT_DATA_FLAG_OPTIONS(&df),
