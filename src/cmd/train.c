@@ -44,6 +44,7 @@ struct train_args {
 	int replicas_to_aggregate;      /* sync through the ps: gradients per step; 0: every trainer */
 	double sync_timeout;            /* sync: a step gathers its gradients within this */
 	int worker_gpu, ps_gpu;         /* t2t's in-graph sync: replicas on the master and per ps */
+	int worker_gpu_given;           /* --worker_gpu was on the command line */
 	int ps_overlap;                 /* async ps: compute the next step while this one's round is in flight */
 	int64_t train_steps;
 };
@@ -350,6 +351,12 @@ static int run_mode(enum train_mode mode, const struct cluster_facts *cl, dtrain
 	const int in_graph = strcmp(smode, "ps_sync_in_graph") == 0;
 	int rc = 0;
 	dtrain_result res;
+	/* t2t's flags name GPUs (seed 000's async lines say --worker_gpu=1):
+	 * dtrain computes on the CPU, which is worth one line, not an error.
+	 * The in-graph master says its own (the ps tasks compute there). */
+	if (a->worker_gpu_given && a->worker_gpu >= 1 && mode != MODE_PS && !in_graph)
+		dt_info("--worker_gpu=%d: dtrain has no GPU kernels; this task computes on the CPU%s", a->worker_gpu,
+			a->worker_gpu > 1 && cl->num_ps == 0 ? ", one mirrored replica per GPU named, on threads" : "");
 	if (a->replicas_to_aggregate && mode == MODE_TRAINER && (!sync || in_graph ||
 								  a->replicas_to_aggregate > cl->num_trainers)) {
 		dt_err_set(&e, DT_USAGE, "--replicas_to_aggregate=%d needs synchronous training through the ps with at "
@@ -550,6 +557,7 @@ int dt_cmd_train(int argc, char **argv)
 	}
 	a.sync = cf.sync;
 	a.worker_gpu = cf.worker_gpu;
+	a.worker_gpu_given = dt_opts_find(opts, "worker_gpu")->was_set;
 	a.ps_gpu = cf.ps_gpu;
 	if (!(a.ps_idle_timeout >= 0 && a.ps_idle_timeout <= 1e7)) {
 		dt_err_set(&err, DT_USAGE, "--ps_idle_timeout must be between 0 and 10000000 seconds, got %g",

@@ -24,6 +24,8 @@ with the messages of t2t_example.proto, compiled here by protoc.
         translate  int64 inputs and targets: targets are the inputs with
                    each id moved up by one (99 wraps to 3)
         lm         int64 targets alone: runs of consecutive ids
+        wide       as translate, with ids in [3, 300): past the byte range and
+                   past a vocabulary of 100 ids
         textclass  int64 inputs and a one-element targets class (0-3)
         image      image/encoded (8x8 grey PNG, written by hand here),
                    image/format "png", image/class/label: the class (0-3) is
@@ -149,17 +151,18 @@ def dir_example(pb, kind, rng):
         start = rng.randrange(3, 100)
         feat["targets"].int64_list.value.extend([3 + (start - 3 + j) % 97 for j in range(n)] + [1])
         return ex
-    ids = [rng.randrange(3, 100) for _ in range(n)]
+    top = 300 if kind == "wide" else 100
+    ids = [rng.randrange(3, top) for _ in range(n)]
     feat["inputs"].int64_list.value.extend(ids + [1])
     if kind == "textclass":
         feat["targets"].int64_list.value.append(sum(ids) % 4)
     else:
-        feat["targets"].int64_list.value.extend([3 + (i - 3 + 1) % 97 for i in ids] + [1])
+        feat["targets"].int64_list.value.extend([3 + (i - 3 + 1) % (top - 3) for i in ids] + [1])
     return ex
 
 
 def write_dir(d, problem, kind, seed, vocab_src=None, vocab_name=None):
-    assert kind in ("translate", "lm", "textclass", "image"), kind
+    assert kind in ("translate", "wide", "lm", "textclass", "image"), kind
     pb = load_pb2()
     rng = random.Random(seed)
     os.makedirs(d, exist_ok=True)
