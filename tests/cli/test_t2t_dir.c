@@ -320,3 +320,41 @@ DT_TEST_TIMEOUT(t2t_dir, seed_000_async_layout_trains_and_worker_gpu_is_a_notice
 	seed_layout(masters, ps, 4, "chief", "Assuming ASYNC",
 		    "--worker_gpu=1: dtrain has no GPU kernels; this task computes on the CPU\n");
 }
+
+/* --help-hparams prints a set's values as JSON (stdout, exit 0): t2t's
+ * transformer_base as seed 000 names it, --hparams applied; a bad set is
+ * exit 2. And seed 000's --worker_gpu=1 on one process: a notice, not an error. */
+DT_TEST_TIMEOUT(t2t_dir, seed_000_hparams_set_prints_with_help_hparams, 30)
+{
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=transformer", "--hparams_set=transformer_base",
+					 "--help-hparams", NULL }, NULL, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "{\n  \"batch_size\": 4096,\n");
+	DT_CHECK_CONTAINS(r.out, "\"lr_schedule\": \"constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size\",\n");
+	DT_CHECK_CONTAINS(r.out, "\"warmup_steps\": 8000,\n");
+	DT_CHECK_CONTAINS(r.out, "\"model\": \"transformer\",\n");
+	DT_CHECK_CONTAINS(r.out, "\"hidden_size\": 512,\n  \"filter_size\": 2048,\n  \"num_heads\": 8,\n"
+				 "  \"num_hidden_layers\": 6,\n");
+	DT_CHECK_CONTAINS(r.out, "\"layer_prepostprocess_dropout\": 0.1,\n  \"label_smoothing\": 0.1,\n"
+				 "  \"learning_rate_constant\": 2,\n");
+	dt_run_release(&r);
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--hparams_set=transformer_big", "--help-hparams",
+					 "--hparams=num_heads=4", NULL }, NULL, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "\"batch_size\": 2048,\n");
+	DT_CHECK_CONTAINS(r.out, "\"model\": \"transformer\",\n"); /* the set's, --model not given */
+	DT_CHECK_CONTAINS(r.out, "\"hidden_size\": 1024,\n  \"filter_size\": 4096,\n  \"num_heads\": 4,\n");
+	DT_CHECK_CONTAINS(r.out, "\"layer_prepostprocess_dropout\": 0.3,\n");
+	dt_run_release(&r);
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--hparams_set=transformer_bigg", "--help-hparams", NULL },
+		    NULL, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "error: unknown hparams set 'transformer_bigg' (did you mean 'transformer_big'?)");
+	dt_run_release(&r);
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=mlp", "--problem=synthetic", "--train_steps=2",
+					 "--worker_gpu=1", "--noeval", NULL }, NULL, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "--worker_gpu=1: dtrain has no GPU kernels; this task computes on the CPU\n");
+	dt_run_release(&r);
+}
