@@ -358,3 +358,45 @@ DT_TEST_TIMEOUT(t2t_dir, seed_000_hparams_set_prints_with_help_hparams, 30)
 	DT_CHECK_CONTAINS(r.err, "--worker_gpu=1: dtrain has no GPU kernels; this task computes on the CPU\n");
 	dt_run_release(&r);
 }
+
+/* dtrain decode reads a data dir's problem too: its vocabulary encodes the
+ * lines and decodes the output (t2t-decoder's --decode_from_file). */
+DT_TEST_TIMEOUT(t2t_dir, decode_translates_a_file_with_the_data_dirs_vocabulary, 60)
+{
+	need_protobuf();
+	char dir[512], out[512], in[600], to[600], d[600], o[600], f[700], t[700];
+	write_dir(dir, sizeof(dir), "d", "translate_xxyy_madeup8k", "translate", "vocab.translate_xxyy_madeup8k.8192.subwords");
+	dt_test_path(out, sizeof(out), "out");
+	snprintf(d, sizeof(d), "--data_dir=%s", dir);
+	snprintf(o, sizeof(o), "--output_dir=%s", out);
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=transformer", "--hparams_set=transformer_test",
+					 "--problem=translate_xxyy_madeup8k", d, o, "--train_steps=20", "--noeval", NULL },
+		    NULL, 60);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	dt_run_release(&r);
+	dt_test_path(in, sizeof(in), "in.txt");
+	dt_test_path(to, sizeof(to), "out.txt");
+	FILE *fp = fopen(in, "w");
+	DT_CHECK(fp != NULL);
+	fputs("the earth\nand god said\n", fp);
+	fclose(fp);
+	snprintf(f, sizeof(f), "--decode_from_file=%s", in);
+	snprintf(t, sizeof(t), "--decode_to_file=%s", to);
+	dt_test_run(&r, (const char *[]){ "dtrain", "decode", "--hparams_set=transformer_test",
+					 "--problem=translate_xxyy_madeup8k", d, o, f, t, NULL }, NULL, 60);
+	if (r.exit_code)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "decoded 2 line(s) of '");
+	dt_run_release(&r);
+	/* an image problem is not decoded */
+	char img[512], di[600];
+	write_dir(img, sizeof(img), "img", "image_madeup_quadrants", "image", NULL);
+	snprintf(di, sizeof(di), "--data_dir=%s", img);
+	dt_test_run(&r, (const char *[]){ "dtrain", "decode", "--problem=image_madeup_quadrants", di, o, f, NULL }, NULL,
+		    60);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "problem 'image_madeup_quadrants' holds images: dtrain decode decodes text problems");
+	dt_run_release(&r);
+}
