@@ -39,6 +39,9 @@ struct field {
 #define ALIAS(t2t, type, name, lo, hi, choices, check) \
 	{ #t2t, type, offsetof(struct dt_hparams, name), lo, hi, 0, 0, choices, check, 1 }
 
+static const char *const *preprocess_choices(size_t *count);
+static const char *const *postprocess_choices(size_t *count);
+
 static const struct field fields[] = {
 	INT_FIELD(batch_size, 1, 1 << 20),
 	DBL_FIELD(learning_rate, 0, HUGE_VAL, 1, 1),
@@ -67,6 +70,8 @@ static const struct field fields[] = {
 	DBL_FIELD(attention_dropout, 0, 1, 0, 1),
 	DBL_FIELD(relu_dropout, 0, 1, 0, 1),
 	DBL_FIELD(layer_prepostprocess_dropout, 0, 1, 0, 1),
+	STR_FIELD(layer_preprocess_sequence, preprocess_choices),
+	STR_FIELD(layer_postprocess_sequence, postprocess_choices),
 	DBL_FIELD(label_smoothing, 0, 1, 0, 1),
 	DBL_FIELD(learning_rate_constant, 0, HUGE_VAL, 1, 1),
 	INT_FIELD(learning_rate_decay_steps, 1, INT32_MAX),
@@ -84,6 +89,22 @@ static const struct field fields[] = {
 };
 
 #define NUM_FIELDS DT_ARRAY_LEN(fields)
+
+/* The layouts' two halves (dt_hparams_validate checks they pair up). */
+static const char *const preprocess_names[] = { "n", "none" };
+static const char *const postprocess_names[] = { "da", "dan" };
+
+static const char *const *preprocess_choices(size_t *count)
+{
+	*count = DT_ARRAY_LEN(preprocess_names);
+	return preprocess_names;
+}
+
+static const char *const *postprocess_choices(size_t *count)
+{
+	*count = DT_ARRAY_LEN(postprocess_names);
+	return postprocess_names;
+}
 
 /* The field names in table order, into names (NUM_FIELDS entries). */
 static void field_names(const char **names)
@@ -305,6 +326,14 @@ enum dt_status dt_hparams_validate(const struct dt_hparams *hp, struct dt_err *e
 		}
 		}
 	}
+	const int pre = strcmp(hp->layer_preprocess_sequence, "n") == 0;
+	if (pre != (strcmp(hp->layer_postprocess_sequence, "da") == 0)) {
+		enum dt_status st = dt_err_set(err, DT_USAGE, "invalid hparams: layer_preprocess_sequence '%s' with "
+							      "layer_postprocess_sequence '%s'", hp->layer_preprocess_sequence,
+					       hp->layer_postprocess_sequence);
+		dt_err_hint(err, "dtrain builds t2t's two layouts: n with da (pre-norm) and none with dan (post-norm)");
+		return st;
+	}
 	return DT_OK;
 }
 
@@ -399,6 +428,8 @@ static void defaults(struct dt_hparams *hp, const char *model)
 	hp->learning_rate_decay_staircase = 0;
 	hp->min_length_bucket = 8;
 	hp->length_bucket_step = 1.1;
+	snprintf(hp->layer_preprocess_sequence, sizeof(hp->layer_preprocess_sequence), "n");
+	snprintf(hp->layer_postprocess_sequence, sizeof(hp->layer_postprocess_sequence), "da");
 }
 
 /* The PyTorch reference's setting: SGD with momentum 0.9, lr 0.01. */
@@ -490,12 +521,11 @@ static void set_cnn_sgd(struct dt_hparams *hp)
  *   transformer_small     base + 2 layers, hidden 256, filter 1024, 4 heads
  *   transformer_test      base + 2 layers, hidden 16, filter 8, 2 heads
  *
- * One difference is dtrain's: its transformer (nn/transformer.h) normalizes
- * before each sublayer (t2t's layer_preprocess_sequence "n", postprocess
- * "da", from v2 on); v1's post-norm layout (basic_params1's "none"/"dan")
- * is not built, so transformer_base_v1 trains v1's sizes, dropouts and
- * schedule in the pre-norm layout. t2t's fields that select code dtrain
- * does not have (ffn_layer, initializer, norm_type, ...) are not listed.
+ * v1 keeps basic_params1's post-norm layout (layer_preprocess_sequence
+ * "none", layer_postprocess_sequence "dan"); v2 on normalize first ("n",
+ * "da"); nn/transformer.h builds both. t2t's fields that select code
+ * dtrain does not have (ffn_layer, initializer, norm_type, ...) are not
+ * listed.
  */
 static void set_transformer_base_v1(struct dt_hparams *hp)
 {
@@ -507,7 +537,10 @@ static void set_transformer_base_v1(struct dt_hparams *hp)
 	hp->num_heads = 8;
 	hp->num_hidden_layers = 6;
 	hp->clip_grad_norm = 0;
-	hp->layer_prepostprocess_dropout = 0.1; /* basic_params1 */
+	/* basic_params1's layout and dropout */
+	snprintf(hp->layer_preprocess_sequence, sizeof(hp->layer_preprocess_sequence), "none");
+	snprintf(hp->layer_postprocess_sequence, sizeof(hp->layer_postprocess_sequence), "dan");
+	hp->layer_prepostprocess_dropout = 0.1;
 	hp->attention_dropout = 0;
 	hp->relu_dropout = 0;
 	hp->label_smoothing = 0.1;
@@ -524,6 +557,8 @@ static void set_transformer_base_v1(struct dt_hparams *hp)
 static void set_transformer_base_v2(struct dt_hparams *hp)
 {
 	set_transformer_base_v1(hp);
+	snprintf(hp->layer_preprocess_sequence, sizeof(hp->layer_preprocess_sequence), "n");
+	snprintf(hp->layer_postprocess_sequence, sizeof(hp->layer_postprocess_sequence), "da");
 	hp->layer_prepostprocess_dropout = 0.1;
 	hp->attention_dropout = 0.1;
 	hp->relu_dropout = 0.1;

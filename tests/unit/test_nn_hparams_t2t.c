@@ -66,6 +66,10 @@ DT_TEST(nn_hparams_t2t, every_transformer_set_has_t2ts_values)
 		DT_CHECK_NEAR(hp.clip_grad_norm, 0, 0);
 		DT_CHECK_NEAR(hp.weight_decay, 0, 0);
 		DT_CHECK_INT_EQ(hp.shared_embedding_and_softmax_weights, 1);
+		/* basic_params1's post-norm "none"/"dan" in v1; "n"/"da" from v2 on */
+		const int v1 = strcmp(w->set, "transformer_base_v1") == 0;
+		DT_CHECK_STR_EQ(hp.layer_preprocess_sequence, v1 ? "none" : "n");
+		DT_CHECK_STR_EQ(hp.layer_postprocess_sequence, v1 ? "dan" : "da");
 		DT_CHECK_INT_EQ(hp.min_length_bucket, 8);
 		DT_CHECK_NEAR(hp.length_bucket_step, 1.1, 0);
 	}
@@ -97,6 +101,21 @@ DT_TEST(nn_hparams_t2t, base_v1_legacy_noam_schedule_is_t2ts)
 	DT_CHECK_OK(dt_hparams_from_set("transformer_base_single_gpu", &hp, &err), &err);
 	DT_CHECK_NEAR(dt_lr_at(&hp, 8000, 300000), 0.1 * 0.5 / sqrt(16000.0), 1e-9);
 	DT_CHECK_NEAR(dt_lr_at(&hp, 64000, 300000), 0.1 / sqrt(64000.0), 1e-9);
+}
+
+DT_TEST(nn_hparams_t2t, the_two_layouts_and_no_other)
+{
+	struct dt_err err = DT_ERR_INIT;
+	struct dt_hparams hp;
+	DT_CHECK_OK(dt_hparams_from_set("transformer_base", &hp, &err), &err);
+	DT_CHECK_OK(dt_hparams_parse(&hp, "layer_preprocess_sequence=none,layer_postprocess_sequence=dan", &err), &err);
+	DT_CHECK_OK(dt_hparams_validate(&hp, &err), &err);
+	DT_CHECK_OK(dt_hparams_parse(&hp, "layer_postprocess_sequence=da", &err), &err);
+	DT_CHECK_INT_EQ(dt_hparams_validate(&hp, &err), DT_USAGE);
+	DT_CHECK_CONTAINS(err.msg, "layer_preprocess_sequence 'none' with layer_postprocess_sequence 'da'");
+	dt_err_clear(&err);
+	DT_CHECK_INT_EQ(dt_hparams_parse(&hp, "layer_postprocess_sequence=dna", &err), DT_USAGE);
+	DT_CHECK_CONTAINS(err.msg, "layer_postprocess_sequence");
 }
 
 DT_TEST(nn_hparams_t2t, json_prints_a_sets_values)
