@@ -400,3 +400,49 @@ DT_TEST_TIMEOUT(t2t_dir, decode_translates_a_file_with_the_data_dirs_vocabulary,
 	DT_CHECK_CONTAINS(r.err, "problem 'image_madeup_quadrants' holds images: dtrain decode decodes text problems");
 	dt_run_release(&r);
 }
+
+/* transformer_base_v1 as t2t defines it: post-norm, the legacy noam
+ * schedule; it learns a language model and decodes through the graph (the
+ * fast decoder says to). */
+DT_TEST_TIMEOUT(t2t_dir, transformer_base_v1_trains_post_norm_and_decodes_with_cache_0, 60)
+{
+	need_protobuf();
+	char dir[512], out[512], in[600], d[600], o[600], f[700];
+	write_dir(dir, sizeof(dir), "d", "languagemodel_madeup8k", "lm", "vocab.languagemodel_madeup8k.8192.subwords");
+	dt_test_path(out, sizeof(out), "out");
+	snprintf(d, sizeof(d), "--data_dir=%s", dir);
+	snprintf(o, sizeof(o), "--output_dir=%s", out);
+#define V1_HP "--hparams=num_hidden_layers=2,hidden_size=32,filter_size=64,num_heads=2,batch_size=1024," \
+	      "learning_rate_warmup_steps=50"
+	struct dt_run r;
+	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--model=transformer", "--hparams_set=transformer_base_v1",
+					 "--problem=languagemodel_madeup8k", d, o, V1_HP, "--train_steps=150", "--log_every=50",
+					 NULL }, NULL, 60);
+	if (r.exit_code)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "adam lr 0.1 (legacy)");
+	const double first = loss_at(r.err, 50), last = loss_at(r.err, 150);
+	DT_CHECK(first > 0 && last > 0 && last < 0.7 * first);
+	dt_run_release(&r);
+	dt_test_path(in, sizeof(in), "prompts.txt");
+	FILE *fp = fopen(in, "w");
+	DT_CHECK(fp != NULL);
+	fputs("the\n", fp);
+	fclose(fp);
+	snprintf(f, sizeof(f), "--decode_from_file=%s", in);
+	dt_test_run(&r, (const char *[]){ "dtrain", "decode", "--hparams_set=transformer_base_v1", V1_HP,
+					 "--problem=languagemodel_madeup8k", d, o, f, NULL }, NULL, 60);
+	DT_CHECK(r.exit_code != 0);
+	DT_CHECK_CONTAINS(r.err, "a post-norm transformer (layer_postprocess_sequence=dan, transformer_base_v1's "
+				 "layout) has no fast decoder");
+	DT_CHECK_CONTAINS(r.err, "hint: decode through the whole graph: --decode_hparams=cache=0");
+	dt_run_release(&r);
+	dt_test_run(&r, (const char *[]){ "dtrain", "decode", "--hparams_set=transformer_base_v1", V1_HP,
+					 "--problem=languagemodel_madeup8k", d, o, f, "--decode_hparams=cache=0", NULL }, NULL, 60);
+	if (r.exit_code)
+		fprintf(stderr, "%s", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "decoded 1 line(s) of '");
+	dt_run_release(&r);
+}
