@@ -336,7 +336,8 @@ DT_TEST_TIMEOUT(t2t_dir, seed_000_hparams_set_prints_with_help_hparams, 30)
 	DT_CHECK_CONTAINS(r.out, "\"model\": \"transformer\",\n");
 	DT_CHECK_CONTAINS(r.out, "\"hidden_size\": 512,\n  \"filter_size\": 2048,\n  \"num_heads\": 8,\n"
 				 "  \"num_hidden_layers\": 6,\n");
-	DT_CHECK_CONTAINS(r.out, "\"layer_prepostprocess_dropout\": 0.1,\n  \"label_smoothing\": 0.1,\n"
+	DT_CHECK_CONTAINS(r.out, "\"layer_prepostprocess_dropout\": 0.1,\n  \"layer_preprocess_sequence\": \"n\",\n"
+				 "  \"layer_postprocess_sequence\": \"da\",\n  \"label_smoothing\": 0.1,\n"
 				 "  \"learning_rate_constant\": 2,\n");
 	dt_run_release(&r);
 	dt_test_run(&r, (const char *[]){ "dtrain", "train", "--hparams_set=transformer_big", "--help-hparams",
