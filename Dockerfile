@@ -7,12 +7,12 @@
 #
 # Two stages: the build one has the compiler and -dev packages; the runtime one only the shared
 # libraries dtrain loads (OpenBLAS, jansson, libyaml, zlib, libsodium, OpenSSL's libcrypto, the
-# image decoders, HDF5) and the dataset.
+# image decoders, HDF5, libarchive) and the dataset.
 FROM debian:bookworm-slim AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc make pkg-config libc6-dev libopenblas-dev \
       zlib1g-dev libjansson-dev libyaml-dev libsodium-dev libssl-dev libjpeg62-turbo-dev libpng-dev libgif-dev \
-      libhdf5-dev \
+      libhdf5-dev libarchive-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile ./
@@ -25,7 +25,7 @@ RUN mkdir -p build && touch build/.deps-installed && make -j"$(nproc)" build/dtr
 FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libopenblas0-pthread libjansson4 libyaml-0-2 zlib1g \
-      libsodium23 libssl3 libjpeg62-turbo libpng16-16 libgif7 libhdf5-103-1 \
+      libsodium23 libssl3 libjpeg62-turbo libpng16-16 libgif7 libhdf5-103-1 libarchive13 \
       dataset-fashion-mnist \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 1000 --create-home dtrain

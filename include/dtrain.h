@@ -688,6 +688,8 @@ typedef struct dtrain_builtin {
 	int skip_bad_images;          /* image_folder: leave corrupt images out (1) or fail (0) */
 	int data_threads;             /* image_folder: decoding threads per pipeline (2) */
 	const char *label_column;     /* csv: the label column's name (< 128 bytes) */
+	const char *vocab_file;       /* a t2t data dir's text problem: its SubwordTextEncoder file
+				       * (< 1024 bytes); NULL or "": found by t2t's names */
 } dtrain_builtin;
 
 /* Fills *b with the defaults above (NULL b: nothing). */

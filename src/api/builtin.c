@@ -87,6 +87,9 @@ static enum dt_status resolve_data(const dtrain_builtin *b, struct dt_data_optio
 	if (strlen(str(b->label_column)) >= sizeof(o->label_column))
 		return dt_err_set(err, DT_USAGE, "label_column: longer than %zu bytes", sizeof(o->label_column) - 1);
 	snprintf(o->label_column, sizeof(o->label_column), "%s", str(b->label_column));
+	if (strlen(str(b->vocab_file)) >= sizeof(o->vocab_file))
+		return dt_err_set(err, DT_USAGE, "vocab_file: longer than %zu bytes", sizeof(o->vocab_file) - 1);
+	snprintf(o->vocab_file, sizeof(o->vocab_file), "%s", str(b->vocab_file));
 	if (b->image_height < 0 || b->image_width < 0 || (b->image_height > 0) != (b->image_width > 0))
 		return dt_err_set(err, DT_USAGE, "image_height, image_width: %dx%d; both positive, or both 0 (the "
 						 "default)", b->image_height, b->image_width);

@@ -39,6 +39,9 @@ enum dt_status dt_data_flags_resolve(const struct dt_data_flags *f, dtrain_built
 	if (strlen(f->label_column) >= DT_LABEL_COLUMN_MAX)
 		return dt_err_set(err, DT_USAGE, "--label_column is longer than %d bytes", DT_LABEL_COLUMN_MAX - 1);
 	b->label_column = f->label_column;
+	if (strlen(f->vocab_file) >= DT_VOCAB_FILE_MAX)
+		return dt_err_set(err, DT_USAGE, "--vocab_file is longer than %d bytes", DT_VOCAB_FILE_MAX - 1);
+	b->vocab_file = f->vocab_file;
 	/* not given: 0, the Keras model's input (the library reads it), else the problem's default */
 	b->image_height = b->image_width = b->channels = 0;
 	if (*f->image_size) {

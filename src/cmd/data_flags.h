@@ -1,5 +1,5 @@
 /*
- * data_flags.h — the data flags of `dtrain train` (image_folder and csv):
+ * data_flags.h — the data flags of `dtrain train` (image_folder, csv, t2t data dirs):
  * their option-table entries and their parsing into the public
  * dtrain_builtin (include/dtrain.h).
  */
@@ -19,10 +19,11 @@ struct dt_data_flags {
 	const char *bad_images;   /* fail | skip */
 	int data_threads;
 	const char *label_column;
+	const char *vocab_file;
 };
 
 #define DT_DATA_FLAGS_INIT { .image_size = "", .color_mode = "", .bad_images = "fail", .data_threads = 2, \
-			     .label_column = "" }
+			     .label_column = "", .vocab_file = "" }
 
 #define DT_DATA_FLAG_OPTIONS(f)                                                                                    \
 	DT_OPT_DOUBLE("validation_split", &(f)->validation_split, "FRACTION",                                      \
@@ -39,10 +40,14 @@ struct dt_data_flags {
 	DT_OPT_STRING("bad_images", &(f)->bad_images, "fail|skip",                                                 \
 		      "image_folder: a corrupt or unreadable image fails the run (exit 4) or is left out with a warning"), \
 	DT_OPT_INT("data_threads", &(f)->data_threads, "N", "image_folder: threads decoding images per input pipeline"), \
-	DT_OPT_STRING("label_column", &(f)->label_column, "NAME", "csv: the label column's name")
+	DT_OPT_STRING("label_column", &(f)->label_column, "NAME", "csv: the label column's name"),                \
+	DT_OPT_STRING("vocab_file", &(f)->vocab_file, "PATH",                                                      \
+		      "a t2t data dir's text problem: its SubwordTextEncoder file [default: found by t2t's names]")
 
 /* The label column's longest name plus one (dtrain_builtin's limit). */
 #define DT_LABEL_COLUMN_MAX 128
+/* The vocabulary file's longest path plus one (dtrain_builtin's limit). */
+#define DT_VOCAB_FILE_MAX 1024
 
 /* Fills b's data fields from the flags (b->label_column points into f);
  * sizes and channels not given stay 0, for the library to take from the

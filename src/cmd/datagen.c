@@ -5,6 +5,8 @@
  *
  *   dtrain datagen --problem=algorithmic_reverse_binary40 --data_dir=D
  *   dtrain datagen --problem=text2text_tmpdir --data_dir=D --tmp_dir=T
+ *   dtrain datagen --problem=translate_ende_wmt32k --data_dir=D --tmp_dir=T
+ *     (T holds t2t's WMT archives, data/wmt.h)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include "base/log.h"
 #include "cmd/cmd.h"
 #include "data/text.h"
+#include "data/wmt.h"
 
 static const char usage[] = "dtrain datagen --problem=NAME --data_dir=DIR [--tmp_dir=DIR] [--num_shards=N] [--seed=N]";
 
@@ -23,7 +26,7 @@ int dt_cmd_datagen(int argc, char **argv)
 	struct dt_option opts[] = {
 		DT_OPT_STRING("problem", &problem, "NAME", "the text problem (t2t's name)"),
 		DT_OPT_STRING("data_dir", &data_dir, "DIR", "where the TFRecord files go (created if missing)"),
-		DT_OPT_STRING("tmp_dir", &tmp_dir, "DIR", "the source files (text2text_tmpdir's *.train.txt, *.eval.txt)"),
+		DT_OPT_STRING("tmp_dir", &tmp_dir, "DIR", "the source files (text2text_tmpdir's *.train.txt, *.eval.txt; the WMT problems' archives)"),
 		DT_OPT_INT("num_shards", &num_shards, "N", "training files [default: the problem's, t2t's: 10 or 100]"),
 		DT_OPT_INT64("seed", &seed, "N", "the generators' seed (algorithmic problems) [default: 1]"),
 		DT_OPT_STRING("log_level", &log_level, "LEVEL", "debug, info, warn or error"),
@@ -44,6 +47,15 @@ int dt_cmd_datagen(int argc, char **argv)
 	if (dt_log_parse_level(log_level, &level, &err))
 		return dt_cmd_report(&err);
 	dt_log_set_level(level);
+	if (*problem && dt_wmt_problem_is(problem)) {
+		if (num_shards < 0 || num_shards > 99999) {
+			dt_err_set(&err, DT_USAGE, "--num_shards=%d: 1 to 99999 (0: the problem's)", num_shards);
+			return dt_cmd_report(&err);
+		}
+		if (dt_wmt_datagen(problem, data_dir, tmp_dir, num_shards, &err))
+			return dt_cmd_report(&err);
+		return 0;
+	}
 	if (!*problem || !dt_text_problem_is(problem)) {
 		size_t n;
 		const char *const *names = dt_text_problem_names(&n);
@@ -51,6 +63,13 @@ int dt_cmd_datagen(int argc, char **argv)
 		size_t used = 0;
 		for (size_t i = 0; i < n && used < sizeof(list); i++) {
 			int w = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "", names[i]);
+			if (w > 0)
+				used += (size_t)w;
+		}
+		size_t nw;
+		const char *const *wmt = dt_wmt_problem_names(&nw);
+		for (size_t i = 0; i < nw && used < sizeof(list); i++) {
+			int w = snprintf(list + used, sizeof(list) - used, ", %s", wmt[i]);
 			if (w > 0)
 				used += (size_t)w;
 		}

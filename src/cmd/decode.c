@@ -29,6 +29,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "cmd/cmd.h"
+#include "data/t2t_dir.h"
 #include "data/text.h"
 #include "models/builtin.h"
 #include "nn/hparams.h"
@@ -44,7 +45,7 @@ static const char usage[] = "dtrain decode --problem=NAME --output_dir=DIR [--hp
 #define MAX_IDS 4096
 
 struct decode_args {
-	const char *model, *hparams_set, *hparams, *problem, *data_dir, *output_dir;
+	const char *model, *hparams_set, *hparams, *problem, *data_dir, *output_dir, *vocab_file;
 	const char *from_file, *to_file, *decode_hparams, *log_level;
 	int threads, interactive;
 };
@@ -104,9 +105,11 @@ static enum dt_status setup(const struct decode_args *a, struct decoder *d, stru
 		return dt_err_prefix(err, "--hparams");
 	if ((st = dt_hparams_validate(&hp, err)))
 		return st;
-	if (!*a->problem || !dt_text_problem_is(a->problem))
-		return dt_err_set(err, DT_USAGE, "dtrain decode needs --problem, a text problem ('%s' is not one)",
-				  a->problem);
+	/* a built-in text problem, or one whose t2t shards are in --data_dir (data/t2t_dir.h) */
+	const int from_dir = *a->problem && !dt_text_problem_is(a->problem) && dt_t2t_dir_has(a->problem, a->data_dir);
+	if (!*a->problem || (!dt_text_problem_is(a->problem) && !from_dir))
+		return dt_err_set(err, DT_USAGE, "dtrain decode needs --problem, a text problem ('%s' is not one, and "
+						 "--data_dir holds no t2t shards of it)", a->problem);
 	if (!*a->output_dir)
 		return dt_err_set(err, DT_USAGE, "dtrain decode needs --output_dir (the training run's)");
 	d->dc = (struct dt_decode_config){ .beam_size = 1, .alpha = 0.6, .extra_length = 50, .cache = 1 };
@@ -114,8 +117,16 @@ static enum dt_status setup(const struct decode_args *a, struct decoder *d, stru
 		return st;
 	if ((st = dt_blas_load(a->threads, err)))
 		return st;
-	if ((st = dt_problem_load(a->problem, a->data_dir, NULL, DT_SPLIT_TEST, 1, &d->data, err)))
+	struct dt_data_options o;
+	dt_data_options_init(&o);
+	if (strlen(a->vocab_file) >= sizeof(o.vocab_file))
+		return dt_err_set(err, DT_USAGE, "--vocab_file is longer than %zu bytes", sizeof(o.vocab_file) - 1);
+	snprintf(o.vocab_file, sizeof(o.vocab_file), "%s", a->vocab_file);
+	if ((st = dt_problem_load(a->problem, a->data_dir, &o, DT_SPLIT_TEST, 1, &d->data, err)))
 		return st;
+	if (!d->data.text)
+		return dt_err_set(err, DT_USAGE, "problem '%s' holds images: dtrain decode decodes text problems",
+				  a->problem);
 	d->dc.positions = hp.max_length > d->data.text->max_len ? hp.max_length : d->data.text->max_len;
 	/* the graph reruns all beams at once; the fast decoder keeps its own state */
 	const int max_batch = d->dc.cache ? d->dc.positions : d->dc.beam_size * d->dc.positions;
@@ -246,14 +257,17 @@ static int run(const struct decode_args *a)
 int dt_cmd_decode(int argc, char **argv)
 {
 	struct decode_args a = { .model = "transformer", .hparams_set = "", .hparams = "", .problem = "",
-				 .data_dir = "", .output_dir = "", .from_file = "", .to_file = "",
+				 .data_dir = "", .output_dir = "", .vocab_file = "", .from_file = "", .to_file = "",
 				 .decode_hparams = "", .log_level = "info", .threads = 1 };
 	struct dt_option opts[] = {
 		DT_OPT_STRING("model", &a.model, "NAME", "the trained model [default: transformer]"),
 		DT_OPT_STRING("hparams_set", &a.hparams_set, "NAME", "the training run's hparams set"),
 		DT_OPT_STRING("hparams", &a.hparams, "K=V,...", "the training run's overrides"),
 		DT_OPT_STRING("problem", &a.problem, "NAME", "the text problem (its vocabulary)"),
-		DT_OPT_STRING("data_dir", &a.data_dir, "DIR", "the problem's files (text2text_tmpdir)"),
+		DT_OPT_STRING("data_dir", &a.data_dir, "DIR",
+			      "the problem's files (text2text_tmpdir, a t2t data dir's shards and vocabulary)"),
+		DT_OPT_STRING("vocab_file", &a.vocab_file, "PATH",
+			      "a t2t data dir's text problem: its SubwordTextEncoder file [default: found by t2t's names]"),
 		DT_OPT_STRING("output_dir", &a.output_dir, "DIR", "the training run's directory: its newest checkpoint"),
 		DT_OPT_STRING("decode_from_file", &a.from_file, "FILE", "inputs, one per line [default: stdin, interactive]"),
 		DT_OPT_STRING("decode_to_file", &a.to_file, "FILE", "outputs, one per line [default: stdout]"),

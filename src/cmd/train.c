@@ -27,6 +27,7 @@
 #include "cmd/secret.h"
 #include "cluster/resolve.h"
 #include "distribute/mirrored.h"
+#include "nn/hparams.h"
 #include "train/summary.h"
 
 static const char usage[] =
@@ -44,6 +45,7 @@ struct train_args {
 	int replicas_to_aggregate;      /* sync through the ps: gradients per step; 0: every trainer */
 	double sync_timeout;            /* sync: a step gathers its gradients within this */
 	int worker_gpu, ps_gpu;         /* t2t's in-graph sync: replicas on the master and per ps */
+	int worker_gpu_given;           /* --worker_gpu was on the command line */
 	int ps_overlap;                 /* async ps: compute the next step while this one's round is in flight */
 	int64_t train_steps;
 };
@@ -261,6 +263,36 @@ static int resolve_replicas(int replicas, const struct dt_option *opts, const st
 	return replicas;
 }
 
+/* --help-hparams: the set's values (the model's default set without
+ * --hparams_set) with --hparams applied, as the JSON of hparams.json, on
+ * stdout. The set's model stays unless --model is given. Exit 0, or 2 on a
+ * bad set or override. */
+static int print_hparams(const struct train_args *a, const struct dt_option *opts)
+{
+	struct dt_err err = DT_ERR_INIT;
+	const int model_given = dt_opts_find(opts, "model")->was_set;
+	const char *set = *a->hparams_set ? a->hparams_set : dt_hparams_default_set(a->model);
+	if (!set) {
+		dt_err_set(&err, DT_USAGE, "model '%s' has no default hparams set", a->model);
+		dt_err_hint(&err, "name one with --hparams_set (dtrain train --help lists the models)");
+		return dt_cmd_report(&err);
+	}
+	struct dt_hparams hp;
+	if (dt_hparams_from_set(set, &hp, &err))
+		return dt_cmd_report(&err);
+	if (model_given)
+		snprintf(hp.model, sizeof(hp.model), "%s", a->model);
+	if (*a->hparams && dt_hparams_parse(&hp, a->hparams, &err)) {
+		enum dt_status st = dt_err_prefix(&err, "--hparams");
+		(void)st;
+		return dt_cmd_report(&err);
+	}
+	if (dt_hparams_validate(&hp, &err))
+		return dt_cmd_report(&err);
+	dt_hparams_write_json(&hp, stdout);
+	return 0;
+}
+
 /* The evaluator's flags. */
 struct eval_args {
 	const char *mode;               /* "latest" or "every" */
@@ -323,6 +355,12 @@ static int run_mode(enum train_mode mode, const struct cluster_facts *cl, dtrain
 	const int in_graph = strcmp(smode, "ps_sync_in_graph") == 0;
 	int rc = 0;
 	dtrain_result res;
+	/* t2t's flags name GPUs (seed 000's async lines say --worker_gpu=1):
+	 * dtrain computes on the CPU, which is worth one line, not an error.
+	 * The in-graph master says its own (the ps tasks compute there). */
+	if (a->worker_gpu_given && a->worker_gpu >= 1 && mode != MODE_PS && !in_graph)
+		dt_info("--worker_gpu=%d: dtrain has no GPU kernels; this task computes on the CPU%s", a->worker_gpu,
+			a->worker_gpu > 1 && cl->num_ps == 0 ? ", one mirrored replica per GPU named, on threads" : "");
 	if (a->replicas_to_aggregate && mode == MODE_TRAINER && (!sync || in_graph ||
 								  a->replicas_to_aggregate > cl->num_trainers)) {
 		dt_err_set(&e, DT_USAGE, "--replicas_to_aggregate=%d needs synchronous training through the ps with at "
@@ -380,7 +418,7 @@ int dt_cmd_train(int argc, char **argv)
 				.sync_timeout = DT_SYNC_TIMEOUT_DEFAULT_S };
 	int64_t steps = so.train_steps, eval_every = 0, log_every = so.log_every;
 	int eval = 1, threads = 1, prefetch = 1;
-	int replicas = 1, deterministic = 0, micro_batch = 32;
+	int replicas = 1, deterministic = 0, micro_batch = 32, help_hparams = 0;
 	const char *data_dir = "";
 	struct dt_data_flags df = DT_DATA_FLAGS_INIT;
 	struct ckpt_args ck = { .output_dir = "", .keep_max = so.keep_checkpoint_max,
@@ -394,11 +432,16 @@ int dt_cmd_train(int argc, char **argv)
 		DT_OPT_STRING("model", &a.model, "NAME", "model to train: mlp, lenet, cnn"),
 		DT_OPT_STRING("hparams_set", &a.hparams_set, "NAME", "named hyper-parameter set [default: <model>_base]"),
 		DT_OPT_STRING("hparams", &a.hparams, "K=V,...", "overrides, e.g. 'learning_rate=0.05,batch_size=128'"),
+		DT_OPT_BOOL("help-hparams", &help_hparams,
+			    "print the hyper-parameters of --hparams_set (or the model's default set), with --hparams "
+			    "applied, as JSON on stdout and exit"),
 		DT_OPT_STRING("keras_model", &a.keras_model, "PATH",
 			      "train the Keras model of this JSON (model.to_json() or a TF.js model.json) instead of "
 			      "--model; hparams from --hparams_set [default: cnn_base]"),
 		DT_OPT_GROUP("Data"),
-		DT_OPT_STRING("problem", &problem, "NAME", "fashion_mnist, mnist, synthetic, image_folder or csv"),
+		DT_OPT_STRING("problem", &problem, "NAME",
+			      "fashion_mnist, mnist, synthetic, image_folder, csv, t2t's text problems, or any problem "
+			      "whose t2t shards are in --data_dir"),
 		DT_OPT_STRING("data_dir", &data_dir, "DIR",
 			      "the problem's IDX files, image folder or CSV file [default: the problem's own]"),
 		DT_DATA_FLAG_OPTIONS(&df),
@@ -471,6 +514,8 @@ int dt_cmd_train(int argc, char **argv)
 		return dt_cmd_report(&err);
 	}
 	dt_args_release(&args);
+	if (help_hparams)
+		return print_hparams(&a, opts);
 
 	enum dt_log_level level;
 	if (dt_log_parse_level(a.log_level, &level, &err))
@@ -516,6 +561,7 @@ int dt_cmd_train(int argc, char **argv)
 	}
 	a.sync = cf.sync;
 	a.worker_gpu = cf.worker_gpu;
+	a.worker_gpu_given = dt_opts_find(opts, "worker_gpu")->was_set;
 	a.ps_gpu = cf.ps_gpu;
 	if (!(a.ps_idle_timeout >= 0 && a.ps_idle_timeout <= 1e7)) {
 		dt_err_set(&err, DT_USAGE, "--ps_idle_timeout must be between 0 and 10000000 seconds, got %g",

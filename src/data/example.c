@@ -83,8 +83,12 @@ static void reset_values(struct dt_feature *f, enum dt_feature_kind kind)
 		return;
 	free(f->i64);
 	free(f->f32);
+	free(f->bytes);
+	free(f->bytes_len);
 	f->i64 = NULL;
 	f->f32 = NULL;
+	f->bytes = NULL;
+	f->bytes_len = NULL;
 	f->count = 0;
 	f->kind = kind;
 }
@@ -96,6 +100,17 @@ static void push_i64(struct dt_feature *f, int64_t *cap, int64_t v)
 		f->i64 = dt_xrealloc(f->i64, (size_t)*cap * sizeof(*f->i64));
 	}
 	f->i64[f->count++] = v;
+}
+
+static void push_bytes(struct dt_feature *f, int64_t *cap, const struct cur *value)
+{
+	if (f->count == *cap) {
+		*cap = *cap ? 2 * *cap : 4;
+		f->bytes = dt_xrealloc(f->bytes, (size_t)*cap * sizeof(*f->bytes));
+		f->bytes_len = dt_xrealloc(f->bytes_len, (size_t)*cap * sizeof(*f->bytes_len));
+	}
+	f->bytes[f->count] = value->p;
+	f->bytes_len[f->count++] = (size_t)(value->end - value->p);
 }
 
 static void push_f32(struct dt_feature *f, int64_t *cap, const uint8_t *p)
@@ -127,7 +142,7 @@ static enum dt_status parse_list(struct cur c, struct dt_feature *f, struct dt_e
 		if (f->kind == DT_FEATURE_BYTES) {
 			if (wt != 2)
 				return bad(&c, err, "a BytesList value that is not bytes");
-			f->count++;
+			push_bytes(f, &cap, &sub);
 		} else if (f->kind == DT_FEATURE_INT64 && wt == 0) {
 			uint64_t v;
 			if ((st = varint(&c, &v, err)))
@@ -184,6 +199,8 @@ static void feature_clear(struct dt_feature *f)
 {
 	free(f->i64);
 	free(f->f32);
+	free(f->bytes);
+	free(f->bytes_len);
 	memset(f, 0, sizeof(*f));
 }
 

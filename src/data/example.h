@@ -58,6 +58,9 @@ struct dt_feature {
 	int64_t count;               /* values of the kind */
 	int64_t *i64;                /* (count) when DT_FEATURE_INT64, owned */
 	float *f32;                  /* (count) when DT_FEATURE_FLOAT, owned */
+	const uint8_t **bytes;       /* (count) when DT_FEATURE_BYTES: each value's first byte, borrowed
+				      * from the record (the array is owned) */
+	size_t *bytes_len;           /* (count) when DT_FEATURE_BYTES: each value's length, owned */
 };
 
 struct dt_example {

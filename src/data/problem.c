@@ -14,9 +14,11 @@
 
 #include "base/alloc.h"
 #include "base/rng.h"
+#include "base/strutil.h"
 #include "data/idx.h"
 #include "data/image_folder.h"
 #include "data/internal.h"
+#include "data/t2t_dir.h"
 #include "data/text.h"
 
 #define IMAGE_SIDE 28
@@ -390,6 +392,11 @@ enum dt_status dt_problem_load(const char *problem, const char *data_dir, const 
 	if (dt_text_problem_is(problem))
 		return dt_text_problem_load(problem, data_dir, split, seed, out, err);
 	const struct problem *pr = find_problem(problem);
+	if (!pr && dt_t2t_dir_has(problem, data_dir)) {
+		struct dt_data_options defaults;
+		dt_data_options_init(&defaults);
+		return dt_t2t_dir_load(problem, data_dir, opts ? opts : &defaults, split, out, err);
+	}
 	if (!pr) {
 		size_t used = 0;
 		char list[512] = "";
@@ -398,8 +405,24 @@ enum dt_status dt_problem_load(const char *problem, const char *data_dir, const 
 			if (n > 0)
 				used += (size_t)n;
 		}
-		return dt_err_set(err, DT_USAGE, "unknown problem '%s' (valid problems: %s)", problem ? problem : "",
-				  list);
+		const char *name = problem ? problem : "";
+		enum dt_status st;
+		if (data_dir && *data_dir)
+			st = dt_err_set(err, DT_USAGE, "unknown problem '%s': no built-in entry, and '%s' holds no t2t "
+						       "shards '%s-train-NNNNN-of-NNNNN' (built-in problems: %s)",
+					name, data_dir, name, list);
+		else
+			st = dt_err_set(err, DT_USAGE, "unknown problem '%s' (valid problems: %s)", name, list);
+		size_t nt;
+		const char *const *text = dt_text_problem_names(&nt);
+		char gen[512];
+		dt_join(gen, sizeof(gen), text, nt, ", ");
+		dt_err_hint(err, "a problem t2t-datagen wrote trains by its name from --data_dir=DIR holding its shards "
+				 "(%s-train-*, %s-dev-*) and vocabulary (vocab.%s.SIZE.subwords, or --vocab_file): write "
+				 "them with `t2t-datagen --problem=%s --data_dir=DIR --tmp_dir=TMP`; `dtrain datagen "
+				 "--problem=NAME --data_dir=DIR` writes those of %s",
+			    name, name, name, name, gen);
+		return st;
 	}
 	if (pr->kind == FROM_SYNTHETIC)
 		return load_synthetic(pr, split, seed, out);

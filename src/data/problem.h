@@ -11,6 +11,9 @@
  *   csv            one CSV file with a header row: numeric features and a
  *                  label column named by --label_column (csv.h)
  *   t2t's text problems (data/text.h): token sequences in `text`, no images
+ *   any other NAME whose shards t2t-datagen wrote in --data_dir
+ *                  (NAME-train-*-of-*): text or images by what the shards
+ *                  hold (data/t2t_dir.h)
  *
  * A dataset holds its examples in exactly one of three forms:
  *   images    raw uint8 pixels in memory (4x smaller than floats); the
@@ -67,6 +70,8 @@ struct dt_data_options {
 	enum dt_bad_images bad_images; /* image_folder: a corrupt image fails the load or is skipped */
 	int data_threads;         /* image_folder: decoding threads per pipeline (and the check) [2] */
 	char label_column[128];   /* csv: the label column's name (required) */
+	char vocab_file[1024];    /* a t2t data dir's text problem: its SubwordTextEncoder file
+				   * (data/t2t_dir.h); "": found by t2t's names */
 };
 
 void dt_data_options_init(struct dt_data_options *o);

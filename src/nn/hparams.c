@@ -39,6 +39,9 @@ struct field {
 #define ALIAS(t2t, type, name, lo, hi, choices, check) \
 	{ #t2t, type, offsetof(struct dt_hparams, name), lo, hi, 0, 0, choices, check, 1 }
 
+static const char *const *preprocess_choices(size_t *count);
+static const char *const *postprocess_choices(size_t *count);
+
 static const struct field fields[] = {
 	INT_FIELD(batch_size, 1, 1 << 20),
 	DBL_FIELD(learning_rate, 0, HUGE_VAL, 1, 1),
@@ -67,6 +70,8 @@ static const struct field fields[] = {
 	DBL_FIELD(attention_dropout, 0, 1, 0, 1),
 	DBL_FIELD(relu_dropout, 0, 1, 0, 1),
 	DBL_FIELD(layer_prepostprocess_dropout, 0, 1, 0, 1),
+	STR_FIELD(layer_preprocess_sequence, preprocess_choices),
+	STR_FIELD(layer_postprocess_sequence, postprocess_choices),
 	DBL_FIELD(label_smoothing, 0, 1, 0, 1),
 	DBL_FIELD(learning_rate_constant, 0, HUGE_VAL, 1, 1),
 	INT_FIELD(learning_rate_decay_steps, 1, INT32_MAX),
@@ -84,6 +89,22 @@ static const struct field fields[] = {
 };
 
 #define NUM_FIELDS DT_ARRAY_LEN(fields)
+
+/* The layouts' two halves (dt_hparams_validate checks they pair up). */
+static const char *const preprocess_names[] = { "n", "none" };
+static const char *const postprocess_names[] = { "da", "dan" };
+
+static const char *const *preprocess_choices(size_t *count)
+{
+	*count = DT_ARRAY_LEN(preprocess_names);
+	return preprocess_names;
+}
+
+static const char *const *postprocess_choices(size_t *count)
+{
+	*count = DT_ARRAY_LEN(postprocess_names);
+	return postprocess_names;
+}
 
 /* The field names in table order, into names (NUM_FIELDS entries). */
 static void field_names(const char **names)
@@ -305,6 +326,14 @@ enum dt_status dt_hparams_validate(const struct dt_hparams *hp, struct dt_err *e
 		}
 		}
 	}
+	const int pre = strcmp(hp->layer_preprocess_sequence, "n") == 0;
+	if (pre != (strcmp(hp->layer_postprocess_sequence, "da") == 0)) {
+		enum dt_status st = dt_err_set(err, DT_USAGE, "invalid hparams: layer_preprocess_sequence '%s' with "
+							      "layer_postprocess_sequence '%s'", hp->layer_preprocess_sequence,
+					       hp->layer_postprocess_sequence);
+		dt_err_hint(err, "dtrain builds t2t's two layouts: n with da (pre-norm) and none with dan (post-norm)");
+		return st;
+	}
 	return DT_OK;
 }
 
@@ -399,6 +428,8 @@ static void defaults(struct dt_hparams *hp, const char *model)
 	hp->learning_rate_decay_staircase = 0;
 	hp->min_length_bucket = 8;
 	hp->length_bucket_step = 1.1;
+	snprintf(hp->layer_preprocess_sequence, sizeof(hp->layer_preprocess_sequence), "n");
+	snprintf(hp->layer_postprocess_sequence, sizeof(hp->layer_postprocess_sequence), "da");
 }
 
 /* The PyTorch reference's setting: SGD with momentum 0.9, lr 0.01. */
@@ -462,8 +493,41 @@ static void set_cnn_sgd(struct dt_hparams *hp)
 	hp->dropout = 0.3;
 }
 
-/* t2t's transformer_base (transformer_base_v3): batch_size counts tokens. */
-static void set_transformer_base(struct dt_hparams *hp)
+/*
+ * t2t's transformer sets (tensor2tensor/models/transformer.py, v1.15 and
+ * master; common_hparams.basic_params1 under them). batch_size counts
+ * tokens, as t2t's does for text problems. The chain is t2t's:
+ *
+ *   transformer_base_v1   basic_params1 + hidden 512, filter 2048, 8 heads,
+ *                         6 layers, batch 4096, max_length 256, no clipping,
+ *                         Adam beta2 0.98 eps 1e-9, label smoothing 0.1,
+ *                         lr 0.1 on the legacy "noam" schedule, warm-up
+ *                         4000; dropouts: layer_prepostprocess 0.1 (basic_
+ *                         params1's), attention and relu 0
+ *   transformer_base_v2   v1 + attention and relu dropout 0.1, warm-up 8000,
+ *                         lr 0.2 (and t2t's pre-norm "n"/"da", dtrain's only
+ *                         layout: see below)
+ *   transformer_base_v3   v2 + beta2 0.997, schedule
+ *   = transformer_base    constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size,
+ *                         learning_rate_constant 2.0
+ *   transformer_big       base + hidden 1024, filter 4096, 16 heads, batch
+ *                         2048, layer_prepostprocess_dropout 0.3
+ *   transformer_big_single_gpu   big + layer_prepostprocess_dropout 0.1,
+ *                         warm-up 16000
+ *   transformer_base_single_gpu  base + batch 1024, schedule
+ *                         constant*linear_warmup*rsqrt_decay, constant 0.1,
+ *                         warm-up 16000
+ *   transformer_tiny      base + 2 layers, hidden 128, filter 512, 4 heads
+ *   transformer_small     base + 2 layers, hidden 256, filter 1024, 4 heads
+ *   transformer_test      base + 2 layers, hidden 16, filter 8, 2 heads
+ *
+ * v1 keeps basic_params1's post-norm layout (layer_preprocess_sequence
+ * "none", layer_postprocess_sequence "dan"); v2 on normalize first ("n",
+ * "da"); nn/transformer.h builds both. t2t's fields that select code
+ * dtrain does not have (ffn_layer, initializer, norm_type, ...) are not
+ * listed.
+ */
+static void set_transformer_base_v1(struct dt_hparams *hp)
 {
 	defaults(hp, "transformer");
 	hp->batch_size = 4096;
@@ -472,18 +536,70 @@ static void set_transformer_base(struct dt_hparams *hp)
 	hp->filter_size = 2048;
 	hp->num_heads = 8;
 	hp->num_hidden_layers = 6;
+	hp->clip_grad_norm = 0;
+	/* basic_params1's layout and dropout */
+	snprintf(hp->layer_preprocess_sequence, sizeof(hp->layer_preprocess_sequence), "none");
+	snprintf(hp->layer_postprocess_sequence, sizeof(hp->layer_postprocess_sequence), "dan");
+	hp->layer_prepostprocess_dropout = 0.1;
+	hp->attention_dropout = 0;
+	hp->relu_dropout = 0;
+	hp->label_smoothing = 0.1;
+	hp->weight_decay = 0;
+	hp->beta1 = 0.9;
+	hp->beta2 = 0.98;
+	hp->epsilon = 1e-9;
+	snprintf(hp->lr_schedule, sizeof(hp->lr_schedule), "legacy"); /* with learning_rate_decay_scheme "noam" */
+	hp->learning_rate = 0.1;
+	hp->warmup_steps = 4000;
+	hp->shared_embedding_and_softmax_weights = 1;
+}
+
+static void set_transformer_base_v2(struct dt_hparams *hp)
+{
+	set_transformer_base_v1(hp);
+	snprintf(hp->layer_preprocess_sequence, sizeof(hp->layer_preprocess_sequence), "n");
+	snprintf(hp->layer_postprocess_sequence, sizeof(hp->layer_postprocess_sequence), "da");
 	hp->layer_prepostprocess_dropout = 0.1;
 	hp->attention_dropout = 0.1;
 	hp->relu_dropout = 0.1;
-	hp->label_smoothing = 0.1;
-	hp->beta1 = 0.9;
-	hp->beta2 = 0.997;
-	hp->epsilon = 1e-9;
-	snprintf(hp->lr_schedule, sizeof(hp->lr_schedule), "constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size");
-	hp->learning_rate_constant = 2.0;
-	hp->learning_rate = 0.2; /* t2t's value; its schedule above does not read it */
 	hp->warmup_steps = 8000;
-	hp->shared_embedding_and_softmax_weights = 1;
+	hp->learning_rate = 0.2;
+}
+
+static void set_transformer_base_v3(struct dt_hparams *hp)
+{
+	set_transformer_base_v2(hp);
+	hp->beta2 = 0.997;
+	snprintf(hp->lr_schedule, sizeof(hp->lr_schedule), "constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size");
+	hp->learning_rate_constant = 2.0; /* learning_rate (0.2) stays v2's; this schedule does not read it */
+}
+
+static void set_transformer_base(struct dt_hparams *hp) { set_transformer_base_v3(hp); }
+
+static void set_transformer_big(struct dt_hparams *hp)
+{
+	set_transformer_base(hp);
+	hp->hidden_size = 1024;
+	hp->filter_size = 4096;
+	hp->batch_size = 2048;
+	hp->num_heads = 16;
+	hp->layer_prepostprocess_dropout = 0.3;
+}
+
+static void set_transformer_big_single_gpu(struct dt_hparams *hp)
+{
+	set_transformer_big(hp);
+	hp->layer_prepostprocess_dropout = 0.1;
+	hp->warmup_steps = 16000;
+}
+
+static void set_transformer_base_single_gpu(struct dt_hparams *hp)
+{
+	set_transformer_base(hp);
+	hp->batch_size = 1024;
+	snprintf(hp->lr_schedule, sizeof(hp->lr_schedule), "constant*linear_warmup*rsqrt_decay");
+	hp->learning_rate_constant = 0.1;
+	hp->warmup_steps = 16000;
 }
 
 static void transformer_shape(struct dt_hparams *hp, int layers, int hidden, int filter, int heads)
@@ -508,6 +624,12 @@ static void set_transformer_test(struct dt_hparams *hp) { transformer_shape(hp, 
 	X(cnn_base)            \
 	X(cnn_sgd)             \
 	X(transformer_base)    \
+	X(transformer_base_v1) \
+	X(transformer_base_v2) \
+	X(transformer_base_v3) \
+	X(transformer_big)     \
+	X(transformer_base_single_gpu) \
+	X(transformer_big_single_gpu)  \
 	X(transformer_tiny)    \
 	X(transformer_small)   \
 	X(transformer_test)
@@ -558,7 +680,7 @@ enum dt_status dt_hparams_from_set(const char *set, struct dt_hparams *out, stru
 			return DT_OK;
 		}
 	}
-	char list[256];
+	char list[512];
 	dt_join(list, sizeof(list), set_names, DT_ARRAY_LEN(set_names), ", ");
 	const char *near = dt_nearest(set, set_names, DT_ARRAY_LEN(set_names));
 	if (near)

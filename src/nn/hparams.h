@@ -40,6 +40,11 @@ struct dt_hparams {
 	int num_encoder_layers, num_decoder_layers; /* ... unless these are > 0 */
 	int max_length;                   /* positions per sequence; longer training examples are dropped */
 	double attention_dropout, relu_dropout, layer_prepostprocess_dropout;
+	/* t2t's layouts of a sublayer, the two dtrain builds (nn/transformer.h):
+	 * "n" and "da" (pre-norm: x + dropout(f(norm(x))), a norm at the stack's
+	 * end; transformer_base_v2 on) or "none" and "dan" (post-norm:
+	 * norm(x + dropout(f(x))); basic_params1's, transformer_base_v1's) */
+	char layer_preprocess_sequence[DT_HP_NAME_MAX], layer_postprocess_sequence[DT_HP_NAME_MAX];
 	double label_smoothing;
 	double learning_rate_constant;    /* the schedule's "constant" factor */
 	int learning_rate_decay_steps;    /* t2t's decay factors: linear_decay, cosdecay, exp_decay, ... */

@@ -54,7 +54,12 @@ const char *const *dt_optimizer_names(size_t *count)
  * written "constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size", each
  * computed from the hparams and the step. The one-word schedule "constant"
  * stays dtrain's (`learning_rate`); as a factor, "constant" is t2t's
- * `learning_rate_constant`.
+ * `learning_rate_constant`. The factor "legacy" is t2t's
+ * legacy_learning_rate_schedule with learning_rate_decay_scheme "noam" (the
+ * one transformer_base_v1 uses, and the only one built): 5000 *
+ * rsqrt(hidden_size) * min((s + 1) * warmup^-1.5, (s + 1)^-0.5) *
+ * learning_rate, times 0.002 when the optimizer is Adam (t2t's
+ * optimizer_correction).
  */
 enum lr_factor {
 	LR_CONSTANT,
@@ -66,6 +71,7 @@ enum lr_factor {
 	LR_RSQRT_NORMALIZED_DECAY,
 	LR_EXP_DECAY,
 	LR_RSQRT_HIDDEN_SIZE,
+	LR_LEGACY,
 };
 
 static const char *const lr_factor_names[] = {
@@ -78,6 +84,7 @@ static const char *const lr_factor_names[] = {
 	[LR_RSQRT_NORMALIZED_DECAY] = "rsqrt_normalized_decay",
 	[LR_EXP_DECAY] = "exp_decay",
 	[LR_RSQRT_HIDDEN_SIZE] = "rsqrt_hidden_size",
+	[LR_LEGACY] = "legacy",
 };
 
 /* The factor named by [name, name + len), or -1. */
@@ -468,6 +475,11 @@ static double lr_factor_at(enum lr_factor factor, const struct dt_hparams *hp, d
 	}
 	case LR_RSQRT_HIDDEN_SIZE:
 		return 1.0 / sqrt((double)(hp->hidden_size > 0 ? hp->hidden_size : 1));
+	case LR_LEGACY: {
+		const double noam = 5000.0 / sqrt((double)(hp->hidden_size > 0 ? hp->hidden_size : 1)) *
+				    fmin((s + 1) * pow(warm, -1.5), 1.0 / sqrt(s + 1));
+		return noam * (strstr(hp->optimizer, "adam") ? 0.002 : 1.0) * hp->learning_rate;
+	}
 	}
 	return 1.0;
 }

@@ -23,23 +23,36 @@ static const char *nm(char *buf, const char *prefix, const char *what)
 	return buf;
 }
 
-/* x + dropout(sublayer output `y`): t2t's "da" postprocess. Returns the sum's name in out. */
+/* x + dropout(sublayer output `y`): t2t's "da" postprocess, then its "n"
+ * when post-norm ("dan"). Returns the last node's name in out. */
 static void residual(struct tb *b, const char *prefix, const char *x, const char *y, char *out)
 {
-	char d[32], xs[32];
+	char d[32], xs[32], r[32];
 	snprintf(xs, sizeof(xs), "%s", x); /* out may be x's buffer */
 	if (!b->st)
 		b->st = dt_graph_dropout(b->g, nm(d, prefix, "drop"), y, b->c->layer_prepostprocess_dropout, b->err);
 	const char *in[2] = { xs, d };
 	if (!b->st)
-		b->st = dt_graph_add(b->g, nm(out, prefix, "res"), 2, in, b->err);
+		b->st = dt_graph_add(b->g, nm(r, prefix, "res"), 2, in, b->err);
+	if (!b->st && b->c->post_norm)
+		b->st = dt_graph_layer_norm(b->g, nm(out, prefix, "norm"), r, NORM_EPS, b->err);
+	else
+		snprintf(out, 32, "%s", r);
+}
+
+/* The sublayer's input: norm(x) pre-norm ("n"), x itself post-norm ("none"). */
+static void preprocess(struct tb *b, const char *prefix, const char *x, char *out)
+{
+	if (b->c->post_norm)
+		snprintf(out, 32, "%s", x);
+	else if (!b->st)
+		b->st = dt_graph_layer_norm(b->g, nm(out, prefix, "norm"), x, NORM_EPS, b->err);
 }
 
 static void ffn(struct tb *b, const char *prefix, const char *x, char *out)
 {
 	char n[32], h[32], hd[32], o[32];
-	if (!b->st)
-		b->st = dt_graph_layer_norm(b->g, nm(n, prefix, "norm"), x, NORM_EPS, b->err);
+	preprocess(b, prefix, x, n);
 	if (!b->st)
 		b->st = dt_graph_dense(b->g, nm(h, prefix, "conv1"), n, b->c->filter_size, DT_ACT_RELU, NULL, b->err);
 	if (!b->st)
@@ -53,8 +66,7 @@ static void attention(struct tb *b, const char *prefix, const char *x, const cha
 		      int causal, char *out)
 {
 	char n[32], a[32];
-	if (!b->st)
-		b->st = dt_graph_layer_norm(b->g, nm(n, prefix, "norm"), x, NORM_EPS, b->err);
+	preprocess(b, prefix, x, n);
 	if (!b->st)
 		b->st = dt_graph_attention(b->g, nm(a, prefix, "attn"), n, memory ? memory : n, ids, b->c->num_heads, causal,
 					   b->c->attention_dropout, b->err);
@@ -94,9 +106,10 @@ enum dt_status dt_transformer_graph(const struct dt_transformer_config *c, struc
 			snprintf(p, sizeof(p), "enc%d.ffn", l);
 			ffn(&b, p, x, x);
 		}
-		if (!b.st)
+		/* t2t's layer_preprocess of the stack's output: a norm pre-norm, nothing post-norm */
+		if (!b.st && !c->post_norm)
 			b.st = dt_graph_layer_norm(b.g, "enc.norm", x, NORM_EPS, err);
-		snprintf(memory, sizeof(memory), "enc.norm");
+		snprintf(memory, sizeof(memory), "%s", c->post_norm ? x : "enc.norm");
 		if (c->shared_embedding && c->input_vocab == c->target_vocab)
 			share_in = "enc.emb";
 	}
@@ -115,10 +128,10 @@ enum dt_status dt_transformer_graph(const struct dt_transformer_config *c, struc
 		snprintf(p, sizeof(p), "dec%d.ffn", l);
 		ffn(&b, p, x, x);
 	}
-	if (!b.st)
+	if (!b.st && !c->post_norm)
 		b.st = dt_graph_layer_norm(b.g, "dec.norm", x, NORM_EPS, err);
 	if (!b.st)
-		b.st = dt_graph_logits(b.g, "softmax", "dec.norm", c->target_vocab,
+		b.st = dt_graph_logits(b.g, "softmax", c->post_norm ? x : "dec.norm", c->target_vocab,
 				       c->shared_embedding_and_softmax_weights ? "dec.emb" : NULL, err);
 	if (!b.st)
 		b.st = dt_graph_sequence_loss(b.g, "softmax", c->label_smoothing, err);

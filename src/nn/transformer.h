@@ -17,6 +17,10 @@
  *     logits = norm(y) table^T
  *   loss: padded cross-entropy with label smoothing
  *
+ * With post_norm (t2t's layer_preprocess_sequence "none" and
+ * layer_postprocess_sequence "dan", transformer_base_v1's layout) each
+ * sublayer is x = norm(x + dropout(f(x))), its norm named as the pre-norm
+ * one ("enc0.self.norm"), and the stacks end without enc.norm and dec.norm.
  * Layer norms use t2t's epsilon 1e-6; every dropout named is its hparam.
  * Tables: the targets' symbol table is the softmax's when
  * shared_embedding_and_softmax_weights (t2t's transformer_base), and the
@@ -38,6 +42,7 @@ struct dt_transformer_config {
 	float layer_prepostprocess_dropout, attention_dropout, relu_dropout;
 	float label_smoothing;
 	int shared_embedding_and_softmax_weights, shared_embedding;
+	int post_norm;               /* 1: t2t's "none"/"dan" layout (above); 0: "n"/"da" */
 };
 
 /* A new graph (dt_graph_free) with inputs "inputs" (when has_inputs) and

@@ -153,6 +153,12 @@ static enum dt_status read_model(struct dt_transformer_decoder *d, struct dt_err
 {
 	struct dt_model *m = d->m;
 	const struct dt_variable *v = var_named(m, "dec.norm/gamma"), *f = var_named(m, "dec0.ffn.conv1/bias");
+	if (!v && f && var_named(m, "dec0.ffn.norm/gamma")) {
+		enum dt_status st = dt_err_set(err, DT_CONFIG, "a post-norm transformer (layer_postprocess_sequence=dan, "
+								 "transformer_base_v1's layout) has no fast decoder");
+		dt_err_hint(err, "decode through the whole graph: --decode_hparams=cache=0");
+		return st;
+	}
 	if (!v || !f)
 		return dt_err_set(err, DT_CONFIG, "the model has no '%s': not t2t's transformer (nn/transformer.h)",
 				  v ? "dec0.ffn.conv1/bias" : "dec.norm/gamma");

@@ -33,6 +33,7 @@ static enum dt_status text_model_new(const struct dt_hparams *hp, const struct d
 		.label_smoothing = (float)hp->label_smoothing,
 		.shared_embedding_and_softmax_weights = hp->shared_embedding_and_softmax_weights,
 		.shared_embedding = hp->shared_embedding,
+		.post_norm = strcmp(hp->layer_postprocess_sequence, "dan") == 0,
 	};
 	struct dt_graph *g = NULL;
 	enum dt_status st = dt_transformer_graph(&c, &g, err);

@@ -263,6 +263,12 @@ DT_TEST(data_tfrecord, example_accepts_unpacked_mixed_floats_bytes_and_unknown_f
 	DT_CHECK(f->f32[0] == 1.0f && f->f32[1] == 2.0f);
 	DT_CHECK_INT_EQ(b->kind, DT_FEATURE_BYTES);
 	DT_CHECK_INT_EQ((int)b->count, 2);
+	/* bytes values point into the record: "xy" and "" */
+	DT_CHECK(b->bytes && b->bytes_len);
+	DT_CHECK_INT_EQ((int)b->bytes_len[0], 2);
+	/* past entry "u" and "f", then entry "b"'s header, its list's and its value's */
+	DT_CHECK(b->bytes[0] == msg + 4 + 22 + 20 + 7 + 4 && memcmp(b->bytes[0], "xy", 2) == 0);
+	DT_CHECK_INT_EQ((int)b->bytes_len[1], 0);
 	dt_example_free(&ex);
 	/* the first "u" alone, before it was replaced: 1, 2, 3, 4 */
 	uint8_t first[2 + 22];

@@ -39,11 +39,13 @@ static void tiny_config(struct dt_transformer_config *c, int has_inputs, float d
 					     .shared_embedding_and_softmax_weights = 1 };
 }
 
-static void tctx_build(struct tctx *t, int has_inputs, uint64_t seed)
+/* post_norm: t2t's "none"/"dan" layout (transformer_base_v1's) */
+static void tctx_build_layout(struct tctx *t, int has_inputs, int post_norm, uint64_t seed)
 {
 	struct dt_err err = DT_ERR_INIT;
 	struct dt_transformer_config c;
 	tiny_config(&c, has_inputs, 0.0f);
+	c.post_norm = post_norm;
 	struct dt_graph *g;
 	DT_CHECK_OK(dt_transformer_graph(&c, &g, &err), &err);
 	DT_CHECK_OK(dt_model_from_graph(g, "transformer", B * 8, &t->m, &err), &err);
@@ -70,6 +72,11 @@ static void tctx_build(struct tctx *t, int has_inputs, uint64_t seed)
 	t->batch.targets = (struct dt_data){ DT_INT32, t->targets };
 }
 
+static void tctx_build(struct tctx *t, int has_inputs, uint64_t seed)
+{
+	tctx_build_layout(t, has_inputs, 0, seed);
+}
+
 static double tloss(void *p)
 {
 	struct tctx *t = p;
@@ -79,10 +86,10 @@ static double tloss(void *p)
 	return r.loss;
 }
 
-static void check_grads(int has_inputs)
+static void check_grads_layout(int has_inputs, int post_norm)
 {
 	struct tctx t;
-	tctx_build(&t, has_inputs, 21);
+	tctx_build_layout(&t, has_inputs, post_norm, 21);
 	struct dt_err err = DT_ERR_INIT;
 	struct dt_step_result r;
 	DT_CHECK_OK(dt_model_step(t.m, &t.batch, NULL, NULL, NULL, &r, &err), &err);
@@ -101,9 +108,32 @@ static void check_grads(int has_inputs)
 	dt_model_free(t.m);
 }
 
+static void check_grads(int has_inputs)
+{
+	check_grads_layout(has_inputs, 0);
+}
+
 DT_TEST_TIMEOUT(nn_transformer, encoder_decoder_gradients_match_differences, 120)
 {
 	check_grads(1);
+}
+
+/* transformer_base_v1's post-norm layout: a norm after each residual (named
+ * as the pre-norm one), none at the stacks' ends; its gradients checked too */
+DT_TEST_TIMEOUT(nn_transformer, post_norm_layout_names_and_gradients, 120)
+{
+	struct tctx t;
+	tctx_build_layout(&t, 1, 1, 21);
+	int norms = 0, ends = 0;
+	for (int v = 0; v < dt_model_num_variables(t.m); v++) {
+		const char *name = dt_model_variable(t.m, v)->name;
+		norms += strstr(name, ".norm/gamma") != NULL;
+		ends += strcmp(name, "enc.norm/gamma") == 0 || strcmp(name, "dec.norm/gamma") == 0;
+	}
+	DT_CHECK_INT_EQ(norms, 2 + 3); /* encoder: self, ffn; decoder: self, encdec, ffn */
+	DT_CHECK_INT_EQ(ends, 0);
+	dt_model_free(t.m);
+	check_grads_layout(1, 1);
 }
 
 DT_TEST_TIMEOUT(nn_transformer, decoder_only_gradients_match_differences, 120)
