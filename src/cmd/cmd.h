@@ -51,6 +51,7 @@ int dt_cmd_monitor(int argc, char **argv);
 int dt_cmd_kill(int argc, char **argv);
 int dt_cmd_help(int argc, char **argv);
 int dt_cmd_ckpt(int argc, char **argv);
+int dt_cmd_timeline(int argc, char **argv);
 int dt_cmd_export(int argc, char **argv);
 int dt_cmd_decode(int argc, char **argv);
 int dt_cmd_datagen(int argc, char **argv);

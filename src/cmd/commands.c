@@ -22,6 +22,7 @@ const struct dt_command dt_commands[] = {
 	{ "secret", dt_cmd_secret, "make a cluster secret: dtrain secret new PATH (docs/SECURITY.md)" },
 	{ "export", dt_cmd_export, "write a checkpoint's variables for another program (Keras HDF5 weights)" },
 	{ "ckpt", dt_cmd_ckpt, "inspect or verify a checkpoint (a file, or an output dir's latest)" },
+	{ "timeline", dt_cmd_timeline, "merge the tasks' --timeline files into one trace (Perfetto, chrome://tracing)" },
 	{ "version", dt_cmd_version, "print the version and the libraries in use" },
 	{ "help", dt_cmd_help, "show help for dtrain or one command" },
 	{ NULL, NULL, NULL },

@@ -22,6 +22,7 @@
 #include "api/internal.h"
 #include "base/atomic_file.h"
 #include "base/log.h"
+#include "base/trace.h"
 #include "cmd/cmd.h"
 #include "cmd/data_flags.h"
 #include "cmd/secret.h"
@@ -34,7 +35,7 @@ static const char usage[] =
 	"dtrain train [--model=NAME] [--problem=NAME] [--train_steps=N] [--hparams='k=v,...'] [options]";
 
 struct train_args {
-	const char *model, *hparams_set, *hparams, *log_level, *metrics_file, *keras_model;
+	const char *model, *hparams_set, *hparams, *log_level, *metrics_file, *keras_model, *timeline;
 	int64_t seed;
 	double connect_timeout;
 	double ps_idle_timeout;
@@ -413,7 +414,7 @@ int dt_cmd_train(int argc, char **argv)
 	so.prefetch = 1;
 	const char *problem = "fashion_mnist";
 	struct train_args a = { .model = "cnn", .hparams = "", .hparams_set = "", .log_level = "info", .keras_model = "",
-				.metrics_file = "", .seed = 1,
+				.metrics_file = "", .timeline = "", .seed = 1,
 				.connect_timeout = 120, .ps_idle_timeout = 600, .step_timeout = 60, .ps_overlap = 1,
 				.sync_timeout = DT_SYNC_TIMEOUT_DEFAULT_S };
 	int64_t steps = so.train_steps, eval_every = 0, log_every = so.log_every;
@@ -463,6 +464,9 @@ int dt_cmd_train(int argc, char **argv)
 		DT_OPT_INT64("log_every", &log_every, "N", "progress line every N steps (0: none)"),
 		DT_OPT_STRING("log_level", &a.log_level, "LEVEL", "debug, info, warn or error"),
 		DT_OPT_STRING("metrics_file", &a.metrics_file, "PATH", "write the run's figures as JSON here"),
+		DT_OPT_STRING("timeline", &a.timeline, "PATH",
+			      "write this task's timeline (input, forward, backward, all-reduce buckets, ps rounds, "
+			      "checkpoints, evaluations) as a Chrome trace (Perfetto, chrome://tracing) at the end"),
 		DT_OPT_GROUP("Checkpoints and summaries"),
 		DT_OPT_STRING("output_dir", &ck.output_dir, "DIR",
 			      "checkpoints and summaries go here; training resumes from its latest checkpoint "
@@ -577,6 +581,13 @@ int dt_cmd_train(int argc, char **argv)
 		return dt_cmd_report(&err);
 	}
 	const struct cluster_facts facts = { .num_ps = cl.num_ps_replicas, .num_trainers = cl.num_worker_replicas };
+	char task[64]; /* the timeline's name of this task, as its log lines' prefix */
+	if (mode == MODE_LOCAL)
+		snprintf(task, sizeof(task), "chief:0");
+	else if (mode == MODE_EVAL && dt_cluster_is_local(&cl))
+		snprintf(task, sizeof(task), "evaluator:0");
+	else
+		snprintf(task, sizeof(task), "%s:%d", dt_job_name(cl.task.job), cl.task.index);
 	/* Every connection of a cluster task is authenticated when a secret is given. */
 	const char *secret = NULL;
 	dtrain_wire_security wire = DTRAIN_WIRE_AUTH;
@@ -640,6 +651,12 @@ int dt_cmd_train(int argc, char **argv)
 	}
 	so.deterministic = deterministic;
 	so.micro_batch = micro_batch;
+	if (*a.timeline) {
+		if (dt_trace_open(a.timeline, task, 0, &err)) {
+			rc = dt_cmd_report(&err);
+			goto out;
+		}
+	}
 	if (mode == MODE_EVAL) {
 		if (eval_options(cf.schedule, &ea, &so, &err)) {
 			rc = dt_cmd_report(&err);
@@ -665,6 +682,8 @@ int dt_cmd_train(int argc, char **argv)
 	}
 	rc = run_mode(mode, &facts, s, problem, threads, &a);
 out:
+	if (dt_trace_on() && dt_trace_close(&err) && rc == 0)
+		rc = dt_cmd_report(&err);
 	dtrain_session_free(s);
 	dtrain_cluster_free(pcl);
 	dtrain_error_free(perr);

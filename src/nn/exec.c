@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/trace.h"
 #include "nn/bleu.h"
 #include "nn/model_impl.h"
 #include "nn/seq.h"
@@ -462,16 +463,19 @@ enum dt_status dt__graph_run(struct dt_model *m, const struct dt_model_batch *b,
 		m->seq_B = b->size;
 		m->seq_L = b->length;
 	}
+	int64_t t0 = dt_trace_begin();
 	enum dt_status st = forward(m, b, training, rng, err);
-	if (st)
-		return st;
-	st = loss(m, b, training, res, err);
+	if (!st)
+		st = loss(m, b, training, res, err);
+	dt_trace_end(t0, "compute", training ? "forward" : "forward (evaluation)", -1, -1);
 	if (st || !training)
 		return st;
+	t0 = dt_trace_begin();
 	memset(m->written, 0, (size_t)m->num_nodes * sizeof(int));
 	m->written[m->store[m->output]] = 1;
 	if (m->seq_max_len > 0)
 		dt__seq_zero_tables(m);
 	backward(m, rows_of(m, b), on_ready, arg);
+	dt_trace_end(t0, "compute", "backward", -1, -1);
 	return DT_OK;
 }

@@ -9,14 +9,18 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/trace.h"
 
 enum dt_status dt__allreduce_reduce_bucket(struct dt_comm *comm, float *grads, const struct dt_allreduce_bucket *b,
 					   int k, int tail, double step_s, struct dt_err *err)
 {
 	char name[32];
 	snprintf(name, sizeof(name), "grads/bucket_%d", k);
-	return dt_allreduce_sum_f32(comm, grads + b->offset, b->count + (k == 0 ? (size_t)tail : 0), name,
-				    dt_deadline_in(step_s), err);
+	const size_t n = b->count + (k == 0 ? (size_t)tail : 0);
+	const int64_t t0 = dt_trace_begin();
+	enum dt_status st = dt_allreduce_sum_f32(comm, grads + b->offset, n, name, dt_deadline_in(step_s), err);
+	dt_trace_end(t0, "allreduce", "gradient bucket", -1, (int64_t)(n * sizeof(float)));
+	return st;
 }
 
 static void *comm_main(void *arg)

@@ -19,6 +19,7 @@
 #include "base/atomic_file.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/trace.h"
 
 /* A state file is a few lines per checkpoint; anything this big is not one. */
 #define STATE_MAX_BYTES (16u << 20)
@@ -465,9 +466,11 @@ int dt_saver_due(const struct dt_saver *s, int64_t step)
 enum dt_status dt_saver_save(struct dt_saver *s, const struct dt_ckpt_contents *c, struct dt_err *err)
 {
 	struct dt_ckpt_saved out;
+	const int64_t t0 = dt_trace_begin();
 	enum dt_status st = dt_ckpt_save(s->dir, c, s->keep_max, &out, err);
 	if (st)
 		return st;
+	dt_trace_end(t0, "checkpoint", "save", c->global_step, (int64_t)out.bytes);
 	dt_info("saved checkpoint for step %" PRId64 " to %s (%.1f MiB, %.0f ms)", c->global_step, out.path,
 		(double)out.bytes / (1024.0 * 1024.0), out.seconds * 1e3);
 	dt_saver_mark(s, c->global_step);

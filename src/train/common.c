@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/trace.h"
 #include "data/pipeline.h"
 #include "net/loop.h"
 #include "tensor/blas.h"
@@ -81,8 +82,20 @@ double dt_train_clip_grads(struct dt_model *m, const struct dt_hparams *hp, int 
 	return norm;
 }
 
+static enum dt_status evaluate_shard(struct dt_model *model, const struct dt_dataset *ds, int shard_index,
+				     int shard_count, double sums[DT_EVAL_SUMS], struct dt_err *err);
+
 enum dt_status dt_train_evaluate_shard(struct dt_model *model, const struct dt_dataset *ds, int shard_index,
 				       int shard_count, double sums[DT_EVAL_SUMS], struct dt_err *err)
+{
+	const int64_t t0 = dt_trace_begin();
+	enum dt_status st = evaluate_shard(model, ds, shard_index, shard_count, sums, err);
+	dt_trace_end(t0, "evaluate", "evaluation", -1, -1);
+	return st;
+}
+
+static enum dt_status evaluate_shard(struct dt_model *model, const struct dt_dataset *ds, int shard_index,
+				     int shard_count, double sums[DT_EVAL_SUMS], struct dt_err *err)
 {
 	if (ds->text)
 		return dt__train_evaluate_text(model, ds->text, shard_index, shard_count, sums, err);

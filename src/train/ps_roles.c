@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/trace.h"
 #include "distribute/in_graph.h"
 #include "distribute/placement.h"
 #include "distribute/ps_client.h"
@@ -450,7 +451,12 @@ static enum dt_status async_apply(struct dt_session *s, void *self, const struct
 		memcpy(a->round_grads, grads, bytes);
 		helper_start(&a->h, compute_next, a);
 	}
+	uint64_t sent0, got0, sent1, got1;
+	dt_ps_client_bytes(a->c, &sent0, &got0);
+	const int64_t t0 = dt_trace_begin();
 	enum dt_status st = dt_ps_client_round(a->c, 1, lr, 1, 1, &gstep, dt_deadline_in(a->round_s), err);
+	dt_ps_client_bytes(a->c, &sent1, &got1);
+	dt_trace_end(t0, "ps", "round: push, step, pull", gstep, (int64_t)(sent1 - sent0 + got1 - got0));
 	if (!st && a->chief) /* checkpoints, snapshot from the ps when due */
 		st = dt_ps_chief_after_step(&a->ch, a->c, gstep, fig, lr, err);
 	if (a->round_grads) {

@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/progress.h"
+#include "base/trace.h"
 #include "distribute/mirrored.h"
 #include "train/checkpoint.h"
 #include "nn/regularize.h"
@@ -597,7 +598,9 @@ enum dt_status dt__session_compute(struct dt_session *s, struct dt_step_figures 
 	if (s->cfg->micro_batch > 0)
 		return dt__session_compute_micro(s, out, err);
 	const struct dt_batch *b;
+	const int64_t t0 = dt_trace_begin();
 	enum dt_status st = dt__session_next_batch(s, &b, err);
+	dt_trace_end(t0, "input", "next batch", s->step + 1, -1);
 	return st ? st : dt__session_compute_batch(s, b, NULL, NULL, out, err);
 }
 
@@ -686,7 +689,7 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 	if (s->torn_step)
 		return refuse_torn(s, "take another step", err);
 	struct dt_step_figures fig = { 0 };
-	int64_t t0 = dt_now_ns();
+	int64_t t0 = dt_now_ns(), w0 = dt_trace_begin(); /* the step's halves on the timeline (base/trace.h) */
 	enum dt_status st = s->strategy->compute ? s->strategy->compute(s, s->self, &fig, err)
 						 : dt__session_compute(s, &fig, err);
 	if (st)
@@ -698,11 +701,14 @@ enum dt_status dt_session_step(struct dt_session *s, struct dt_err *err)
 	}
 	float lr = dt_lr_at(&tc->hp, s->step, tc->train_steps) * s->info.lr_scale;
 	int64_t t1 = dt_now_ns();
+	dt_trace_end(w0, "step", "compute", s->step + 1, -1);
+	const int64_t w1 = dt_trace_begin();
 	struct dt_strategy_step io = { .step = s->step + 1, .taken = 1 };
 	if ((st = s->strategy->apply(s, s->self, &fig, lr, &io, err)))
 		return st;
 	s->compute_ns += t1 - t0;
 	s->apply_ns += dt_now_ns() - t1;
+	dt_trace_end(w1, "step", "apply", s->step + 1, -1);
 	const int64_t prev = s->step;
 	s->step = io.step;
 	if (!io.taken)

@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/trace.h"
 #include "base/retry.h"
 #include "distribute/in_graph.h"
 #include "distribute/ps_client.h"
@@ -261,7 +262,12 @@ static enum dt_status trainer_apply(struct dt_session *s, void *self, const stru
 	/* The ps's own deadline fails the step first, with the better message. */
 	double wait_s = (step == t->first_step ? t->first_s : sync_timeout(t->k.cfg)) + t->round_s;
 	struct dt_ps_sync_result sr;
+	uint64_t sent0, got0, sent1, got1;
+	dt_ps_client_bytes(t->c, &sent0, &got0);
+	const int64_t t0 = dt_trace_begin();
 	enum dt_status st = dt_ps_client_sync_round(t->c, 1, step, lr, step, &sr, dt_deadline_in(wait_s), err);
+	dt_ps_client_bytes(t->c, &sent1, &got1);
+	dt_trace_end(t0, "ps", "sync round: push, barrier, pull", step + 1, (int64_t)(sent1 - sent0 + got1 - got0));
 	if (st && !t->chief && dt_ps_client_ended_by_ps(t->c)) {
 		dt_info("the parameter servers closed: the run is over");
 		dt__session_end_run(s);
