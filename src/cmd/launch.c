@@ -19,6 +19,7 @@
 #include "launch/run.h"
 #include "launch/spec.h"
 #include "launch/state.h"
+#include "launch/sweep.h"
 
 static const char usage[] = "dtrain launch SPEC.yaml | dtrain launch [--workers=N] [--ps=N] [--evaluator] "
 			    "[--mode=async|sync|mirrored] -- TRAIN_FLAGS... | dtrain launch --emit=k8s|tfjob|slurm SPEC.yaml";
@@ -31,6 +32,29 @@ static void self_path(char *buf, size_t cap)
 		snprintf(buf, cap, "dtrain");
 	else
 		buf[n] = '\0';
+}
+
+/* Whether this host has a GPU the tasks could use (NVIDIA's or AMD's driver). */
+static int host_has_gpu(void)
+{
+	return access("/dev/nvidia0", F_OK) == 0 || access("/dev/kfd", F_OK) == 0;
+}
+
+/* RiseML's `gpus`: dtrain's tasks run on CPUs; one line says so when the
+ * spec asks for GPUs this host does not have. */
+static void gpu_notice(const struct dt_launch_spec *s)
+{
+	static const char *const groups[] = { "worker", "ps", "evaluator" };
+	char what[160] = "";
+	size_t used = 0;
+	for (int g = 0; g < DT_GROUP_COUNT; g++)
+		if (s->res[g].gpus > 0 && used < sizeof(what) &&
+		    (g == DT_GROUP_WORKER || (g == DT_GROUP_PS && s->ps > 0) || (g == DT_GROUP_EVALUATOR && s->evaluators > 0)))
+			used += (size_t)snprintf(what + used, sizeof(what) - used, "%s%d per %s", used ? ", " : "",
+						 s->res[g].gpus, groups[g]);
+	if (used && !host_has_gpu())
+		fprintf(stderr, "notice: the spec asks for GPUs (%s) and this host has none: every task runs on its "
+				"CPUs\n", what);
 }
 
 static int has_double_dash(int argc, char **argv)
@@ -148,6 +172,14 @@ int dt_cmd_launch(int argc, char **argv)
 	char bin[PATH_MAX];
 	self_path(bin, sizeof(bin));
 	int rc = 0;
+	if (!*emit)
+		gpu_notice(&spec);
+	if (*emit && spec.sweep) {
+		dt_err_set(&err, DT_USAGE, "--emit of a sweep ('parameters:' in '%s') is not supported yet: emit one "
+					   "trial's spec, with the values written in", spec.path);
+		dt_launch_spec_release(&spec);
+		return dt_cmd_report(&err);
+	}
 	if (*emit) {
 		FILE *out = stdout;
 		if (*emit_file && !(out = fopen(emit_file, "we"))) {
@@ -170,7 +202,7 @@ int dt_cmd_launch(int argc, char **argv)
 		char home[512];
 		dt_exp_home(home, sizeof(home));
 		struct dt_launch_opts lo = { .home = home, .bin = bin, .out = stdout };
-		if (dt_launch_run(&spec, &lo, &rc, &err))
+		if (spec.sweep ? dt_launch_sweep_run(&spec, &lo, &rc, &err) : dt_launch_run(&spec, &lo, &rc, &err))
 			rc = dt_cmd_report(&err);
 	}
 	dt_launch_spec_release(&spec);

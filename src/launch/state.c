@@ -100,6 +100,34 @@ int dt_exp_list(const char *home, int **ids)
 	return n;
 }
 
+static enum dt_status make_subdirs(const struct dt_exp *exp, struct dt_err *err)
+{
+	static const char *const subs[] = { "logs", "progress" };
+	for (size_t i = 0; i < DT_ARRAY_LEN(subs); i++) {
+		char path[600];
+		snprintf(path, sizeof(path), "%s/%s", exp->dir, subs[i]);
+		if (mkdir(path, 0755) != 0)
+			return dt_err_set(err, DT_IO, "cannot create '%s': %s", path, strerror(errno));
+	}
+	return DT_OK;
+}
+
+enum dt_status dt_exp_create_id(const char *home, const char *id, struct dt_exp *exp, struct dt_err *err)
+{
+	char base[1024];
+	snprintf(base, sizeof(base), "%s/experiments", home);
+	enum dt_status st = mkdir_p(base, err);
+	if (st)
+		return dt_err_prefix(err, "cannot create the state directory ($DTRAIN_HOME)");
+	snprintf(exp->id, sizeof(exp->id), "%s", id);
+	int len = snprintf(exp->dir, sizeof(exp->dir), "%s/%s", base, id);
+	if (len < 0 || (size_t)len >= sizeof(exp->dir) - 64)
+		return dt_err_set(err, DT_CONFIG, "state directory '%s' is too long", base);
+	if (mkdir(exp->dir, 0755) != 0)
+		return dt_err_set(err, DT_IO, "cannot create '%s': %s", exp->dir, strerror(errno));
+	return make_subdirs(exp, err);
+}
+
 enum dt_status dt_exp_create(const char *home, struct dt_exp *exp, struct dt_err *err)
 {
 	char base[1024];
@@ -116,16 +144,8 @@ enum dt_status dt_exp_create(const char *home, struct dt_exp *exp, struct dt_err
 		int len = snprintf(exp->dir, sizeof(exp->dir), "%s/%d", base, next);
 		if (len < 0 || (size_t)len >= sizeof(exp->dir) - 64)
 			return dt_err_set(err, DT_CONFIG, "state directory '%s' is too long", base);
-		if (mkdir(exp->dir, 0755) == 0) {
-			char logs[600];
-			snprintf(logs, sizeof(logs), "%s/logs", exp->dir);
-			if (mkdir(logs, 0755) != 0)
-				return dt_err_set(err, DT_IO, "cannot create '%s': %s", logs, strerror(errno));
-			snprintf(logs, sizeof(logs), "%s/progress", exp->dir);
-			if (mkdir(logs, 0755) != 0)
-				return dt_err_set(err, DT_IO, "cannot create '%s': %s", logs, strerror(errno));
-			return DT_OK;
-		}
+		if (mkdir(exp->dir, 0755) == 0)
+			return make_subdirs(exp, err);
 		if (errno != EEXIST)
 			return dt_err_set(err, DT_IO, "cannot create '%s': %s", exp->dir, strerror(errno));
 	}
@@ -227,10 +247,14 @@ enum dt_status dt_exp_save(const struct dt_exp *exp, struct dt_err *err)
 	json_t *tasks = json_array();
 	for (int i = 0; i < exp->ntasks; i++) {
 		const struct dt_exp_task *t = &exp->tasks[i];
-		json_array_append_new(tasks, json_pack("{s:s, s:s, s:i, s:I, s:i, s:f, s:i}", "name", t->name, "state",
-						       dt_task_state_name(t->state), "pid", (int)t->pid, "pid_start",
-						       (json_int_t)t->pid_start, "exit_code", t->exit_code, "started",
-						       t->started, "restarts", t->restarts));
+		json_t *jt = json_pack("{s:s, s:s, s:i, s:I, s:i, s:f, s:i}", "name", t->name, "state",
+				       dt_task_state_name(t->state), "pid", (int)t->pid, "pid_start",
+				       (json_int_t)t->pid_start, "exit_code", t->exit_code, "started", t->started,
+				       "restarts", t->restarts);
+		DT_ASSERT(jt);
+		if (t->params[0])
+			json_object_set_new(jt, "params", json_string(t->params));
+		json_array_append_new(tasks, jt);
 	}
 	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:s, s:i, s:f, s:f, s:o}", "id", exp->id, "name",
 			      exp->name, "spec", exp->spec, "output_dir", exp->output_dir, "launcher_pid",
@@ -238,6 +262,8 @@ enum dt_status dt_exp_save(const struct dt_exp *exp, struct dt_err *err)
 			      dt_task_state_name(exp->state), "exit_code", exp->exit_code, "started", exp->started,
 			      "ended", exp->ended, "tasks", tasks);
 	DT_ASSERT(o);
+	if (exp->sweep)
+		json_object_set_new(o, "sweep", json_true());
 	char *text = json_dumps(o, JSON_INDENT(1) | JSON_REAL_PRECISION(15));
 	json_decref(o);
 	char path[600];
@@ -256,11 +282,17 @@ enum dt_status dt_exp_load(const char *home, const char *id, struct dt_exp *exp,
 {
 	memset(exp, 0, sizeof(*exp));
 	char *end;
-	long v = strtol(id, &end, 10);
-	if (end == id || *end || v <= 0 || v > 1000000000)
-		return dt_err_set(err, DT_USAGE, "'%s' is not an experiment id (ids are numbers; see 'dtrain status -a')", id);
-	snprintf(exp->id, sizeof(exp->id), "%d", (int)v);
-	snprintf(exp->dir, sizeof(exp->dir), "%.400s/experiments/%d", home, (int)v);
+	long v = strtol(id, &end, 10), trial = 0;
+	if (end != id && *end == '.' && end[1] >= '0' && end[1] <= '9') /* a sweep's trial: "4.3" */
+		trial = strtol(end + 1, &end, 10);
+	if (end == id || *end || v <= 0 || v > 1000000000 || trial < 0 || trial > 1000000000 || (trial == 0 && strchr(id, '.')))
+		return dt_err_set(err, DT_USAGE, "'%s' is not an experiment id (ids are numbers, a sweep's trials "
+						 "<id>.<k>; see 'dtrain status -a')", id);
+	if (trial)
+		snprintf(exp->id, sizeof(exp->id), "%d.%d", (int)v, (int)trial);
+	else
+		snprintf(exp->id, sizeof(exp->id), "%d", (int)v);
+	snprintf(exp->dir, sizeof(exp->dir), "%.400s/experiments/%s", home, exp->id);
 	char path[600];
 	snprintf(path, sizeof(path), "%s/state.json", exp->dir);
 	json_error_t jerr;
@@ -279,6 +311,7 @@ enum dt_status dt_exp_load(const char *home, const char *id, struct dt_exp *exp,
 	exp->exit_code = (int)json_integer_value(json_object_get(o, "exit_code"));
 	exp->started = json_number_value(json_object_get(o, "started"));
 	exp->ended = json_number_value(json_object_get(o, "ended"));
+	exp->sweep = json_is_true(json_object_get(o, "sweep"));
 	json_t *tasks = json_object_get(o, "tasks");
 	size_t n = json_array_size(tasks);
 	exp->tasks = dt_xcalloc(n ? n : 1, sizeof(*exp->tasks));
@@ -292,6 +325,7 @@ enum dt_status dt_exp_load(const char *home, const char *id, struct dt_exp *exp,
 		et->exit_code = (int)json_integer_value(json_object_get(t, "exit_code"));
 		et->started = json_number_value(json_object_get(t, "started"));
 		et->restarts = (int)json_integer_value(json_object_get(t, "restarts"));
+		copy_str(et->params, sizeof(et->params), json_object_get(t, "params"));
 	}
 	exp->ntasks = (int)n;
 	json_decref(o);

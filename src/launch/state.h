@@ -49,10 +49,11 @@ struct dt_exp_task {
 	int exit_code;                 /* -1 until it ended; 128 + signal for a death by signal */
 	double started;                /* epoch seconds of the latest start, 0 if never */
 	int restarts;
+	char params[256];              /* a sweep's trial: "lr=0.1 layers=2", else "" */
 };
 
 struct dt_exp {
-	char id[16];
+	char id[24];                   /* "4", or a sweep's trial "4.3" */
 	char dir[512];                 /* $DTRAIN_HOME/experiments/<id> */
 	char name[64];
 	char spec[512];
@@ -62,6 +63,7 @@ struct dt_exp {
 	enum dt_task_state state;      /* RUNNING until the launcher ends */
 	int exit_code;                 /* -1 while running */
 	double started, ended;
+	int sweep;                     /* 1: a sweep, whose "tasks" are its trials "<id>.<k>" (sweep.h) */
 	struct dt_exp_task *tasks;     /* [ntasks] owned */
 	int ntasks;
 };
@@ -72,8 +74,12 @@ void dt_exp_home(char *buf, size_t cap);
 /* Creates experiments/<next id>/ and logs/ under `home` and fills exp->id and
  * exp->dir. */
 enum dt_status dt_exp_create(const char *home, struct dt_exp *exp, struct dt_err *err) DT_MUST_CHECK;
+/* Creates experiments/<id>/ for a given id (a sweep's trial, "4.3");
+ * DT_IO when it exists already. */
+enum dt_status dt_exp_create_id(const char *home, const char *id, struct dt_exp *exp, struct dt_err *err) DT_MUST_CHECK;
 enum dt_status dt_exp_save(const struct dt_exp *exp, struct dt_err *err) DT_MUST_CHECK;
-/* Loads experiments/<id>; DT_USAGE naming the id when there is none. */
+/* Loads experiments/<id> (an experiment "4" or a sweep's trial "4.3");
+ * DT_USAGE naming the id when there is none. */
 enum dt_status dt_exp_load(const char *home, const char *id, struct dt_exp *exp, struct dt_err *err) DT_MUST_CHECK;
 void dt_exp_release(struct dt_exp *exp);
 /* Experiment ids under home, ascending (caller frees with free()). */
