@@ -367,6 +367,25 @@ static enum dt_status tf_key(struct dt__walker *w, const char *key, yaml_node_t 
 	return dt__spec_map(w, v, "'tensorflow.distributed'", dist_keys, DT_ARRAY_LEN(dist_keys), dist_key, m);
 }
 
+/* Seed 001 writes `run: >-` with its flags on lines indented under the
+ * command; YAML keeps the line breaks before more-indented lines of a
+ * folded scalar, which a shell would run as commands of their own. Such a
+ * break (a newline and the indentation after it) becomes one space. */
+static void join_continuations(char *line)
+{
+	char *out = line;
+	for (const char *p = line; *p; p++) {
+		if (*p == '\n' && (p[1] == ' ' || p[1] == '\t')) {
+			while (p[1] == ' ' || p[1] == '\t')
+				p++;
+			*out++ = ' ';
+			continue;
+		}
+		*out++ = *p;
+	}
+	*out = '\0';
+}
+
 static enum dt_status train_key(struct dt__walker *w, const char *key, yaml_node_t *v, void *ctx)
 {
 	static const char *const tf_keys[] = { "version", "distributed" };
@@ -391,6 +410,8 @@ static enum dt_status train_key(struct dt__walker *w, const char *key, yaml_node
 	if (v->type == YAML_SCALAR_NODE) {
 		if ((st = dt__spec_string(w, v, "run", &line)))
 			return st;
+		if (v->data.scalar.style == YAML_FOLDED_SCALAR_STYLE)
+			join_continuations(line);
 	} else if (v->type == YAML_SEQUENCE_NODE) {
 		char **items = NULL;
 		int n = 0;
