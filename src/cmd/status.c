@@ -83,6 +83,41 @@ static void print_tasks(const struct dt_exp *e)
 	}
 }
 
+/* A sweep's trials (launch/sweep.h): each with its values, state, exit
+ * code and the trial's own progress (its chief's global step). */
+static void print_trials(const char *home, const struct dt_exp *e)
+{
+	int counts[DT_TS_LOST + 1] = { 0 };
+	for (int i = 0; i < e->ntasks; i++)
+		counts[e->tasks[i].state]++;
+	printf("trials: %d: %d finished, %d running, %d failed, %d killed, %d waiting\n\n", e->ntasks,
+	       counts[DT_TS_FINISHED], counts[DT_TS_RUNNING] + counts[DT_TS_STARTING], counts[DT_TS_FAILED],
+	       counts[DT_TS_KILLED], counts[DT_TS_CREATED]);
+	printf("%-10s %-9s %5s %8s %11s %5s  %s\n", "TRIAL", "STATE", "EXIT", "UPTIME", "STEP", "DONE", "PARAMETERS");
+	double now = dt_wall_seconds();
+	for (int i = 0; i < e->ntasks; i++) {
+		const struct dt_exp_task *t = &e->tasks[i];
+		char code[16] = "-", up[32] = "-", step[48] = "-", done[16] = "-";
+		if (t->exit_code >= 0)
+			snprintf(code, sizeof(code), "%d", t->exit_code);
+		struct dt_exp trial;
+		memset(&trial, 0, sizeof(trial));
+		if (t->state != DT_TS_CREATED && dt_exp_load(home, t->name, &trial, NULL) == DT_OK) {
+			dt_exp_check_lost(&trial);
+			struct dt_exp_progress p;
+			dt_exp_progress(&trial, now, &p, NULL, 0);
+			fmt_step(step, sizeof(step), &p);
+			if (p.pct >= 0)
+				snprintf(done, sizeof(done), "%.0f%%", p.pct);
+			if (trial.started > 0)
+				fmt_uptime(up, sizeof(up), (trial.ended > 0 ? trial.ended : now) - trial.started);
+		}
+		dt_exp_release(&trial);
+		printf("%-10s %-9s %5s %8s %11s %5s  %s\n", t->name, dt_task_state_name(t->state), code, up, step, done,
+		       t->params);
+	}
+}
+
 /* The experiment's progress, newest checkpoint and evaluation. */
 static void print_progress(const struct dt_exp *e)
 {
@@ -133,13 +168,21 @@ int dt_cmd_status(int argc, char **argv)
 			return dt_cmd_report(&err);
 		}
 		dt_exp_check_lost(&e);
-		printf("experiment %s '%s': %s", e.id, e.name, dt_task_state_name(e.state));
+		printf("%s %s '%s': %s", e.sweep ? "sweep" : "experiment", e.id, e.name, dt_task_state_name(e.state));
 		if (e.exit_code >= 0)
 			printf(" (exit code %d)", e.exit_code);
-		printf("\nspec: %s\noutput dir: %s\nlogs: %s/logs\n", e.spec, e.output_dir, e.dir);
-		print_progress(&e);
-		printf("\n");
-		print_tasks(&e);
+		if (e.sweep)
+			printf("\nspec: %s\noutput dir: %s (a dir per trial)\nlogs: dtrain logs %s.K [TASK]\n", e.spec,
+			       e.output_dir, e.id);
+		else
+			printf("\nspec: %s\noutput dir: %s\nlogs: %s/logs\n", e.spec, e.output_dir, e.dir);
+		if (e.sweep) {
+			print_trials(home, &e);
+		} else {
+			print_progress(&e);
+			printf("\n");
+			print_tasks(&e);
+		}
 		dt_exp_release(&e);
 		return 0;
 	}
@@ -216,6 +259,10 @@ int dt_cmd_logs(int argc, char **argv)
 	enum dt_status st = dt_exp_load(home, args.items[0], &e, &err);
 	const char *task = args.count == 2 ? args.items[1] : NULL;
 	int sel = -1;
+	if (!st && e.sweep) /* its trials keep the logs */
+		st = dt_err_set(&err, DT_USAGE, "%s is a sweep: its trials have the logs, e.g. 'dtrain logs %s.1%s%s' "
+						"('dtrain status %s' lists them)", e.id, e.id, task ? " " : "", task ? task : "",
+				e.id);
 	if (!st && task) {
 		/* "worker.0" or "7.worker.0" */
 		size_t idl = strlen(e.id);

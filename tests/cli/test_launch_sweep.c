@@ -217,6 +217,23 @@ DT_TEST_TIMEOUT(launch_sweep, seed_001_spec_runs_a_grid_of_distributed_trials, 6
 		DT_CHECK(at_once <= 2);
 	}
 	DT_CHECK_INT_EQ(home_processes(5), 0);
+	/* status lists every trial with its values; logs take a trial's id. */
+	struct dt_run r2;
+	cli_run(&r2, (const char *[]){ "status", "1", NULL }, 20);
+	DT_CHECK_INT_EQ(r2.exit_code, 0);
+	DT_CHECK_CONTAINS(r2.out, "sweep 1 'ai-toaster': FINISHED (exit code 0)");
+	DT_CHECK_CONTAINS(r2.out, "trials: 8: 8 finished, 0 running, 0 failed, 0 killed, 0 waiting");
+	DT_CHECK_CONTAINS(r2.out, "num-layers=2 learning-rate=0.1 batch=32");
+	DT_CHECK(strstr(r2.out, "1.6        FINISHED      0") != NULL);
+	dt_run_release(&r2);
+	cli_run(&r2, (const char *[]){ "logs", "1.6", "chief", NULL }, 20);
+	DT_CHECK_INT_EQ(r2.exit_code, 0);
+	DT_CHECK_CONTAINS(r2.out, "run 1.6 chief --num-layers 2 --learning-rate 0.1 --batch 32");
+	dt_run_release(&r2);
+	cli_run(&r2, (const char *[]){ "logs", "1", "chief", NULL }, 20);
+	DT_CHECK_INT_EQ(r2.exit_code, 2);
+	DT_CHECK_CONTAINS(r2.err, "1 is a sweep: its trials have the logs, e.g. 'dtrain logs 1.1 chief'");
+	dt_run_release(&r2);
 }
 
 /* Every mistake in a sweep: exit 2, the file, line and column. */
@@ -404,6 +421,11 @@ DT_TEST_TIMEOUT(launch_sweep, train_trials_carry_their_parameters_into_hparams, 
 		free(hp);
 	}
 	dt_exp_release(&e);
+	cli_run(&r, (const char *[]){ "status", "1", NULL }, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK(strstr(r.out, "FINISHED      0") != NULL);
+	DT_CHECK_CONTAINS(r.out, "20/20  100%  lr=0.05 nsteps=20");
+	dt_run_release(&r);
 }
 
 /* `kill N.2` stops that trial only (KILLED, not counted as failed) and the
