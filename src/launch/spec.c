@@ -669,6 +669,7 @@ enum dt_status dt_launch_spec_parse(const char *text, size_t len, const char *pa
 		if (where && where->type == YAML_MAPPING_NODE)
 			st = dt__spec_sweep_read(&w, where, &sw);
 	}
+	dt__spec_walker_release(&w);
 	unsigned char used[DT_SWEEP_MAX_PARAMS] = { 0 };
 	if (!st) {
 		dt_launch_spec_release(out);
