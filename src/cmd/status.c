@@ -84,38 +84,93 @@ static void print_tasks(const struct dt_exp *e)
 }
 
 /* A sweep's trials (launch/sweep.h): each with its values, state, exit
- * code and the trial's own progress (its chief's global step). */
+ * code, the trial's own progress (its chief's global step) and, with an
+ * objective, its metric; ranked by the objective (trials without a value
+ * after, in order), the best marked '*'. */
+struct trial_row {
+	int index;
+	int have;
+	double value;
+	char up[32], step[48], done[16];
+};
+
+static int by_objective(const void *a, const void *b, void *maximize)
+{
+	const struct trial_row *x = a, *y = b;
+	int goal_maximize = *(const int *)maximize;
+	if (x->have != y->have)
+		return x->have ? -1 : 1;
+	if (x->have && x->value != y->value)
+		return (x->value > y->value) == goal_maximize ? -1 : 1;
+	return x->index - y->index;
+}
+
 static void print_trials(const char *home, const struct dt_exp *e)
 {
 	int counts[DT_TS_LOST + 1] = { 0 };
 	for (int i = 0; i < e->ntasks; i++)
 		counts[e->tasks[i].state]++;
-	printf("trials: %d: %d finished, %d running, %d failed, %d killed, %d waiting\n\n", e->ntasks,
+	printf("trials: %d: %d finished, %d running, %d failed, %d killed, %d waiting\n", e->ntasks,
 	       counts[DT_TS_FINISHED], counts[DT_TS_RUNNING] + counts[DT_TS_STARTING], counts[DT_TS_FAILED],
 	       counts[DT_TS_KILLED], counts[DT_TS_CREATED]);
-	printf("%-10s %-9s %5s %8s %11s %5s  %s\n", "TRIAL", "STATE", "EXIT", "UPTIME", "STEP", "DONE", "PARAMETERS");
+	struct trial_row *rows = dt_xcalloc((size_t)(e->ntasks ? e->ntasks : 1), sizeof(*rows));
 	double now = dt_wall_seconds();
 	for (int i = 0; i < e->ntasks; i++) {
 		const struct dt_exp_task *t = &e->tasks[i];
-		char code[16] = "-", up[32] = "-", step[48] = "-", done[16] = "-";
-		if (t->exit_code >= 0)
-			snprintf(code, sizeof(code), "%d", t->exit_code);
+		struct trial_row *r = &rows[i];
+		r->index = i;
+		snprintf(r->up, sizeof(r->up), "-");
+		snprintf(r->step, sizeof(r->step), "-");
+		snprintf(r->done, sizeof(r->done), "-");
 		struct dt_exp trial;
 		memset(&trial, 0, sizeof(trial));
 		if (t->state != DT_TS_CREATED && dt_exp_load(home, t->name, &trial, NULL) == DT_OK) {
 			dt_exp_check_lost(&trial);
 			struct dt_exp_progress p;
 			dt_exp_progress(&trial, now, &p, NULL, 0);
-			fmt_step(step, sizeof(step), &p);
+			fmt_step(r->step, sizeof(r->step), &p);
 			if (p.pct >= 0)
-				snprintf(done, sizeof(done), "%.0f%%", p.pct);
+				snprintf(r->done, sizeof(r->done), "%.0f%%", p.pct);
 			if (trial.started > 0)
-				fmt_uptime(up, sizeof(up), (trial.ended > 0 ? trial.ended : now) - trial.started);
+				fmt_uptime(r->up, sizeof(r->up), (trial.ended > 0 ? trial.ended : now) - trial.started);
+			if (e->metric[0])
+				r->have = dt_exp_metric(&trial, e->metric, &r->value);
 		}
 		dt_exp_release(&trial);
-		printf("%-10s %-9s %5s %8s %11s %5s  %s\n", t->name, dt_task_state_name(t->state), code, up, step, done,
-		       t->params);
 	}
+	if (e->metric[0]) {
+		int maximize = e->maximize;
+		qsort_r(rows, (size_t)e->ntasks, sizeof(*rows), by_objective, &maximize);
+		printf("objective: %s %s", e->maximize ? "maximize" : "minimize", e->metric);
+		if (e->has_target)
+			printf(" (target %g)", e->target);
+		if (e->ntasks && rows[0].have)
+			printf("; best: %s, %s = %g", e->tasks[rows[0].index].name, e->metric, rows[0].value);
+		printf("\n");
+	}
+	if (e->metric[0])
+		printf("\n%-10s %-9s %5s %8s %11s %5s %12s  %s\n", "TRIAL", "STATE", "EXIT", "UPTIME", "STEP", "DONE",
+		       e->metric, "PARAMETERS");
+	else
+		printf("\n%-10s %-9s %5s %8s %11s %5s  %s\n", "TRIAL", "STATE", "EXIT", "UPTIME", "STEP", "DONE",
+		       "PARAMETERS");
+	for (int i = 0; i < e->ntasks; i++) {
+		const struct trial_row *r = &rows[i];
+		const struct dt_exp_task *t = &e->tasks[r->index];
+		char code[16] = "-", value[32] = "-", name[40];
+		if (t->exit_code >= 0)
+			snprintf(code, sizeof(code), "%d", t->exit_code);
+		if (r->have)
+			snprintf(value, sizeof(value), "%.6g", r->value);
+		snprintf(name, sizeof(name), "%s%s", t->name, i == 0 && r->have ? " *" : "");
+		if (e->metric[0])
+			printf("%-10s %-9s %5s %8s %11s %5s %12s  %s\n", name, dt_task_state_name(t->state), code, r->up,
+			       r->step, r->done, value, t->params);
+		else
+			printf("%-10s %-9s %5s %8s %11s %5s  %s\n", name, dt_task_state_name(t->state), code, r->up, r->step,
+			       r->done, t->params);
+	}
+	free(rows);
 }
 
 /* The experiment's progress, newest checkpoint and evaluation. */

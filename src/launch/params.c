@@ -24,6 +24,7 @@ void dt_launch_sweep_free(struct dt_launch_sweep *sw)
 	}
 	free(sw->params);
 	free(sw->text);
+	free(sw->metric);
 	free(sw);
 }
 

@@ -13,6 +13,7 @@
  *     seed: 7                 # random: the same seed gives the same trials
  *     concurrency: 2          # trials at once (default 1)
  *     max_failed_trials: 1    # the sweep stops starting trials past this
+ *     objective: {metric: accuracy, goal: maximize, target: 0.9}
  *
  * Trials are numbered 1..ntrials (the user sees "<id>.<k>"). Grid order is
  * itertools.product's over the parameters in the order the spec lists
@@ -44,6 +45,7 @@
 #define DT_SWEEP_MAX_TRIALS 100000
 #define DT_SWEEP_MAX_PARAMS 32
 #define DT_SWEEP_MAX_VALUES 10000 /* per parameter (a range's expansion included) */
+#define DT_SWEEP_METRIC_MAX 63    /* bytes of an objective's metric name */
 
 enum dt_param_kind {
 	DT_PARAM_VALUES,  /* a list, a range or choices: values[] */
@@ -72,6 +74,11 @@ struct dt_launch_sweep {
 	int concurrency;     /* trials at once, >= 1 */
 	int max_failed;      /* failed trials tolerated; -1: no limit */
 	int64_t ntrials;     /* >= 1 */
+	/* objective: {metric, goal, target}: NULL metric without one. */
+	char *metric;        /* a name the trials' eval lines report ("accuracy", "loss") */
+	int maximize;        /* goal: maximize (1) or minimize (0) */
+	int has_target;      /* a finished trial that reaches `target` ends the sweep early */
+	double target;
 	char *text;          /* the spec's YAML, re-read for each trial */
 	size_t len;
 };

@@ -31,8 +31,10 @@
 #include "base/alloc.h"
 #include "launch/spec_internal.h"
 
-const char *const dt__spec_sweep_keys[DT__SPEC_NSWEEP_KEYS] = { "parameters", "search",      "max_trials",
-								"seed",       "concurrency", "max_failed_trials" };
+const char *const dt__spec_sweep_keys[DT__SPEC_NSWEEP_KEYS] = { "parameters",  "search",
+								"max_trials",  "seed",
+								"concurrency", "max_failed_trials",
+								"objective" };
 
 int dt__spec_is_sweep_key(const char *key)
 {
@@ -200,6 +202,35 @@ static enum dt_status read_param(struct dt__walker *w, yaml_node_t *k, yaml_node
 	return DT_OK;
 }
 
+/* objective: {metric: NAME, goal: maximize|minimize, target: X}. */
+struct objective_ctx {
+	struct dt_launch_sweep *sw;
+	int goal_given;
+};
+
+static enum dt_status objective_key(struct dt__walker *w, const char *key, yaml_node_t *v, void *ctx)
+{
+	struct objective_ctx *o = ctx;
+	if (!strcmp(key, "metric")) {
+		enum dt_status st = dt__spec_string(w, v, key, &o->sw->metric);
+		if (st)
+			return st;
+		const char *m = o->sw->metric;
+		if (!*m || strlen(m) > DT_SWEEP_METRIC_MAX || strspn(m, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+									"0123456789_-./") != strlen(m))
+			return dt__spec_at(w, v, "objective metric '%s' must be a name of letters, digits, '_', '-', '.' "
+						 "and '/' (as the trials' eval lines write it: 'accuracy = 0.91')", m);
+		return DT_OK;
+	}
+	if (!strcmp(key, "goal")) {
+		static const char *const goals[] = { "minimize", "maximize" };
+		o->goal_given = 1;
+		return dt__spec_enum(w, v, "goal", goals, 2, &o->sw->maximize);
+	}
+	o->sw->has_target = 1;
+	return want_number(w, v, "target", &o->sw->target, NULL);
+}
+
 enum dt_status dt__spec_sweep_read(struct dt__walker *w, yaml_node_t *map, struct dt_launch_sweep **out)
 {
 	*out = NULL;
@@ -254,6 +285,20 @@ enum dt_status dt__spec_sweep_read(struct dt__walker *w, yaml_node_t *map, struc
 		sw->concurrency = (int)n;
 	if (!st && given[5] && !(st = dt__spec_int(w, given[5], "max_failed_trials", 0, DT_SWEEP_MAX_TRIALS, &n)))
 		sw->max_failed = (int)n;
+	if (!st && given[6]) {
+		static const char *const keys[] = { "metric", "goal", "target" };
+		struct objective_ctx o = { .sw = sw };
+		st = dt__spec_map(w, given[6], "'objective'", keys, DT_ARRAY_LEN(keys), objective_key, &o);
+		if (!st && !sw->metric)
+			st = dt__spec_at(w, given[6], "'objective' needs 'metric' (e.g. {metric: accuracy, goal: maximize})");
+		if (!st && !o.goal_given) {
+			if (!strcmp(sw->metric, "accuracy"))
+				sw->maximize = 1;
+			else if (strcmp(sw->metric, "loss"))
+				st = dt__spec_at(w, given[6], "'objective' needs 'goal: maximize' or 'goal: minimize' for metric "
+							      "'%s' (accuracy is maximized, loss minimized by default)", sw->metric);
+		}
+	}
 	if (!st && sw->search == DT_SEARCH_RANDOM) {
 		if (!sw->max_trials)
 			st = dt__spec_at(w, given[1], "search: random needs 'max_trials' (how many trials to draw)");
@@ -448,9 +493,9 @@ static enum dt_status train_key(struct dt__walker *w, const char *key, yaml_node
 
 static enum dt_status root_key(struct dt__walker *w, const char *key, yaml_node_t *v, void *ctx)
 {
-	static const char *const train_keys[] = { "framework",   "resources", "tensorflow", "run",
-						  "parameters",  "search",    "max_trials", "seed",
-						  "concurrency", "max_failed_trials" };
+	static const char *const train_keys[] = { "framework",   "resources",         "tensorflow", "run",
+						  "parameters",  "search",            "max_trials", "seed",
+						  "concurrency", "max_failed_trials", "objective" };
 	struct rml *m = ctx;
 	if (!strcmp(key, "project")) {
 		m->project = v;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,6 +265,13 @@ enum dt_status dt_exp_save(const struct dt_exp *exp, struct dt_err *err)
 	DT_ASSERT(o);
 	if (exp->sweep)
 		json_object_set_new(o, "sweep", json_true());
+	if (exp->metric[0]) {
+		json_t *obj = json_pack("{s:s, s:s}", "metric", exp->metric, "goal", exp->maximize ? "maximize" : "minimize");
+		DT_ASSERT(obj);
+		if (exp->has_target)
+			json_object_set_new(obj, "target", json_real(exp->target));
+		json_object_set_new(o, "objective", obj);
+	}
 	char *text = json_dumps(o, JSON_INDENT(1) | JSON_REAL_PRECISION(15));
 	json_decref(o);
 	char path[600];
@@ -312,6 +320,12 @@ enum dt_status dt_exp_load(const char *home, const char *id, struct dt_exp *exp,
 	exp->started = json_number_value(json_object_get(o, "started"));
 	exp->ended = json_number_value(json_object_get(o, "ended"));
 	exp->sweep = json_is_true(json_object_get(o, "sweep"));
+	json_t *obj = json_object_get(o, "objective");
+	copy_str(exp->metric, sizeof(exp->metric), json_object_get(obj, "metric"));
+	exp->maximize = json_is_string(json_object_get(obj, "goal")) &&
+			!strcmp(json_string_value(json_object_get(obj, "goal")), "maximize");
+	exp->has_target = json_is_number(json_object_get(obj, "target"));
+	exp->target = json_number_value(json_object_get(obj, "target"));
 	json_t *tasks = json_object_get(o, "tasks");
 	size_t n = json_array_size(tasks);
 	exp->tasks = dt_xcalloc(n ? n : 1, sizeof(*exp->tasks));
@@ -432,4 +446,59 @@ long long dt_exp_log_step(const char *log_path)
 	}
 	free(buf);
 	return step;
+}
+
+static int metric_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+	       c == '.' || c == '/';
+}
+
+int dt_exp_log_metric(const char *log_path, const char *metric, double *out)
+{
+	int fd = open(log_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	off_t size = lseek(fd, 0, SEEK_END);
+	off_t from = size > 65536 ? size - 65536 : 0;
+	char *buf = dt_xmalloc(65537);
+	ssize_t n = pread(fd, buf, 65536, from);
+	close(fd);
+	int found = 0;
+	size_t mlen = strlen(metric);
+	if (n > 0 && mlen) {
+		buf[n] = '\0';
+		for (char *p = strstr(buf, metric); p; p = strstr(p + 1, metric)) {
+			if ((p > buf && metric_char(p[-1]) && p[-1] != '/') || metric_char(p[mlen]))
+				continue;
+			const char *q = p + mlen;
+			while (*q == ' ')
+				q++;
+			if (*q != '=' && *q != ':')
+				continue;
+			q++;
+			while (*q == ' ')
+				q++;
+			char *end = NULL;
+			double v = strtod(q, &end);
+			if (end == q || !isfinite(v))
+				continue;
+			*out = v;
+			found = 1;
+		}
+	}
+	free(buf);
+	return found;
+}
+
+int dt_exp_metric(const struct dt_exp *exp, const char *metric, double *out)
+{
+	static const char *const from[] = { "evaluator", "chief" };
+	for (size_t i = 0; i < DT_ARRAY_LEN(from); i++) {
+		char path[700];
+		dt_exp_log_path(exp, from[i], path, sizeof(path));
+		if (dt_exp_log_metric(path, metric, out))
+			return 1;
+	}
+	return 0;
 }

@@ -64,6 +64,10 @@ struct dt_exp {
 	int exit_code;                 /* -1 while running */
 	double started, ended;
 	int sweep;                     /* 1: a sweep, whose "tasks" are its trials "<id>.<k>" (sweep.h) */
+	char metric[64];               /* a sweep's objective metric, "" without one */
+	int maximize;                  /* its goal */
+	int has_target;
+	double target;
 	struct dt_exp_task *tasks;     /* [ntasks] owned */
 	int ntasks;
 };
@@ -122,5 +126,14 @@ void dt_exp_newest_checkpoint(const struct dt_exp *exp, char *buf, size_t cap);
  * "step n (global N/M)", "global step N"); -1 when none. Reads at most
  * the last 64 KiB. */
 long long dt_exp_log_step(const char *log_path);
+
+/* The last value a log reports for `metric`: "<metric> = X", "<metric>=X"
+ * or "<metric>: X", the name not the tail of a longer one (dtrain's eval
+ * lines "... accuracy = 0.9180, loss = 0.2337", a command's own
+ * "accuracy=0.91"). Reads at most the last 64 KiB; 1 when found. */
+int dt_exp_log_metric(const char *log_path, const char *metric, double *out);
+/* An experiment's value of `metric`: its evaluator's newest, else its
+ * chief's (a sweep's objective, sweep.h); 1 when found. */
+int dt_exp_metric(const struct dt_exp *exp, const char *metric, double *out);
 
 #endif

@@ -37,6 +37,7 @@ struct sweep {
 	int first_failure;             /* exit code of the first failed trial, 0 while none */
 	int interrupted;
 	int stop_starting;
+	int reached;                   /* 1: a trial reached the objective's target (2: said so) */
 	int dirty;
 };
 
@@ -180,6 +181,15 @@ static int trial_was_killed(const struct sweep *S, const char *id)
 	return killed;
 }
 
+/* Trial `id`'s value of the objective's metric (its evaluator's, else its chief's). */
+static int trial_metric(const struct sweep *S, const char *id, double *v)
+{
+	struct dt_exp e;
+	int found = dt_exp_load(S->opts->home, id, &e, NULL) == DT_OK && dt_exp_metric(&e, S->sw->metric, v);
+	dt_exp_release(&e);
+	return found;
+}
+
 static void trial_ended(struct sweep *S, struct dt_exp_task *et, int ws)
 {
 	int code = WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : WEXITSTATUS(ws);
@@ -197,7 +207,21 @@ static void trial_ended(struct sweep *S, struct dt_exp_task *et, int ws)
 		if (!S->first_failure)
 			S->first_failure = code;
 	}
-	say(S, "--> trial %s %s (exit code %d)", et->name, dt_task_state_name(et->state), code);
+	char value[128] = "";
+	double v = 0;
+	if (et->state == DT_TS_FINISHED && S->sw->metric && trial_metric(S, et->name, &v)) {
+		snprintf(value, sizeof(value), ": %s = %g", S->sw->metric, v);
+		if (S->sw->has_target && (S->sw->maximize ? v >= S->sw->target : v <= S->sw->target) && !S->reached) {
+			S->reached = 1;
+			S->stop_starting = 1;
+		}
+	}
+	say(S, "--> trial %s %s (exit code %d)%s", et->name, dt_task_state_name(et->state), code, value);
+	if (S->reached == 1) {
+		S->reached = 2;
+		say(S, "trial %s reached the objective's target (%s %s %g): no new trial starts", et->name,
+		    S->sw->metric, S->sw->maximize ? ">=" : "<=", S->sw->target);
+	}
 	if (et->state == DT_TS_FAILED && S->sw->max_failed >= 0 && S->failed > S->sw->max_failed && !S->stop_starting) {
 		S->stop_starting = 1;
 		say(S, "%d trials failed, more than max_failed_trials (%d): no new trial starts", S->failed,
@@ -289,6 +313,12 @@ static enum dt_status setup(struct sweep *S, struct dt_err *err)
 		return dt_err_set(err, DT_IO, "cannot create the output dir '%s': %s", S->output_dir, strerror(errno));
 	snprintf(S->exp.output_dir, sizeof(S->exp.output_dir), "%s", S->output_dir);
 	S->exp.sweep = 1;
+	if (S->sw->metric) {
+		snprintf(S->exp.metric, sizeof(S->exp.metric), "%s", S->sw->metric);
+		S->exp.maximize = S->sw->maximize;
+		S->exp.has_target = S->sw->has_target;
+		S->exp.target = S->sw->target;
+	}
 	S->exp.launcher_pid = getpid();
 	S->exp.launcher_start = dt_proc_start_time(getpid());
 	S->exp.state = DT_TS_RUNNING;

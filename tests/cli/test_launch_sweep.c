@@ -271,6 +271,10 @@ DT_TEST(launch_sweep, bad_specs_exit_2_with_line_and_column)
 		{ "project: p\ntrain:\n  framework: tensorflow\n", ":3:3: missing 'run' in 'train'" },
 		{ "project: Toaster\ntrain:\n  run: echo\n", ":1:10: project name 'Toaster' must be" },
 		{ "project: p\ntrain:\n  run: echo {{ x }}\n  parameters:\n    x: [1]\n    x: [2]\n", ":6:5: parameter 'x' appears twice" },
+		{ "command: echo {{ x }}\nparameters:\n  x: [1]\nobjective: {metric: bleu}\n",
+		  ":4:12: 'objective' needs 'goal: maximize' or 'goal: minimize' for metric 'bleu'" },
+		{ "command: echo {{ x }}\nparameters:\n  x: [1]\nobjective: {goal: maximize}\n", ":4:12: 'objective' needs 'metric'" },
+		{ "command: echo {{ x }}\nparameters:\n  x: [1]\nobjective: {metric: acc, goal: up}\n", ":4:32: unknown goal 'up'" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char path[700];
@@ -425,6 +429,52 @@ DT_TEST_TIMEOUT(launch_sweep, train_trials_carry_their_parameters_into_hparams, 
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK(strstr(r.out, "FINISHED      0") != NULL);
 	DT_CHECK_CONTAINS(r.out, "20/20  100%  lr=0.05 nsteps=20");
+	dt_run_release(&r);
+}
+
+/* An objective: each finished trial's metric from its eval line (here a
+ * command's own; the evaluator's log first, then the chief's), `status`
+ * ranks the trials by it with the best marked, and a trial that reaches
+ * the target ends the sweep early (the rest never start). */
+DT_TEST_TIMEOUT(launch_sweep, objective_ranks_trials_and_its_target_ends_the_sweep, 60)
+{
+	cli_private_home();
+	char spec[700];
+	cli_write_spec(spec, sizeof(spec), "obj.yaml",
+		       "name: obj\ncommand: \"echo eval at global step 10: accuracy = {{ acc }}, "
+		       "accuracy_per_sequence = 0.99, loss = 0.5\"\n"
+		       "distributed: {worker: 2, ps: 1}\nparameters:\n  acc: [0.5, 0.7, 0.95, 0.6]\n"
+		       "objective: {metric: accuracy, target: 0.9}\n");
+	struct dt_run r;
+	cli_run(&r, (const char *[]){ "launch", spec, NULL }, 50);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "--> trial 1.2 FINISHED (exit code 0): accuracy = 0.7");
+	DT_CHECK_CONTAINS(r.out, "trial 1.3 reached the objective's target (accuracy >= 0.9): no new trial starts");
+	DT_CHECK_CONTAINS(r.out, "3 of 4 trials finished, 0 failed");
+	dt_run_release(&r);
+	cli_run(&r, (const char *[]){ "status", "1", NULL }, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "objective: maximize accuracy (target 0.9); best: 1.3, accuracy = 0.95");
+	const char *best = strstr(r.out, "1.3 *"), *second = strstr(r.out, "\n1.2 "), *third = strstr(r.out, "\n1.1 "),
+		   *never = strstr(r.out, "\n1.4 ");
+	DT_CHECK(best && second && third && never);
+	DT_CHECK(best < second && second < third && third < never);
+	DT_CHECK_CONTAINS(r.out, "KILLED        -        -           -     -            -  acc=0.6");
+	dt_run_release(&r);
+
+	/* minimize: the lowest first, no target: every trial runs. */
+	cli_write_spec(spec, sizeof(spec), "min.yaml",
+		       "name: minloss\ncommand: \"echo final loss: {{ l }}\"\ndistributed: {worker: 1, mode: mirrored}\n"
+		       "parameters:\n  l: [0.3, 0.1, 0.2]\nobjective: {metric: loss}\n");
+	cli_run(&r, (const char *[]){ "launch", spec, NULL }, 50);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	dt_run_release(&r);
+	cli_run(&r, (const char *[]){ "status", "2", NULL }, 20);
+	DT_CHECK_CONTAINS(r.out, "objective: minimize loss; best: 2.2, loss = 0.1");
+	best = strstr(r.out, "2.2 *");
+	second = strstr(r.out, "\n2.3 ");
+	third = strstr(r.out, "\n2.1 ");
+	DT_CHECK(best && second && third && best < second && second < third);
 	dt_run_release(&r);
 }
 
