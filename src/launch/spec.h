@@ -23,6 +23,13 @@
  *     namespace: ml                     # Kubernetes namespace for --emit=k8s/tfjob
  *     output_claim: shared-out          # an existing PersistentVolumeClaim for the output dir
  *
+ * Seed 001's own file (`project:`, `train: {framework, resources,
+ * tensorflow.distributed, run}`) is read into the same struct
+ * (spec_riseml.c says how each key maps). Either form may have
+ * `parameters:` and "{{ name }}" templates in any string value (params.h):
+ * the spec is then a sweep; its fields are trial 1's, and
+ * dt_launch_spec_trial re-reads the text with another trial's values.
+ *
  * Invariants of a parsed spec (dt_launch_spec_parse checks them all):
  *   - exactly one of `command` and the dtrain-train keys says what runs;
  *   - worker >= 1 (it counts the chief, as RiseML's count includes the
