@@ -6,7 +6,9 @@
  * one-liners (or, in one test, a few steps of dtrain train on synthetic
  * data), so each test takes seconds. */
 #include <dirent.h>
+#include <jansson.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -392,6 +394,50 @@ DT_TEST_TIMEOUT(launch_sweep, random_search_is_reproducible_from_its_seed, 60)
 	DT_CHECK(strcmp(params[0][0], params[0][1]) != 0);
 }
 
+/* The HParams plugin's session-start hparams of the event files under
+ * `dir`, decoded by the tests' independent reader (tests/tools/
+ * read_events.py with protoc-compiled event.proto and hparams.proto, as
+ * test_summaries_evaluator.c does); skips the test without protoc or
+ * python3-protobuf. The caller json_decref()s the whole reader output
+ * `*all`. */
+static json_t *session_hparams(const char *dir, json_t **all)
+{
+	static char pb[512];
+	struct dt_run r;
+	if (!pb[0]) {
+		dt_test_run(&r, (const char *[]){ "/bin/sh", "-c",
+						  "command -v protoc >/dev/null && /usr/bin/python3 -c 'import google.protobuf'",
+						  NULL },
+			    NULL, 30);
+		int have = r.exit_code == 0;
+		dt_run_release(&r);
+		if (!have)
+			DT_SKIP("protoc or python3-protobuf missing (scripts/install-deps.sh installs them)");
+		dt_test_path(pb, sizeof(pb), "pb");
+		DT_CHECK(mkdir(pb, 0755) == 0);
+		char flag[600];
+		snprintf(flag, sizeof(flag), "--python_out=%s", pb);
+		dt_test_run(&r, (const char *[]){ "protoc", "-Itests/tools", flag, "tests/tools/event.proto",
+						  "tests/tools/hparams.proto", NULL },
+			    NULL, 60);
+		DT_CHECK_INT_EQ(r.exit_code, 0);
+		dt_run_release(&r);
+	}
+	dt_test_run(&r, (const char *[]){ "/usr/bin/python3", "tests/tools/read_events.py", pb, dir, NULL }, NULL, 60);
+	if (r.exit_code != 0)
+		fprintf(stderr, "read_events.py: %s\n", r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	*all = json_loads(r.out, 0, NULL);
+	dt_run_release(&r);
+	DT_CHECK(*all != NULL);
+	json_t *v;
+	size_t i;
+	json_array_foreach(json_object_get(*all, "hparams"), i, v)
+		if (!strcmp(json_string_value(json_object_get(v, "tag")), "_hparams_/session_start_info"))
+			return json_object_get(json_object_get(json_object_get(v, "data"), "session_start_info"), "hparams");
+	return NULL;
+}
+
 /* dtrain train trials: the values reach hparams and args, and each trial's
  * chief writes its parameters into its HParams session (the bytes of the
  * parameter's name in the event file; test_summaries_evaluator.c decodes
@@ -423,6 +469,13 @@ DT_TEST_TIMEOUT(launch_sweep, train_trials_carry_their_parameters_into_hparams, 
 		DT_CHECK(hp != NULL);
 		DT_CHECK_CONTAINS(hp, k == 1 ? "\"learning_rate\": 0.1" : "\"learning_rate\": 0.05");
 		free(hp);
+		/* Decoded: the trial's values in its HParams session. */
+		json_t *all = NULL, *session = session_hparams(dir, &all);
+		DT_CHECK(json_is_object(session));
+		DT_CHECK(json_number_value(json_object_get(json_object_get(session, "nsteps"), "number_value")) == 20);
+		DT_CHECK(json_number_value(json_object_get(json_object_get(session, "learning_rate"), "number_value")) ==
+			 (k == 1 ? 0.1 : 0.05));
+		json_decref(all);
 	}
 	dt_exp_release(&e);
 	cli_run(&r, (const char *[]){ "status", "1", NULL }, 20);
