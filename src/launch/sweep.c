@@ -150,9 +150,12 @@ static enum dt_status start_trial(struct sweep *S, int64_t k, struct dt_err *err
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid == 0) {
-		/* The trial's launcher dies with the sweep; its guard then ends its tasks. */
+		/* The trial's launcher dies with the sweep; its guard then ends its
+		 * tasks. Its own process group: a Ctrl-C reaches the sweep alone,
+		 * which passes one SIGTERM on (a second would mean SIGKILL now). */
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
 			_exit(137);
+		setpgid(0, 0);
 		run_trial(S, &t, et->name, env);
 	}
 	int e = errno;

@@ -566,6 +566,43 @@ DT_TEST_TIMEOUT(launch_sweep, kill_one_trial_then_the_sweep, 60)
 	task_kill(&launcher);
 }
 
+/* Ctrl-C at a terminal: SIGINT to the sweep's whole process group (the
+ * launcher runs under setsid, its own group). Each running trial's
+ * launcher, in a group of its own, gets one SIGTERM from the sweep and
+ * stops its tasks within the grace period (not SIGKILL at once, as a
+ * second signal would mean: the tasks here end on SIGTERM after writing a
+ * line); exit 130. */
+DT_TEST_TIMEOUT(launch_sweep, sigint_stops_every_trial_gracefully, 60)
+{
+	cli_private_home();
+	char spec[700];
+	cli_write_spec(spec, sizeof(spec), "trap.yaml",
+		       "name: trap\ncommand: \"trap 'echo got TERM {{ x }}; exit 0' TERM; sleep 300 & wait\"\n"
+		       "distributed: {worker: 1, mode: mirrored}\ngrace_period: 20\nparameters:\n  x: [1, 2]\nconcurrency: 2\n");
+	struct task launcher;
+	const char *bin = dt_test_dtrain_bin();
+	task_start(&launcher, "launch", (const char *[]){ "/usr/bin/setsid", bin, "launch", spec, NULL }, NULL);
+	DT_CHECK(wait_exp_running("1.1", 20));
+	DT_CHECK(wait_exp_running("1.2", 20));
+	DT_CHECK_INT_EQ(getpgid(launcher.pid), launcher.pid);
+	kill(-launcher.pid, SIGINT);
+	DT_CHECK_INT_EQ(task_wait(&launcher, 15), 130);
+	DT_CHECK_INT_EQ(home_processes(5), 0);
+	char *out = task_read(&launcher, 0);
+	DT_CHECK(out != NULL);
+	DT_CHECK_CONTAINS(out, "interrupted (SIGINT): stopping every running trial");
+	DT_CHECK_CONTAINS(out, "got TERM 1");
+	DT_CHECK_CONTAINS(out, "got TERM 2");
+	DT_CHECK(strstr(out, "SIGKILL to every task now") == NULL);
+	free(out);
+	struct dt_exp e;
+	DT_CHECK(load("1", &e));
+	DT_CHECK_INT_EQ(e.state, DT_TS_KILLED);
+	DT_CHECK_INT_EQ(e.exit_code, 130);
+	dt_exp_release(&e);
+	task_kill(&launcher);
+}
+
 /* SIGKILL to the sweep's launcher: every trial's launcher dies with it and
  * their guards end the tasks. */
 DT_TEST_TIMEOUT(launch_sweep, sweep_sigkill_leaves_no_process, 60)
