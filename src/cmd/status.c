@@ -107,12 +107,17 @@ static int by_objective(const void *a, const void *b, void *maximize)
 
 static void print_trials(const char *home, const struct dt_exp *e)
 {
-	int counts[DT_TS_LOST + 1] = { 0 };
-	for (int i = 0; i < e->ntasks; i++)
+	int counts[DT_TS_LOST + 1] = { 0 }, early = 0;
+	for (int i = 0; i < e->ntasks; i++) {
 		counts[e->tasks[i].state]++;
-	printf("trials: %d: %d finished, %d running, %d failed, %d killed, %d waiting\n", e->ntasks,
+		early += e->tasks[i].early_stopped && e->tasks[i].state == DT_TS_KILLED;
+	}
+	printf("trials: %d: %d finished, %d running, %d failed, %d killed, %d waiting", e->ntasks,
 	       counts[DT_TS_FINISHED], counts[DT_TS_RUNNING] + counts[DT_TS_STARTING], counts[DT_TS_FAILED],
-	       counts[DT_TS_KILLED], counts[DT_TS_CREATED]);
+	       counts[DT_TS_KILLED] - early, counts[DT_TS_CREATED]);
+	if (early)
+		printf(", %d stopped early", early);
+	printf("\n");
 	struct trial_row *rows = dt_xcalloc((size_t)(e->ntasks ? e->ntasks : 1), sizeof(*rows));
 	double now = dt_wall_seconds();
 	for (int i = 0; i < e->ntasks; i++) {
@@ -163,11 +168,13 @@ static void print_trials(const char *home, const struct dt_exp *e)
 		if (r->have)
 			snprintf(value, sizeof(value), "%.6g", r->value);
 		snprintf(name, sizeof(name), "%s%s", t->name, i == 0 && r->have ? " *" : "");
+		/* KILLED by the sweep's early stopping */
+		const char *state = t->early_stopped ? "STOPPED" : dt_task_state_name(t->state);
 		if (e->metric[0])
-			printf("%-10s %-9s %5s %8s %11s %5s %12s  %s\n", name, dt_task_state_name(t->state), code, r->up,
+			printf("%-10s %-9s %5s %8s %11s %5s %12s  %s\n", name, state, code, r->up,
 			       r->step, r->done, value, t->params);
 		else
-			printf("%-10s %-9s %5s %8s %11s %5s  %s\n", name, dt_task_state_name(t->state), code, r->up, r->step,
+			printf("%-10s %-9s %5s %8s %11s %5s  %s\n", name, state, code, r->up, r->step,
 			       r->done, t->params);
 	}
 	free(rows);

@@ -14,6 +14,7 @@
  *     concurrency: 2          # trials at once (default 1)
  *     max_failed_trials: 1    # the sweep stops starting trials past this
  *     objective: {metric: accuracy, goal: maximize, target: 0.9}
+ *     early_stopping: median  # or {rule: median, min_trials: 3, start_step: 100}
  *
  * Trials are numbered 1..ntrials (the user sees "<id>.<k>"). Grid order is
  * itertools.product's over the parameters in the order the spec lists
@@ -79,6 +80,12 @@ struct dt_launch_sweep {
 	int maximize;        /* goal: maximize (1) or minimize (0) */
 	int has_target;      /* a finished trial that reaches `target` ends the sweep early */
 	double target;
+	/* early_stopping: median (Katib's medianstop): a running trial whose
+	 * best value by its step s is worse than the median of the finished
+	 * trials' best values by s is stopped. */
+	int early_median;
+	int es_min_trials;       /* finished trials needed for a median (default 3) */
+	long long es_start_step; /* no trial is stopped before this step (default 0) */
 	char *text;          /* the spec's YAML, re-read for each trial */
 	size_t len;
 };

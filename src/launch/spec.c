@@ -410,7 +410,7 @@ static const char *const top_keys[] = { "name", "model", "problem", "hparams", "
 					"args", "command", "distributed", "resources", "output_dir", "restart_policy",
 					"backoff_limit", "grace_period", "evaluator_timeout", "image", "namespace",
 					"output_claim", "parameters", "search", "max_trials", "seed", "concurrency",
-					"max_failed_trials", "objective" };
+					"max_failed_trials", "objective", "early_stopping" };
 
 struct top_ctx {
 	struct dt_launch_spec *s;

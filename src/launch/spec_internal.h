@@ -64,7 +64,7 @@ void dt__spec_free_list(char **items, int n);
 /* The sweep keys, valid beside `parameters:` (at the top of dtrain's form,
  * under `train:` in RiseML's). */
 extern const char *const dt__spec_sweep_keys[];
-#define DT__SPEC_NSWEEP_KEYS 7
+#define DT__SPEC_NSWEEP_KEYS 8
 int dt__spec_is_sweep_key(const char *key);
 
 /* Reads `parameters:` and the sweep keys of mapping `map` into a new sweep

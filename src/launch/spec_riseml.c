@@ -34,7 +34,7 @@
 const char *const dt__spec_sweep_keys[DT__SPEC_NSWEEP_KEYS] = { "parameters",  "search",
 								"max_trials",  "seed",
 								"concurrency", "max_failed_trials",
-								"objective" };
+								"objective",   "early_stopping" };
 
 int dt__spec_is_sweep_key(const char *key)
 {
@@ -231,6 +231,27 @@ static enum dt_status objective_key(struct dt__walker *w, const char *key, yaml_
 	return want_number(w, v, "target", &o->sw->target, NULL);
 }
 
+/* early_stopping: median | {rule: median, min_trials: N, start_step: S}. */
+static enum dt_status early_key(struct dt__walker *w, const char *key, yaml_node_t *v, void *ctx)
+{
+	struct dt_launch_sweep *sw = ctx;
+	int64_t n = 0;
+	enum dt_status st;
+	if (!strcmp(key, "rule")) {
+		static const char *const rules[] = { "median" };
+		int r = 0;
+		return dt__spec_enum(w, v, "early_stopping rule", rules, 1, &r);
+	}
+	if (!strcmp(key, "min_trials")) {
+		if (!(st = dt__spec_int(w, v, "min_trials", 1, DT_SWEEP_MAX_TRIALS, &n)))
+			sw->es_min_trials = (int)n;
+		return st;
+	}
+	if (!(st = dt__spec_int(w, v, "start_step", 0, INT64_MAX / 2, &n)))
+		sw->es_start_step = n;
+	return st;
+}
+
 enum dt_status dt__spec_sweep_read(struct dt__walker *w, yaml_node_t *map, struct dt_launch_sweep **out)
 {
 	*out = NULL;
@@ -298,6 +319,21 @@ enum dt_status dt__spec_sweep_read(struct dt__walker *w, yaml_node_t *map, struc
 				st = dt__spec_at(w, given[6], "'objective' needs 'goal: maximize' or 'goal: minimize' for metric "
 							      "'%s' (accuracy is maximized, loss minimized by default)", sw->metric);
 		}
+	}
+	if (!st && given[7]) {
+		static const char *const keys[] = { "rule", "min_trials", "start_step" };
+		sw->early_median = 1;
+		sw->es_min_trials = 3;
+		if (given[7]->type == YAML_SCALAR_NODE) {
+			static const char *const rules[] = { "median" };
+			int r = 0;
+			st = dt__spec_enum(w, given[7], "early_stopping rule", rules, 1, &r);
+		} else {
+			st = dt__spec_map(w, given[7], "'early_stopping'", keys, DT_ARRAY_LEN(keys), early_key, sw);
+		}
+		if (!st && !sw->metric)
+			st = dt__spec_at(w, given[7], "'early_stopping' compares the trials by the objective: add 'objective: "
+						      "{metric: ..., goal: ...}'");
 	}
 	if (!st && sw->search == DT_SEARCH_RANDOM) {
 		if (!sw->max_trials)
@@ -495,7 +531,7 @@ static enum dt_status root_key(struct dt__walker *w, const char *key, yaml_node_
 {
 	static const char *const train_keys[] = { "framework",   "resources",         "tensorflow", "run",
 						  "parameters",  "search",            "max_trials", "seed",
-						  "concurrency", "max_failed_trials", "objective" };
+						  "concurrency", "max_failed_trials", "objective",  "early_stopping" };
 	struct rml *m = ctx;
 	if (!strcmp(key, "project")) {
 		m->project = v;

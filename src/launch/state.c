@@ -255,6 +255,8 @@ enum dt_status dt_exp_save(const struct dt_exp *exp, struct dt_err *err)
 		DT_ASSERT(jt);
 		if (t->params[0])
 			json_object_set_new(jt, "params", json_string(t->params));
+		if (t->early_stopped)
+			json_object_set_new(jt, "early_stopped", json_true());
 		json_array_append_new(tasks, jt);
 	}
 	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:s, s:i, s:f, s:f, s:o}", "id", exp->id, "name",
@@ -340,6 +342,7 @@ enum dt_status dt_exp_load(const char *home, const char *id, struct dt_exp *exp,
 		et->started = json_number_value(json_object_get(t, "started"));
 		et->restarts = (int)json_integer_value(json_object_get(t, "restarts"));
 		copy_str(et->params, sizeof(et->params), json_object_get(t, "params"));
+		et->early_stopped = json_is_true(json_object_get(t, "early_stopped"));
 	}
 	exp->ntasks = (int)n;
 	json_decref(o);
@@ -454,7 +457,34 @@ static int metric_char(char c)
 	       c == '.' || c == '/';
 }
 
-int dt_exp_log_metric(const char *log_path, const char *metric, double *out)
+/* The last value `line` (NUL-ended) reports for `metric`; 1 when found. */
+static int line_metric(const char *line, const char *metric, double *out)
+{
+	size_t mlen = strlen(metric);
+	int found = 0;
+	for (const char *p = strstr(line, metric); p && mlen; p = strstr(p + 1, metric)) {
+		if ((p > line && metric_char(p[-1]) && p[-1] != '/') || metric_char(p[mlen]))
+			continue;
+		const char *q = p + mlen;
+		while (*q == ' ')
+			q++;
+		if (*q != '=' && *q != ':')
+			continue;
+		q++;
+		while (*q == ' ')
+			q++;
+		char *end = NULL;
+		double v = strtod(q, &end);
+		if (end == q || !isfinite(v))
+			continue;
+		*out = v;
+		found = 1;
+	}
+	return found;
+}
+
+/* Calls `fn` for each line of the last 64 KiB of a log; 0 when unreadable. */
+static int each_line(const char *log_path, void (*fn)(const char *line, void *ctx), void *ctx)
 {
 	int fd = open(log_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -464,31 +494,70 @@ int dt_exp_log_metric(const char *log_path, const char *metric, double *out)
 	char *buf = dt_xmalloc(65537);
 	ssize_t n = pread(fd, buf, 65536, from);
 	close(fd);
-	int found = 0;
-	size_t mlen = strlen(metric);
-	if (n > 0 && mlen) {
+	if (n > 0) {
 		buf[n] = '\0';
-		for (char *p = strstr(buf, metric); p; p = strstr(p + 1, metric)) {
-			if ((p > buf && metric_char(p[-1]) && p[-1] != '/') || metric_char(p[mlen]))
-				continue;
-			const char *q = p + mlen;
-			while (*q == ' ')
-				q++;
-			if (*q != '=' && *q != ':')
-				continue;
-			q++;
-			while (*q == ' ')
-				q++;
-			char *end = NULL;
-			double v = strtod(q, &end);
-			if (end == q || !isfinite(v))
-				continue;
-			*out = v;
-			found = 1;
+		for (char *line = buf; line && *line;) {
+			char *nl = strchr(line, '\n');
+			if (nl)
+				*nl = '\0';
+			fn(line, ctx);
+			line = nl ? nl + 1 : NULL;
 		}
 	}
 	free(buf);
-	return found;
+	return 1;
+}
+
+struct metric_scan {
+	const char *metric;
+	int found;
+	double value;
+	long long *steps; /* history: (step, value) of lines with both, the newest cap kept */
+	double *values;
+	int n, cap;
+};
+
+static void scan_line(const char *line, void *ctx)
+{
+	struct metric_scan *m = ctx;
+	double v;
+	if (!line_metric(line, m->metric, &v))
+		return;
+	m->found = 1;
+	m->value = v;
+	long long step = m->cap ? line_step(line) : -1;
+	if (step < 0)
+		return;
+	if (m->n == m->cap) { /* keep the newest */
+		memmove(m->steps, m->steps + 1, (size_t)(m->cap - 1) * sizeof(*m->steps));
+		memmove(m->values, m->values + 1, (size_t)(m->cap - 1) * sizeof(*m->values));
+		m->n--;
+	}
+	m->steps[m->n] = step;
+	m->values[m->n++] = v;
+}
+
+int dt_exp_log_metric(const char *log_path, const char *metric, double *out)
+{
+	struct metric_scan m = { .metric = metric };
+	each_line(log_path, scan_line, &m);
+	if (m.found)
+		*out = m.value;
+	return m.found;
+}
+
+int dt_exp_metric_history(const struct dt_exp *exp, const char *metric, long long *steps, double *values, int cap)
+{
+	static const char *const from[] = { "evaluator", "chief" };
+	for (size_t i = 0; i < DT_ARRAY_LEN(from); i++) {
+		char path[700];
+		dt_exp_log_path(exp, from[i], path, sizeof(path));
+		struct metric_scan m = { .metric = metric, .steps = steps, .values = values, .cap = cap };
+		each_line(path, scan_line, &m);
+		if (m.n)
+			return m.n;
+	}
+	return 0;
 }
 
 int dt_exp_metric(const struct dt_exp *exp, const char *metric, double *out)

@@ -50,6 +50,7 @@ struct dt_exp_task {
 	double started;                /* epoch seconds of the latest start, 0 if never */
 	int restarts;
 	char params[256];              /* a sweep's trial: "lr=0.1 layers=2", else "" */
+	int early_stopped;             /* a sweep's trial KILLED by early stopping */
 };
 
 struct dt_exp {
@@ -135,5 +136,10 @@ int dt_exp_log_metric(const char *log_path, const char *metric, double *out);
 /* An experiment's value of `metric`: its evaluator's newest, else its
  * chief's (a sweep's objective, sweep.h); 1 when found. */
 int dt_exp_metric(const struct dt_exp *exp, const char *metric, double *out);
+/* The (global step, value) pairs of `metric` an experiment's lines report
+ * with a step ("... at global step 800: accuracy = 0.88"), oldest first,
+ * the newest `cap` of them: the evaluator's, else the chief's. Returns
+ * the count (0: none). For a sweep's early stopping (sweep.h). */
+int dt_exp_metric_history(const struct dt_exp *exp, const char *metric, long long *steps, double *values, int cap);
 
 #endif

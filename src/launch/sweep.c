@@ -26,6 +26,14 @@
 #include "base/status.h"
 #include "launch/state.h"
 
+#define HISTORY_MAX 64 /* (step, value) points kept per finished trial for early stopping */
+
+struct history {
+	long long steps[HISTORY_MAX];
+	double values[HISTORY_MAX];
+	int n;
+};
+
 struct sweep {
 	const struct dt_launch_spec *spec;
 	const struct dt_launch_sweep *sw;
@@ -38,6 +46,7 @@ struct sweep {
 	int interrupted;
 	int stop_starting;
 	int reached;                   /* 1: a trial reached the objective's target (2: said so) */
+	struct history **done;         /* [ntrials]: finished trials' metric histories (early stopping) */
 	int dirty;
 };
 
@@ -200,15 +209,23 @@ static void trial_ended(struct sweep *S, struct dt_exp_task *et, int ws)
 	et->pid = 0;
 	S->running--;
 	S->dirty = 1;
-	if (code == 0) {
+	if (code == 0 && !et->early_stopped) {
 		et->state = DT_TS_FINISHED;
-	} else if (S->interrupted || trial_was_killed(S, et->name)) {
+	} else if (et->early_stopped || S->interrupted || trial_was_killed(S, et->name)) {
 		et->state = DT_TS_KILLED;
 	} else {
 		et->state = DT_TS_FAILED;
 		S->failed++;
 		if (!S->first_failure)
 			S->first_failure = code;
+	}
+	if (et->state == DT_TS_FINISHED && S->sw->early_median) {
+		struct dt_exp e;
+		struct history *h = dt_xcalloc(1, sizeof(*h));
+		if (dt_exp_load(S->opts->home, et->name, &e, NULL) == DT_OK)
+			h->n = dt_exp_metric_history(&e, S->sw->metric, h->steps, h->values, HISTORY_MAX);
+		dt_exp_release(&e);
+		S->done[et - S->exp.tasks] = h;
 	}
 	char value[128] = "";
 	double v = 0;
@@ -219,7 +236,8 @@ static void trial_ended(struct sweep *S, struct dt_exp_task *et, int ws)
 			S->stop_starting = 1;
 		}
 	}
-	say(S, "--> trial %s %s (exit code %d)%s", et->name, dt_task_state_name(et->state), code, value);
+	say(S, "--> trial %s %s (exit code %d)%s%s", et->name, dt_task_state_name(et->state), code, value,
+	    et->early_stopped ? " (stopped early)" : "");
 	if (S->reached == 1) {
 		S->reached = 2;
 		say(S, "trial %s reached the objective's target (%s %s %g): no new trial starts", et->name,
@@ -243,6 +261,73 @@ static void reap(struct sweep *S)
 			if (S->exp.tasks[i].pid == pid && S->exp.tasks[i].state == DT_TS_RUNNING)
 				trial_ended(S, &S->exp.tasks[i], ws);
 	}
+}
+
+static int better(const struct sweep *S, double a, double b)
+{
+	return S->sw->maximize ? a > b : a < b;
+}
+
+/* The best of h's values up to step `s`; 0 when it has none. */
+static int best_by(const struct sweep *S, const long long *steps, const double *values, int n, long long s,
+		   double *best)
+{
+	int have = 0;
+	for (int i = 0; i < n; i++)
+		if (steps[i] <= s && (!have || better(S, values[i], *best))) {
+			*best = values[i];
+			have = 1;
+		}
+	return have;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Katib's median rule over every running trial (params.h): its best value
+ * by its newest step s against the median of the finished trials' best
+ * values by s, once min_trials finished trials have one. */
+static void early_stop(struct sweep *S)
+{
+	if (!S->sw->early_median)
+		return;
+	double *medians = dt_xcalloc((size_t)S->exp.ntasks, sizeof(double));
+	for (int i = 0; i < S->exp.ntasks; i++) {
+		struct dt_exp_task *et = &S->exp.tasks[i];
+		if (et->state != DT_TS_RUNNING || et->early_stopped || et->pid <= 0)
+			continue;
+		struct history h = { .n = 0 };
+		struct dt_exp e;
+		if (dt_exp_load(S->opts->home, et->name, &e, NULL) == DT_OK)
+			h.n = dt_exp_metric_history(&e, S->sw->metric, h.steps, h.values, HISTORY_MAX);
+		dt_exp_release(&e);
+		if (!h.n || h.steps[h.n - 1] < S->sw->es_start_step)
+			continue;
+		long long s = h.steps[h.n - 1];
+		double mine = 0;
+		best_by(S, h.steps, h.values, h.n, s, &mine);
+		int m = 0;
+		for (int j = 0; j < S->exp.ntasks; j++) {
+			const struct history *d = S->done[j];
+			if (d && best_by(S, d->steps, d->values, d->n, s, &medians[m]))
+				m++;
+		}
+		if (m < S->sw->es_min_trials)
+			continue;
+		qsort(medians, (size_t)m, sizeof(double), cmp_double);
+		double median = m % 2 ? medians[m / 2] : (medians[m / 2 - 1] + medians[m / 2]) / 2;
+		if (!better(S, median, mine))
+			continue;
+		et->early_stopped = 1;
+		S->dirty = 1;
+		say(S, "trial %s stops early: its best %s by step %lld, %g, is %s than the median %g of %d finished trials",
+		    et->name, S->sw->metric, s, mine, S->sw->maximize ? "lower" : "higher", median, m);
+		kill(et->pid, SIGTERM);
+	}
+	free(medians);
 }
 
 static void stop_all(struct sweep *S, int sig)
@@ -292,6 +377,7 @@ static void loop(struct sweep *S)
 			}
 		}
 		reap(S);
+		early_stop(S);
 	}
 }
 
@@ -329,6 +415,7 @@ static enum dt_status setup(struct sweep *S, struct dt_err *err)
 	S->exp.started = dt_wall_seconds();
 	S->exp.ntasks = (int)S->sw->ntrials;
 	S->exp.tasks = dt_xcalloc((size_t)S->exp.ntasks, sizeof(*S->exp.tasks));
+	S->done = dt_xcalloc((size_t)S->exp.ntasks, sizeof(*S->done));
 	for (int64_t k = 1; k <= S->sw->ntrials; k++) {
 		struct dt_exp_task *et = &S->exp.tasks[k - 1];
 		snprintf(et->name, sizeof(et->name), "%.12s.%d", S->exp.id, (int)k); /* ids <= 10 digits, k <= DT_SWEEP_MAX_TRIALS */
@@ -380,6 +467,9 @@ enum dt_status dt_launch_sweep_run(const struct dt_launch_spec *s, const struct 
 		    *exit_code, finished, (long long)S.sw->ntrials, S.failed);
 		save(&S);
 	}
+	for (int i = 0; S.done && i < S.exp.ntasks; i++)
+		free(S.done[i]);
+	free(S.done);
 	dt_exp_release(&S.exp);
 	sigaction(SIGCHLD, &old[0], NULL);
 	sigaction(SIGINT, &old[1], NULL);

@@ -277,6 +277,10 @@ DT_TEST(launch_sweep, bad_specs_exit_2_with_line_and_column)
 		  ":4:12: 'objective' needs 'goal: maximize' or 'goal: minimize' for metric 'bleu'" },
 		{ "command: echo {{ x }}\nparameters:\n  x: [1]\nobjective: {goal: maximize}\n", ":4:12: 'objective' needs 'metric'" },
 		{ "command: echo {{ x }}\nparameters:\n  x: [1]\nobjective: {metric: acc, goal: up}\n", ":4:32: unknown goal 'up'" },
+		{ "command: echo {{ x }}\nparameters:\n  x: [1]\nearly_stopping: median\n",
+		  ":4:17: 'early_stopping' compares the trials by the objective" },
+		{ "command: echo {{ x }}\nparameters:\n  x: [1]\nobjective: {metric: loss}\nearly_stopping: mean\n",
+		  ":5:17: unknown early_stopping rule 'mean'" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char path[700];
@@ -528,6 +532,40 @@ DT_TEST_TIMEOUT(launch_sweep, objective_ranks_trials_and_its_target_ends_the_swe
 	second = strstr(r.out, "\n2.3 ");
 	third = strstr(r.out, "\n2.1 ");
 	DT_CHECK(best && second && third && best < second && second < third);
+	dt_run_release(&r);
+}
+
+/* Median early stopping (Katib's rule): three trials that learn finish;
+ * the fourth reports accuracy 0 at every step (a learning rate of 0) and
+ * would then sleep for 60 s: it is stopped as soon as its best by its step
+ * is below the median of the finished trials' by that step. Its eval lines
+ * are dtrain's form ("at global step N: accuracy = X"). */
+DT_TEST_TIMEOUT(launch_sweep, median_early_stopping_stops_a_trial_that_cannot_learn, 60)
+{
+	cli_private_home();
+	char spec[700];
+	cli_write_spec(spec, sizeof(spec), "es.yaml",
+		       "name: es\ncommand: \"for s in 10 20 30; do echo eval at global step $s: accuracy = "
+		       "$(( s * {{ lr }} / 100 )).$(( s * {{ lr }} % 100 )); done; [ {{ lr }} -gt 0 ] || sleep 60\"\n"
+		       "distributed: {worker: 1, mode: mirrored}\nparameters:\n  lr: [3, 2, 1, 0]\n"
+		       "objective: {metric: accuracy}\nearly_stopping: median\n");
+	double t0 = cli_now_s();
+	struct dt_run r;
+	cli_run(&r, (const char *[]){ "launch", spec, NULL }, 50);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK(cli_now_s() - t0 < 30); /* not the 60 s the last trial would take */
+	/* The step it is judged at depends on how many of its lines the sweep
+	 * had read: any of them is behind the median. */
+	DT_CHECK_CONTAINS(r.out, "trial 1.4 stops early: its best accuracy by step ");
+	DT_CHECK_CONTAINS(r.out, ", 0, is lower than the median 0.");
+	DT_CHECK_CONTAINS(r.out, " of 3 finished trials");
+	DT_CHECK_CONTAINS(r.out, "--> trial 1.4 KILLED (exit code 143) (stopped early)");
+	DT_CHECK_CONTAINS(r.out, "3 of 4 trials finished, 0 failed");
+	dt_run_release(&r);
+	DT_CHECK_INT_EQ(home_processes(5), 0);
+	cli_run(&r, (const char *[]){ "status", "1", NULL }, 20);
+	DT_CHECK_CONTAINS(r.out, "trials: 4: 3 finished, 0 running, 0 failed, 0 killed, 0 waiting, 1 stopped early");
+	DT_CHECK_CONTAINS(r.out, "1.4        STOPPED     143");
 	dt_run_release(&r);
 }
 
