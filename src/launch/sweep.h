@@ -22,6 +22,10 @@
  *   - a trial that ends non-zero is FAILED and counted; past
  *     max_failed_trials no new trial starts (running ones finish);
  *   - a trial stopped by `dtrain kill N.k` is KILLED and not counted;
+ *   - with an objective: a finished trial reaching its target stops new
+ *     starts; with early_stopping: median, a running trial behind the
+ *     finished trials' median by its step gets SIGTERM (KILLED,
+ *     early_stopped, not counted);
  *   - SIGINT/SIGTERM to the sweep: SIGTERM to every running trial's
  *     launcher (which stops its tasks), no new trial, then the end;
  *   - each trial's launcher dies with the sweep's (PR_SET_PDEATHSIG), and
