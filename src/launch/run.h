@@ -43,6 +43,9 @@ struct dt_launch_opts {
 	 * "NAME=value" entries added to every task's environment, NULL-ended. */
 	const char *exp_id;
 	char *const *env;
+	/* dt_launch_sweep_run only: the id of a sweep whose launcher died, to
+	 * continue (sweep.h), or NULL for a new sweep. */
+	const char *resume;
 };
 
 /* Runs the experiment to its end. DT_OK with *exit_code set once the tasks

@@ -342,6 +342,8 @@ static void loop(struct sweep *S)
 	for (;;) {
 		while (!S->stop_starting && !S->interrupted && S->running < S->sw->concurrency && S->next <= S->sw->ntrials) {
 			int64_t k = S->next++;
+			if (S->exp.tasks[k - 1].state != DT_TS_CREATED)
+				continue; /* a resumed sweep's trial that ended before */
 			struct dt_err err = DT_ERR_INIT;
 			if (start_trial(S, k, &err)) {
 				struct dt_exp_task *et = &S->exp.tasks[k - 1];
@@ -388,7 +390,9 @@ static enum dt_status setup(struct sweep *S, struct dt_err *err)
 	if (st)
 		return st;
 	snprintf(S->exp.name, sizeof(S->exp.name), "%s", s->name ? s->name : "experiment");
-	snprintf(S->exp.spec, sizeof(S->exp.spec), "%s", s->path ? s->path : "");
+	char spec_abs[PATH_MAX]; /* absolute, for --resume from anywhere */
+	snprintf(S->exp.spec, sizeof(S->exp.spec), "%.500s",
+		 s->path && realpath(s->path, spec_abs) ? spec_abs : s->path ? s->path : "");
 	if (s->output_dir) {
 		char abs[PATH_MAX];
 		if (s->output_dir[0] != '/' && getcwd(abs, sizeof(abs)))
@@ -430,6 +434,72 @@ static enum dt_status setup(struct sweep *S, struct dt_err *err)
 	return DT_OK;
 }
 
+/* --resume: sweep `id`, whose launcher is gone, taken over. Its finished,
+ * failed and killed trials stay as they are; the others (running when the
+ * launcher died, or not started) run again, the state dir of a trial that
+ * had started moved aside to "<id>.prev<n>" (its output dir stays, so a
+ * dtrain train trial resumes from its newest checkpoint). */
+static enum dt_status setup_resume(struct sweep *S, struct dt_err *err)
+{
+	enum dt_status st = dt_exp_load(S->opts->home, S->opts->resume, &S->exp, err);
+	if (st)
+		return st;
+	if (!S->exp.sweep)
+		return dt_err_set(err, DT_USAGE, "experiment %s is not a sweep: --resume continues sweeps (a plain "
+						 "experiment restarts with 'dtrain launch SPEC', resuming from its checkpoints)",
+				  S->exp.id);
+	if (dt_proc_same(S->exp.launcher_pid, S->exp.launcher_start))
+		return dt_err_set(err, DT_USAGE, "sweep %s still runs (its launcher is pid %d): --resume takes over a "
+						 "sweep whose launcher died", S->exp.id, (int)S->exp.launcher_pid);
+	if (S->exp.ntasks != S->sw->ntrials)
+		return dt_err_set(err, DT_CONFIG, "the spec '%s' gives %lld trials, sweep %s has %d: it is not the spec "
+						  "the sweep ran", S->spec->path, (long long)S->sw->ntrials, S->exp.id,
+				  S->exp.ntasks);
+	snprintf(S->output_dir, sizeof(S->output_dir), "%s", S->exp.output_dir);
+	S->done = dt_xcalloc((size_t)S->exp.ntasks, sizeof(*S->done));
+	int pending = 0;
+	for (int64_t k = 1; k <= S->sw->ntrials; k++) {
+		struct dt_exp_task *et = &S->exp.tasks[k - 1];
+		char line[sizeof(et->params)];
+		char **values = dt_launch_trial_values(S->sw, k);
+		dt_launch_values_line(S->sw, values, line, sizeof(line));
+		dt_launch_values_free(values);
+		if (strcmp(line, et->params))
+			return dt_err_set(err, DT_CONFIG, "the spec '%s' gives trial %s '%s', the sweep ran '%s': it is not "
+							  "the spec the sweep ran", S->spec->path, et->name, line, et->params);
+		if (et->state == DT_TS_FINISHED || et->state == DT_TS_FAILED || et->state == DT_TS_KILLED) {
+			if (et->state == DT_TS_FAILED) {
+				S->failed++;
+				if (!S->first_failure)
+					S->first_failure = et->exit_code > 0 ? et->exit_code : 1;
+			}
+			continue;
+		}
+		char dir[700], aside[760];
+		snprintf(dir, sizeof(dir), "%s/experiments/%s", S->opts->home, et->name);
+		for (int n = 1; access(dir, F_OK) == 0 && n < 1000; n++) {
+			snprintf(aside, sizeof(aside), "%s.prev%d", dir, n);
+			if (access(aside, F_OK) != 0 && rename(dir, aside) != 0)
+				return dt_err_set(err, DT_IO, "cannot move trial %s's state aside to '%s': %s", et->name, aside,
+						  strerror(errno));
+		}
+		et->state = DT_TS_CREATED;
+		et->pid = 0;
+		et->exit_code = -1;
+		pending++;
+	}
+	S->exp.launcher_pid = getpid();
+	S->exp.launcher_start = dt_proc_start_time(getpid());
+	S->exp.state = DT_TS_RUNNING;
+	S->exp.exit_code = -1;
+	S->exp.ended = 0;
+	S->next = 1;
+	S->dirty = 1;
+	say(S, "--> RESUMING sweep '%s': %d of %d trials to run, %d failed before", S->exp.name, pending,
+	    S->exp.ntasks, S->failed);
+	return DT_OK;
+}
+
 enum dt_status dt_launch_sweep_run(const struct dt_launch_spec *s, const struct dt_launch_opts *o, int *exit_code,
 				   struct dt_err *err)
 {
@@ -443,11 +513,13 @@ enum dt_status dt_launch_sweep_run(const struct dt_launch_spec *s, const struct 
 	sigaction(SIGCHLD, &sa, &old[0]);
 	sigaction(SIGINT, &sa, &old[1]);
 	sigaction(SIGTERM, &sa, &old[2]);
-	enum dt_status st = setup(&S, err);
-	if (!st) {
+	enum dt_status st = o->resume ? setup_resume(&S, err) : setup(&S, err);
+	if (!st && !o->resume) {
 		say(&S, "--> STARTING sweep '%s': %lld trials (%s search), %d at a time; output dir %s; state %s",
 		    S.exp.name, (long long)S.sw->ntrials, S.sw->search == DT_SEARCH_RANDOM ? "random" : "grid",
 		    S.sw->concurrency, S.output_dir, S.exp.dir);
+	}
+	if (!st) {
 		loop(&S);
 		int within = S.sw->max_failed >= 0 && S.failed <= S.sw->max_failed;
 		*exit_code = S.interrupted ? 128 + S.interrupted : within ? 0 : S.first_failure;

@@ -641,6 +641,65 @@ DT_TEST_TIMEOUT(launch_sweep, sigint_stops_every_trial_gracefully, 60)
 	task_kill(&launcher);
 }
 
+/* SIGKILL to the sweep mid-way, then `launch --resume`: the finished trial
+ * stays finished (its state untouched), only the missing ones run, and no
+ * process of the killed launcher's trials is left. */
+DT_TEST_TIMEOUT(launch_sweep, resume_after_sigkill_runs_only_the_missing_trials, 60)
+{
+	cli_private_home();
+	char spec[700];
+	cli_write_spec(spec, sizeof(spec), "res.yaml",
+		       "name: res\ncommand: \"test -e $OUTPUT_DIR/../resumed || [ {{ x }} = 1 ] || sleep 300\"\n"
+		       "distributed: {worker: 2, ps: 1}\nparameters:\n  x: [1, 2, 3, 4]\nconcurrency: 2\n");
+	struct task launcher;
+	task_start(&launcher, "launch", (const char *[]){ "dtrain", "launch", spec, NULL }, NULL);
+	DT_CHECK(wait_trial("1", "1.1", DT_TS_FINISHED, 20));
+	DT_CHECK(wait_exp_running("1.2", 20));
+	DT_CHECK(wait_exp_running("1.3", 20));
+	kill(launcher.pid, SIGKILL);
+	DT_CHECK_INT_EQ(task_wait(&launcher, 10), 137);
+	DT_CHECK_INT_EQ(home_processes(10), 0);
+	struct dt_exp e;
+	DT_CHECK(load("1.1", &e));
+	double first_started = e.started;
+	char marker[800];
+	snprintf(marker, sizeof(marker), "%s/../resumed", e.output_dir);
+	dt_exp_release(&e);
+	FILE *f = fopen(marker, "w");
+	DT_CHECK(f != NULL);
+	fclose(f);
+
+	struct dt_run r;
+	cli_run(&r, (const char *[]){ "launch", "--resume=1", NULL }, 50);
+	if (r.exit_code != 0)
+		fprintf(stderr, "%s\n%s", r.out, r.err);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.out, "--> RESUMING sweep 'res': 3 of 4 trials to run, 0 failed before");
+	DT_CHECK(strstr(r.out, "trial 1.1 RUNNING") == NULL);
+	DT_CHECK_CONTAINS(r.out, "trial 1.2 RUNNING");
+	DT_CHECK_CONTAINS(r.out, "trial 1.4 RUNNING");
+	DT_CHECK_CONTAINS(r.out, "4 of 4 trials finished, 0 failed");
+	dt_run_release(&r);
+	DT_CHECK(load("1.1", &e));
+	DT_CHECK(e.started == first_started);
+	dt_exp_release(&e);
+	DT_CHECK(load("1", &e));
+	DT_CHECK_INT_EQ(e.state, DT_TS_FINISHED);
+	for (int i = 0; i < 4; i++)
+		DT_CHECK_INT_EQ(e.tasks[i].state, DT_TS_FINISHED);
+	char aside[800];
+	snprintf(aside, sizeof(aside), "%s/../1.2.prev1/state.json", e.dir);
+	DT_CHECK(access(aside, F_OK) == 0); /* the killed run's state, kept */
+	dt_exp_release(&e);
+	DT_CHECK_INT_EQ(home_processes(5), 0);
+	/* An id that names nothing: exit 2. */
+	cli_run(&r, (const char *[]){ "launch", "--resume=7", NULL }, 20);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "no experiment 7");
+	dt_run_release(&r);
+	task_kill(&launcher);
+}
+
 /* SIGKILL to the sweep's launcher: every trial's launcher dies with it and
  * their guards end the tasks. */
 DT_TEST_TIMEOUT(launch_sweep, sweep_sigkill_leaves_no_process, 60)
