@@ -159,8 +159,8 @@ enum dt_status dt__spec_val(struct dt__walker *w, const yaml_node_t *n, const ch
 		     style == YAML_DOUBLE_QUOTED_SCALAR_STYLE) &&
 		    !memchr(dt__spec_scalar(n), '\\', where) && !memchr(dt__spec_scalar(n), '\'', where))
 			col += where + (style != YAML_PLAIN_SCALAR_STYLE);
-		return dt_err_set(w->err, DT_CONFIG, "%s:%zu:%zu: %s%s", w->path, line, col, e.msg,
-				  w->trial_note ? w->trial_note : "");
+		/* No trial note: a template's name does not depend on the values. */
+		return dt_err_set(w->err, DT_CONFIG, "%s:%zu:%zu: %s", w->path, line, col, e.msg);
 	}
 	if (w->nowned == w->cap) {
 		w->cap = w->cap ? 2 * w->cap : 16;
@@ -672,8 +672,15 @@ enum dt_status dt_launch_spec_parse(const char *text, size_t len, const char *pa
 	dt__spec_walker_release(&w);
 	unsigned char used[DT_SWEEP_MAX_PARAMS] = { 0 };
 	if (!st) {
+		char note[340] = "";
+		if (sw) {
+			char **values = dt_launch_trial_values(sw, 1), line[300];
+			dt_launch_values_line(sw, values, line, sizeof(line));
+			dt_launch_values_free(values);
+			snprintf(note, sizeof(note), " (in trial 1: %s)", line);
+		}
 		dt_launch_spec_release(out);
-		st = parse_trial(&doc, path, sw, 1, used, NULL, out, err);
+		st = parse_trial(&doc, path, sw, 1, used, sw ? note : NULL, out, err);
 	}
 	for (int i = 0; !st && sw && i < sw->nparams; i++)
 		if (!used[i])
