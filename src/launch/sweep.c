@@ -109,6 +109,9 @@ static void run_trial(struct sweep *S, struct dt_launch_spec *t, const char *id,
 	sigaction(SIGTERM, &dfl, NULL);
 	close(sig_pipe[0]);
 	close(sig_pipe[1]);
+	sigset_t none; /* blocked since fork (start_trial) */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	struct dt_launch_opts o = *S->opts;
 	o.exp_id = id;
 	o.env = env;
@@ -157,7 +160,15 @@ static enum dt_status start_trial(struct sweep *S, int64_t k, struct dt_err *err
 	free(json);
 	fflush(NULL);
 	pid_t parent = getpid();
+	/* Blocked across fork until the child has reset the sweep's handlers
+	 * (as child.c does for tasks): else a signal in between would run the
+	 * sweep's handler in the child and write to the sweep's self-pipe. */
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
 	pid_t pid = fork();
+	if (pid != 0)
+		sigprocmask(SIG_SETMASK, &old, NULL);
 	if (pid == 0) {
 		/* The trial's launcher dies with the sweep; its guard then ends its
 		 * tasks. Its own process group: a Ctrl-C reaches the sweep alone,

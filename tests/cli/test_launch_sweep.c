@@ -325,6 +325,8 @@ DT_TEST_TIMEOUT(launch_sweep, failed_trials_count_against_max_failed_trials, 60)
 		       "parameters:\n  x: [1, 2, 3]\nmax_failed_trials: 1\n");
 	struct dt_run r;
 	cli_run(&r, (const char *[]){ "launch", spec, NULL }, 50);
+	if (r.exit_code != 0)
+		fprintf(stderr, "%s\n%s", r.out, r.err);
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	DT_CHECK_CONTAINS(r.out, "--> trial 1.2 FAILED (exit code 1)");
 	DT_CHECK_CONTAINS(r.out, "2 of 3 trials finished, 1 failed");
@@ -340,6 +342,8 @@ DT_TEST_TIMEOUT(launch_sweep, failed_trials_count_against_max_failed_trials, 60)
 		       "name: strict\ncommand: \"test {{ x }} != 2\"\ndistributed: {worker: 2, ps: 1}\n"
 		       "parameters:\n  x: [1, 2, 3]\nmax_failed_trials: 0\n");
 	cli_run(&r, (const char *[]){ "launch", spec, NULL }, 50);
+	if (r.exit_code != 1)
+		fprintf(stderr, "%s\n%s", r.out, r.err);
 	DT_CHECK_INT_EQ(r.exit_code, 1);
 	DT_CHECK_CONTAINS(r.out, "1 trials failed, more than max_failed_trials (0): no new trial starts");
 	dt_run_release(&r);
