@@ -19,9 +19,11 @@
 #include "launch/run.h"
 #include "launch/spec.h"
 #include "launch/state.h"
+#include "launch/sweep.h"
 
 static const char usage[] = "dtrain launch SPEC.yaml | dtrain launch [--workers=N] [--ps=N] [--evaluator] "
-			    "[--mode=async|sync|mirrored] -- TRAIN_FLAGS... | dtrain launch --emit=k8s|tfjob|slurm SPEC.yaml";
+			    "[--mode=async|sync|mirrored] -- TRAIN_FLAGS... | dtrain launch --emit=k8s|tfjob|slurm SPEC.yaml | "
+			    "dtrain launch --resume=ID";
 
 /* The dtrain binary the tasks run: this very program. */
 static void self_path(char *buf, size_t cap)
@@ -31,6 +33,29 @@ static void self_path(char *buf, size_t cap)
 		snprintf(buf, cap, "dtrain");
 	else
 		buf[n] = '\0';
+}
+
+/* Whether this host has a GPU the tasks could use (NVIDIA's or AMD's driver). */
+static int host_has_gpu(void)
+{
+	return access("/dev/nvidia0", F_OK) == 0 || access("/dev/kfd", F_OK) == 0;
+}
+
+/* RiseML's `gpus`: dtrain's tasks run on CPUs; one line says so when the
+ * spec asks for GPUs this host does not have. */
+static void gpu_notice(const struct dt_launch_spec *s)
+{
+	static const char *const groups[] = { "worker", "ps", "evaluator" };
+	char what[160] = "";
+	size_t used = 0;
+	for (int g = 0; g < DT_GROUP_COUNT; g++)
+		if (s->res[g].gpus > 0 && used < sizeof(what) &&
+		    (g == DT_GROUP_WORKER || (g == DT_GROUP_PS && s->ps > 0) || (g == DT_GROUP_EVALUATOR && s->evaluators > 0)))
+			used += (size_t)snprintf(what + used, sizeof(what) - used, "%s%d per %s", used ? ", " : "",
+						 s->res[g].gpus, groups[g]);
+	if (used && !host_has_gpu())
+		fprintf(stderr, "notice: the spec asks for GPUs (%s) and this host has none: every task runs on its "
+				"CPUs\n", what);
 }
 
 static int has_double_dash(int argc, char **argv)
@@ -46,7 +71,7 @@ int dt_cmd_launch(int argc, char **argv)
 	int workers = 1, ps = 1, evaluator = 0, backoff = 3;
 	double grace = 10, eval_timeout = 300;
 	const char *mode = "async", *name = "", *restart = "Never", *output_dir = "", *emit = "", *emit_file = "",
-		   *cpus = "", *mem = "";
+		   *cpus = "", *mem = "", *resume = "";
 	struct dt_option opts[] = {
 		DT_OPT_GROUP("Cluster (the flags form; a spec file says the same in YAML)"),
 		DT_OPT_INT("workers", &workers, "N", "trainers, the chief included"),
@@ -62,6 +87,8 @@ int dt_cmd_launch(int argc, char **argv)
 		DT_OPT_INT("backoff_limit", &backoff, "N", "restarts allowed in all"),
 		DT_OPT_DOUBLE("grace_period", &grace, "SECONDS", "between SIGTERM and SIGKILL when stopping tasks"),
 		DT_OPT_DOUBLE("evaluator_timeout", &eval_timeout, "SECONDS", "the evaluator's time after training ends"),
+		DT_OPT_GROUP("Sweeps"),
+		DT_OPT_STRING("resume", &resume, "ID", "continue sweep ID, whose launcher died: only its unfinished trials run"),
 		DT_OPT_GROUP("Beyond one machine"),
 		DT_OPT_STRING("emit", &emit, "KIND", "print instead of running: k8s (manifests), tfjob (Kubeflow) or slurm (sbatch)"),
 		DT_OPT_STRING("emit_file", &emit_file, "PATH", "write what --emit prints to PATH instead of stdout"),
@@ -76,10 +103,28 @@ int dt_cmd_launch(int argc, char **argv)
 	dt_launch_spec_init(&spec);
 	int flags_form = has_double_dash(argc, argv);
 	for (const struct dt_option *o = opts; o->type != DT_OPT_T_END; o++)
-		if (o->was_set && o->name && strcmp(o->name, "emit") && strcmp(o->name, "emit_file"))
+		if (o->was_set && o->name && strcmp(o->name, "emit") && strcmp(o->name, "emit_file") &&
+		    strcmp(o->name, "resume"))
 			flags_form = 1;
 	enum dt_status st = DT_OK;
-	if (!flags_form && args.count == 0) {
+	if (*resume) {
+		/* The sweep's own spec file, as it recorded it. */
+		char home[512];
+		struct dt_exp e;
+		memset(&e, 0, sizeof(e));
+		dt_exp_home(home, sizeof(home));
+		if (flags_form || args.count || *emit)
+			st = dt_err_set(&err, DT_USAGE, "--resume takes the sweep's id alone: it reads the spec the sweep "
+							"recorded");
+		else if (!(st = dt_exp_load(home, resume, &e, &err)) && !e.sweep)
+			st = dt_err_set(&err, DT_USAGE, "experiment %s is not a sweep: --resume continues sweeps", e.id);
+		if (!st)
+			st = dt_launch_spec_load(e.spec, &spec, &err);
+		if (!st && !spec.sweep)
+			st = dt_err_set(&err, DT_CONFIG, "the spec '%s' of sweep %s has no 'parameters:' any more", e.spec,
+					e.id);
+		dt_exp_release(&e);
+	} else if (!flags_form && args.count == 0) {
 		st = dt_err_set(&err, DT_USAGE, "say what to launch: a spec file, or cluster flags and '--' before the "
 						"train flags (e.g. dtrain launch --workers=2 --ps=1 -- --model=mlp)");
 	} else if (!flags_form) {
@@ -148,6 +193,14 @@ int dt_cmd_launch(int argc, char **argv)
 	char bin[PATH_MAX];
 	self_path(bin, sizeof(bin));
 	int rc = 0;
+	if (!*emit)
+		gpu_notice(&spec);
+	if (*emit && spec.sweep) {
+		dt_err_set(&err, DT_USAGE, "--emit of a sweep ('parameters:' in '%s') is not supported yet: emit one "
+					   "trial's spec, with the values written in", spec.path);
+		dt_launch_spec_release(&spec);
+		return dt_cmd_report(&err);
+	}
 	if (*emit) {
 		FILE *out = stdout;
 		if (*emit_file && !(out = fopen(emit_file, "we"))) {
@@ -169,8 +222,8 @@ int dt_cmd_launch(int argc, char **argv)
 	} else {
 		char home[512];
 		dt_exp_home(home, sizeof(home));
-		struct dt_launch_opts lo = { .home = home, .bin = bin, .out = stdout };
-		if (dt_launch_run(&spec, &lo, &rc, &err))
+		struct dt_launch_opts lo = { .home = home, .bin = bin, .out = stdout, .resume = *resume ? resume : NULL };
+		if (spec.sweep ? dt_launch_sweep_run(&spec, &lo, &rc, &err) : dt_launch_run(&spec, &lo, &rc, &err))
 			rc = dt_cmd_report(&err);
 	}
 	dt_launch_spec_release(&spec);

@@ -124,6 +124,12 @@ int dt_cmd_monitor(int argc, char **argv)
 		dt_exp_release(&e);
 		return dt_cmd_report(&err);
 	}
+	if (e.sweep) { /* its "tasks" are trials' launchers, not tasks */
+		dt_err_set(&err, DT_USAGE, "%s is a sweep: monitor one of its trials, e.g. 'dtrain monitor %s.1' "
+					   "('dtrain status %s' lists them)", e.id, e.id, e.id);
+		dt_exp_release(&e);
+		return dt_cmd_report(&err);
+	}
 	int n = e.ntasks < DT_LAUNCH_STATE_MAX_LOGS ? e.ntasks : DT_LAUNCH_STATE_MAX_LOGS;
 	for (int i = 0; i < n; i++)
 		sample_task(&e, &e.tasks[i], &prev[i]);

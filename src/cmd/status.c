@@ -83,6 +83,103 @@ static void print_tasks(const struct dt_exp *e)
 	}
 }
 
+/* A sweep's trials (launch/sweep.h): each with its values, state, exit
+ * code, the trial's own progress (its chief's global step) and, with an
+ * objective, its metric; ranked by the objective (trials without a value
+ * after, in order), the best marked '*'. */
+struct trial_row {
+	int index;
+	int have;
+	double value;
+	char up[32], step[48], done[16];
+};
+
+static int by_objective(const void *a, const void *b, void *maximize)
+{
+	const struct trial_row *x = a, *y = b;
+	int goal_maximize = *(const int *)maximize;
+	if (x->have != y->have)
+		return x->have ? -1 : 1;
+	if (x->have && x->value != y->value)
+		return (x->value > y->value) == goal_maximize ? -1 : 1;
+	return x->index - y->index;
+}
+
+static void print_trials(const char *home, const struct dt_exp *e)
+{
+	int counts[DT_TS_LOST + 1] = { 0 }, early = 0;
+	for (int i = 0; i < e->ntasks; i++) {
+		counts[e->tasks[i].state]++;
+		early += e->tasks[i].early_stopped && e->tasks[i].state == DT_TS_KILLED;
+	}
+	printf("trials: %d: %d finished, %d running, %d failed, %d killed, %d waiting", e->ntasks,
+	       counts[DT_TS_FINISHED], counts[DT_TS_RUNNING] + counts[DT_TS_STARTING], counts[DT_TS_FAILED],
+	       counts[DT_TS_KILLED] - early, counts[DT_TS_CREATED]);
+	if (early)
+		printf(", %d stopped early", early);
+	printf("\n");
+	struct trial_row *rows = dt_xcalloc((size_t)(e->ntasks ? e->ntasks : 1), sizeof(*rows));
+	double now = dt_wall_seconds();
+	for (int i = 0; i < e->ntasks; i++) {
+		const struct dt_exp_task *t = &e->tasks[i];
+		struct trial_row *r = &rows[i];
+		r->index = i;
+		snprintf(r->up, sizeof(r->up), "-");
+		snprintf(r->step, sizeof(r->step), "-");
+		snprintf(r->done, sizeof(r->done), "-");
+		struct dt_exp trial;
+		memset(&trial, 0, sizeof(trial));
+		if (t->state != DT_TS_CREATED && dt_exp_load(home, t->name, &trial, NULL) == DT_OK) {
+			dt_exp_check_lost(&trial);
+			struct dt_exp_progress p;
+			dt_exp_progress(&trial, now, &p, NULL, 0);
+			fmt_step(r->step, sizeof(r->step), &p);
+			if (p.pct >= 0)
+				snprintf(r->done, sizeof(r->done), "%.0f%%", p.pct);
+			if (trial.started > 0)
+				fmt_uptime(r->up, sizeof(r->up), (trial.ended > 0 ? trial.ended : now) - trial.started);
+			if (e->metric[0])
+				r->have = dt_exp_metric(&trial, e->metric, &r->value);
+		}
+		dt_exp_release(&trial);
+	}
+	if (e->metric[0]) {
+		int maximize = e->maximize;
+		qsort_r(rows, (size_t)e->ntasks, sizeof(*rows), by_objective, &maximize);
+		printf("objective: %s %s", e->maximize ? "maximize" : "minimize", e->metric);
+		if (e->has_target)
+			printf(" (target %g)", e->target);
+		if (e->ntasks && rows[0].have)
+			printf("; best: %s, %s = %g", e->tasks[rows[0].index].name, e->metric, rows[0].value);
+		printf("\n");
+	}
+	if (e->metric[0])
+		printf("\n%-10s %-9s %5s %8s %11s %5s %12s  %s\n", "TRIAL", "STATE", "EXIT", "UPTIME", "STEP", "DONE",
+		       e->metric, "PARAMETERS");
+	else
+		printf("\n%-10s %-9s %5s %8s %11s %5s  %s\n", "TRIAL", "STATE", "EXIT", "UPTIME", "STEP", "DONE",
+		       "PARAMETERS");
+	for (int i = 0; i < e->ntasks; i++) {
+		const struct trial_row *r = &rows[i];
+		const struct dt_exp_task *t = &e->tasks[r->index];
+		char code[16] = "-", value[32] = "-", name[40];
+		if (t->exit_code >= 0)
+			snprintf(code, sizeof(code), "%d", t->exit_code);
+		if (r->have)
+			snprintf(value, sizeof(value), "%.6g", r->value);
+		snprintf(name, sizeof(name), "%s%s", t->name, i == 0 && r->have ? " *" : "");
+		/* KILLED by the sweep's early stopping */
+		const char *state = t->early_stopped ? "STOPPED" : dt_task_state_name(t->state);
+		if (e->metric[0])
+			printf("%-10s %-9s %5s %8s %11s %5s %12s  %s\n", name, state, code, r->up,
+			       r->step, r->done, value, t->params);
+		else
+			printf("%-10s %-9s %5s %8s %11s %5s  %s\n", name, state, code, r->up, r->step,
+			       r->done, t->params);
+	}
+	free(rows);
+}
+
 /* The experiment's progress, newest checkpoint and evaluation. */
 static void print_progress(const struct dt_exp *e)
 {
@@ -133,13 +230,21 @@ int dt_cmd_status(int argc, char **argv)
 			return dt_cmd_report(&err);
 		}
 		dt_exp_check_lost(&e);
-		printf("experiment %s '%s': %s", e.id, e.name, dt_task_state_name(e.state));
+		printf("%s %s '%s': %s", e.sweep ? "sweep" : "experiment", e.id, e.name, dt_task_state_name(e.state));
 		if (e.exit_code >= 0)
 			printf(" (exit code %d)", e.exit_code);
-		printf("\nspec: %s\noutput dir: %s\nlogs: %s/logs\n", e.spec, e.output_dir, e.dir);
-		print_progress(&e);
-		printf("\n");
-		print_tasks(&e);
+		if (e.sweep)
+			printf("\nspec: %s\noutput dir: %s (a dir per trial)\nlogs: dtrain logs %s.K [TASK]\n", e.spec,
+			       e.output_dir, e.id);
+		else
+			printf("\nspec: %s\noutput dir: %s\nlogs: %s/logs\n", e.spec, e.output_dir, e.dir);
+		if (e.sweep) {
+			print_trials(home, &e);
+		} else {
+			print_progress(&e);
+			printf("\n");
+			print_tasks(&e);
+		}
 		dt_exp_release(&e);
 		return 0;
 	}
@@ -216,6 +321,10 @@ int dt_cmd_logs(int argc, char **argv)
 	enum dt_status st = dt_exp_load(home, args.items[0], &e, &err);
 	const char *task = args.count == 2 ? args.items[1] : NULL;
 	int sel = -1;
+	if (!st && e.sweep) /* its trials keep the logs */
+		st = dt_err_set(&err, DT_USAGE, "%s is a sweep: its trials have the logs, e.g. 'dtrain logs %s.1%s%s' "
+						"('dtrain status %s' lists them)", e.id, e.id, task ? " " : "", task ? task : "",
+				e.id);
 	if (!st && task) {
 		/* "worker.0" or "7.worker.0" */
 		size_t idl = strlen(e.id);

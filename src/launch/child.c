@@ -109,7 +109,17 @@ pid_t dt__child_spawn(const struct dt__child *c, int *exec_fd, struct dt_err *er
 		return dt_err_set(err, DT_RUNTIME, "cannot create a pipe: %s", strerror(errno)), -1;
 	pid_t parent = getpid();
 	fflush(NULL);
+	/* Signals stay blocked across fork until the child has reset every
+	 * handler: one that came in between would otherwise run the
+	 * launcher's handler in the child and write to the launcher's own
+	 * self-pipe (a SIGTERM to a task still starting, as the chief's
+	 * failure sends, read as the launcher's own: exit 143 for nothing). */
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
 	pid_t pid = fork();
+	if (pid != 0)
+		sigprocmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0) {
 		int e = errno;
 		close(status_pipe[0]);
@@ -131,12 +141,12 @@ pid_t dt__child_spawn(const struct dt__child *c, int *exec_fd, struct dt_err *er
 	setpgid(0, 0);
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
 		child_fail(fd, 126);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
 	for (int sig = 1; sig < 32; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			signal(sig, SIG_DFL);
+	sigset_t none; /* a signal sent since fork is taken now, by its default action */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (null < 0 || dup2(null, 0) < 0 || dup2(c->out_fd, 1) < 0 || dup2(c->out_fd, 2) < 0)
 		child_fail(fd, 126);

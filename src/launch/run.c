@@ -29,6 +29,7 @@
 
 #define LINE_MAX_BYTES 8192
 #define PS_END_GRACE_S 5.0
+#define DT_SWEEP_MAX_ENV 4 /* opts->env entries taken */
 
 struct rt_task {
 	struct dt_launch_task def;
@@ -216,7 +217,7 @@ static enum dt_status start_task(struct launcher *L, struct rt_task *t, struct d
 		return dt_err_set(err, DT_RUNTIME, "cannot create a pipe for '%s': %s", t->label, strerror(errno));
 	char index[16];
 	snprintf(index, sizeof(index), "%d", t->def.ref.index);
-	char *env[12] = { 0 };
+	char *env[12 + DT_SWEEP_MAX_ENV] = { 0 };
 	int ne = 0;
 	env_add(env, &ne, "TF_CONFIG", t->tf_config);
 	env_add(env, &ne, "OUTPUT_DIR", L->output_dir);
@@ -230,6 +231,8 @@ static enum dt_status start_task(struct launcher *L, struct rt_task *t, struct d
 	env_add(env, &ne, DT_PROGRESS_ENV, progress);
 	/* Every task authenticates with the experiment's own secret (SECURITY.md). */
 	env_add(env, &ne, DT_AUTH_ENV, L->secret_path);
+	for (int i = 0; L->opts->env && L->opts->env[i] && i < DT_SWEEP_MAX_ENV; i++)
+		env[ne++] = dt_xstrdup(L->opts->env[i]);
 	struct dt__child c = { .label = t->label, .argv = t->argv, .env = env, .out_fd = out[1], .cpus = t->cpus,
 			       .ncpus = t->ncpus, .mem_bytes = L->spec->res[t->def.group].mem_bytes,
 			       .cgroup_dir = t->cgroup };
@@ -527,7 +530,8 @@ static enum dt_status setup(struct launcher *L, struct dt_err *err)
 	struct dt_launch_task defs[DT_LAUNCH_MAX_TASKS];
 	L->n = dt_launch_tasks(s, defs);
 	L->t = dt_xcalloc((size_t)L->n, sizeof(*L->t));
-	enum dt_status st = dt_exp_create(L->opts->home, &L->exp, err);
+	enum dt_status st = L->opts->exp_id ? dt_exp_create_id(L->opts->home, L->opts->exp_id, &L->exp, err)
+					    : dt_exp_create(L->opts->home, &L->exp, err);
 	if (st)
 		return st;
 	/* One secret per experiment, in its state directory, readable by its owner only. */

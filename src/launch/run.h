@@ -38,6 +38,14 @@ struct dt_launch_opts {
 	const char *home; /* state directory ($DTRAIN_HOME) */
 	const char *bin;  /* the dtrain binary (default command, $DTRAIN) */
 	FILE *out;        /* where the multiplexed output goes */
+	/* A sweep's trial (sweep.h): the id to take ("4.3", its state dir
+	 * experiments/4.3 must not exist yet), NULL for the next free one; and
+	 * "NAME=value" entries added to every task's environment, NULL-ended. */
+	const char *exp_id;
+	char *const *env;
+	/* dt_launch_sweep_run only: the id of a sweep whose launcher died, to
+	 * continue (sweep.h), or NULL for a new sweep. */
+	const char *resume;
 };
 
 /* Runs the experiment to its end. DT_OK with *exit_code set once the tasks

@@ -23,6 +23,13 @@
  *     namespace: ml                     # Kubernetes namespace for --emit=k8s/tfjob
  *     output_claim: shared-out          # an existing PersistentVolumeClaim for the output dir
  *
+ * Seed 001's own file (`project:`, `train: {framework, resources,
+ * tensorflow.distributed, run}`) is read into the same struct
+ * (spec_riseml.c says how each key maps). Either form may have
+ * `parameters:` and "{{ name }}" templates in any string value (params.h):
+ * the spec is then a sweep; its fields are trial 1's, and
+ * dt_launch_spec_trial re-reads the text with another trial's values.
+ *
  * Invariants of a parsed spec (dt_launch_spec_parse checks them all):
  *   - exactly one of `command` and the dtrain-train keys says what runs;
  *   - worker >= 1 (it counts the chief, as RiseML's count includes the
@@ -40,6 +47,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "launch/params.h"
 
 enum dt_launch_mode {
 	DT_LAUNCH_ASYNC,    /* parameter servers, each push applied on arrival */
@@ -59,6 +67,7 @@ enum dt_launch_group { DT_GROUP_WORKER, DT_GROUP_PS, DT_GROUP_EVALUATOR, DT_GROU
 struct dt_launch_resources {
 	int cpus;          /* 0: not limited; else --threads and CPU affinity */
 	int64_t mem_bytes; /* 0: not limited; else a memory limit (run.c says how) */
+	int gpus;          /* RiseML's `gpus`: asked for, not enforced (the tasks run on CPUs) */
 };
 
 struct dt_launch_spec {
@@ -90,6 +99,18 @@ struct dt_launch_spec {
 	char *k8s_namespace;         /* --emit=k8s/tfjob; NULL: "default" */
 	char *output_claim;          /* an existing PVC; NULL: the manifests create "<name>-output" */
 	int nodes;                   /* machines the tasks spread over under --emit=slurm (default 1) */
+
+	/* Seed 001's RiseML form (`project:`, `train:`): what it said that
+	 * dtrain keeps only to show (framework is always tensorflow). */
+	char *tf_version;            /* train.tensorflow.version, or NULL */
+
+	/* A sweep (params.h): NULL without `parameters:`. The fields above
+	 * are then trial 1's; dt_launch_spec_trial gives any trial's. */
+	struct dt_launch_sweep *sweep;
+	/* In a trial's spec: its number (1..ntrials; 0 in a plain spec) and
+	 * values (NULL-ended, in the sweep's order). */
+	int64_t trial;
+	char **trial_values;
 };
 
 #define DT_LAUNCH_MAX_NODES 64
@@ -100,6 +121,11 @@ void dt_launch_spec_release(struct dt_launch_spec *s);
 /* Parses `len` bytes of YAML; `path` names the file in messages. `out` is
  * initialised here; release it whatever the result. */
 enum dt_status dt_launch_spec_parse(const char *text, size_t len, const char *path, struct dt_launch_spec *out,
+				    struct dt_err *err) DT_MUST_CHECK;
+/* The spec of trial k (1..sweep->ntrials) of a sweep `s`: its text
+ * re-read with the trial's values in the templates. `out` is initialised
+ * here; release it whatever the result. */
+enum dt_status dt_launch_spec_trial(const struct dt_launch_spec *s, int64_t k, struct dt_launch_spec *out,
 				    struct dt_err *err) DT_MUST_CHECK;
 /* Reads and parses a file. */
 enum dt_status dt_launch_spec_load(const char *path, struct dt_launch_spec *out, struct dt_err *err) DT_MUST_CHECK;

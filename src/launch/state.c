@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,34 @@ int dt_exp_list(const char *home, int **ids)
 	return n;
 }
 
+static enum dt_status make_subdirs(const struct dt_exp *exp, struct dt_err *err)
+{
+	static const char *const subs[] = { "logs", "progress" };
+	for (size_t i = 0; i < DT_ARRAY_LEN(subs); i++) {
+		char path[600];
+		snprintf(path, sizeof(path), "%s/%s", exp->dir, subs[i]);
+		if (mkdir(path, 0755) != 0)
+			return dt_err_set(err, DT_IO, "cannot create '%s': %s", path, strerror(errno));
+	}
+	return DT_OK;
+}
+
+enum dt_status dt_exp_create_id(const char *home, const char *id, struct dt_exp *exp, struct dt_err *err)
+{
+	char base[1024];
+	snprintf(base, sizeof(base), "%s/experiments", home);
+	enum dt_status st = mkdir_p(base, err);
+	if (st)
+		return dt_err_prefix(err, "cannot create the state directory ($DTRAIN_HOME)");
+	snprintf(exp->id, sizeof(exp->id), "%s", id);
+	int len = snprintf(exp->dir, sizeof(exp->dir), "%s/%s", base, id);
+	if (len < 0 || (size_t)len >= sizeof(exp->dir) - 64)
+		return dt_err_set(err, DT_CONFIG, "state directory '%s' is too long", base);
+	if (mkdir(exp->dir, 0755) != 0)
+		return dt_err_set(err, DT_IO, "cannot create '%s': %s", exp->dir, strerror(errno));
+	return make_subdirs(exp, err);
+}
+
 enum dt_status dt_exp_create(const char *home, struct dt_exp *exp, struct dt_err *err)
 {
 	char base[1024];
@@ -116,16 +145,8 @@ enum dt_status dt_exp_create(const char *home, struct dt_exp *exp, struct dt_err
 		int len = snprintf(exp->dir, sizeof(exp->dir), "%s/%d", base, next);
 		if (len < 0 || (size_t)len >= sizeof(exp->dir) - 64)
 			return dt_err_set(err, DT_CONFIG, "state directory '%s' is too long", base);
-		if (mkdir(exp->dir, 0755) == 0) {
-			char logs[600];
-			snprintf(logs, sizeof(logs), "%s/logs", exp->dir);
-			if (mkdir(logs, 0755) != 0)
-				return dt_err_set(err, DT_IO, "cannot create '%s': %s", logs, strerror(errno));
-			snprintf(logs, sizeof(logs), "%s/progress", exp->dir);
-			if (mkdir(logs, 0755) != 0)
-				return dt_err_set(err, DT_IO, "cannot create '%s': %s", logs, strerror(errno));
-			return DT_OK;
-		}
+		if (mkdir(exp->dir, 0755) == 0)
+			return make_subdirs(exp, err);
 		if (errno != EEXIST)
 			return dt_err_set(err, DT_IO, "cannot create '%s': %s", exp->dir, strerror(errno));
 	}
@@ -227,10 +248,16 @@ enum dt_status dt_exp_save(const struct dt_exp *exp, struct dt_err *err)
 	json_t *tasks = json_array();
 	for (int i = 0; i < exp->ntasks; i++) {
 		const struct dt_exp_task *t = &exp->tasks[i];
-		json_array_append_new(tasks, json_pack("{s:s, s:s, s:i, s:I, s:i, s:f, s:i}", "name", t->name, "state",
-						       dt_task_state_name(t->state), "pid", (int)t->pid, "pid_start",
-						       (json_int_t)t->pid_start, "exit_code", t->exit_code, "started",
-						       t->started, "restarts", t->restarts));
+		json_t *jt = json_pack("{s:s, s:s, s:i, s:I, s:i, s:f, s:i}", "name", t->name, "state",
+				       dt_task_state_name(t->state), "pid", (int)t->pid, "pid_start",
+				       (json_int_t)t->pid_start, "exit_code", t->exit_code, "started", t->started,
+				       "restarts", t->restarts);
+		DT_ASSERT(jt);
+		if (t->params[0])
+			json_object_set_new(jt, "params", json_string(t->params));
+		if (t->early_stopped)
+			json_object_set_new(jt, "early_stopped", json_true());
+		json_array_append_new(tasks, jt);
 	}
 	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:s, s:i, s:f, s:f, s:o}", "id", exp->id, "name",
 			      exp->name, "spec", exp->spec, "output_dir", exp->output_dir, "launcher_pid",
@@ -238,6 +265,15 @@ enum dt_status dt_exp_save(const struct dt_exp *exp, struct dt_err *err)
 			      dt_task_state_name(exp->state), "exit_code", exp->exit_code, "started", exp->started,
 			      "ended", exp->ended, "tasks", tasks);
 	DT_ASSERT(o);
+	if (exp->sweep)
+		json_object_set_new(o, "sweep", json_true());
+	if (exp->metric[0]) {
+		json_t *obj = json_pack("{s:s, s:s}", "metric", exp->metric, "goal", exp->maximize ? "maximize" : "minimize");
+		DT_ASSERT(obj);
+		if (exp->has_target)
+			json_object_set_new(obj, "target", json_real(exp->target));
+		json_object_set_new(o, "objective", obj);
+	}
 	char *text = json_dumps(o, JSON_INDENT(1) | JSON_REAL_PRECISION(15));
 	json_decref(o);
 	char path[600];
@@ -256,11 +292,17 @@ enum dt_status dt_exp_load(const char *home, const char *id, struct dt_exp *exp,
 {
 	memset(exp, 0, sizeof(*exp));
 	char *end;
-	long v = strtol(id, &end, 10);
-	if (end == id || *end || v <= 0 || v > 1000000000)
-		return dt_err_set(err, DT_USAGE, "'%s' is not an experiment id (ids are numbers; see 'dtrain status -a')", id);
-	snprintf(exp->id, sizeof(exp->id), "%d", (int)v);
-	snprintf(exp->dir, sizeof(exp->dir), "%.400s/experiments/%d", home, (int)v);
+	long v = strtol(id, &end, 10), trial = 0;
+	if (end != id && *end == '.' && end[1] >= '0' && end[1] <= '9') /* a sweep's trial: "4.3" */
+		trial = strtol(end + 1, &end, 10);
+	if (end == id || *end || v <= 0 || v > 1000000000 || trial < 0 || trial > 1000000000 || (trial == 0 && strchr(id, '.')))
+		return dt_err_set(err, DT_USAGE, "'%s' is not an experiment id (ids are numbers, a sweep's trials "
+						 "<id>.<k>; see 'dtrain status -a')", id);
+	if (trial)
+		snprintf(exp->id, sizeof(exp->id), "%d.%d", (int)v, (int)trial);
+	else
+		snprintf(exp->id, sizeof(exp->id), "%d", (int)v);
+	snprintf(exp->dir, sizeof(exp->dir), "%.400s/experiments/%s", home, exp->id);
 	char path[600];
 	snprintf(path, sizeof(path), "%s/state.json", exp->dir);
 	json_error_t jerr;
@@ -279,6 +321,13 @@ enum dt_status dt_exp_load(const char *home, const char *id, struct dt_exp *exp,
 	exp->exit_code = (int)json_integer_value(json_object_get(o, "exit_code"));
 	exp->started = json_number_value(json_object_get(o, "started"));
 	exp->ended = json_number_value(json_object_get(o, "ended"));
+	exp->sweep = json_is_true(json_object_get(o, "sweep"));
+	json_t *obj = json_object_get(o, "objective");
+	copy_str(exp->metric, sizeof(exp->metric), json_object_get(obj, "metric"));
+	exp->maximize = json_is_string(json_object_get(obj, "goal")) &&
+			!strcmp(json_string_value(json_object_get(obj, "goal")), "maximize");
+	exp->has_target = json_is_number(json_object_get(obj, "target"));
+	exp->target = json_number_value(json_object_get(obj, "target"));
 	json_t *tasks = json_object_get(o, "tasks");
 	size_t n = json_array_size(tasks);
 	exp->tasks = dt_xcalloc(n ? n : 1, sizeof(*exp->tasks));
@@ -292,6 +341,8 @@ enum dt_status dt_exp_load(const char *home, const char *id, struct dt_exp *exp,
 		et->exit_code = (int)json_integer_value(json_object_get(t, "exit_code"));
 		et->started = json_number_value(json_object_get(t, "started"));
 		et->restarts = (int)json_integer_value(json_object_get(t, "restarts"));
+		copy_str(et->params, sizeof(et->params), json_object_get(t, "params"));
+		et->early_stopped = json_is_true(json_object_get(t, "early_stopped"));
 	}
 	exp->ntasks = (int)n;
 	json_decref(o);
@@ -398,4 +449,125 @@ long long dt_exp_log_step(const char *log_path)
 	}
 	free(buf);
 	return step;
+}
+
+static int metric_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+	       c == '.' || c == '/';
+}
+
+/* The last value `line` (NUL-ended) reports for `metric`; 1 when found. */
+static int line_metric(const char *line, const char *metric, double *out)
+{
+	size_t mlen = strlen(metric);
+	int found = 0;
+	for (const char *p = strstr(line, metric); p && mlen; p = strstr(p + 1, metric)) {
+		if ((p > line && metric_char(p[-1]) && p[-1] != '/') || metric_char(p[mlen]))
+			continue;
+		const char *q = p + mlen;
+		while (*q == ' ')
+			q++;
+		if (*q != '=' && *q != ':')
+			continue;
+		q++;
+		while (*q == ' ')
+			q++;
+		char *end = NULL;
+		double v = strtod(q, &end);
+		if (end == q || !isfinite(v))
+			continue;
+		*out = v;
+		found = 1;
+	}
+	return found;
+}
+
+/* Calls `fn` for each line of the last 64 KiB of a log; 0 when unreadable. */
+static int each_line(const char *log_path, void (*fn)(const char *line, void *ctx), void *ctx)
+{
+	int fd = open(log_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	off_t size = lseek(fd, 0, SEEK_END);
+	off_t from = size > 65536 ? size - 65536 : 0;
+	char *buf = dt_xmalloc(65537);
+	ssize_t n = pread(fd, buf, 65536, from);
+	close(fd);
+	if (n > 0) {
+		buf[n] = '\0';
+		for (char *line = buf; line && *line;) {
+			char *nl = strchr(line, '\n');
+			if (nl)
+				*nl = '\0';
+			fn(line, ctx);
+			line = nl ? nl + 1 : NULL;
+		}
+	}
+	free(buf);
+	return 1;
+}
+
+struct metric_scan {
+	const char *metric;
+	int found;
+	double value;
+	long long *steps; /* history: (step, value) of lines with both, the newest cap kept */
+	double *values;
+	int n, cap;
+};
+
+static void scan_line(const char *line, void *ctx)
+{
+	struct metric_scan *m = ctx;
+	double v;
+	if (!line_metric(line, m->metric, &v))
+		return;
+	m->found = 1;
+	m->value = v;
+	long long step = m->cap ? line_step(line) : -1;
+	if (step < 0)
+		return;
+	if (m->n == m->cap) { /* keep the newest */
+		memmove(m->steps, m->steps + 1, (size_t)(m->cap - 1) * sizeof(*m->steps));
+		memmove(m->values, m->values + 1, (size_t)(m->cap - 1) * sizeof(*m->values));
+		m->n--;
+	}
+	m->steps[m->n] = step;
+	m->values[m->n++] = v;
+}
+
+int dt_exp_log_metric(const char *log_path, const char *metric, double *out)
+{
+	struct metric_scan m = { .metric = metric };
+	each_line(log_path, scan_line, &m);
+	if (m.found)
+		*out = m.value;
+	return m.found;
+}
+
+int dt_exp_metric_history(const struct dt_exp *exp, const char *metric, long long *steps, double *values, int cap)
+{
+	static const char *const from[] = { "evaluator", "chief" };
+	for (size_t i = 0; i < DT_ARRAY_LEN(from); i++) {
+		char path[700];
+		dt_exp_log_path(exp, from[i], path, sizeof(path));
+		struct metric_scan m = { .metric = metric, .steps = steps, .values = values, .cap = cap };
+		each_line(path, scan_line, &m);
+		if (m.n)
+			return m.n;
+	}
+	return 0;
+}
+
+int dt_exp_metric(const struct dt_exp *exp, const char *metric, double *out)
+{
+	static const char *const from[] = { "evaluator", "chief" };
+	for (size_t i = 0; i < DT_ARRAY_LEN(from); i++) {
+		char path[700];
+		dt_exp_log_path(exp, from[i], path, sizeof(path));
+		if (dt_exp_log_metric(path, metric, out))
+			return 1;
+	}
+	return 0;
 }

@@ -49,10 +49,12 @@ struct dt_exp_task {
 	int exit_code;                 /* -1 until it ended; 128 + signal for a death by signal */
 	double started;                /* epoch seconds of the latest start, 0 if never */
 	int restarts;
+	char params[256];              /* a sweep's trial: "lr=0.1 layers=2", else "" */
+	int early_stopped;             /* a sweep's trial KILLED by early stopping */
 };
 
 struct dt_exp {
-	char id[16];
+	char id[24];                   /* "4", or a sweep's trial "4.3" */
 	char dir[512];                 /* $DTRAIN_HOME/experiments/<id> */
 	char name[64];
 	char spec[512];
@@ -62,6 +64,11 @@ struct dt_exp {
 	enum dt_task_state state;      /* RUNNING until the launcher ends */
 	int exit_code;                 /* -1 while running */
 	double started, ended;
+	int sweep;                     /* 1: a sweep, whose "tasks" are its trials "<id>.<k>" (sweep.h) */
+	char metric[64];               /* a sweep's objective metric, "" without one */
+	int maximize;                  /* its goal */
+	int has_target;
+	double target;
 	struct dt_exp_task *tasks;     /* [ntasks] owned */
 	int ntasks;
 };
@@ -72,8 +79,12 @@ void dt_exp_home(char *buf, size_t cap);
 /* Creates experiments/<next id>/ and logs/ under `home` and fills exp->id and
  * exp->dir. */
 enum dt_status dt_exp_create(const char *home, struct dt_exp *exp, struct dt_err *err) DT_MUST_CHECK;
+/* Creates experiments/<id>/ for a given id (a sweep's trial, "4.3");
+ * DT_IO when it exists already. */
+enum dt_status dt_exp_create_id(const char *home, const char *id, struct dt_exp *exp, struct dt_err *err) DT_MUST_CHECK;
 enum dt_status dt_exp_save(const struct dt_exp *exp, struct dt_err *err) DT_MUST_CHECK;
-/* Loads experiments/<id>; DT_USAGE naming the id when there is none. */
+/* Loads experiments/<id> (an experiment "4" or a sweep's trial "4.3");
+ * DT_USAGE naming the id when there is none. */
 enum dt_status dt_exp_load(const char *home, const char *id, struct dt_exp *exp, struct dt_err *err) DT_MUST_CHECK;
 void dt_exp_release(struct dt_exp *exp);
 /* Experiment ids under home, ascending (caller frees with free()). */
@@ -116,5 +127,19 @@ void dt_exp_newest_checkpoint(const struct dt_exp *exp, char *buf, size_t cap);
  * "step n (global N/M)", "global step N"); -1 when none. Reads at most
  * the last 64 KiB. */
 long long dt_exp_log_step(const char *log_path);
+
+/* The last value a log reports for `metric`: "<metric> = X", "<metric>=X"
+ * or "<metric>: X", the name not the tail of a longer one (dtrain's eval
+ * lines "... accuracy = 0.9180, loss = 0.2337", a command's own
+ * "accuracy=0.91"). Reads at most the last 64 KiB; 1 when found. */
+int dt_exp_log_metric(const char *log_path, const char *metric, double *out);
+/* An experiment's value of `metric`: its evaluator's newest, else its
+ * chief's (a sweep's objective, sweep.h); 1 when found. */
+int dt_exp_metric(const struct dt_exp *exp, const char *metric, double *out);
+/* The (global step, value) pairs of `metric` an experiment's lines report
+ * with a step ("... at global step 800: accuracy = 0.88"), oldest first,
+ * the newest `cap` of them: the evaluator's, else the chief's. Returns
+ * the count (0: none). For a sweep's early stopping (sweep.h). */
+int dt_exp_metric_history(const struct dt_exp *exp, const char *metric, long long *steps, double *values, int cap);
 
 #endif

@@ -67,6 +67,22 @@ static json_t *hparams_object(const struct dt_hparams *hp)
 	json_t *o = json_loadb(text, len, 0, NULL);
 	free(text);
 	DT_ASSERT(json_is_object(o));
+	/* A sweep's trial: its parameters (summary.h). A malformed variable
+	 * is ignored: it comes from the launcher, and a summary must not
+	 * cost a training run. */
+	const char *trial = getenv("DTRAIN_TRIAL_PARAMS");
+	json_t *params = trial ? json_loads(trial, 0, NULL) : NULL;
+	const char *key;
+	json_t *v;
+	json_object_foreach(params, key, v) {
+		if (!json_is_string(v) || json_object_get(o, key))
+			continue;
+		const char *s = json_string_value(v);
+		char *end = NULL;
+		double x = strtod(s, &end);
+		json_object_set_new(o, key, *s && end && !*end ? json_real(x) : json_string(s));
+	}
+	json_decref(params);
 	return o;
 }
 

@@ -37,7 +37,12 @@
  * value), and dt_summary_free the session-end summary: STATUS_SUCCESS when
  * the record of the last step (train_steps) was written, else
  * STATUS_FAILURE. A set of runs then compares in the HParams tab, with the
- * final metrics taken from the runs' scalars as TensorBoard does.
+ * final metrics taken from the runs' scalars as TensorBoard does. A trial
+ * of a `dtrain launch` sweep (launch/sweep.h) adds its parameters: each
+ * key of the JSON object in $DTRAIN_TRIAL_PARAMS that is not an hparam's
+ * name becomes one more hparam of the session (a number when its value
+ * reads as one, else a string), so the HParams tab over the sweep's output
+ * dir compares the trials by their parameters too.
  *
  * Run files (t2t's trainer writes them at start): hparams.json, the
  * resolved hyper-parameters as one JSON object; flags.txt, every option of

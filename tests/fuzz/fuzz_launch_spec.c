@@ -6,6 +6,7 @@
  * accepts and a non-empty command line; or fail with DT_CONFIG and a
  * message that starts with the file name and a line and column. It must
  * never crash, leak or read out of bounds.
+ * Sweeps (parameters:) also read their last trial's spec.
  * Run: make build-fuzz/fuzz_launch_spec && build-fuzz/fuzz_launch_spec -runs=20000 -seed=1 tests/fuzz/corpus/fuzz_launch_spec */
 #include <stdint.h>
 #include <stdio.h>
@@ -64,6 +65,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		char **argv = dt_launch_argv(&s, &tasks[i], "dtrain", NULL, &argc);
 		check(argc >= 1 && argv[0] && argv[0][0]);
 		dt_launch_argv_free(argv);
+	}
+	if (s.sweep) { /* a sweep: its last trial's spec reads, or fails with a placed message */
+		check(s.sweep->ntrials >= 1 && s.sweep->ntrials <= DT_SWEEP_MAX_TRIALS);
+		check(s.sweep->concurrency >= 1 && s.sweep->nparams >= 1);
+		struct dt_launch_spec t;
+		st = dt_launch_spec_trial(&s, s.sweep->ntrials, &t, &err);
+		check(st == DT_OK ? t.trial == s.sweep->ntrials && t.trial_values != NULL
+				  : st == DT_CONFIG && strncmp(err.msg, "f.yaml:", 7) == 0);
+		dt_launch_spec_release(&t);
 	}
 	dt_launch_spec_release(&s);
 	return 0;
