@@ -272,6 +272,11 @@ static char *json_text(json_t *v)
 		return NULL;
 	if (json_is_string(v))
 		return dt_xstrdup(json_string_value(v));
+	if (json_is_real(v)) { /* 0.05, not jansson's 17 digits 0.050000000000000003 */
+		char buf[64];
+		snprintf(buf, sizeof(buf), "%.10g", json_real_value(v));
+		return dt_xstrdup(buf);
+	}
 	char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
 	char *out = dt_xstrdup(s ? s : "?");
 	free(s);
