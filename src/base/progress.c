@@ -151,11 +151,29 @@ int dt_progress_writer_ring(struct dt_progress_writer *w, const char *ring, doub
 
 static struct dt_progress_writer process_writer;
 static int process_writer_ready;
+static double process_slow_s; /* DT_PROGRESS_SLOW_ENV's delay for this task, 0 without */
+
+double dt_progress_slow_step_s(const char *spec, const char *task)
+{
+	if (!spec || !task || !task[0])
+		return 0;
+	size_t n = strlen(task);
+	for (const char *p = spec; *p;) {
+		const char *end = p + strcspn(p, ",");
+		if ((size_t)(end - p) > n + 1 && !strncmp(p, task, n) && p[n] == ':') {
+			double ms = strtod(p + n + 1, NULL);
+			return ms > 0 && ms <= 60000 ? ms / 1000.0 : 0;
+		}
+		p = *end ? end + 1 : end;
+	}
+	return 0;
+}
 
 static struct dt_progress_writer *process(void)
 {
 	if (!process_writer_ready) {
 		dt_progress_writer_init(&process_writer, getenv(DT_PROGRESS_ENV));
+		process_slow_s = dt_progress_slow_step_s(getenv(DT_PROGRESS_SLOW_ENV), getenv("DTRAIN_TASK"));
 		process_writer_ready = 1;
 	}
 	return &process_writer;
@@ -164,6 +182,8 @@ static struct dt_progress_writer *process(void)
 void dt_progress_step(int64_t step, int64_t total)
 {
 	struct dt_progress_writer *w = process();
+	if (process_slow_s > 0)
+		dt_sleep(process_slow_s);
 	if (w->path[0])
 		(void)dt_progress_writer_step(w, step, total, dt_wall_seconds());
 }

@@ -48,6 +48,10 @@
 #include "base/err.h"
 
 #define DT_PROGRESS_ENV "DTRAIN_PROGRESS_FILE"
+/* Tests only: "TASK:MS[,TASK:MS...]" makes the launched task named TASK
+ * ($DTRAIN_TASK) sleep MS milliseconds in each dt_progress_step call, a
+ * straggler on purpose (tests/cli/test_stragglers.c). */
+#define DT_PROGRESS_SLOW_ENV "DTRAIN_DEBUG_SLOW_STEP"
 #define DT_PROGRESS_WINDOW_S 10.0
 #define DT_PROGRESS_SAMPLES 16
 
@@ -95,6 +99,10 @@ double dt_progress_writer_rate(const struct dt_progress_writer *w);
 /* This task's seconds per own step (dt_progress_writer_step calls) over
  * the same samples; 0 with fewer than two, or no call between them. */
 double dt_progress_writer_step_time(const struct dt_progress_writer *w);
+
+/* The delay DT_PROGRESS_SLOW_ENV's value `spec` gives task `task`, in
+ * seconds (0 when it names it not, or the MS is not in (0, 60000]). */
+double dt_progress_slow_step_s(const char *spec, const char *task);
 
 /* The process's writer, opened from $DTRAIN_PROGRESS_FILE on the first
  * call: the training loop's one call per step (thread-unsafe: call it from

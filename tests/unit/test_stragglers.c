@@ -107,3 +107,16 @@ DT_TEST(stragglers, the_slowest_trainer_is_named_with_its_ratio_to_the_median)
 	dt_exp_stragglers_line(&e, now, line, sizeof(line));
 	DT_CHECK_STR_EQ(line, "");
 }
+
+DT_TEST(stragglers, the_slow_step_knob_names_tasks_exactly)
+{
+	const char *spec = "chief:10,worker.1:40,worker.10:5";
+	DT_CHECK_NEAR(dt_progress_slow_step_s(spec, "chief"), 0.010, 1e-12);
+	DT_CHECK_NEAR(dt_progress_slow_step_s(spec, "worker.1"), 0.040, 1e-12);
+	DT_CHECK_NEAR(dt_progress_slow_step_s(spec, "worker.10"), 0.005, 1e-12);
+	DT_CHECK(dt_progress_slow_step_s(spec, "worker.0") == 0);
+	DT_CHECK(dt_progress_slow_step_s(spec, "") == 0);
+	DT_CHECK(dt_progress_slow_step_s(NULL, "chief") == 0);
+	DT_CHECK(dt_progress_slow_step_s("chief:-3,worker.0:x", "chief") == 0);
+	DT_CHECK(dt_progress_slow_step_s("chief:-3,worker.0:x", "worker.0") == 0);
+}
