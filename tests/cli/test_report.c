@@ -5,7 +5,7 @@
  * bad input and its exit codes; and headless Chromium (Debian's
  * `chromium`) rendering the page with the network off: no console message
  * from the page, while a control page with a fetch and a script is caught,
- * and the screenshot's pixels carry both runs' colours across the plots. */
+ * and the screenshot's pixels carry a 4-trial sweep's colours across the plots. */
 #include <jansson.h>
 #include <png.h>
 #include <stdio.h>
@@ -381,16 +381,19 @@ static struct color_hits count_color(const uint8_t *rgb, int w, int h, unsigned 
 	return c;
 }
 
-DT_TEST_TIMEOUT(report, chromium_renders_the_page_offline_and_the_curves_show, 60)
+DT_TEST_TIMEOUT(report, chromium_renders_a_sweep_offline_and_the_curves_show, 60)
 {
 	const char *browser = chromium_path();
 	if (!browser)
 		DT_SKIP("chromium is not installed (scripts/install-deps.sh installs Debian's chromium)");
-	char a[512], b[512], html[512], control[512], png[512], cpng[512];
-	train_run(a, sizeof(a), "runA", "0.05", 0);
-	train_run(b, sizeof(b), "runB", "0.01", 1);
+	/* A 4-trial sweep of the learning rate, one with evaluations. */
+	char a[512], b[512], c[512], d[512], html[512], control[512], png[512], cpng[512];
+	train_run(a, sizeof(a), "lr-0.05", "0.05", 0);
+	train_run(b, sizeof(b), "lr-0.02", "0.02", 1);
+	train_run(c, sizeof(c), "lr-0.01", "0.01", 0);
+	train_run(d, sizeof(d), "lr-0.005", "0.005", 0);
 	struct dt_run r;
-	report(&r, (const char *[]){ a, b, NULL });
+	report(&r, (const char *[]){ a, b, c, d, NULL });
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	dt_test_write_file(dt_test_path(html, sizeof(html), "report.html"), r.out, strlen(r.out));
 	/* The control: the same page trying a fetch and a script, which the page's policy refuses. */
@@ -423,14 +426,16 @@ DT_TEST_TIMEOUT(report, chromium_renders_the_page_offline_and_the_curves_show, 6
 	int w = (int)img.width, h = (int)img.height;
 	DT_CHECK_INT_EQ(w, 1400);
 	/* Legend and table swatches hold ~600 pixels of a colour over ~150
-	 * columns; curves across the plots hold thousands over most of the width. */
-	for (int run_i = 0; run_i < 2; run_i++) {
-		struct color_hits c = count_color(rgb, w, h, dt_report_colors[run_i]);
-		if (c.pixels < 2000 || c.columns < 300)
+	 * columns; curves across the plots hold thousands over most of the width
+	 * (each run's learning-rate and throughput curves differ from the others',
+	 * so none is hidden under a later one). */
+	for (int run_i = 0; run_i < 4; run_i++) {
+		struct color_hits hits = count_color(rgb, w, h, dt_report_colors[run_i]);
+		if (hits.pixels < 2000 || hits.columns < 300)
 			dt_test_fail(__FILE__, __LINE__, "run %d's colour #%06x: %ld pixels over %d columns, want >= 2000 over "
-				     ">= 300", run_i, dt_report_colors[run_i], c.pixels, c.columns);
+				     ">= 300", run_i, dt_report_colors[run_i], hits.pixels, hits.columns);
 	}
-	struct color_hits none = count_color(rgb, w, h, dt_report_colors[2]); /* no third run */
+	struct color_hits none = count_color(rgb, w, h, dt_report_colors[4]); /* no fifth run */
 	DT_CHECK(none.pixels < 20);
 	free(rgb);
 	png_image_free(&img);
