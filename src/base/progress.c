@@ -37,6 +37,7 @@ static void add_sample(struct dt_progress_writer *w, int64_t step, double now)
 	int at = (w->head + w->nsamples) % DT_PROGRESS_SAMPLES;
 	w->samples[at].t = now;
 	w->samples[at].step = step;
+	w->samples[at].calls = w->calls;
 	w->nsamples++;
 }
 
@@ -57,6 +58,30 @@ double dt_progress_writer_rate(const struct dt_progress_writer *w)
 	return 0;
 }
 
+/* The oldest sample within the window before the newest one, or -1. */
+static int window_start(const struct dt_progress_writer *w)
+{
+	if (w->nsamples < 2)
+		return -1;
+	double t1 = w->samples[(w->head + w->nsamples - 1) % DT_PROGRESS_SAMPLES].t;
+	for (int k = 0; k < w->nsamples - 1; k++) {
+		int i = (w->head + k) % DT_PROGRESS_SAMPLES;
+		if (w->samples[i].t >= t1 - DT_PROGRESS_WINDOW_S - 1e-9)
+			return i;
+	}
+	return -1;
+}
+
+double dt_progress_writer_step_time(const struct dt_progress_writer *w)
+{
+	int i = window_start(w);
+	if (i < 0)
+		return 0;
+	int newest = (w->head + w->nsamples - 1) % DT_PROGRESS_SAMPLES;
+	int64_t calls = w->samples[newest].calls - w->samples[i].calls;
+	return calls > 0 ? (w->samples[newest].t - w->samples[i].t) / (double)calls : 0;
+}
+
 static int write_file(struct dt_progress_writer *w, double now)
 {
 	char text[768];
@@ -66,6 +91,9 @@ static int write_file(struct dt_progress_writer *w, double now)
 		n += snprintf(text + n, sizeof(text) - (size_t)n, "note %s\n", w->note);
 	if (w->ring[0])
 		n += snprintf(text + n, sizeof(text) - (size_t)n, "ring %s\n", w->ring);
+	double step_time = dt_progress_writer_step_time(w);
+	if (step_time > 0)
+		n += snprintf(text + n, sizeof(text) - (size_t)n, "step_time %.6f\n", step_time);
 	char tmp[600];
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", w->path, (int)getpid());
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -84,10 +112,12 @@ static int write_file(struct dt_progress_writer *w, double now)
 	return 1;
 }
 
-int dt_progress_writer_step(struct dt_progress_writer *w, int64_t step, int64_t total, double now)
+/* `own`: a step of this task (counted for step_time), not a note's or ring's update. */
+static int writer_step(struct dt_progress_writer *w, int64_t step, int64_t total, double now, int own)
 {
 	if (!w->path[0])
 		return 0;
+	w->calls += own;
 	w->total = total;
 	add_sample(w, step, now);
 	int first = w->last_step < 0;
@@ -96,6 +126,11 @@ int dt_progress_writer_step(struct dt_progress_writer *w, int64_t step, int64_t 
 	if (!first && !(total > 0 && step >= total && changed) && now - w->last_write < w->interval_s)
 		return 0;
 	return write_file(w, now);
+}
+
+int dt_progress_writer_step(struct dt_progress_writer *w, int64_t step, int64_t total, double now)
+{
+	return writer_step(w, step, total, now, 1);
 }
 
 int dt_progress_writer_note(struct dt_progress_writer *w, const char *note, double now)
@@ -116,11 +151,29 @@ int dt_progress_writer_ring(struct dt_progress_writer *w, const char *ring, doub
 
 static struct dt_progress_writer process_writer;
 static int process_writer_ready;
+static double process_slow_s; /* DT_PROGRESS_SLOW_ENV's delay for this task, 0 without */
+
+double dt_progress_slow_step_s(const char *spec, const char *task)
+{
+	if (!spec || !task || !task[0])
+		return 0;
+	size_t n = strlen(task);
+	for (const char *p = spec; *p;) {
+		const char *end = p + strcspn(p, ",");
+		if ((size_t)(end - p) > n + 1 && !strncmp(p, task, n) && p[n] == ':') {
+			double ms = strtod(p + n + 1, NULL);
+			return ms > 0 && ms <= 60000 ? ms / 1000.0 : 0;
+		}
+		p = *end ? end + 1 : end;
+	}
+	return 0;
+}
 
 static struct dt_progress_writer *process(void)
 {
 	if (!process_writer_ready) {
 		dt_progress_writer_init(&process_writer, getenv(DT_PROGRESS_ENV));
+		process_slow_s = dt_progress_slow_step_s(getenv(DT_PROGRESS_SLOW_ENV), getenv("DTRAIN_TASK"));
 		process_writer_ready = 1;
 	}
 	return &process_writer;
@@ -129,6 +182,8 @@ static struct dt_progress_writer *process(void)
 void dt_progress_step(int64_t step, int64_t total)
 {
 	struct dt_progress_writer *w = process();
+	if (process_slow_s > 0)
+		dt_sleep(process_slow_s);
 	if (w->path[0])
 		(void)dt_progress_writer_step(w, step, total, dt_wall_seconds());
 }
@@ -139,7 +194,7 @@ void dt_progress_note(int64_t step, int64_t total, const char *note)
 	if (!w->path[0])
 		return;
 	double now = dt_wall_seconds();
-	(void)dt_progress_writer_step(w, step, total, now);
+	(void)writer_step(w, step, total, now, 0);
 	(void)dt_progress_writer_note(w, note, now);
 }
 
@@ -149,7 +204,7 @@ void dt_progress_ring(int64_t step, int64_t total, const char *ring)
 	if (!w->path[0])
 		return;
 	double now = dt_wall_seconds();
-	(void)dt_progress_writer_step(w, step, total, now);
+	(void)writer_step(w, step, total, now, 0);
 	(void)dt_progress_writer_ring(w, ring, now);
 }
 
@@ -169,7 +224,9 @@ enum dt_status dt_progress_read(const char *path, struct dt_progress *out, struc
 			*nl = '\0';
 		long long v;
 		double d;
-		if (sscanf(line, "step %lld", &v) == 1) {
+		if (sscanf(line, "step_time %lf", &d) == 1) {
+			out->step_time = isfinite(d) && d > 0 ? d : 0;
+		} else if (sscanf(line, "step %lld", &v) == 1) {
 			out->step = v;
 			have |= 1;
 		} else if (sscanf(line, "total %lld", &v) == 1) {

@@ -28,6 +28,13 @@
  *   6. ring <text>      optional: an elastic all-reduce ring's members and
  *                       its last change ("workers 0,2 (2 of 3); re-formed
  *                       1 time(s), last at step 812: worker 1 at ... lost: ...")
+ *   7. step_time <double> optional: this task's OWN seconds per step (wall
+ *                       time over its dt_progress_step calls) over the same
+ *                       window; written once two samples exist. Unlike the
+ *                       rate (of the global step, which every trainer of an
+ *                       asynchronous cluster moves), it tells the tasks
+ *                       apart: `status`/`monitor` name the slowest trainer
+ *                       with its ratio to the median (launch/state.h).
  *
  * The writer state (struct dt_progress_writer) is transparent so tests
  * drive it with a fake clock; dt_progress_step/note use one per process.
@@ -41,6 +48,10 @@
 #include "base/err.h"
 
 #define DT_PROGRESS_ENV "DTRAIN_PROGRESS_FILE"
+/* Tests only: "TASK:MS[,TASK:MS...]" makes the launched task named TASK
+ * ($DTRAIN_TASK) sleep MS milliseconds in each dt_progress_step call, a
+ * straggler on purpose (tests/cli/test_stragglers.c). */
+#define DT_PROGRESS_SLOW_ENV "DTRAIN_DEBUG_SLOW_STEP"
 #define DT_PROGRESS_WINDOW_S 10.0
 #define DT_PROGRESS_SAMPLES 16
 
@@ -50,6 +61,7 @@ struct dt_progress {
 	int64_t total;  /* 0: unknown */
 	double time;    /* epoch seconds of `step` */
 	double rate;    /* steps/s, 0 while unknown */
+	double step_time; /* this task's own seconds per step; 0 while unknown */
 	char note[208];
 	char ring[208]; /* "" when the task wrote none */
 };
@@ -62,7 +74,8 @@ struct dt_progress_writer {
 	int64_t total;
 	char note[208];
 	char ring[208];
-	struct { double t; int64_t step; } samples[DT_PROGRESS_SAMPLES]; /* ring, oldest at head */
+	int64_t calls;                  /* dt_progress_writer_step calls: this task's own steps */
+	struct { double t; int64_t step, calls; } samples[DT_PROGRESS_SAMPLES]; /* ring, oldest at head */
 	int nsamples, head;
 };
 
@@ -83,6 +96,13 @@ int dt_progress_writer_ring(struct dt_progress_writer *w, const char *ring, doub
 /* steps/s over the samples of the last DT_PROGRESS_WINDOW_S before the
  * newest one; 0 with fewer than two samples. */
 double dt_progress_writer_rate(const struct dt_progress_writer *w);
+/* This task's seconds per own step (dt_progress_writer_step calls) over
+ * the same samples; 0 with fewer than two, or no call between them. */
+double dt_progress_writer_step_time(const struct dt_progress_writer *w);
+
+/* The delay DT_PROGRESS_SLOW_ENV's value `spec` gives task `task`, in
+ * seconds (0 when it names it not, or the MS is not in (0, 60000]). */
+double dt_progress_slow_step_s(const char *spec, const char *task);
 
 /* The process's writer, opened from $DTRAIN_PROGRESS_FILE on the first
  * call: the training loop's one call per step (thread-unsafe: call it from

@@ -56,5 +56,7 @@ int dt_cmd_export(int argc, char **argv);
 int dt_cmd_decode(int argc, char **argv);
 int dt_cmd_datagen(int argc, char **argv);
 int dt_cmd_bleu(int argc, char **argv);
+/* `dtrain report` (dt_cmd_report is the error printer above). */
+int dt_cmd_report_page(int argc, char **argv);
 
 #endif

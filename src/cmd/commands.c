@@ -21,6 +21,7 @@ const struct dt_command dt_commands[] = {
 	{ "kill", dt_cmd_kill, "stop a launched experiment (-f: SIGKILL at once)" },
 	{ "secret", dt_cmd_secret, "make a cluster secret: dtrain secret new PATH (docs/SECURITY.md)" },
 	{ "export", dt_cmd_export, "write a checkpoint's variables for another program (Keras HDF5 weights)" },
+	{ "report", dt_cmd_report_page, "one HTML page of runs' scalars over steps, final metrics and hparams" },
 	{ "ckpt", dt_cmd_ckpt, "inspect or verify a checkpoint (a file, or an output dir's latest)" },
 	{ "timeline", dt_cmd_timeline, "merge the tasks' --timeline files into one trace (Perfetto, chrome://tracing)" },
 	{ "version", dt_cmd_version, "print the version and the libraries in use" },

@@ -165,6 +165,10 @@ int dt_cmd_monitor(int argc, char **argv)
 			printf("  %.1f steps/s  ETA %s", ep.rate, eta);
 		}
 		printf("\ncheckpoint: %s  evaluation: %s\n", ckpt[0] ? ckpt : "(none yet)", note[0] ? note : "(none yet)");
+		char slow[1024];
+		dt_exp_stragglers_line(&e, now, slow, sizeof(slow)); /* the slowest trainer named */
+		if (slow[0])
+			printf("%s\n", slow);
 		printf("%-18s %-9s %7s %6s %18s %11s %5s %8s %7s\n", "ID", "STATE", "CPU %", "MEM %", "MEM-USED / TOTAL",
 		       "STEP", "DONE", "STEPS/S", "ETA");
 		for (int i = 0; i < n; i++) {

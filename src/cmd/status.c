@@ -200,6 +200,10 @@ static void print_progress(const struct dt_exp *e)
 	       note[0] ? note : "(none yet)");
 	if (p.p.ring[0]) /* an elastic all-reduce ring's members and last change (the chief's) */
 		printf("ring: %s\n", p.p.ring);
+	char slow[1024];
+	dt_exp_stragglers_line(e, now, slow, sizeof(slow)); /* each trainer's own step time, the slowest named */
+	if (slow[0])
+		printf("%s\n", slow);
 }
 
 int dt_cmd_status(int argc, char **argv)

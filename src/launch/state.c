@@ -570,4 +570,73 @@ int dt_exp_metric(const struct dt_exp *exp, const char *metric, double *out)
 			return 1;
 	}
 	return 0;
+static int trainer_name(const char *name)
+{
+	return !strcmp(name, "chief") || !strncmp(name, "worker.", 7);
+}
+
+/* Fills times[] (cap entries) with the fresh step times of running trainers; names[] with their index. */
+static int step_times(const struct dt_exp *exp, double now, double *times, int *index, int cap)
+{
+	int n = 0;
+	for (int i = 0; i < exp->ntasks && n < cap; i++) {
+		const struct dt_exp_task *t = &exp->tasks[i];
+		if (t->state != DT_TS_RUNNING || !trainer_name(t->name))
+			continue;
+		struct dt_exp_progress p;
+		dt_exp_task_progress(exp, t, now, &p);
+		if (!p.have || !(p.p.step_time > 0) || now - p.p.time > DT_PROGRESS_WINDOW_S)
+			continue;
+		times[n] = p.p.step_time;
+		index[n++] = i;
+	}
+	return n;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+void dt_exp_stragglers(const struct dt_exp *exp, double now, struct dt_exp_stragglers *out)
+{
+	memset(out, 0, sizeof(*out));
+	double times[DT_LAUNCH_STATE_MAX_LOGS], sorted[DT_LAUNCH_STATE_MAX_LOGS];
+	int index[DT_LAUNCH_STATE_MAX_LOGS];
+	int n = step_times(exp, now, times, index, DT_LAUNCH_STATE_MAX_LOGS);
+	out->n = n;
+	if (n == 0)
+		return;
+	memcpy(sorted, times, (size_t)n * sizeof(*times));
+	qsort(sorted, (size_t)n, sizeof(*sorted), cmp_double);
+	out->median_s = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+	if (n < 2)
+		return;
+	int worst = 0;
+	for (int k = 1; k < n; k++)
+		worst = times[k] > times[worst] ? k : worst;
+	snprintf(out->slowest, sizeof(out->slowest), "%s", exp->tasks[index[worst]].name);
+	out->slowest_s = times[worst];
+	out->ratio = out->median_s > 0 ? times[worst] / out->median_s : 0;
+}
+
+void dt_exp_stragglers_line(const struct dt_exp *exp, double now, char *buf, size_t cap)
+{
+	if (!cap)
+		return;
+	buf[0] = '\0';
+	double times[DT_LAUNCH_STATE_MAX_LOGS];
+	int index[DT_LAUNCH_STATE_MAX_LOGS];
+	int n = step_times(exp, now, times, index, DT_LAUNCH_STATE_MAX_LOGS);
+	if (n == 0)
+		return;
+	size_t at = (size_t)snprintf(buf, cap, "step time:");
+	for (int k = 0; k < n && at < cap; k++)
+		at += (size_t)snprintf(buf + at, cap - at, "%s %s %.3f s", k ? "," : "", exp->tasks[index[k]].name,
+				       times[k]);
+	struct dt_exp_stragglers st;
+	dt_exp_stragglers(exp, now, &st);
+	if (st.slowest[0] && at < cap)
+		snprintf(buf + at, cap - at, "; slowest %s: %.2fx the median %.3f s", st.slowest, st.ratio, st.median_s);
 }

@@ -119,6 +119,22 @@ void dt_exp_task_progress(const struct dt_exp *exp, const struct dt_exp_task *t,
 /* The experiment's progress: the chief's (or, without one, the most advanced
  * trainer's); `note` gets the newest evaluation a task reported ("" if none). */
 void dt_exp_progress(const struct dt_exp *exp, double now, struct dt_exp_progress *out, char *note, size_t cap);
+/* Stragglers: the running trainers' (chief, worker.N) own step times, from
+ * their progress files' step_time (base/progress.h key 7, fresh within
+ * DT_PROGRESS_WINDOW_S), their median, and the slowest with its ratio to
+ * the median (the median of an even count is the mean of the middle two). */
+struct dt_exp_stragglers {
+	int n;                  /* trainers with a fresh step time */
+	double median_s;        /* 0 when n == 0 */
+	char slowest[64];       /* its task name; "" when n < 2 */
+	double slowest_s, ratio;
+};
+void dt_exp_stragglers(const struct dt_exp *exp, double now, struct dt_exp_stragglers *out);
+/* The line `status` and `monitor` print: "step time: chief 0.110 s,
+ * worker.0 0.205 s; slowest worker.0: 1.30x the median 0.158 s"; "" when
+ * no trainer has a step time. */
+void dt_exp_stragglers_line(const struct dt_exp *exp, double now, char *buf, size_t cap);
+
 /* The newest checkpoint the output dir's `checkpoint` state file names
  * (model_checkpoint_path), or "" when there is none yet. */
 void dt_exp_newest_checkpoint(const struct dt_exp *exp, char *buf, size_t cap);
