@@ -570,6 +570,8 @@ int dt_exp_metric(const struct dt_exp *exp, const char *metric, double *out)
 			return 1;
 	}
 	return 0;
+}
+
 static int trainer_name(const char *name)
 {
 	return !strcmp(name, "chief") || !strncmp(name, "worker.", 7);
