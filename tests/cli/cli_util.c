@@ -1,6 +1,7 @@
 #include "cli_util.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,4 +211,47 @@ int cli_proc_mentions(pid_t pid, const char *text)
 	}
 	free(buf);
 	return found;
+}
+
+/* True when the environment block env (len bytes of NUL-ended entries) holds `entry`. */
+static int env_has(const char *env, size_t len, const char *entry)
+{
+	for (size_t k = 0; k < len; k += strlen(env + k) + 1)
+		if (strcmp(env + k, entry) == 0)
+			return 1;
+	return 0;
+}
+
+int cli_processes_with_env(const char *const *entries, double timeout_s)
+{
+	double end = cli_now_s() + timeout_s;
+	int left;
+	do {
+		left = 0;
+		DIR *proc = opendir("/proc");
+		struct dirent *de;
+		while (proc && (de = readdir(proc)) != NULL) {
+			pid_t pid = atoi(de->d_name);
+			if (pid <= 1 || pid == getpid() || !cli_pid_alive(pid))
+				continue;
+			char path[64];
+			snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+			FILE *f = fopen(path, "rb");
+			if (!f)
+				continue;
+			static char env[1 << 16];
+			size_t len = fread(env, 1, sizeof(env) - 1, f);
+			fclose(f);
+			env[len] = '\0';
+			int all = 1;
+			for (int i = 0; entries[i] && all; i++)
+				all = env_has(env, len, entries[i]);
+			left += all;
+		}
+		if (proc)
+			closedir(proc);
+		if (left)
+			cli_sleep_ms(50);
+	} while (left && cli_now_s() < end);
+	return left;
 }

@@ -67,6 +67,11 @@ void cli_run(struct dt_run *r, const char *const *args, double timeout_s);
  * dt_proc_start_time). */
 int cli_pid_alive(pid_t pid);
 
+/* The processes (not this one) whose environment holds every entry of
+ * `entries` ("K=V", NULL-terminated), waiting up to timeout_s for them to
+ * go; returns how many are left. */
+int cli_processes_with_env(const char *const *entries, double timeout_s);
+
 /* True when /proc/<pid>/environ or /proc/<pid>/cmdline contains `text` (a
  * test's private directory: the process came from what the test started). */
 int cli_proc_mentions(pid_t pid, const char *text);

@@ -101,38 +101,7 @@ static int experiment_processes(const char *id, double timeout_s)
 	char want_id[64], want_home[700];
 	snprintf(want_id, sizeof(want_id), "EXPERIMENT_ID=%s", id);
 	snprintf(want_home, sizeof(want_home), "DTRAIN_HOME=%s", getenv("DTRAIN_HOME"));
-	double end = cli_now_s() + timeout_s;
-	int left;
-	do {
-		left = 0;
-		DIR *proc = opendir("/proc");
-		struct dirent *de;
-		while (proc && (de = readdir(proc)) != NULL) {
-			pid_t pid = atoi(de->d_name);
-			if (pid <= 1 || pid == getpid() || !cli_pid_alive(pid))
-				continue;
-			char path[64];
-			snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
-			FILE *f = fopen(path, "rb");
-			if (!f)
-				continue;
-			static char env[1 << 16];
-			size_t len = fread(env, 1, sizeof(env) - 1, f);
-			fclose(f);
-			env[len] = '\0';
-			int has_id = 0, has_home = 0;
-			for (size_t k = 0; k < len; k += strlen(env + k) + 1) {
-				has_id |= strcmp(env + k, want_id) == 0;
-				has_home |= strcmp(env + k, want_home) == 0;
-			}
-			left += has_id && has_home;
-		}
-		if (proc)
-			closedir(proc);
-		if (left)
-			usleep(50000);
-	} while (left && cli_now_s() < end);
-	return left;
+	return cli_processes_with_env((const char *[]){ want_id, want_home, NULL }, timeout_s);
 }
 
 #define MLP_SHORT "model: mlp\nproblem: fashion_mnist\ntrain_steps: 200\nargs: [--log_every=100]\n"

@@ -36,34 +36,7 @@ static int home_processes(double timeout_s)
 {
 	char want[700];
 	snprintf(want, sizeof(want), "DTRAIN_HOME=%s", getenv("DTRAIN_HOME"));
-	double end = cli_now_s() + timeout_s;
-	int left;
-	do {
-		left = 0;
-		DIR *proc = opendir("/proc");
-		struct dirent *de;
-		while (proc && (de = readdir(proc)) != NULL) {
-			pid_t pid = atoi(de->d_name);
-			if (pid <= 1 || pid == getpid() || !cli_pid_alive(pid))
-				continue;
-			char path[64];
-			snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
-			FILE *f = fopen(path, "rb");
-			if (!f)
-				continue;
-			static char env[1 << 16];
-			size_t len = fread(env, 1, sizeof(env) - 1, f);
-			fclose(f);
-			env[len] = '\0';
-			for (size_t k = 0; k < len; k += strlen(env + k) + 1)
-				left += strcmp(env + k, want) == 0;
-		}
-		if (proc)
-			closedir(proc);
-		if (left)
-			cli_sleep_ms(50);
-	} while (left && cli_now_s() < end);
-	return left;
+	return cli_processes_with_env((const char *[]){ want, NULL }, timeout_s);
 }
 
 /* Waits until trial `id`'s state in sweep `sweep` is `state`. */
