@@ -116,6 +116,8 @@ void dt__api_session_defaults(dtrain_session *s)
 	s->tc.eval_at_end = 0;
 	s->tc.prefetch = 0;
 	s->tc.output_dir = s->output_dir;
+	s->tc.warm_start_from = s->warm_start_from;
+	s->tc.warm_start_vars = s->warm_start_vars;
 	s->replicas = 1;
 	/* zeros: the roles' own defaults (train/ps_roles.h, allreduce_role.h) */
 	s->pc = (struct dt_ps_run_config){ .ps_idle_s = 600 };
@@ -143,6 +145,9 @@ static const struct opt opts[] = {
 	{ "threads", O_INT, TC(threads), 1, 1024 },
 	{ "log_every", O_I64, TC(log_every), 0, 1e15 },
 	{ "output_dir", O_STR, offsetof(struct dtrain_session, output_dir), 0, 0 },
+	{ "warm_start_from", O_STR, offsetof(struct dtrain_session, warm_start_from), 0, 0 },
+	{ "warm_start_vars", O_STR, offsetof(struct dtrain_session, warm_start_vars), 0, 0 },
+	{ "predictions_file", O_STR, offsetof(struct dtrain_session, predictions_file), 0, 0 },
 	{ "save_checkpoints_steps", O_I64, TC(save_checkpoints_steps), 0, 1e15 },
 	{ "save_checkpoints_secs", O_DBL, TC(save_checkpoints_secs), 0, 1e9 },
 	{ "keep_checkpoint_max", O_INT, TC(keep_checkpoint_max), 0, 1e6 },
