@@ -386,7 +386,7 @@ static enum dt_status serve(dtrain_session *s, struct dt_err *e)
  * model of its own and evaluated on the eval data, until train_steps. */
 static enum dt_status follow_checkpoints(dtrain_session *s, struct dt_err *e)
 {
-	if (!s->output_dir[0])
+	if (!s->output_dir[0] && !(s->eval_once && s->warm_start_from[0]))
 		return dt_err_set(e, DT_USAGE, "an evaluator task needs output_dir: the directory the chief saves in");
 	if (!s->eval)
 		dt_info("evaluator: no eval data was set (dtrain_session_set_eval_data): evaluating the training data");
@@ -394,6 +394,8 @@ static enum dt_status follow_checkpoints(dtrain_session *s, struct dt_err *e)
 		.problem = "", .hp = s->tc.hp, .seed = s->tc.seed, .threads = s->tc.threads, .output_dir = s->output_dir,
 		.split = s->eval_split, .mode = s->eval_walk, .once = s->eval_once, .train_steps = s->tc.train_steps,
 		.timeout_s = s->eval_timeout_s, .source = &s->src, .report = dt__api_report_eval, .report_ctx = s,
+		.warm_start_from = s->warm_start_from, .warm_start_vars = s->warm_start_vars,
+		.predictions_file = s->predictions_file,
 	};
 	struct dt_eval_outcome o;
 	enum dt_status st = dt_evaluator_run(&ec, &o, e);

@@ -301,8 +301,8 @@ static void print_eval(void *ctx, const dtrain_eval *r)
 
 /* The evaluator's flags into the options: the schedule's split, once or not
  * (the evaluator job with no eval schedule: the test split, continuously). */
-static enum dt_status eval_options(const char *schedule, const struct eval_args *ea, dtrain_session_options *so,
-				   struct dt_err *err)
+static enum dt_status eval_options(const char *schedule, const struct eval_args *ea, const struct warm_args *wa,
+				   dtrain_session_options *so, struct dt_err *err)
 {
 	so->evaluator = 1;
 	is_eval_schedule(schedule, &so->eval_split, &so->eval_once);
@@ -315,9 +315,10 @@ static enum dt_status eval_options(const char *schedule, const struct eval_args 
 	if (!(ea->timeout_s > 0 && ea->timeout_s <= 1e7))
 		return dt_err_set(err, DT_USAGE, "--eval_timeout_secs must be between 0 and 10000000 seconds, got %g",
 				  ea->timeout_s);
-	if (!so->output_dir || !*so->output_dir)
+	if ((!so->output_dir || !*so->output_dir) && !(so->eval_once && *wa->from))
 		return dt_err_set(err, DT_USAGE,
-				  "the evaluator needs --output_dir: the directory the chief writes checkpoints to");
+				  "the evaluator needs --output_dir: the directory the chief writes checkpoints to "
+				  "(or, with --schedule=evaluate, --warm_start_from)");
 	so->eval_timeout_secs = ea->timeout_s;
 	return DT_OK;
 }
@@ -620,7 +621,7 @@ int dt_cmd_train(int argc, char **argv)
 	so.deterministic = deterministic;
 	so.micro_batch = micro_batch;
 	if (mode == MODE_EVAL) {
-		if (eval_options(cf.schedule, &ea, &so, &err)) {
+		if (eval_options(cf.schedule, &ea, &wa, &so, &err)) {
 			rc = dt_cmd_report(&err);
 			goto out;
 		}
