@@ -307,8 +307,11 @@ enum dt_status dt_evaluator_run(const struct dt_eval_config *cfg, struct dt_eval
 			return st;
 		}
 		if (res == DT_CKPT_POLL_NONE) {
-			if (!(st = dt_warm_start_init(e.model, cfg->seed, cfg->warm_start_from, cfg->warm_start_vars, err)))
-				st = evaluate_model(&e, cfg->warm_start_from, 0, out, err);
+			/* reported at the source's global step (a dtrain checkpoint's; else 0) */
+			struct dt_warm_report rep;
+			dt_model_init_params(e.model, cfg->seed);
+			if (!(st = dt_warm_start(e.model, cfg->warm_start_from, cfg->warm_start_vars, &rep, err)))
+				st = evaluate_model(&e, cfg->warm_start_from, rep.global_step, out, err);
 			release(&e);
 			return st;
 		}

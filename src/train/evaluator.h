@@ -76,7 +76,7 @@ struct dt_eval_config {
 	 * (or is NULL or ""), the model starts from warm_start_from
 	 * (train/warm_start.h; only the variables warm_start_vars matches, the
 	 * others from their initializers and `seed`) and is evaluated once at
-	 * step 0. NULL or "": none. */
+	 * the source's global step (a dtrain checkpoint's, else 0). NULL or "": none. */
 	const char *warm_start_from, *warm_start_vars;
 	/* `once` only: each example's prediction goes here (dt_eval_predictions);
 	 * NULL or "": none. Not with a caller's `source`. */

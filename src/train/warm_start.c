@@ -158,6 +158,9 @@ static enum dt_status st_open(const void *bytes, size_t len, const char *path, s
 		dt_st_free(f);
 		return dt_err_set(err, DT_CKPT, "warm-start checkpoint '%s' does not verify: %s", path, perr.msg);
 	}
+	const char *gs = dt_st_meta(f, "global_step");
+	if (s->format == DT_WARM_DTRAIN && gs)
+		s->global_step = strtoll(gs, NULL, 10); /* verified above: decimal, equal to the tensor */
 	struct st_impl *im = dt_xcalloc(1, sizeof(*im));
 	im->f = f;
 	im->data = (const unsigned char *)bytes + f->data_start;
@@ -413,6 +416,7 @@ static enum dt_status load_source(struct dt_model *m, struct dt__warm_source *s,
 			rep->left = left.n;
 			rep->unused = unused.n;
 			rep->by_order = by_order;
+			rep->global_step = s->global_step;
 		}
 	}
 	free(stage);

@@ -73,6 +73,7 @@ struct dt_warm_report {
 	char path[4096];        /* the file read (the checkpoint, for a dir) */
 	int loaded, left, unused;
 	int by_order;           /* Keras 2 layers matched by order */
+	int64_t global_step;    /* a dtrain checkpoint's; 0 for other sources */
 };
 
 /* Loads `path` into m's parameters (which the caller has initialized: the
@@ -106,6 +107,7 @@ struct dt__warm_tensor {
 struct dt__warm_source {
 	enum dt_warm_format format;
 	const char *path;       /* borrowed, for messages */
+	int64_t global_step;    /* a dtrain checkpoint's, else 0 */
 	int num;
 	struct dt__warm_tensor *t;  /* (num) in file order */
 	/* Reads tensor i's `count` floats into out (DT_CKPT when the data

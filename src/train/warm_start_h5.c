@@ -74,6 +74,7 @@ static enum dt_status read_strings(hid_t obj, const char *attr, const char *path
 	if (var > 0) {
 		mem = H5Tcopy(H5T_C_S1);
 		H5Tset_size(mem, H5T_VARIABLE);
+		H5Tset_cset(mem, H5Tget_cset(type)); /* h5py writes UTF-8; HDF5 converts no charset */
 		char **raw = dt_xcalloc((size_t)count + 1, sizeof(*raw));
 		if (H5Aread(a, mem, raw) < 0) {
 			st = bad(err, path, "cannot read attribute", attr);
@@ -91,6 +92,7 @@ static enum dt_status read_strings(hid_t obj, const char *attr, const char *path
 			mem = H5Tcopy(H5T_C_S1);
 			H5Tset_size(mem, width);
 			H5Tset_strpad(mem, H5T_STR_NULLPAD);
+			H5Tset_cset(mem, H5Tget_cset(type));
 			char *buf = dt_xcalloc((size_t)count + 1, width);
 			if (H5Aread(a, mem, buf) < 0)
 				st = bad(err, path, "cannot read attribute", attr);

@@ -1,0 +1,142 @@
+#!/usr/bin/python3
+"""An independent writer of Keras's weights layouts (h5py, numpy), for the
+--warm_start_from tests: the values come from a dtrain checkpoint (read
+here with the stdlib and numpy, not with dtrain), the layout is Keras's.
+
+Usage: keras_weights.py CKPT OUT LAYOUT [MODEL_JSON]
+       keras_weights.py --same|--differ CKPT_A CKPT_B NAME,...
+         exit 0 when every named variable is bit-identical (--same) or
+         differs (--differ) between the two checkpoints
+  LAYOUT:
+    keras2        save_weights: root attr layer_names (numpy 'S' array),
+                  backend, keras_version; a group per layer with attr
+                  weight_names ("<layer>/kernel:0", ...) and its datasets
+    keras2_vlen   the same with variable-length string attributes (h5py's
+                  default for a list of str)
+    keras2_order  keras2 with every layer renamed ("renamed_<i>"): only
+                  the layer order (MODEL_JSON's) can match it
+    full          a full-model .h5: root attr model_config, the weights
+                  under group model_weights
+    keras3        Keras 3 .weights.h5: layers/<name>/vars/<i>, plus an
+                  empty vars group for a layer with none and optimizer vars
+    bad_shape     keras2 with the first kernel transposed
+    lie_names     keras2 whose first layer lists a weight it does not hold
+    int_data      keras2 with the first kernel stored as int32
+    truncated     keras2 cut to half its length
+    perturb       keras2 with every value of the first kernel plus 1
+Within a layer, weights go in Keras's order: kernel (depthwise_kernel,
+embeddings, gamma), pointwise_kernel or beta, bias, moving_mean,
+moving_variance. Layers go in MODEL_JSON's order when given, else by name.
+"""
+import json
+import struct
+import sys
+
+import h5py
+import numpy as np
+
+RANK = {"kernel": 0, "depthwise_kernel": 0, "embeddings": 0, "gamma": 0, "pointwise_kernel": 1, "beta": 1,
+        "bias": 2, "moving_mean": 3, "moving_variance": 4}
+SLOTS = ("/Adam", "/Adam_1", "/Momentum", "/Adagrad")
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__" or t["dtype"] != "F32" or name.endswith(SLOTS):
+            continue
+        b, e = t["data_offsets"]
+        out[name] = np.frombuffer(data[base + b:base + e], dtype="<f4").reshape(t["shape"])
+    return out
+
+
+def layers_of(tensors, model_json):
+    by_layer = {}
+    for name, v in tensors.items():
+        layer, short = name.rsplit("/", 1)
+        by_layer.setdefault(layer, []).append((RANK.get(short, 5), short, v))
+    order = sorted(by_layer)
+    if model_json:
+        with open(model_json) as f:
+            cfg = json.load(f)
+        names = [l.get("config", {}).get("name", l.get("name")) for l in cfg["config"]["layers"]]
+        order = [n for n in names if n in by_layer]
+    return [(l, [(s, v) for _, s, v in sorted(by_layer[l], key=lambda x: (x[0], x[1]))]) for l in order]
+
+
+def write_keras2(g, layers, vlen=False, rename=False, mutate=None):
+    names = ["renamed_%d" % i if rename else l for i, (l, _) in enumerate(layers)]
+    def strs(lst):
+        if vlen:
+            return np.array(lst, dtype=h5py.string_dtype())
+        return np.array([s.encode("utf8") for s in lst])
+    g.attrs["layer_names"] = strs(names)
+    g.attrs["backend"] = b"tensorflow"
+    g.attrs["keras_version"] = b"2.15.0"
+    for i, (name, (_, ws)) in enumerate(zip(names, layers)):
+        lg = g.create_group(name)
+        wnames = ["%s/%s:0" % (name, s) for s, _ in ws]
+        if mutate == "lie_names" and i == 0:
+            wnames.append("%s/ghost:0" % name)
+        lg.attrs["weight_names"] = strs(wnames)
+        for j, (s, v) in enumerate(ws):
+            if mutate == "bad_shape" and i == 0 and j == 0:
+                v = v.reshape(v.shape[::-1]) if v.ndim == 2 else v.reshape((v.shape[-1],) + v.shape[:-1])
+            if mutate == "perturb" and i == 0 and j == 0:
+                v = v + np.float32(1)
+            if mutate == "int_data" and i == 0 and j == 0:
+                v = v.astype(np.int32)
+            lg.create_dataset(wnames[j], data=v)
+
+
+def compare(mode, a, b, names):
+    ta, tb = read_safetensors(a), read_safetensors(b)
+    for n in names.split(","):
+        same = ta[n].shape == tb[n].shape and ta[n].tobytes() == tb[n].tobytes()
+        if same != (mode == "--same"):
+            sys.exit("%s: '%s' %s" % (mode, n, "is the same" if same else "differs"))
+    print("ok " + mode[2:])
+
+
+def main():
+    if sys.argv[1] in ("--same", "--differ"):
+        return compare(*sys.argv[1:5])
+    ckpt, out, layout = sys.argv[1:4]
+    model_json = sys.argv[4] if len(sys.argv) > 4 else None
+    layers = layers_of(read_safetensors(ckpt), model_json)
+    with h5py.File(out, "w") as f:
+        if layout in ("keras2", "bad_shape", "lie_names", "int_data", "truncated", "perturb"):
+            write_keras2(f, layers, mutate=layout)
+        elif layout == "keras2_vlen":
+            write_keras2(f, layers, vlen=True)
+        elif layout == "keras2_order":
+            write_keras2(f, layers, rename=True)
+        elif layout == "full":
+            f.attrs["model_config"] = json.dumps({"class_name": "Functional"}).encode()
+            write_keras2(f.create_group("model_weights"), layers)
+        elif layout == "keras3":
+            f.create_group("vars")
+            lg = f.create_group("layers")
+            lg.create_group("input_layer").create_group("vars")
+            for name, ws in layers:
+                vg = lg.create_group(name).create_group("vars")
+                for j, (_, v) in enumerate(ws):
+                    vg.create_dataset(str(j), data=v)
+            f.create_group("optimizer").create_group("vars").create_dataset("0", data=np.int64(7))
+        else:
+            sys.exit("unknown layout " + layout)
+    if layout == "truncated":
+        with open(out, "rb") as f:
+            data = f.read()
+        with open(out, "wb") as f:
+            f.write(data[:len(data) // 2])
+    print("ok %d layers" % len(layers))
+
+
+if __name__ == "__main__":
+    main()
