@@ -470,24 +470,8 @@ enum dt_status dt_warm_start(struct dt_model *m, const char *path, const char *v
 	enum dt_status st = dt_read_file(file, DT_WARM_MAX_FILE, &bytes, &len, err);
 	if (st)
 		return dt_err_prefix(err, "cannot read warm-start source");
-	const unsigned char *b = (const unsigned char *)bytes;
 	struct dt__warm_source s;
-	memset(&s, 0, sizeof(s));
-	if (len >= 8 && memcmp(b, "\x89HDF\r\n\x1a\n", 8) == 0) {
-		st = dt__warm_h5_open(bytes, len, file, &s, err);
-	} else if (len >= 4 && memcmp(b, "PK\x03\x04", 4) == 0) {
-		st = dt_err_set(err, DT_USAGE, "warm-start file '%s' is a zip archive (a Keras 3 .keras file): not read yet",
-				file);
-		dt_err_hint(err, "unzip it and pass its model.weights.h5");
-	} else if (len > 0 && b[0] == '{') {
-		st = dt_err_set(err, DT_USAGE, "warm-start file '%s' is JSON (a TF.js model.json?): TF.js weights are not "
-					       "read yet", file);
-	} else if (is_safetensors(b, len)) {
-		st = st_open(bytes, len, file, &s, err);
-	} else {
-		st = dt_err_set(err, DT_CKPT, "warm-start file '%s' (%zu bytes) is neither safetensors, HDF5 nor a dtrain "
-					      "output dir: truncated or not weights", file, len);
-	}
+	st = dt__warm_open_bytes(bytes, len, file, &s, err);
 	if (!st) {
 		if (report) {
 			memset(report, 0, sizeof(*report));
@@ -497,5 +481,29 @@ enum dt_status dt_warm_start(struct dt_model *m, const char *path, const char *v
 		dt__warm_source_release(&s);
 	}
 	free(bytes);
+	return st;
+}
+
+enum dt_status dt__warm_open_bytes(const void *bytes, size_t len, const char *file, struct dt__warm_source *s,
+				   struct dt_err *err)
+{
+	const unsigned char *b = bytes;
+	enum dt_status st;
+	memset(s, 0, sizeof(*s));
+	if (len >= 8 && memcmp(b, "\x89HDF\r\n\x1a\n", 8) == 0) {
+		st = dt__warm_h5_open(bytes, len, file, s, err);
+	} else if (len >= 4 && memcmp(b, "PK\x03\x04", 4) == 0) {
+		st = dt_err_set(err, DT_USAGE, "warm-start file '%s' is a zip archive (a Keras 3 .keras file): not read yet",
+				file);
+		dt_err_hint(err, "unzip it and pass its model.weights.h5");
+	} else if (len > 0 && b[0] == '{') {
+		st = dt_err_set(err, DT_USAGE, "warm-start file '%s' is JSON (a TF.js model.json?): TF.js weights are not "
+					       "read yet", file);
+	} else if (is_safetensors(b, len)) {
+		st = st_open(bytes, len, file, s, err);
+	} else {
+		st = dt_err_set(err, DT_CKPT, "warm-start file '%s' (%zu bytes) is neither safetensors, HDF5 nor a dtrain "
+					      "output dir: truncated or not weights", file, len);
+	}
 	return st;
 }

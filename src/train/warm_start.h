@@ -121,6 +121,12 @@ void dt__warm_source_release(struct dt__warm_source *s);
 struct dt__warm_tensor *dt__warm_add(struct dt__warm_source *s, const char *name, const char *layer, int index,
 				     int ndim, const int64_t *shape);
 
+/* Recognizes and opens a source held in memory (`bytes` borrowed until
+ * release): what dt_warm_start does with a file's bytes, and the fuzz
+ * target's entry point. DT_CKPT for bytes that are no source; DT_USAGE for
+ * the formats recognized but not read (a .keras zip, a TF.js JSON). */
+enum dt_status dt__warm_open_bytes(const void *bytes, size_t len, const char *path, struct dt__warm_source *s,
+				   struct dt_err *err) DT_MUST_CHECK;
 /* Opens an HDF5 image held in memory (`bytes` borrowed until release),
  * either Keras layout; DT_CKPT for anything else. */
 enum dt_status dt__warm_h5_open(const void *bytes, size_t len, const char *path, struct dt__warm_source *s,

@@ -1,0 +1,51 @@
+/* libFuzzer target for the --warm_start_from readers (src/train/warm_start.c,
+ * warm_start_h5.c): any bytes go through the same recognition as a file
+ * (HDF5 → Keras 2 save_weights, full-model .h5 or Keras 3 .weights.h5;
+ * safetensors → a dtrain checkpoint, verified, or any safetensors file).
+ *
+ * Any input must either open, with tensors whose shapes have at most
+ * DT_WARM_MAX_DIMS non-negative dimensions and whose data then read
+ * cleanly (DT_OK) or fail with DT_CKPT and a message, or fail with DT_CKPT
+ * or DT_USAGE and a non-empty message. It must never crash, read out of
+ * bounds, leak, or allocate more than the shapes it reads (capped here).
+ * The HDF5 library itself is not built with sanitizers: its own reads are
+ * checked only by its own checks.
+ * Run: make build-fuzz/fuzz_warm_start &&
+ *      build-fuzz/fuzz_warm_start tests/fuzz/corpus/fuzz_warm_start */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "train/warm_start.h"
+
+#define MAX_READ (1 << 20) /* elements read per tensor */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct dt__warm_source s;
+	struct dt_err err = DT_ERR_INIT;
+	enum dt_status st = dt__warm_open_bytes(data, size, "<fuzz>", &s, &err);
+	if (st != DT_OK) {
+		DT_ASSERT((st == DT_CKPT || st == DT_USAGE) && err.msg[0] != '\0');
+		return 0;
+	}
+	for (int i = 0; i < s.num; i++) {
+		const struct dt__warm_tensor *t = &s.t[i];
+		DT_ASSERT(t->name && t->ndim >= 0 && t->ndim <= DT_WARM_MAX_DIMS);
+		for (int k = 0; k < t->ndim; k++)
+			DT_ASSERT(t->shape[k] >= 0);
+		if (t->count < 0 || t->count > MAX_READ)
+			continue;
+		float *buf = dt_xmallocarray(t->count ? (size_t)t->count : 1, sizeof(float));
+		struct dt_err rerr = DT_ERR_INIT;
+		enum dt_status rs = s.read(&s, i, buf, &rerr);
+		DT_ASSERT(rs == DT_OK || (rs == DT_CKPT && rerr.msg[0] != '\0'));
+		free(buf);
+	}
+	dt__warm_source_release(&s);
+	return 0;
+}
