@@ -25,6 +25,7 @@ const char *dt_warm_format_name(enum dt_warm_format f)
 	case DT_WARM_SAFETENSORS: return "safetensors";
 	case DT_WARM_KERAS2_H5: return "Keras 2 HDF5 weights";
 	case DT_WARM_KERAS3_H5: return "Keras 3 .weights.h5";
+	case DT_WARM_TFJS: return "TF.js model.json and weight shards";
 	}
 	return "?";
 }
@@ -79,7 +80,7 @@ static void st_close(struct dt__warm_source *s)
 	s->impl = NULL;
 }
 
-static float half_to_float(uint16_t h)
+float dt__half_to_float(uint16_t h)
 {
 	uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, bits;
 	if (exp == 0 && man == 0) {
@@ -126,7 +127,7 @@ static enum dt_status st_read(struct dt__warm_source *s, int i, float *out, stru
 			break;
 		}
 		case DT_ST_F16:
-			out[k] = half_to_float((uint16_t)(p[2 * k] | p[2 * k + 1] << 8));
+			out[k] = dt__half_to_float((uint16_t)(p[2 * k] | p[2 * k + 1] << 8));
 			break;
 		default: { /* BF16 */
 			uint32_t b = (uint32_t)(p[2 * k] | p[2 * k + 1] << 8) << 16;
@@ -497,8 +498,7 @@ enum dt_status dt__warm_open_bytes(const void *bytes, size_t len, const char *fi
 				file);
 		dt_err_hint(err, "unzip it and pass its model.weights.h5");
 	} else if (len > 0 && b[0] == '{') {
-		st = dt_err_set(err, DT_USAGE, "warm-start file '%s' is JSON (a TF.js model.json?): TF.js weights are not "
-					       "read yet", file);
+		st = dt__warm_tfjs_open_file(bytes, len, file, s, err);
 	} else if (is_safetensors(b, len)) {
 		st = st_open(bytes, len, file, s, err);
 	} else {

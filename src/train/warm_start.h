@@ -26,8 +26,13 @@
  *      names is the model's (another model's automatic names) matches by
  *      layer order when both have as many layers with weights, as Keras's
  *      plain load_weights does.
- *   A Keras 3 `.keras` archive and a TF.js `model.json` are recognized and
- *   refused (DT_USAGE): not read yet.
+ *   4. a TF.js layers model (JSON beginning with '{'): its
+ *      `weightsManifest` and the weight shards beside it, float32 or
+ *      quantized (uint8, uint16, float16), matched by layer name and
+ *      order inside the layer (warm_start_tfjs.c has the layout);
+ *      JSON without a manifest (a Keras JSON) is DT_USAGE.
+ *   A Keras 3 `.keras` archive (zip) is recognized and refused (DT_USAGE):
+ *   not read yet.
  *
  * `vars` (may be NULL or ""): a POSIX extended regular expression
  * (Estimator's vars_to_warm_start); only variables whose names it matches
@@ -65,6 +70,7 @@ enum dt_warm_format {
 	DT_WARM_SAFETENSORS, /* any other safetensors file */
 	DT_WARM_KERAS2_H5,   /* Keras 2 save_weights / full-model .h5 */
 	DT_WARM_KERAS3_H5,   /* Keras 3 .weights.h5 */
+	DT_WARM_TFJS,        /* TF.js model.json + weight shards */
 };
 const char *dt_warm_format_name(enum dt_warm_format f);
 
@@ -123,14 +129,28 @@ struct dt__warm_tensor *dt__warm_add(struct dt__warm_source *s, const char *name
 
 /* Recognizes and opens a source held in memory (`bytes` borrowed until
  * release): what dt_warm_start does with a file's bytes, and the fuzz
- * target's entry point. DT_CKPT for bytes that are no source; DT_USAGE for
- * the formats recognized but not read (a .keras zip, a TF.js JSON). */
+ * target's entry point (a TF.js model.json's shards are read from `path`'s
+ * directory). DT_CKPT for bytes that are no source; DT_USAGE for a .keras
+ * zip (recognized, not read yet) and for JSON with no weights manifest. */
 enum dt_status dt__warm_open_bytes(const void *bytes, size_t len, const char *path, struct dt__warm_source *s,
 				   struct dt_err *err) DT_MUST_CHECK;
 /* Opens an HDF5 image held in memory (`bytes` borrowed until release),
  * either Keras layout; DT_CKPT for anything else. */
 enum dt_status dt__warm_h5_open(const void *bytes, size_t len, const char *path, struct dt__warm_source *s,
 				struct dt_err *err) DT_MUST_CHECK;
+
+/* A TF.js model.json held in memory; its shards come from `shard` (the
+ * caller's: the files beside it, or the fuzz target's bytes), each a heap
+ * buffer the reader frees. */
+enum dt_status dt__warm_tfjs_open(const void *json, size_t len, const char *path,
+				  enum dt_status (*shard)(void *ctx, const char *rel, unsigned char **bytes, size_t *len,
+							  struct dt_err *err),
+				  void *ctx, struct dt__warm_source *s, struct dt_err *err) DT_MUST_CHECK;
+/* The same with the shards read from model.json's directory. */
+enum dt_status dt__warm_tfjs_open_file(const void *json, size_t len, const char *path, struct dt__warm_source *s,
+				       struct dt_err *err) DT_MUST_CHECK;
+/* IEEE half to float (safetensors' F16, TF.js's float16 quantization). */
+float dt__half_to_float(uint16_t h);
 
 /* Keras's order of a weight inside its layer (keras_h5.c's): kernel 0 ...
  * moving_variance 4, others 5. */

@@ -131,6 +131,73 @@ DT_TEST_TIMEOUT(warm_start, every_keras_layout_loads_exactly_the_written_values,
 	free(line);
 }
 
+/* TF.js: model.json and its shards in a folder of their own. */
+static void tfjs_dir(const char *ckpt, const char *layout, char *json, size_t cap)
+{
+	char dir[512], cmd[1100];
+	dt_test_path(dir, sizeof(dir), layout);
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
+	DT_CHECK_INT_EQ(system(cmd), 0);
+	snprintf(json, cap, "%s/model.json", dir);
+	write_layout(ckpt, json, layout);
+}
+
+DT_TEST_TIMEOUT(warm_start, tfjs_weights_float32_and_quantized_load_exactly, 120)
+{
+	need_h5py();
+	char dir[512], ckpt[700], pred0[512], pred[512], json[600], expect[700];
+	source_run(dir, sizeof(dir), ckpt, sizeof(ckpt), NULL);
+	dt_test_path(pred0, sizeof(pred0), "p0.jsonl");
+	dt_test_path(pred, sizeof(pred), "p.jsonl");
+	struct dt_run r;
+	evaluate(&r, ckpt, pred0, NULL);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	dt_run_release(&r);
+	char *p0 = cli_read_file(pred0);
+	tfjs_dir(ckpt, "tfjs", json, sizeof(json));
+	evaluate(&r, json, pred, NULL);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "(TF.js model.json and weight shards)");
+	DT_CHECK_CONTAINS(r.err, "variables loaded: 10");
+	DT_CHECK_CONTAINS(r.err, "tensors of the file not used: none");
+	dt_run_release(&r);
+	char *p = cli_read_file(pred);
+	DT_CHECK_STR_EQ(p, p0);
+	free(p);
+	/* quantized: the values TF.js's dequantization gives, as the writer computed them */
+	static const char *const quant[] = { "tfjs_u8", "tfjs_f16" };
+	for (int i = 0; i < 2; i++) {
+		char pe[512];
+		dt_test_path(pe, sizeof(pe), "pe.jsonl");
+		tfjs_dir(ckpt, quant[i], json, sizeof(json));
+		evaluate(&r, json, pred, NULL);
+		DT_CHECK_INT_EQ(r.exit_code, 0);
+		DT_CHECK_CONTAINS(r.err, "variables loaded: 10");
+		dt_run_release(&r);
+		snprintf(expect, sizeof(expect), "%s.expected.h5", json);
+		evaluate(&r, expect, pe, NULL);
+		DT_CHECK_INT_EQ(r.exit_code, 0);
+		dt_run_release(&r);
+		char *a = cli_read_file(pred), *b = cli_read_file(pe);
+		DT_CHECK_STR_EQ(a, b);
+		DT_CHECK(strcmp(a, p0) != 0);
+		free(a);
+		free(b);
+	}
+	/* a shard cut short: exit 4 naming the weight */
+	tfjs_dir(ckpt, "tfjs_short", json, sizeof(json));
+	evaluate(&r, json, pred, NULL);
+	DT_CHECK_INT_EQ(r.exit_code, 4);
+	DT_CHECK_CONTAINS(r.err, "shorter than their weights");
+	dt_run_release(&r);
+	/* a Keras JSON is no weights file */
+	evaluate(&r, MODEL, pred, NULL);
+	DT_CHECK_INT_EQ(r.exit_code, 2);
+	DT_CHECK_CONTAINS(r.err, "without a TF.js weightsManifest");
+	dt_run_release(&r);
+	free(p0);
+}
+
 DT_TEST_TIMEOUT(warm_start, bad_files_are_exit_2_or_4_never_a_crash, 120)
 {
 	need_h5py();

@@ -1,7 +1,9 @@
 /* libFuzzer target for the --warm_start_from readers (src/train/warm_start.c,
  * warm_start_h5.c): any bytes go through the same recognition as a file
  * (HDF5 → Keras 2 save_weights, full-model .h5 or Keras 3 .weights.h5;
- * safetensors → a dtrain checkpoint, verified, or any safetensors file).
+ * safetensors → a dtrain checkpoint, verified, or any safetensors file),
+ * except JSON: an input beginning with '{' is a TF.js model.json up to its
+ * first NUL byte, and every weight shard it names is the bytes after it.
  *
  * Any input must either open, with tensors whose shapes have at most
  * DT_WARM_MAX_DIMS non-negative dimensions and whose data then read
@@ -22,13 +24,37 @@
 
 #define MAX_READ (1 << 20) /* elements read per tensor */
 
+struct blob {
+	const uint8_t *p;
+	size_t n;
+};
+
+static enum dt_status shard(void *ctx, const char *rel, unsigned char **bytes, size_t *len, struct dt_err *err)
+{
+	(void)rel;
+	(void)err;
+	const struct blob *b = ctx;
+	*bytes = dt_xmalloc(b->n + 1);
+	memcpy(*bytes, b->p, b->n);
+	*len = b->n;
+	return DT_OK;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct dt__warm_source s;
 	struct dt_err err = DT_ERR_INIT;
-	enum dt_status st = dt__warm_open_bytes(data, size, "<fuzz>", &s, &err);
+	enum dt_status st;
+	if (size > 0 && data[0] == '{') {
+		const uint8_t *nul = memchr(data, 0, size);
+		size_t jlen = nul ? (size_t)(nul - data) : size;
+		struct blob b = { nul ? nul + 1 : data + size, nul ? size - jlen - 1 : 0 };
+		st = dt__warm_tfjs_open(data, jlen, "<fuzz>", shard, &b, &s, &err);
+	} else {
+		st = dt__warm_open_bytes(data, size, "<fuzz>", &s, &err);
+	}
 	if (st != DT_OK) {
 		DT_ASSERT((st == DT_CKPT || st == DT_USAGE) && err.msg[0] != '\0');
 		return 0;

@@ -24,6 +24,13 @@ Usage: keras_weights.py CKPT OUT LAYOUT [MODEL_JSON]
     int_data      keras2 with the first kernel stored as int32
     truncated     keras2 cut to half its length
     perturb       keras2 with every value of the first kernel plus 1
+    tfjs          TF.js: OUT is model.json ({"modelTopology", "weightsManifest"}),
+                  two groups, the first split over two shards, float32
+    tfjs_u8       tfjs with every weight quantized to uint8 (scale, min)
+    tfjs_f16      tfjs with every weight quantized to float16
+                  (both also write OUT.expected.h5: the dequantized values,
+                  computed here in double as TF.js defines them, as keras2)
+    tfjs_short    tfjs with the last shard cut short
 Within a layer, weights go in Keras's order: kernel (depthwise_kernel,
 embeddings, gamma), pointwise_kernel or beta, bias, moving_mean,
 moving_variance. Layers go in MODEL_JSON's order when given, else by name.
@@ -103,12 +110,60 @@ def compare(mode, a, b, names):
     print("ok " + mode[2:])
 
 
+def write_tfjs(out, layers, quant=None, short=False):
+    import os
+    d = os.path.dirname(out) or "."
+    weights = [("%s/%s" % (l, s), v) for l, ws in layers for s, v in ws]
+    half = len(weights) // 2
+    manifest, expected = [], {}
+    for g, part in enumerate((weights[:half], weights[half:])):
+        specs, blob = [], b""
+        for name, v in part:
+            spec = {"name": name, "shape": list(v.shape), "dtype": "float32"}
+            if quant == "uint8":
+                lo, hi = float(v.min()), float(v.max())
+                scale = (hi - lo) / 255 if hi > lo else 1.0
+                q = np.round((v - lo) / scale).astype(np.uint8)
+                spec["quantization"] = {"dtype": "uint8", "scale": scale, "min": lo}
+                blob += q.tobytes()
+                expected[name] = (q.astype(np.float64) * scale + lo).astype(np.float32)
+            elif quant == "float16":
+                spec["quantization"] = {"dtype": "float16"}
+                blob += v.astype("<f2").tobytes()
+                expected[name] = v.astype("<f2").astype(np.float32)
+            else:
+                blob += v.astype("<f4").tobytes()
+            specs.append(spec)
+        cut = [blob[:len(blob) // 2], blob[len(blob) // 2:]] if g == 0 else [blob]
+        paths = []
+        for k, b in enumerate(cut):
+            p = "group%d-shard%dof%d.bin" % (g + 1, k + 1, len(cut))
+            if short and g == 1:
+                b = b[:-3]
+            with open(os.path.join(d, p), "wb") as f:
+                f.write(b)
+            paths.append(p)
+        manifest.append({"paths": paths, "weights": specs})
+    with open(out, "w") as f:
+        json.dump({"format": "layers-model", "generatedBy": "keras_weights.py", "modelTopology": {},
+                   "weightsManifest": manifest}, f)
+    if quant:
+        deq = [(l, [(s, expected["%s/%s" % (l, s)]) for s, _ in ws]) for l, ws in layers]
+        with h5py.File(out + ".expected.h5", "w") as f:
+            write_keras2(f, deq)
+
+
 def main():
     if sys.argv[1] in ("--same", "--differ"):
         return compare(*sys.argv[1:5])
     ckpt, out, layout = sys.argv[1:4]
     model_json = sys.argv[4] if len(sys.argv) > 4 else None
     layers = layers_of(read_safetensors(ckpt), model_json)
+    if layout.startswith("tfjs"):
+        write_tfjs(out, layers, quant={"tfjs_u8": "uint8", "tfjs_f16": "float16"}.get(layout),
+                   short=layout == "tfjs_short")
+        print("ok %d layers" % len(layers))
+        return
     with h5py.File(out, "w") as f:
         if layout in ("keras2", "bad_shape", "lie_names", "int_data", "truncated", "perturb"):
             write_keras2(f, layers, mutate=layout)
