@@ -35,7 +35,7 @@ HDF5_LIBS   := -lhdf5_serial
 CPPFLAGS := -Iinclude -Isrc $(HDF5_CFLAGS) -D_GNU_SOURCE -MMD -MP
 CFLAGS   := -std=c11 -g $(OPT) $(WARNINGS) -pthread
 LDFLAGS  := $(if $(SANITIZE),-fsanitize=$(SANITIZE)) -pthread
-LDLIBS   := -ldl -lz -ljansson -lyaml -lsodium -lcrypto -ljpeg -lpng16 -lgif $(HDF5_LIBS) -lm
+LDLIBS   := -ldl -lz -larchive -ljansson -lyaml -lsodium -lcrypto -ljpeg -lpng16 -lgif $(HDF5_LIBS) -lm
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)

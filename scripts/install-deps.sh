@@ -4,7 +4,7 @@
 # Why each package is here: docs/DEPENDENCIES.md.
 set -euo pipefail
 
-BUILD_PKGS=(gcc make pkg-config libopenblas-dev zlib1g-dev libjansson-dev libyaml-dev libsodium-dev libssl-dev libjpeg62-turbo-dev libpng-dev libgif-dev libhdf5-dev)
+BUILD_PKGS=(gcc make pkg-config libopenblas-dev zlib1g-dev libjansson-dev libyaml-dev libsodium-dev libssl-dev libjpeg62-turbo-dev libpng-dev libgif-dev libhdf5-dev libarchive-dev)
 DATA_PKGS=(dataset-fashion-mnist)
 TEST_PKGS=(clang libclang-rt-14-dev time procps iproute2 slurmctld slurmd slurm-client munge python3-protobuf protobuf-compiler python3-pil python3-h5py diatheke sword-text-kjv sword-text-sparv)
 BENCH_PKGS=(python3-torch python3-torchvision python3-pil python3-numpy libopenmpi-dev openmpi-bin)

@@ -26,6 +26,7 @@ const char *dt_warm_format_name(enum dt_warm_format f)
 	case DT_WARM_KERAS2_H5: return "Keras 2 HDF5 weights";
 	case DT_WARM_KERAS3_H5: return "Keras 3 .weights.h5";
 	case DT_WARM_TFJS: return "TF.js model.json and weight shards";
+	case DT_WARM_KERAS_ARCHIVE: return "Keras 3 .keras archive";
 	}
 	return "?";
 }
@@ -494,9 +495,7 @@ enum dt_status dt__warm_open_bytes(const void *bytes, size_t len, const char *fi
 	if (len >= 8 && memcmp(b, "\x89HDF\r\n\x1a\n", 8) == 0) {
 		st = dt__warm_h5_open(bytes, len, file, s, err);
 	} else if (len >= 4 && memcmp(b, "PK\x03\x04", 4) == 0) {
-		st = dt_err_set(err, DT_USAGE, "warm-start file '%s' is a zip archive (a Keras 3 .keras file): not read yet",
-				file);
-		dt_err_hint(err, "unzip it and pass its model.weights.h5");
+		st = dt__warm_keras_open(bytes, len, file, s, err);
 	} else if (len > 0 && b[0] == '{') {
 		st = dt__warm_tfjs_open_file(bytes, len, file, s, err);
 	} else if (is_safetensors(b, len)) {

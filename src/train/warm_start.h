@@ -31,8 +31,8 @@
  *      quantized (uint8, uint16, float16), matched by layer name and
  *      order inside the layer (warm_start_tfjs.c has the layout);
  *      JSON without a manifest (a Keras JSON) is DT_USAGE.
- *   A Keras 3 `.keras` archive (zip) is recognized and refused (DT_USAGE):
- *   not read yet.
+ *   5. a Keras 3 `.keras` archive (zip, "PK\3\4"): its member
+ *      model.weights.h5, read as 3b (warm_start_keras.c).
  *
  * `vars` (may be NULL or ""): a POSIX extended regular expression
  * (Estimator's vars_to_warm_start); only variables whose names it matches
@@ -71,6 +71,7 @@ enum dt_warm_format {
 	DT_WARM_KERAS2_H5,   /* Keras 2 save_weights / full-model .h5 */
 	DT_WARM_KERAS3_H5,   /* Keras 3 .weights.h5 */
 	DT_WARM_TFJS,        /* TF.js model.json + weight shards */
+	DT_WARM_KERAS_ARCHIVE, /* Keras 3 .keras (zip) */
 };
 const char *dt_warm_format_name(enum dt_warm_format f);
 
@@ -130,8 +131,8 @@ struct dt__warm_tensor *dt__warm_add(struct dt__warm_source *s, const char *name
 /* Recognizes and opens a source held in memory (`bytes` borrowed until
  * release): what dt_warm_start does with a file's bytes, and the fuzz
  * target's entry point (a TF.js model.json's shards are read from `path`'s
- * directory). DT_CKPT for bytes that are no source; DT_USAGE for a .keras
- * zip (recognized, not read yet) and for JSON with no weights manifest. */
+ * directory). DT_CKPT for bytes that are no source; DT_USAGE for JSON
+ * with no weights manifest. */
 enum dt_status dt__warm_open_bytes(const void *bytes, size_t len, const char *path, struct dt__warm_source *s,
 				   struct dt_err *err) DT_MUST_CHECK;
 /* Opens an HDF5 image held in memory (`bytes` borrowed until release),
@@ -149,6 +150,9 @@ enum dt_status dt__warm_tfjs_open(const void *json, size_t len, const char *path
 /* The same with the shards read from model.json's directory. */
 enum dt_status dt__warm_tfjs_open_file(const void *json, size_t len, const char *path, struct dt__warm_source *s,
 				       struct dt_err *err) DT_MUST_CHECK;
+/* A .keras archive held in memory (its model.weights.h5 is copied out). */
+enum dt_status dt__warm_keras_open(const void *bytes, size_t len, const char *path, struct dt__warm_source *s,
+				   struct dt_err *err) DT_MUST_CHECK;
 /* IEEE half to float (safetensors' F16, TF.js's float16 quantization). */
 float dt__half_to_float(uint16_t h);
 

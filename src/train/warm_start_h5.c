@@ -81,8 +81,8 @@ static enum dt_status read_strings(hid_t obj, const char *attr, const char *path
 		} else {
 			for (hssize_t i = 0; i < count; i++)
 				names[i] = dt_xstrdup(raw[i] ? raw[i] : "");
-			H5Dvlen_reclaim(mem, space, H5P_DEFAULT, raw);
 		}
+		H5Dvlen_reclaim(mem, space, H5P_DEFAULT, raw); /* also what a failed read filled */
 		free(raw);
 	} else if (var == 0) {
 		size_t width = H5Tget_size(type);
@@ -312,7 +312,9 @@ enum dt_status dt__warm_h5_open(const void *bytes, size_t len, const char *path,
 	s->impl = h;
 	s->read = h5_read;
 	s->close = h5_close;
+	/* STRONG: closing the file closes whatever an error path left open in it */
 	if ((h->fapl = H5Pcreate(H5P_FILE_ACCESS)) < 0 || H5Pset_fapl_core(h->fapl, 1 << 16, 0) < 0 ||
+	    H5Pset_fclose_degree(h->fapl, H5F_CLOSE_STRONG) < 0 ||
 	    H5Pset_file_image(h->fapl, (void *)(uintptr_t)bytes, len) < 0 ||
 	    (h->file = H5Fopen("dtrain-warm-start.h5", H5F_ACC_RDONLY, h->fapl)) < 0) {
 		dt__warm_source_release(s);

@@ -2,7 +2,7 @@
  * (`dtrain evaluate`, --predictions_file), end to end. A source run trains a
  * small Keras model (convolution, batch norm, dense layers) a few steps; an
  * independent writer (h5py, tests/tools/keras_weights.py) puts its
- * checkpoint's values in Keras's layouts; every layout loads to exactly the
+ * checkpoint's values in Keras's layouts (HDF5, a .keras zip, TF.js); every layout loads to exactly the
  * same model, which the per-example predictions show byte for byte (every
  * variable, batch norm's moving statistics included, reaches the logits);
  * a warm start from the run's checkpoint evaluates to the run's own final
@@ -93,7 +93,7 @@ DT_TEST_TIMEOUT(warm_start, every_keras_layout_loads_exactly_the_written_values,
 	DT_CHECK_CONTAINS(p0, "\"logits\":[");
 	DT_CHECK_CONTAINS(p0, "\"probabilities\":[");
 
-	static const char *const layouts[] = { "keras2", "keras2_vlen", "keras2_order", "full", "keras3" };
+	static const char *const layouts[] = { "keras2", "keras2_vlen", "keras2_order", "full", "keras3", "keras_zip" };
 	for (size_t i = 0; i < sizeof(layouts) / sizeof(*layouts); i++) {
 		char h5[512], pred[512];
 		dt_test_path(h5, sizeof(h5), layouts[i]);
@@ -103,7 +103,9 @@ DT_TEST_TIMEOUT(warm_start, every_keras_layout_loads_exactly_the_written_values,
 		DT_CHECK_INT_EQ(r.exit_code, 0);
 		DT_CHECK_CONTAINS(r.err, "variables loaded: 10");
 		DT_CHECK_CONTAINS(r.err, "variables left at their initializer: none");
-		DT_CHECK_CONTAINS(r.err, strcmp(layouts[i], "keras3") == 0 ? "Keras 3 .weights.h5" : "Keras 2 HDF5");
+		DT_CHECK_CONTAINS(r.err, strcmp(layouts[i], "keras3") == 0      ? "Keras 3 .weights.h5"
+					 : strcmp(layouts[i], "keras_zip") == 0 ? "Keras 3 .keras archive"
+										: "Keras 2 HDF5");
 		if (strcmp(layouts[i], "keras2_order") == 0)
 			DT_CHECK_CONTAINS(r.err, "layers matched by order");
 		dt_run_release(&r);
@@ -213,6 +215,8 @@ DT_TEST_TIMEOUT(warm_start, bad_files_are_exit_2_or_4_never_a_crash, 120)
 		{ "lie_names", 4, "weight_names lists a weight with no dataset" },
 		{ "int_data", 4, "not floating-point numbers" },
 		{ "truncated", 4, "truncated or damaged" },
+		{ "keras_zip_cut", 4, "Truncated ZIP file data" },
+		{ "keras_zip_crc", 4, "ZIP bad CRC" },
 	};
 	struct dt_run r;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {

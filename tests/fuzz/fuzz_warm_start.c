@@ -11,7 +11,12 @@
  * or DT_USAGE and a non-empty message. It must never crash, read out of
  * bounds, leak, or allocate more than the shapes it reads (capped here).
  * The HDF5 library itself is not built with sanitizers: its own reads are
- * checked only by its own checks.
+ * checked only by its own checks. Leaks allocated inside libhdf5 are
+ * suppressed: after some sequences of damaged files (2 of 20,000 inputs
+ * here) LeakSanitizer finds blocks of HDF5's own free lists unreferenced,
+ * though the file is closed with H5F_CLOSE_STRONG and no object of ours is
+ * left open in it (H5Fget_obj_count says 1, the file); any input alone
+ * leaks nothing. Our own allocations are still checked.
  * Run: make build-fuzz/fuzz_warm_start &&
  *      build-fuzz/fuzz_warm_start tests/fuzz/corpus/fuzz_warm_start */
 #include <stdint.h>
@@ -41,6 +46,12 @@ static enum dt_status shard(void *ctx, const char *rel, unsigned char **bytes, s
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+const char *__lsan_default_suppressions(void);
+
+const char *__lsan_default_suppressions(void)
+{
+	return "leak:libhdf5_serial.so\n";
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -31,6 +31,10 @@ Usage: keras_weights.py CKPT OUT LAYOUT [MODEL_JSON]
                   (both also write OUT.expected.h5: the dequantized values,
                   computed here in double as TF.js defines them, as keras2)
     tfjs_short    tfjs with the last shard cut short
+    keras_zip     a Keras 3 .keras archive (Python's zipfile): metadata.json
+                  and config.json deflated, model.weights.h5 (keras3) stored
+    keras_zip_cut the archive cut to 60% of its length
+    keras_zip_crc the archive with one byte of model.weights.h5 flipped
 Within a layer, weights go in Keras's order: kernel (depthwise_kernel,
 embeddings, gamma), pointwise_kernel or beta, bias, moving_mean,
 moving_variance. Layers go in MODEL_JSON's order when given, else by name.
@@ -153,6 +157,17 @@ def write_tfjs(out, layers, quant=None, short=False):
             write_keras2(f, deq)
 
 
+def write_keras3(f, layers):
+    f.create_group("vars")
+    lg = f.create_group("layers")
+    lg.create_group("input_layer").create_group("vars")
+    for name, ws in layers:
+        vg = lg.create_group(name).create_group("vars")
+        for j, (_, v) in enumerate(ws):
+            vg.create_dataset(str(j), data=v)
+    f.create_group("optimizer").create_group("vars").create_dataset("0", data=np.int64(7))
+
+
 def main():
     if sys.argv[1] in ("--same", "--differ"):
         return compare(*sys.argv[1:5])
@@ -162,6 +177,30 @@ def main():
     if layout.startswith("tfjs"):
         write_tfjs(out, layers, quant={"tfjs_u8": "uint8", "tfjs_f16": "float16"}.get(layout),
                    short=layout == "tfjs_short")
+        print("ok %d layers" % len(layers))
+        return
+    if layout.startswith("keras_zip"):
+        import io, zipfile
+        h5 = out + ".tmp.weights.h5"
+        with h5py.File(h5, "w") as f:
+            write_keras3(f, layers)
+        with open(h5, "rb") as f:
+            weights = f.read()
+        import os
+        os.remove(h5)
+        with zipfile.ZipFile(out, "w") as z:
+            z.writestr("metadata.json", json.dumps({"keras_version": "3.3.3"}), zipfile.ZIP_DEFLATED)
+            z.writestr("config.json", json.dumps({"class_name": "Functional"}), zipfile.ZIP_DEFLATED)
+            z.writestr("model.weights.h5", weights, zipfile.ZIP_STORED)
+        with open(out, "rb") as f:
+            data = bytearray(f.read())
+        if layout == "keras_zip_cut":
+            data = data[:len(data) * 6 // 10]
+        if layout == "keras_zip_crc":
+            at = data.find(weights[:64]) + len(weights) // 2
+            data[at] ^= 0x40
+        with open(out, "wb") as f:
+            f.write(data)
         print("ok %d layers" % len(layers))
         return
     with h5py.File(out, "w") as f:
@@ -175,14 +214,7 @@ def main():
             f.attrs["model_config"] = json.dumps({"class_name": "Functional"}).encode()
             write_keras2(f.create_group("model_weights"), layers)
         elif layout == "keras3":
-            f.create_group("vars")
-            lg = f.create_group("layers")
-            lg.create_group("input_layer").create_group("vars")
-            for name, ws in layers:
-                vg = lg.create_group(name).create_group("vars")
-                for j, (_, v) in enumerate(ws):
-                    vg.create_dataset(str(j), data=v)
-            f.create_group("optimizer").create_group("vars").create_dataset("0", data=np.int64(7))
+            write_keras3(f, layers)
         else:
             sys.exit("unknown layout " + layout)
     if layout == "truncated":
