@@ -315,8 +315,10 @@ DT_TEST_TIMEOUT(warm_start, fine_tune_keeps_the_frozen_base_and_a_restore_wins, 
 	DT_CHECK_CONTAINS(r.err, "warm-starting from");
 	DT_CHECK_CONTAINS(r.err, "variables loaded: 10");
 	dt_run_release(&r);
-	run(&r, (const char *[]){ "/usr/bin/python3", KW, "--same", ckpt, ck2, "conv2d/kernel,conv2d/bias,bn/gamma,bn/beta,bn/moving_mean,bn/moving_variance,dense/kernel,"
-				  "dense/bias", NULL });
+	run(&r, (const char *[]){ "/usr/bin/python3", KW, "--same", ckpt, ck2,
+				  "conv2d/kernel,conv2d/bias,bn/gamma,bn/beta,bn/moving_mean,bn/moving_variance,"
+				  "dense/kernel,dense/bias",
+				  NULL });
 	DT_CHECK_INT_EQ(r.exit_code, 0);
 	dt_run_release(&r);
 	run(&r, (const char *[]){ "/usr/bin/python3", KW, "--differ", ckpt, ck2, "logits/kernel,logits/bias", NULL });
