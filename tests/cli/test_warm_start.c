@@ -200,6 +200,35 @@ DT_TEST_TIMEOUT(warm_start, tfjs_weights_float32_and_quantized_load_exactly, 120
 	free(p0);
 }
 
+/* Any safetensors file: F16, BF16, F64 and F32 tensors, a slot and a tensor
+ * of no variable; the values as the writer converted them. */
+DT_TEST_TIMEOUT(warm_start, plain_safetensors_of_every_float_dtype_load_exactly, 120)
+{
+	need_h5py();
+	char dir[512], ckpt[700], st[512], expect[600], pred[512], pe[512];
+	source_run(dir, sizeof(dir), ckpt, sizeof(ckpt), NULL);
+	dt_test_path(st, sizeof(st), "mixed.safetensors");
+	dt_test_path(pred, sizeof(pred), "p.jsonl");
+	dt_test_path(pe, sizeof(pe), "pe.jsonl");
+	write_layout(ckpt, st, "st_mixed");
+	struct dt_run r;
+	evaluate(&r, st, pred, NULL);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	DT_CHECK_CONTAINS(r.err, "(safetensors)");
+	DT_CHECK_CONTAINS(r.err, "variables loaded: 10");
+	DT_CHECK_CONTAINS(r.err, "tensors of the file not used: 1 ('not_in_the_model/kernel')");
+	dt_run_release(&r);
+	snprintf(expect, sizeof(expect), "%s.expected.h5", st);
+	evaluate(&r, expect, pe, NULL);
+	DT_CHECK_INT_EQ(r.exit_code, 0);
+	dt_run_release(&r);
+	char *a = cli_read_file(pred), *b = cli_read_file(pe);
+	DT_CHECK(a && b);
+	DT_CHECK_STR_EQ(a, b);
+	free(a);
+	free(b);
+}
+
 DT_TEST_TIMEOUT(warm_start, bad_files_are_exit_2_or_4_never_a_crash, 120)
 {
 	need_h5py();

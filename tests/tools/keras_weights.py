@@ -31,6 +31,10 @@ Usage: keras_weights.py CKPT OUT LAYOUT [MODEL_JSON]
                   (both also write OUT.expected.h5: the dequantized values,
                   computed here in double as TF.js defines them, as keras2)
     tfjs_short    tfjs with the last shard cut short
+    st_mixed      a plain safetensors file (no dtrain metadata): the first
+                  layer's weights F16, batch norm's F64, the rest alternately
+                  BF16 and F32, plus a tensor of no variable and an Adam slot;
+                  also OUT.expected.h5 (keras2) with the values as floats
     keras_zip     a Keras 3 .keras archive (Python's zipfile): metadata.json
                   and config.json deflated, model.weights.h5 (keras3) stored
     keras_zip_cut the archive cut to 60% of its length
@@ -168,6 +172,42 @@ def write_keras3(f, layers):
     f.create_group("optimizer").create_group("vars").create_dataset("0", data=np.int64(7))
 
 
+def write_st_mixed(out, layers):
+    tensors, expected, k = [], [], 0
+    for i, (l, ws) in enumerate(layers):
+        exp_ws = []
+        for s, v in ws:
+            name = "%s/%s" % (l, s)
+            if i == 0:
+                dt, raw, e = "F16", v.astype("<f2").tobytes(), v.astype("<f2").astype(np.float32)
+            elif s.startswith(("gamma", "beta", "moving")):
+                dt, raw, e = "F64", v.astype("<f8").tobytes(), v
+            elif k % 2 == 0:
+                bits = (v.astype("<f4").view("<u4") >> 16).astype("<u2")
+                dt, raw, e = "BF16", bits.tobytes(), (bits.astype("<u4") << 16).view("<f4")
+                k += 1
+            else:
+                dt, raw, e = "F32", v.astype("<f4").tobytes(), v
+                k += 1
+            tensors.append((name, dt, list(v.shape), raw))
+            exp_ws.append((s, e.astype(np.float32)))
+        expected.append((l, exp_ws))
+    first = "%s/%s" % (layers[0][0], layers[0][1][0][0])
+    tensors.append((first + "/Adam", "F32", list(layers[0][1][0][1].shape), layers[0][1][0][1].astype("<f4").tobytes()))
+    tensors.append(("not_in_the_model/kernel", "F32", [2], np.float32([1, 2]).tobytes()))
+    header, at, blob = {"__metadata__": {"source": "keras_weights.py"}}, 0, b""
+    for name, dt, shape, raw in sorted(tensors, key=lambda t: t[0]):
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [at, at + len(raw)]}
+        at += len(raw)
+        blob += raw
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(out, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + blob)
+    with h5py.File(out + ".expected.h5", "w") as f:
+        write_keras2(f, expected)
+
+
 def main():
     if sys.argv[1] in ("--same", "--differ"):
         return compare(*sys.argv[1:5])
@@ -177,6 +217,10 @@ def main():
     if layout.startswith("tfjs"):
         write_tfjs(out, layers, quant={"tfjs_u8": "uint8", "tfjs_f16": "float16"}.get(layout),
                    short=layout == "tfjs_short")
+        print("ok %d layers" % len(layers))
+        return
+    if layout == "st_mixed":
+        write_st_mixed(out, layers)
         print("ok %d layers" % len(layers))
         return
     if layout.startswith("keras_zip"):
