@@ -198,7 +198,7 @@ static void layer_of(const char *var, char *layer, size_t cap, const char **shor
  * variables in Keras's order. */
 struct mlayer {
 	char name[DT_VAR_NAME_MAX];
-	int n, vars[16];
+	int n, vars[16]; /* Keras's layers have at most 5 weights; more would fail pair_layer's count */
 };
 
 static int cmp_rank(const struct dt_model *m, int a, int b)
@@ -261,8 +261,8 @@ static void shape_str(int ndim, const int64_t *shape, char *buf, size_t cap)
 		snprintf(buf + at, cap - at, "]");
 }
 
-static enum dt_status pair_layer(const struct dt_model *m, const struct mlayer *ml, const struct dt__warm_source *s,
-				 int first, struct pair *pairs, int *np, struct dt_err *err)
+static enum dt_status pair_layer(const struct mlayer *ml, const struct dt__warm_source *s, int first,
+				 struct pair *pairs, int *np, struct dt_err *err)
 {
 	const char *fl = s->t[first].layer;
 	int nt = 0;
@@ -274,7 +274,6 @@ static enum dt_status pair_layer(const struct dt_model *m, const struct mlayer *
 	int j = 0;
 	for (int i = first; i < s->num; i++)
 		if (strcmp(s->t[i].layer, fl) == 0) {
-			(void)m;
 			pairs[*np].var = ml->vars[j++];
 			pairs[(*np)++].tensor = i;
 		}
@@ -309,12 +308,12 @@ static enum dt_status match(const struct dt_model *m, const struct dt__warm_sour
 	if (s->format == DT_WARM_KERAS2_H5 && common == 0 && nf == nl && nf > 0) {
 		*by_order = 1; /* Keras 2's plain load_weights: topological order */
 		for (int k = 0; k < nf && !st; k++)
-			st = pair_layer(m, &L[k], s, first[k], pairs, np, err);
+			st = pair_layer(&L[k], s, first[k], pairs, np, err);
 	} else {
 		for (int l = 0; l < nl && !st; l++)
 			for (int k = 0; k < nf; k++)
 				if (strcmp(s->t[first[k]].layer, L[l].name) == 0) {
-					st = pair_layer(m, &L[l], s, first[k], pairs, np, err);
+					st = pair_layer(&L[l], s, first[k], pairs, np, err);
 					break;
 				}
 	}
