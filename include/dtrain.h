@@ -430,7 +430,11 @@ DTRAIN_API dtrain_status dtrain_session_new(dtrain_model *model, dtrain_data *tr
  * replicas (1), sync (0), threads (1), log_every (100; 0: quiet),
  * output_dir ("": no checkpoints), eval_timeout_secs (3600: an evaluator's
  * wait for a new checkpoint), save_checkpoints_steps,
- * keep_checkpoint_max, save_summary_steps. DTRAIN_USAGE for an unknown key
+ * keep_checkpoint_max, save_summary_steps, warm_start_from (a checkpoint,
+ * output dir, safetensors or Keras weights file the variables start from
+ * when output_dir has no checkpoint: docs/CHECKPOINTS.md), warm_start_vars
+ * (a regular expression: only the variables it matches), predictions_file
+ * (an evaluate-once run writes per-example predictions there). DTRAIN_USAGE for an unknown key
  * (listing the known ones), a bad value, or a call after training started.
  */
 DTRAIN_API dtrain_status dtrain_session_set(dtrain_session *s, const char *key, const char *value,

@@ -161,14 +161,16 @@ dtrain_status dtrain_session_new_builtin(const dtrain_builtin *b, const dtrain_c
 static enum dt_status evaluate_checkpoints(dtrain_session *s, struct dt_err *e)
 {
 	const struct dt_train_config *tc = &s->tc;
-	if (!s->output_dir[0])
+	if (!s->output_dir[0] && !(s->eval_once && s->warm_start_from[0]))
 		return dt_err_set(e, DT_USAGE, "the evaluator needs output_dir: the directory the chief writes "
-					       "checkpoints to");
+					       "checkpoints to (or, evaluating once, warm_start_from)");
 	struct dt_eval_config ec = {
 		.models = tc->models, .problem = tc->problem, .data_dir = tc->data_dir, .data = tc->data,
 		.hp = tc->hp, .seed = tc->seed, .threads = tc->threads, .output_dir = s->output_dir,
 		.split = s->eval_split, .mode = s->eval_walk, .once = s->eval_once, .train_steps = tc->train_steps,
 		.timeout_s = s->eval_timeout_s, .report = dt__api_report_eval, .report_ctx = s,
+		.warm_start_from = s->warm_start_from, .warm_start_vars = s->warm_start_vars,
+		.predictions_file = s->predictions_file,
 	};
 	struct dt_eval_outcome o;
 	enum dt_status st = dt_evaluator_run(&ec, &o, e);

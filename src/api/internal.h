@@ -254,6 +254,11 @@ struct dtrain_session {
 	enum dt__api_state state;
 	struct dt_train_config tc;
 	char output_dir[1024];
+	/* dtrain_session_set's warm_start_from and warm_start_vars (train/warm_start.h); the
+	 * same size as output_dir, which bounds every string option */
+	char warm_start_from[1024], warm_start_vars[1024];
+	/* evaluate-only runs: per-example predictions go here ("": none) */
+	char predictions_file[1024];
 	int sync;
 	int replicas;           /* in-process replicas (tc.replicas once started) */
 	/* the roles' own options (dtrain_session_options); .train and .cluster set as a role starts */

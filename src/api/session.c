@@ -116,6 +116,8 @@ void dt__api_session_defaults(dtrain_session *s)
 	s->tc.eval_at_end = 0;
 	s->tc.prefetch = 0;
 	s->tc.output_dir = s->output_dir;
+	s->tc.warm_start_from = s->warm_start_from;
+	s->tc.warm_start_vars = s->warm_start_vars;
 	s->replicas = 1;
 	/* zeros: the roles' own defaults (train/ps_roles.h, allreduce_role.h) */
 	s->pc = (struct dt_ps_run_config){ .ps_idle_s = 600 };
@@ -143,6 +145,9 @@ static const struct opt opts[] = {
 	{ "threads", O_INT, TC(threads), 1, 1024 },
 	{ "log_every", O_I64, TC(log_every), 0, 1e15 },
 	{ "output_dir", O_STR, offsetof(struct dtrain_session, output_dir), 0, 0 },
+	{ "warm_start_from", O_STR, offsetof(struct dtrain_session, warm_start_from), 0, 0 },
+	{ "warm_start_vars", O_STR, offsetof(struct dtrain_session, warm_start_vars), 0, 0 },
+	{ "predictions_file", O_STR, offsetof(struct dtrain_session, predictions_file), 0, 0 },
 	{ "save_checkpoints_steps", O_I64, TC(save_checkpoints_steps), 0, 1e15 },
 	{ "save_checkpoints_secs", O_DBL, TC(save_checkpoints_secs), 0, 1e9 },
 	{ "keep_checkpoint_max", O_INT, TC(keep_checkpoint_max), 0, 1e6 },
@@ -381,7 +386,7 @@ static enum dt_status serve(dtrain_session *s, struct dt_err *e)
  * model of its own and evaluated on the eval data, until train_steps. */
 static enum dt_status follow_checkpoints(dtrain_session *s, struct dt_err *e)
 {
-	if (!s->output_dir[0])
+	if (!s->output_dir[0] && !(s->eval_once && s->warm_start_from[0]))
 		return dt_err_set(e, DT_USAGE, "an evaluator task needs output_dir: the directory the chief saves in");
 	if (!s->eval)
 		dt_info("evaluator: no eval data was set (dtrain_session_set_eval_data): evaluating the training data");
@@ -389,6 +394,8 @@ static enum dt_status follow_checkpoints(dtrain_session *s, struct dt_err *e)
 		.problem = "", .hp = s->tc.hp, .seed = s->tc.seed, .threads = s->tc.threads, .output_dir = s->output_dir,
 		.split = s->eval_split, .mode = s->eval_walk, .once = s->eval_once, .train_steps = s->tc.train_steps,
 		.timeout_s = s->eval_timeout_s, .source = &s->src, .report = dt__api_report_eval, .report_ctx = s,
+		.warm_start_from = s->warm_start_from, .warm_start_vars = s->warm_start_vars,
+		.predictions_file = s->predictions_file,
 	};
 	struct dt_eval_outcome o;
 	enum dt_status st = dt_evaluator_run(&ec, &o, e);

@@ -41,6 +41,7 @@ int dt_cmd_parse(struct dt_option *opts, int argc, char **argv, const char *usag
 void dt_cmd_print_usage(FILE *out);
 
 int dt_cmd_train(int argc, char **argv);
+int dt_cmd_evaluate(int argc, char **argv);
 int dt_cmd_version(int argc, char **argv);
 int dt_cmd_config(int argc, char **argv);
 int dt_cmd_make_configs(int argc, char **argv);

@@ -2,6 +2,7 @@
 #include "cmd/secret.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -9,6 +10,8 @@
 
 const struct dt_command dt_commands[] = {
 	{ "train", dt_cmd_train, "train a model (one process, or one task of a cluster)" },
+	{ "evaluate", dt_cmd_evaluate,
+	  "evaluate a checkpoint or a warm-start source once: `dtrain train --schedule=evaluate`" },
 	{ "datagen", dt_cmd_datagen, "write a text problem as t2t's data files (TFRecord shards), as t2t-datagen" },
 	{ "decode", dt_cmd_decode, "decode text with a trained transformer's newest checkpoint, as t2t-decoder" },
 	{ "bleu", dt_cmd_bleu, "BLEU of a translation file against a reference, as t2t-bleu" },
@@ -28,6 +31,21 @@ const struct dt_command dt_commands[] = {
 	{ "help", dt_cmd_help, "show help for dtrain or one command" },
 	{ NULL, NULL, NULL },
 };
+
+/* `dtrain evaluate ...` is `dtrain train --schedule=evaluate ...` (t2t's
+ * schedule; a --schedule of the user's comes later and wins). */
+int dt_cmd_evaluate(int argc, char **argv)
+{
+	char **args = dt_xcalloc((size_t)argc + 2, sizeof(*args));
+	char schedule[] = "--schedule=evaluate";
+	args[0] = argv[0];
+	args[1] = schedule;
+	for (int i = 1; i < argc; i++)
+		args[i + 1] = argv[i];
+	int rc = dt_cmd_train(argc + 1, args);
+	free(args);
+	return rc;
+}
 
 const struct dt_command *dt_command_find(const char *name)
 {

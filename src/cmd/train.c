@@ -109,6 +109,24 @@ static enum dt_status write_metrics(const char *path, const char *problem, int t
 }
 
 /* The "Checkpoints and summaries" flags, before validation. */
+/* --warm_start_from, --warm_start_vars, --predictions_file: session options
+ * (dtrain_session_set) set after the others. */
+struct warm_args {
+	const char *from, *vars, *predictions;
+};
+
+static dtrain_status set_warm(dtrain_session *s, const struct warm_args *wa, dtrain_error *perr)
+{
+	dtrain_status st = DTRAIN_OK;
+	if (*wa->from)
+		st = dtrain_session_set(s, "warm_start_from", wa->from, perr);
+	if (!st && *wa->vars)
+		st = dtrain_session_set(s, "warm_start_vars", wa->vars, perr);
+	if (!st && *wa->predictions)
+		st = dtrain_session_set(s, "predictions_file", wa->predictions, perr);
+	return st;
+}
+
 struct ckpt_args {
 	const char *output_dir;
 	int64_t save_steps;
@@ -320,8 +338,8 @@ static void print_eval(void *ctx, const dtrain_eval *r)
 
 /* The evaluator's flags into the options: the schedule's split, once or not
  * (the evaluator job with no eval schedule: the test split, continuously). */
-static enum dt_status eval_options(const char *schedule, const struct eval_args *ea, dtrain_session_options *so,
-				   struct dt_err *err)
+static enum dt_status eval_options(const char *schedule, const struct eval_args *ea, const struct warm_args *wa,
+				   dtrain_session_options *so, struct dt_err *err)
 {
 	so->evaluator = 1;
 	is_eval_schedule(schedule, &so->eval_split, &so->eval_once);
@@ -334,9 +352,10 @@ static enum dt_status eval_options(const char *schedule, const struct eval_args 
 	if (!(ea->timeout_s > 0 && ea->timeout_s <= 1e7))
 		return dt_err_set(err, DT_USAGE, "--eval_timeout_secs must be between 0 and 10000000 seconds, got %g",
 				  ea->timeout_s);
-	if (!so->output_dir || !*so->output_dir)
+	if ((!so->output_dir || !*so->output_dir) && !(so->eval_once && *wa->from))
 		return dt_err_set(err, DT_USAGE,
-				  "the evaluator needs --output_dir: the directory the chief writes checkpoints to");
+				  "the evaluator needs --output_dir: the directory the chief writes checkpoints to "
+				  "(or, with --schedule=evaluate, --warm_start_from)");
 	so->eval_timeout_secs = ea->timeout_s;
 	return DT_OK;
 }
@@ -425,6 +444,7 @@ int dt_cmd_train(int argc, char **argv)
 	struct ckpt_args ck = { .output_dir = "", .keep_max = so.keep_checkpoint_max,
 				.summary_steps = so.save_summary_steps };
 	struct eval_args ea = { .mode = "latest", .timeout_s = 3600 };
+	struct warm_args wa = { "", "", "" };
 	struct dt_cluster_flags cf;
 	dt_cluster_flags_init(&cf);
 	struct dt_secret_flags sf = { "", "", 0 };
@@ -476,6 +496,16 @@ int dt_cmd_train(int argc, char **argv)
 			      "save a checkpoint every SECONDS (0: by steps; neither set: 600)"),
 		DT_OPT_INT("keep_checkpoint_max", &ck.keep_max, "N", "newest checkpoints kept (0: all)"),
 		DT_OPT_INT64("save_summary_steps", &ck.summary_steps, "N", "TensorBoard scalars every N steps (0: none)"),
+		DT_OPT_STRING("warm_start_from", &wa.from, "PATH",
+			      "start the variables from a dtrain checkpoint or output dir, a safetensors file or Keras "
+			      "HDF5 weights (save_weights .h5, Keras 3 .weights.h5) when --output_dir has no checkpoint "
+			      "of its own (docs/CHECKPOINTS.md)"),
+		DT_OPT_STRING("warm_start_vars", &wa.vars, "REGEX",
+			      "only the variables whose names this regular expression matches are warm-started "
+			      "(Estimator's vars_to_warm_start) [default: all]"),
+		DT_OPT_STRING("predictions_file", &wa.predictions, "PATH",
+			      "--schedule=evaluate: write each example's label, predicted class and logits here, one "
+			      "JSON line each"),
 		DT_OPT_GROUP("Evaluator (--schedule=continuous_eval, or the evaluator task)"),
 		DT_OPT_STRING("eval_mode", &ea.mode, "MODE",
 			      "latest: jump to the newest checkpoint; every: evaluate each checkpoint in order"),
@@ -658,17 +688,23 @@ int dt_cmd_train(int argc, char **argv)
 		}
 	}
 	if (mode == MODE_EVAL) {
-		if (eval_options(cf.schedule, &ea, &so, &err)) {
+		if (eval_options(cf.schedule, &ea, &wa, &so, &err)) {
 			rc = dt_cmd_report(&err);
 			goto out;
 		}
-		if (dtrain_session_configure(s, &so, perr) || dtrain_session_set_eval_report(s, print_eval, NULL, perr) ||
-		    dtrain_session_run(s, perr))
+		if (dtrain_session_configure(s, &so, perr) || set_warm(s, &wa, perr) ||
+		    dtrain_session_set_eval_report(s, print_eval, NULL, perr) || dtrain_session_run(s, perr))
 			rc = report(perr);
 		goto out;
 	}
 	so.eval_after_save = strcmp(cf.schedule, "train_and_evaluate") == 0;
-	if (dtrain_session_configure(s, &so, perr)) {
+	if (*wa.predictions) {
+		dt_err_set(&err, DT_USAGE, "--predictions_file is for an evaluation-only run");
+		dt_err_hint(&err, "add --schedule=evaluate (or run `dtrain evaluate`)");
+		rc = dt_cmd_report(&err);
+		goto out;
+	}
+	if (dtrain_session_configure(s, &so, perr) || set_warm(s, &wa, perr)) {
 		rc = report(perr);
 		goto out;
 	}

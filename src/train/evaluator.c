@@ -15,6 +15,7 @@
 #include "train/checkpoint.h"
 #include "train/common.h"
 #include "train/summary.h"
+#include "train/warm_start.h"
 
 const char *dt_eval_dir_name(enum dt_split split)
 {
@@ -112,7 +113,42 @@ static enum dt_status setup(struct evaluator *e, struct dt_err *err)
 	dt_ckpt_contents_for_model(&e->contents, e->model);
 	dt_ckpt_model_signature(e->contents.vars, e->contents.num_vars, e->signature, sizeof(e->signature));
 
+	if (!cfg->output_dir || !*cfg->output_dir)
+		return DT_OK; /* a warm-start source evaluated once: no summaries */
 	return dt_eval_open_events(cfg->output_dir, cfg->split, &e->events, err);
+}
+
+static int has_predictions(const struct dt_eval_config *cfg)
+{
+	return cfg->predictions_file && *cfg->predictions_file;
+}
+
+/* Evaluates e->model as it is now and reports it at `step`. */
+static enum dt_status evaluate_model(struct evaluator *e, const char *what, int64_t step, struct dt_eval_outcome *out,
+				     struct dt_err *err)
+{
+	const struct dt_eval_config *cfg = e->cfg;
+	struct dt_eval_result r;
+	enum dt_status st = cfg->source      ? cfg->source->evaluate(cfg->source->arg, e->model, &r, err)
+			    : has_predictions(cfg) ? dt_eval_predictions(e->model, &e->data, cfg->predictions_file, &r, err)
+						 : dt_train_evaluate(e->model, &e->data, &r, err);
+	if (st)
+		return st;
+	dt_info("evaluated '%s': global step %lld, accuracy %.4f, loss %.4f", what, (long long)step, r.accuracy, r.loss);
+	if (has_predictions(cfg))
+		dt_info("wrote %lld predictions to '%s'", (long long)r.examples, cfg->predictions_file);
+	char note[200];
+	snprintf(note, sizeof(note), "eval at global step %lld: accuracy %.4f, loss %.4f", (long long)step, r.accuracy,
+		 r.loss);
+	dt_progress_note(step, cfg->train_steps, note); /* `dtrain status` shows the newest evaluation */
+	if (e->events)
+		dt_eval_write_summary(e->events, step, cfg->source ? NULL : cfg->problem, &r);
+	if (cfg->report)
+		cfg->report(cfg->report_ctx, cfg->split, step, &r);
+	out->evaluated++;
+	out->last_step = step;
+	out->last = r;
+	return DT_OK;
 }
 
 /* The next checkpoint to evaluate: *found = 0 when there is none yet. */
@@ -211,24 +247,9 @@ static enum dt_status evaluate_one(struct evaluator *e, const char *path, int64_
 	if (loaded != step)
 		dt_warn("checkpoint '%s' holds global step %lld, not the %lld of its name: reporting %lld", path,
 			(long long)loaded, (long long)step, (long long)loaded);
-	struct dt_eval_result r;
-	st = cfg->source ? cfg->source->evaluate(cfg->source->arg, e->model, &r, err)
-			 : dt_train_evaluate(e->model, &e->data, &r, err);
-	if (st)
+	if ((st = evaluate_model(e, path, loaded, out, err)))
 		return st;
-	dt_info("evaluated '%s': global step %lld, accuracy %.4f, loss %.4f", path, (long long)loaded, r.accuracy,
-		r.loss);
-	char note[200];
-	snprintf(note, sizeof(note), "eval at global step %lld: accuracy %.4f, loss %.4f", (long long)loaded,
-		 r.accuracy, r.loss);
-	dt_progress_note(loaded, cfg->train_steps, note); /* `dtrain status` shows the newest evaluation */
-	dt_eval_write_summary(e->events, loaded, cfg->source ? NULL : cfg->problem, &r);
-	if (cfg->report)
-		cfg->report(cfg->report_ctx, cfg->split, loaded, &r);
 	e->last_step = step > loaded ? step : loaded;
-	out->evaluated++;
-	out->last_step = loaded;
-	out->last = r;
 	*evaluated = 1;
 	return DT_OK;
 }
@@ -255,7 +276,14 @@ enum dt_status dt_evaluator_run(const struct dt_eval_config *cfg, struct dt_eval
 	if (!out)
 		out = &local_out;
 	*out = (struct dt_eval_outcome){ .last_step = -1 };
-	if (!cfg->output_dir || !*cfg->output_dir)
+	const int warm = cfg->warm_start_from && *cfg->warm_start_from;
+	if (warm && !cfg->once)
+		return dt_err_set(err, DT_USAGE, "a warm-start source is evaluated by an evaluation-only run "
+						 "(--schedule=evaluate), not by a continuous evaluator");
+	if (has_predictions(cfg) && (!cfg->once || cfg->source))
+		return dt_err_set(err, DT_USAGE, "--predictions_file is for an evaluation-only run (--schedule=evaluate) "
+						 "of dtrain's own problems");
+	if (!warm && (!cfg->output_dir || !*cfg->output_dir))
 		return dt_err_set(err, DT_USAGE, "the evaluator needs the chief's output dir (--output_dir)");
 	if (!(cfg->timeout_s > 0))
 		return dt_err_set(err, DT_USAGE, "the evaluator's timeout must be positive, got %g", cfg->timeout_s);
@@ -267,6 +295,26 @@ enum dt_status dt_evaluator_run(const struct dt_eval_config *cfg, struct dt_eval
 	if (st) {
 		release(&e);
 		return st;
+	}
+	if (warm) {
+		/* Estimator's rule: a checkpoint of the run's own wins. */
+		char path[DT_CKPT_PATH_MAX];
+		int64_t step = 0;
+		enum dt_ckpt_poll res = DT_CKPT_POLL_NONE;
+		if (cfg->output_dir && *cfg->output_dir &&
+		    (st = dt_ckpt_latest_path(cfg->output_dir, path, sizeof(path), &step, &res, err))) {
+			release(&e);
+			return st;
+		}
+		if (res == DT_CKPT_POLL_NONE) {
+			/* reported at the source's global step (a dtrain checkpoint's; else 0) */
+			struct dt_warm_report rep;
+			dt_model_init_params(e.model, cfg->seed);
+			if (!(st = dt_warm_start(e.model, cfg->warm_start_from, cfg->warm_start_vars, &rep, err)))
+				st = evaluate_model(&e, cfg->warm_start_from, rep.global_step, out, err);
+			release(&e);
+			return st;
+		}
 	}
 	char what[64];
 	if (cfg->source)

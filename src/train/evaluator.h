@@ -72,6 +72,15 @@ struct dt_eval_config {
 	const struct dt_train_source *source;
 	/* Where hp.model is built from (dt_train_config.models), borrowed. */
 	const struct dt_model_zoo *models;
+	/* An evaluation-only run (`once`): when output_dir has no checkpoint
+	 * (or is NULL or ""), the model starts from warm_start_from
+	 * (train/warm_start.h; only the variables warm_start_vars matches, the
+	 * others from their initializers and `seed`) and is evaluated once at
+	 * the source's global step (a dtrain checkpoint's, else 0). NULL or "": none. */
+	const char *warm_start_from, *warm_start_vars;
+	/* `once` only: each example's prediction goes here (dt_eval_predictions);
+	 * NULL or "": none. Not with a caller's `source`. */
+	const char *predictions_file;
 	/* Called after each evaluation (may be NULL). */
 	void (*report)(void *ctx, enum dt_split split, int64_t step, const struct dt_eval_result *r);
 	void *report_ctx;
@@ -87,6 +96,12 @@ struct dt_eval_outcome {
 /* Runs the evaluator until it is done (see above). `out` may be NULL. */
 enum dt_status dt_evaluator_run(const struct dt_eval_config *cfg, struct dt_eval_outcome *out,
 				struct dt_err *err) DT_MUST_CHECK;
+
+/* dt_train_evaluate's evaluation (the same figures, to the bit) that also
+ * writes one JSON line per example to `path` (eval_predict.c): index, label,
+ * predicted class, logits and their softmax. */
+enum dt_status dt_eval_predictions(struct dt_model *model, const struct dt_dataset *ds, const char *path,
+				   struct dt_eval_result *out, struct dt_err *err) DT_MUST_CHECK;
 
 /* "eval" for the test split, "eval_train" for the train split. */
 const char *dt_eval_dir_name(enum dt_split split);

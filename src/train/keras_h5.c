@@ -14,6 +14,7 @@
 #include "base/atomic_file.h"
 #include "nn/model.h"
 #include "train/checkpoint.h"
+#include "train/warm_start.h"
 
 /* HDF5 keeps attributes in the object header, at most 64 KiB (Keras's
  * HDF5_OBJECT_HEADER_LIMIT); larger lists would need Keras's chunking. */
@@ -26,7 +27,7 @@ struct var {
 	int layer_rank, rank;   /* layer order; Keras's order inside the layer */
 };
 
-static int weight_rank(const char *v)
+int dt__keras_weight_rank(const char *v)
 {
 	static const char *const order[] = { "kernel", "depthwise_kernel", "embeddings", "gamma", "pointwise_kernel",
 					     "beta", "bias", "moving_mean", "moving_variance" };
@@ -292,7 +293,7 @@ enum dt_status dt_keras_h5_export(const char *ckpt_path, const struct dt_model *
 		vars[n].t = t;
 		snprintf(vars[n].layer, sizeof(vars[n].layer), "%.*s", (int)(slash - t->name), t->name);
 		vars[n].short_name = slash + 1;
-		vars[n].rank = weight_rank(slash + 1);
+		vars[n].rank = dt__keras_weight_rank(slash + 1);
 		n++;
 	}
 	if (!st && n == 0)

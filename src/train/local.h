@@ -95,6 +95,11 @@ struct dt_train_config {
 	int keep_checkpoint_max;  /* newest checkpoints kept; 0: keep all */
 	int64_t save_summary_steps; /* TensorBoard scalars every N steps; 0: none */
 	int eval_after_save;      /* train_and_evaluate: evaluate the test split after each save, into eval/ */
+	/* --warm_start_from / --warm_start_vars (train/warm_start.h): where the
+	 * variables start when the run has no checkpoint of its own in
+	 * output_dir (a restore wins); NULL or "": from their initializers. */
+	const char *warm_start_from;
+	const char *warm_start_vars;
 
 	/* A cluster task's secret (net/auth.h), borrowed; NULL: none (loopback or --insecure). */
 	const struct dt_auth *auth;

@@ -11,6 +11,7 @@
 #include "net/conn.h"
 #include "train/roles.h"
 #include "train/strategy.h"
+#include "train/warm_start.h"
 
 static double or_default(double v, double d) { return v > 0 ? v : d; }
 
@@ -215,7 +216,8 @@ enum dt_status dt_ps_chief_start(struct dt_ps_chief *ch, struct dt_ps_client *c,
 	} else if (!st && n > 0) {
 		if (ch->saving)
 			dt_info("no checkpoint in '%s': initializing the variables from the seed", ch->cfg->train->output_dir);
-		dt_model_init_params(ch->model, ch->cfg->train->seed);
+		const struct dt_train_config *tc = ch->cfg->train;
+		st = dt_warm_start_init(ch->model, tc->seed, tc->warm_start_from, tc->warm_start_vars, err);
 		for (int ps = 0; ps < num_ps && !st; ps++)
 			if (empty[ps] && !(st = dt_ps_client_init(c, ps, round_deadline(ch), err)))
 				dt_info("initialized ps:%d", ps);

@@ -28,6 +28,7 @@
 #include "train/events.h"
 #include "train/session_state.h"
 #include "train/summary.h"
+#include "train/warm_start.h"
 
 /* This process's CPU time (every thread) in ns: the benchmarks' figure on
  * a shared host, where wall time counts other tenants' turns too. */
@@ -109,10 +110,8 @@ enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strat
 {
 	const struct dt_train_config *tc = s->cfg;
 	memset(out, 0, sizeof(*out));
-	if (!has_output_dir(tc)) {
-		dt_model_init_params(s->model, tc->seed);
-		return DT_OK;
-	}
+	if (!has_output_dir(tc))
+		return dt_warm_start_init(s->model, tc->seed, tc->warm_start_from, tc->warm_start_vars, err);
 	enum dt_status st = start_saving(s, err);
 	if (st)
 		return st;
@@ -124,9 +123,11 @@ enum dt_status dt__session_restore_or_init(struct dt_session *s, struct dt_strat
 	if ((st = dt_ckpt_restore_latest(tc->output_dir, &c, &found, path, sizeof(path), err)))
 		return st;
 	if (!found) {
-		dt_info("no checkpoint in '%s': training from scratch", tc->output_dir);
-		dt_model_init_params(s->model, tc->seed);
-		return DT_OK;
+		if (tc->warm_start_from && *tc->warm_start_from)
+			dt_info("no checkpoint in '%s': warm-starting from '%s'", tc->output_dir, tc->warm_start_from);
+		else
+			dt_info("no checkpoint in '%s': training from scratch", tc->output_dir);
+		return dt_warm_start_init(s->model, tc->seed, tc->warm_start_from, tc->warm_start_vars, err);
 	}
 	dt_info("restored step %lld from %s", (long long)c.global_step, path);
 	dt_saver_mark(&s->saver, c.global_step);
