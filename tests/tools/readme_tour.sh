@@ -5,9 +5,11 @@
 # scripts/ the repo's, examples/ a copy), with these changes only, so that it takes a minute:
 #   - every `dtrain train` trains 1 step (its --train_steps replaced, or added);
 #   - make_flowers.py writes 100 images (--count 100: 80 to train, more than a batch of 64), not 3,670;
-#   - the launched spec (examples/fashion_mnist.yaml) trains 40 steps, checkpointing every 20;
+#   - the launched spec (examples/fashion_mnist.yaml) trains 40 steps, checkpointing every 20, and
+#     the sweep's (examples/seed001.yaml) trials 20 steps each;
 #   - /tmp/ is WORK/tmp/, and the state of `dtrain launch` goes to WORK/home ($DTRAIN_HOME);
-#   - ID and DIR are the last launched experiment's number and output dir (its first line).
+#   - ID and DIR are the last launched experiment's number and output dir (its first line; a sweep's
+#     launch leaves them as they were: ID and DIR name one experiment).
 # Prints each line as run; exits 1 at the first line that exits non-zero, naming the file, the line
 # as written and its output's tail; ends with "tour: N lines ran".
 set -uo pipefail
@@ -17,6 +19,7 @@ cp -r "$repo/examples/." "$work/examples/" || exit 1
 ln -sfn "$bin_dir" "$work/build" && ln -sfn "$repo/scripts" "$work/scripts" || exit 1
 sed -i 's/^train_steps: .*/train_steps: 40/; s/--save_checkpoints_steps=[0-9]*/--save_checkpoints_steps=20/' \
 	"$work/examples/fashion_mnist.yaml"
+sed -i -E 's/--train_steps=[0-9]+/--train_steps=20/' "$work/examples/seed001.yaml"
 export DTRAIN_HOME="$work/home" TF_CONFIG=
 cd "$work" || exit 1
 
@@ -59,7 +62,7 @@ for doc in README.md docs/DATA.md docs/MODELS.md; do
 			printf 'tour: %s exited %d: %s\n%s\n' "$where" "$rc" "$line" "$(tail -n 25 <<<"$out")"
 			exit 1
 		fi
-		if [[ $cmd == *"dtrain launch "* && $cmd != *--emit* ]]; then
+		if [[ $cmd == *"dtrain launch "* && $cmd != *--emit* ]] && ! grep -q -- '--> STARTING sweep' <<<"$out"; then
 			first=$(grep -m1 -- '--> STARTING experiment' <<<"$out")
 			id=$(awk '{print $1}' <<<"$first")
 			dir=$(sed -E 's/.*output dir ([^;]+);.*/\1/' <<<"$first")
