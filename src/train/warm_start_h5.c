@@ -133,6 +133,27 @@ static void free_strings(char **s, int n)
 
 /* Records the dataset at `where` (relative to the root) as tensor `name`
  * of `layer`, its shape and type checked. */
+
+/* A dataset's chunks (if chunked) hold at most 64 Mi elements each, as
+ * Keras's weights do many times over. */
+static int sane_chunks(hid_t d)
+{
+	hid_t plist = H5Dget_create_plist(d);
+	if (plist < 0)
+		return 0;
+	int ok = 1;
+	if (H5Pget_layout(plist) == H5D_CHUNKED) {
+		hsize_t dims[32];
+		int nd = H5Pget_chunk(plist, 32, dims);
+		double elems = 1;
+		for (int k = 0; k < nd; k++)
+			elems *= (double)dims[k];
+		ok = nd > 0 && elems <= (double)(1 << 26);
+	}
+	H5Pclose(plist);
+	return ok;
+}
+
 static enum dt_status add_dataset(struct dt__warm_source *s, const char *where, const char *name, const char *layer,
 				  int index, struct dt_err *err)
 {
@@ -145,6 +166,11 @@ static enum dt_status add_dataset(struct dt__warm_source *s, const char *where, 
 	int nd = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
 	if (type < 0 || H5Tget_class(type) != H5T_FLOAT) {
 		st = bad(err, s->path, "not floating-point numbers: dataset", where);
+	} else if (H5Tget_size(type) < 2 || H5Tget_size(type) > 8 || !sane_chunks(d)) {
+		/* what libhdf5 would allocate to read it (a conversion buffer of
+		 * elements of this size, a chunk) comes from the header: a damaged
+		 * one asks for gigabytes */
+		st = bad(err, s->path, "a damaged element size or chunk layout: dataset", where);
 	} else if (nd < 0 || nd > DT_WARM_MAX_DIMS) {
 		st = bad(err, s->path, "a shape of more than 8 dimensions: dataset", where);
 	} else {
